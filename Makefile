@@ -1,0 +1,36 @@
+# Every target installs what it needs first, so a fresh machine needs nothing but Python 3.11.
+PY      ?= python3.11
+VENV    := .venv
+BIN     := $(VENV)/bin
+STAMP   := $(VENV)/.installed
+export MLFLOW_DISABLE_TELEMETRY := true
+export HF_HUB_OFFLINE := 1
+export TOKENIZERS_PARALLELISM := false
+
+.PHONY: install test eval bench lint clean
+
+$(STAMP): pyproject.toml
+	@command -v $(PY) >/dev/null || { echo "need $(PY) on PATH (or make PY=/path/to/python3.11)"; exit 1; }
+	test -d $(VENV) || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+# pytest exits 5 when it collected no tests: that is a broken suite, not a pass.
+test: $(STAMP)
+	@$(BIN)/python -m pytest; rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "pytest ran no tests: failing"; exit 1; fi; exit $$rc
+
+eval: $(STAMP)
+	$(BIN)/memkit compare-retrievers
+
+bench: $(STAMP)
+	$(BIN)/python eval/bench/retrievers.py
+
+lint: $(STAMP)
+	$(BIN)/ruff check memkit tests eval
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis

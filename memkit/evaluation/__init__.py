@@ -1,0 +1,1 @@
+"""Metrics, the eval harness, comparison and MLflow tracking."""

@@ -1,0 +1,419 @@
+"""The retriever contract, search filters, and the event catalog every retriever keeps.
+
+A retriever is an estimator in scikit-learn's manner: the constructor only stores its
+parameters, ``fit(events)`` indexes a collection and returns ``self``, ``add(events)``
+indexes more (an ``event_id`` seen before replaces the old event), ``remove(ids)`` drops
+events, ``search(queries, k, filters)`` returns a run table, ``save(dir)`` / ``load(dir)``
+persist it, and ``params()`` is what MLflow logs.
+
+Filters are applied before the top k is cut: each retriever scores only the events the
+filters admit (a boolean mask over its catalog), so a filtered search returns exactly
+what a brute-force search over the filtered events would.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+import polars as pl
+
+from memkit.errors import ValidationError
+from memkit.tables import RUN_SCHEMA, UTC_US, parse_time
+
+NO_TIME = np.iinfo(np.int64).min  # created_at missing
+
+
+@dataclass(frozen=True)
+class Filters:
+    """What a search may return. Every part is optional; parts combine with AND.
+
+    - ``floor_ids``: only events in these floors.
+    - ``time_from`` / ``time_to``: the event's own ``created_at`` within the range, both
+      bounds inclusive; a naive time is UTC; an event without a time never matches a range.
+    - ``types``: only events whose block type is one of these.
+    - ``tags``: only events carrying at least one of these tags.
+    """
+
+    floor_ids: tuple[str, ...] | None = None
+    time_from: datetime | None = None
+    time_to: datetime | None = None
+    types: tuple[str, ...] | None = None
+    tags: tuple[str, ...] | None = None
+
+    def __post_init__(self):
+        for name in ("floor_ids", "types", "tags"):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if isinstance(value, str) or not all(isinstance(v, str) for v in value):
+                raise ValidationError(name, f"expected a list of strings, got {value!r}")
+            object.__setattr__(self, name, tuple(value))
+        for name in ("time_from", "time_to"):
+            try:
+                object.__setattr__(self, name, parse_time(getattr(self, name)))
+            except (TypeError, ValueError):
+                raise ValidationError(name, f"expected an ISO 8601 time, got {getattr(self, name)!r}") from None
+        if self.time_from and self.time_to and self.time_from > self.time_to:
+            raise ValidationError("time_from", "must not be later than time_to")
+
+    @classmethod
+    def from_dict(cls, d: dict | None) -> "Filters":
+        if d is None:
+            return cls()
+        unknown = set(d) - {"floor_ids", "time_from", "time_to", "types", "tags"}
+        if unknown:
+            raise ValidationError(sorted(unknown)[0], "unknown filter")
+        return cls(**d)
+
+    def with_floors(self, floor_ids: Sequence[str] | None) -> "Filters":
+        """These filters narrowed to ``floor_ids`` as well (intersection)."""
+        if floor_ids is None:
+            return self
+        floors = tuple(floor_ids)
+        if self.floor_ids is not None:
+            floors = tuple(f for f in floors if f in set(self.floor_ids))
+        return Filters(floors, self.time_from, self.time_to, self.types, self.tags)
+
+    def is_empty(self) -> bool:
+        return all(getattr(self, n) is None for n in ("floor_ids", "time_from", "time_to", "types", "tags"))
+
+
+class _Codes:
+    """Strings to small integer codes (floors, block types, tags)."""
+
+    def __init__(self, names: Iterable[str] = ()):
+        self.names: list[str] = []
+        self.index: dict[str, int] = {}
+        for n in names:
+            self.code(n)
+
+    def code(self, name: str) -> int:
+        c = self.index.get(name)
+        if c is None:
+            c = self.index[name] = len(self.names)
+            self.names.append(name)
+        return c
+
+
+class Catalog:
+    """What a retriever knows of each indexed event besides its text: ids, floors, block
+    types, times, tags and whether it is still alive. Positions are stable: an event
+    keeps its row for life; a removed or replaced one is only marked dead."""
+
+    def __init__(self):
+        self.event_ids: list[str] = []
+        self.position: dict[str, int] = {}
+        self._floors, self._types, self._tags = _Codes(), _Codes(), _Codes()
+        self._floor = np.zeros(0, np.int32)
+        self._type = np.zeros(0, np.int32)
+        self._time = np.zeros(0, np.int64)
+        self.alive = np.zeros(0, bool)
+        self._tag_rows: list[list[int]] = []  # tag code -> positions
+        self._event_tags: list[tuple[int, ...]] = []
+        self._mask_cache: dict[Filters, np.ndarray] = {}
+
+    def __len__(self) -> int:
+        return len(self.event_ids)
+
+    @property
+    def n_alive(self) -> int:
+        return int(self.alive.sum())
+
+    def append(self, events: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+        """Add events; returns (new positions, positions of events they replace)."""
+        start = len(self.event_ids)
+        ids = events["event_id"].to_list()
+        replaced = [self.position[i] for i in ids if i in self.position]
+        if replaced:
+            self.alive[replaced] = False
+        for offset, eid in enumerate(ids):
+            self.position[eid] = start + offset
+        self.event_ids.extend(ids)
+        floors = np.array([self._floors.code(f) for f in events["floor_id"].to_list()], np.int32)
+        types = np.array([self._types.code(t) for t in events["block_type"].to_list()], np.int32)
+        times = events["created_at"].cast(UTC_US).dt.epoch("us").fill_null(NO_TIME).to_numpy().astype(np.int64)
+        self._floor = np.concatenate([self._floor, floors])
+        self._type = np.concatenate([self._type, types])
+        self._time = np.concatenate([self._time, times])
+        self.alive = np.concatenate([self.alive, np.ones(len(ids), bool)])
+        for offset, tags in enumerate(events["tags"].to_list()):
+            codes = tuple(sorted({self._tags.code(t) for t in tags or ()}))
+            self._event_tags.append(codes)
+            for c in codes:
+                while c >= len(self._tag_rows):
+                    self._tag_rows.append([])
+                self._tag_rows[c].append(start + offset)
+        self._mask_cache.clear()
+        return np.arange(start, start + len(ids)), np.array(sorted(set(replaced)), np.int64)
+
+    def remove(self, event_ids: Iterable[str]) -> np.ndarray:
+        """Mark events dead; unknown ids are ignored. Returns the positions removed."""
+        pos = [self.position.pop(e) for e in event_ids if e in self.position]
+        pos = np.array(sorted(pos), np.int64)
+        self.alive[pos] = False
+        self._mask_cache.clear()
+        return pos
+
+    def mask(self, filters: Filters | None) -> np.ndarray:
+        """Boolean mask of alive events the filters admit."""
+        if filters is None or filters.is_empty():
+            return self.alive
+        cached = self._mask_cache.get(filters)
+        if cached is not None:
+            return cached
+        m = self.alive.copy()
+        if filters.floor_ids is not None:
+            codes = [self._floors.index[f] for f in filters.floor_ids if f in self._floors.index]
+            m &= np.isin(self._floor, codes)
+        if filters.types is not None:
+            codes = [self._types.index[t] for t in filters.types if t in self._types.index]
+            m &= np.isin(self._type, codes)
+        if filters.time_from is not None or filters.time_to is not None:
+            has_time = self._time != NO_TIME
+            m &= has_time
+            if filters.time_from is not None:
+                m &= self._time >= _epoch_us(filters.time_from)
+            if filters.time_to is not None:
+                m &= self._time <= _epoch_us(filters.time_to)
+        if filters.tags is not None:
+            tagged = np.zeros(len(m), bool)
+            for t in filters.tags:
+                c = self._tags.index.get(t)
+                if c is not None and c < len(self._tag_rows):
+                    tagged[self._tag_rows[c]] = True
+            m &= tagged
+        if len(self._mask_cache) > 4096:
+            self._mask_cache.clear()
+        self._mask_cache[filters] = m
+        return m
+
+    # -- persistence --------------------------------------------------------------
+    def to_frame(self) -> pl.DataFrame:
+        times = [None if t == NO_TIME else int(t) for t in self._time]
+        return pl.DataFrame(
+            {
+                "event_id": self.event_ids,
+                "floor_id": [self._floors.names[c] for c in self._floor],
+                "block_type": [self._types.names[c] for c in self._type],
+                "created_at_us": times,
+                "tags": [[self._tags.names[c] for c in codes] for codes in self._event_tags],
+                "alive": self.alive,
+            },
+            schema={"event_id": pl.Utf8, "floor_id": pl.Utf8, "block_type": pl.Utf8,
+                    "created_at_us": pl.Int64, "tags": pl.List(pl.Utf8), "alive": pl.Boolean},
+        )
+
+    @classmethod
+    def from_frame(cls, frame: pl.DataFrame) -> "Catalog":
+        cat = cls()
+        events = frame.select(
+            "event_id", "floor_id", "block_type",
+            pl.from_epoch("created_at_us", time_unit="us").dt.replace_time_zone("UTC").alias("created_at"),
+            "tags",
+        )
+        # Replay appends without replacement semantics: ids may repeat for dead rows.
+        cat.event_ids = events["event_id"].to_list()
+        cat._floor = np.array([cat._floors.code(f) for f in events["floor_id"].to_list()], np.int32)
+        cat._type = np.array([cat._types.code(t) for t in events["block_type"].to_list()], np.int32)
+        cat._time = frame["created_at_us"].fill_null(NO_TIME).to_numpy().astype(np.int64)
+        cat.alive = frame["alive"].to_numpy().copy()
+        for pos, tags in enumerate(events["tags"].to_list()):
+            codes = tuple(sorted({cat._tags.code(t) for t in tags or ()}))
+            cat._event_tags.append(codes)
+            for c in codes:
+                while c >= len(cat._tag_rows):
+                    cat._tag_rows.append([])
+                cat._tag_rows[c].append(pos)
+        cat.position = {e: i for i, e in enumerate(cat.event_ids) if cat.alive[i]}
+        return cat
+
+
+def _epoch_us(dt: datetime) -> int:
+    return int(dt.timestamp() * 1_000_000) if dt.microsecond == 0 else int(dt.timestamp()) * 1_000_000 + dt.microsecond
+
+
+def top_k(scores: np.ndarray, mask: np.ndarray | None, k: int, positive_only: bool = False):
+    """Indices and scores of the k best admitted entries, best first.
+
+    Ties are broken by position (earlier first), so the result is a pure function of the
+    scores and the mask: the brute-force oracle in the tests relies on that.
+    """
+    admitted = np.ones(len(scores), bool) if mask is None else mask.copy()
+    if positive_only:
+        admitted &= scores > 0
+    cand = np.flatnonzero(admitted)
+    if len(cand) == 0 or k <= 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.float64)
+    s = scores[cand]
+    if len(cand) > k:
+        kth = np.partition(s, len(s) - k)[len(s) - k]
+        keep = s >= kth
+        cand, s = cand[keep], s[keep]
+    order = np.lexsort((cand, -s))[:k]
+    return cand[order], s[order].astype(np.float64)
+
+
+def normalize_queries(queries: Any) -> pl.DataFrame:
+    """A str, a list of str, or a frame with ``query_id`` and ``text`` (and optionally
+    ``floor_ids``) to a frame with ``query_id, text, floor_ids``."""
+    if isinstance(queries, str):
+        queries = [queries]
+    if isinstance(queries, pl.DataFrame):
+        if "query_id" not in queries.columns or "text" not in queries.columns:
+            raise ValidationError("queries", "a query frame needs query_id and text columns")
+        cols = ["query_id", "text"] + (["floor_ids"] if "floor_ids" in queries.columns else [])
+        return queries.select(cols)
+    queries = list(queries)
+    if not all(isinstance(q, str) for q in queries):
+        raise ValidationError("queries", "expected a string, a list of strings or a query frame")
+    return pl.DataFrame({"query_id": [str(i) for i in range(len(queries))], "text": queries})
+
+
+def query_filters(queries: pl.DataFrame, filters) -> list[Filters | None]:
+    """One Filters per query: the given filters (one for all, or one per query),
+    narrowed to the query's own ``floor_ids`` where the frame has them."""
+    n = queries.height
+    if filters is None or isinstance(filters, (Filters, dict)):
+        base = Filters.from_dict(filters) if isinstance(filters, dict) else filters
+        per = [base] * n
+    else:
+        per = list(filters)
+        if len(per) != n:
+            raise ValidationError("filters", f"expected one Filters per query ({n}), got {len(per)}")
+    if "floor_ids" in queries.columns:
+        floors = queries["floor_ids"].to_list()
+        per = [(f or Filters()).with_floors(fl) if fl is not None else f for f, fl in zip(per, floors)]
+    return per
+
+
+def make_run(query_ids: list[str], hits: list[tuple[np.ndarray, np.ndarray]], event_ids: list[str], match_type: str):
+    """Run table from per-query (positions, scores)."""
+    qid, eid, score, rank = [], [], [], []
+    for q, (pos, sc) in zip(query_ids, hits):
+        qid.extend([q] * len(pos))
+        eid.extend(event_ids[p] for p in pos)
+        score.extend(sc.tolist())
+        rank.extend(range(1, len(pos) + 1))
+    return pl.DataFrame(
+        {"query_id": qid, "event_id": eid, "score": score, "rank": rank, "match_type": [match_type] * len(qid)},
+        schema=RUN_SCHEMA,
+    )
+
+
+class Retriever:
+    """Base class: subclasses implement ``_index``, ``_unindex``, ``_search_batch``,
+    ``_save_state`` and ``_load_state``; the catalog, filters, ids and the run table
+    are handled here."""
+
+    match_type = "keyword"
+    type_name = "base"
+
+    def __init__(self):
+        self.catalog = Catalog()
+
+    # -- the contract ---------------------------------------------------------------
+    def fit(self, events: pl.DataFrame) -> "Retriever":
+        self._reset()
+        self.catalog = Catalog()
+        self.add(events)
+        return self
+
+    def add(self, events: pl.DataFrame) -> "Retriever":
+        if events.height == 0:
+            return self
+        dup = events["event_id"].is_duplicated()
+        if dup.any():
+            raise ValidationError("event_id", f"repeated within one add: {events.filter(dup)['event_id'][0]!r}")
+        new_pos, replaced = self.catalog.append(events)
+        if len(replaced):
+            self._unindex(replaced)
+        self._index(events, new_pos)
+        return self
+
+    def remove(self, event_ids: Iterable[str]) -> "Retriever":
+        pos = self.catalog.remove(event_ids)
+        if len(pos):
+            self._unindex(pos)
+        return self
+
+    def search(self, queries, k: int = 10, filters=None) -> pl.DataFrame:
+        if not isinstance(k, int) or isinstance(k, bool) or k < 1:
+            raise ValidationError("k", f"expected a positive integer, got {k!r}")
+        frame = normalize_queries(queries)
+        per = query_filters(frame, filters)
+        masks = [self.catalog.mask(f) for f in per]
+        hits = self._search_batch(frame["text"].to_list(), k, masks)
+        return make_run(frame["query_id"].to_list(), hits, self.catalog.event_ids, self.match_type)
+
+    def params(self) -> dict:
+        return {"type": self.type_name, **self.get_params()}
+
+    def get_params(self) -> dict:
+        raise NotImplementedError
+
+    def save(self, folder: str | Path) -> Path:
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "retriever.json").write_text(json.dumps(self._spec(), indent=2))
+        self.catalog.to_frame().write_parquet(folder / "catalog.parquet")
+        self._save_state(folder)
+        return folder
+
+    @classmethod
+    def load(cls, folder: str | Path) -> "Retriever":
+        from memkit.retrievers import build  # the registry lives there
+
+        folder = Path(folder)
+        spec = json.loads((folder / "retriever.json").read_text())
+        obj = build(spec)
+        if cls is not Retriever and not isinstance(obj, cls):
+            raise ValidationError("folder", f"{folder} holds a {spec.get('type')} retriever, not {cls.type_name}")
+        obj.catalog = Catalog.from_frame(pl.read_parquet(folder / "catalog.parquet"))
+        obj._load_state(folder)
+        return obj
+
+    def _spec(self) -> dict:
+        return self.params()
+
+    def __len__(self) -> int:
+        return self.catalog.n_alive
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
+        return f"{type(self).__name__}({args})"
+
+    # -- for subclasses -------------------------------------------------------------
+    def _reset(self) -> None:
+        raise NotImplementedError
+
+    def _index(self, events: pl.DataFrame, positions: np.ndarray) -> None:
+        raise NotImplementedError
+
+    def _unindex(self, positions: np.ndarray) -> None:
+        raise NotImplementedError
+
+    def _search_batch(self, texts: list[str], k: int, masks: list[np.ndarray]):
+        raise NotImplementedError
+
+    def _save_state(self, folder: Path) -> None:
+        raise NotImplementedError
+
+    def _load_state(self, folder: Path) -> None:
+        raise NotImplementedError
+
+
+def document_text(events: pl.DataFrame, template: str) -> list[str]:
+    """The text a retriever indexes for each event, from a template over its fields,
+    e.g. ``"{text}"`` or ``"{user_id}: {text}"``; a missing field renders as empty."""
+    if template == "{text}":
+        return events["text"].to_list()
+    cols = [c for c in events.columns if "{" + c + "}" in template or "{" + c + ":" in template]
+    out = []
+    for row in events.select(cols).iter_rows(named=True):
+        out.append(template.format_map({k: ("" if v is None else v) for k, v in row.items()}).strip())
+    return out

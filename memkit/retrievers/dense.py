@@ -1,0 +1,153 @@
+"""Dense retrieval: cosine similarity of sentence embeddings.
+
+Vectors live in one float32 matrix (rows = catalog positions). Below ``exact_below``
+alive events a search is an exact matrix product; at or above it, an HNSW graph (usearch)
+answers unfiltered and loosely filtered queries. usearch has no filter predicate, so a
+filtered HNSW search asks for more neighbours than ``k`` (scaled by how much the filter
+admits) and widens until ``k`` admitted ones are found; a filter that admits few events
+(``exact_share``) goes straight to an exact product over just those rows, which is both
+exact and faster than the graph.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+from usearch.index import Index
+
+from memkit.encoders import Encoder, get_encoder
+from memkit.retrievers.base import Retriever, document_text, top_k
+
+
+class DenseRetriever(Retriever):
+    match_type = "semantic"
+    type_name = "dense"
+
+    def __init__(
+        self,
+        encoder: str | Encoder = "minilm",
+        doc_template: str = "{text}",
+        exact_below: int = 20_000,
+        exact_share: float = 0.05,
+        connectivity: int = 16,
+        expansion_add: int = 128,
+        expansion_search: int = 128,
+    ):
+        super().__init__()
+        self.encoder = encoder
+        self.doc_template = doc_template
+        self.exact_below = exact_below
+        self.exact_share = exact_share
+        self.connectivity = connectivity
+        self.expansion_add = expansion_add
+        self.expansion_search = expansion_search
+        self._reset()
+
+    def get_params(self) -> dict:
+        enc = self.encoder if isinstance(self.encoder, str) else self.encoder.name
+        return {"encoder": enc, "doc_template": self.doc_template, "exact_below": self.exact_below,
+                "exact_share": self.exact_share, "connectivity": self.connectivity,
+                "expansion_add": self.expansion_add, "expansion_search": self.expansion_search}
+
+    @property
+    def _enc(self) -> Encoder:
+        return get_encoder(self.encoder) if isinstance(self.encoder, str) else self.encoder
+
+    def _reset(self) -> None:
+        self._chunks: list[np.ndarray] = []
+        self._matrix: np.ndarray | None = None
+        self._hnsw: Index | None = None
+        self._hnsw_size = 0  # positions [0, _hnsw_size) are in the graph
+
+    @property
+    def vectors(self) -> np.ndarray:
+        if self._matrix is None or len(self._chunks) > 1:
+            dim = self._enc.dim
+            self._matrix = np.concatenate(self._chunks) if self._chunks else np.zeros((0, dim), np.float32)
+            self._chunks = [self._matrix]
+        return self._matrix
+
+    def _index(self, events: pl.DataFrame, positions: np.ndarray) -> None:
+        vecs = self._enc.encode(document_text(events, self.doc_template))
+        self.add_vectors(vecs)
+
+    def add_vectors(self, vecs: np.ndarray) -> None:
+        """Append precomputed (normalised) vectors for the positions just appended."""
+        self._chunks.append(np.ascontiguousarray(vecs, np.float32))
+        self._matrix = None
+
+    def _unindex(self, positions: np.ndarray) -> None:
+        if self._hnsw is not None:
+            graph = positions[positions < self._hnsw_size]
+            if len(graph):
+                self._hnsw.remove(graph.astype(np.uint64))
+
+    def uses_hnsw(self) -> bool:
+        return self.catalog.n_alive >= self.exact_below
+
+    def _graph(self) -> Index:
+        """The HNSW graph, brought up to date with every alive position."""
+        n = len(self.catalog)
+        if self._hnsw is None:
+            self._hnsw = Index(ndim=self._enc.dim, metric="cos", dtype="f32", connectivity=self.connectivity,
+                               expansion_add=self.expansion_add, expansion_search=self.expansion_search)
+        if self._hnsw_size < n:
+            new = np.arange(self._hnsw_size, n)
+            new = new[self.catalog.alive[new]]
+            if len(new):
+                self._hnsw.add(new.astype(np.uint64), self.vectors[new])
+            self._hnsw_size = n
+        return self._hnsw
+
+    def _search_batch(self, texts, k, masks):
+        q = self._enc.encode(texts)
+        return self.search_vectors(q, k, masks)
+
+    def search_vectors(self, q: np.ndarray, k: int, masks: list[np.ndarray]):
+        """Search with query vectors already computed (one row per query)."""
+        V = self.vectors
+        n_alive = self.catalog.n_alive
+        out: list = [None] * len(q)
+        exact_rows = []
+        for i, mask in enumerate(masks):
+            admitted = int(mask.sum())
+            if not self.uses_hnsw() or admitted <= self.exact_share * n_alive:
+                exact_rows.append(i)
+            else:
+                out[i] = self._hnsw_one(q[i], k, mask, admitted)
+        for i in exact_rows:
+            mask = masks[i]
+            if mask.sum() < 0.5 * len(mask):  # a product over only the admitted rows
+                rows = np.flatnonzero(mask)
+                idx, sc = top_k(V[rows] @ q[i], None, k)
+                out[i] = (rows[idx], sc)
+            else:
+                out[i] = top_k(V @ q[i], mask, k)
+        return out
+
+    def _hnsw_one(self, qv: np.ndarray, k: int, mask: np.ndarray, admitted: int):
+        graph = self._graph()
+        share = admitted / max(1, len(graph))
+        want = min(len(graph), int(np.ceil(k / max(share, 1e-9) * 1.5)) + 10)
+        while True:
+            m = graph.search(qv, want)
+            keys = np.asarray(m.keys, np.int64)
+            keep = mask[keys]
+            if keep.sum() >= k or want >= len(graph):
+                keys, dist = keys[keep][:k], np.asarray(m.distances)[keep][:k]
+                return keys, (1.0 - dist).astype(np.float64)
+            want = min(len(graph), want * 4)
+
+    def _save_state(self, folder: Path) -> None:
+        np.save(folder / "vectors.npy", self.vectors)
+        if self.uses_hnsw():
+            self._graph().save(str(folder / "hnsw.usearch"))
+
+    def _load_state(self, folder: Path) -> None:
+        self._chunks = [np.load(folder / "vectors.npy")]
+        self._matrix = None
+        if (folder / "hnsw.usearch").exists():
+            self._hnsw = Index.restore(str(folder / "hnsw.usearch"))
+            self._hnsw_size = len(self.catalog)

@@ -1,0 +1,180 @@
+"""Fusion of runs, and the hybrid retriever that fuses any retrievers.
+
+Fusion functions take run tables and return a run table; they never see an index, so
+any retriever (or a run file from elsewhere) can feed them.
+
+- ``rrf``: reciprocal rank fusion, ``sum_i w_i / (k + rank_i)`` (Cormack et al. 2009).
+- ``convex``: a weighted sum of per-query normalised scores (min-max or z-score); an
+  event missing from a run counts as that run's minimum (0 after min-max). Bruch et al.
+  (2023) found a tuned convex combination beats RRF.
+
+``match_type`` of a fused row says where it came from: ``keyword`` or ``semantic`` if
+only runs of that kind returned it, ``hybrid`` if both kinds did.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Sequence
+
+import polars as pl
+
+from memkit.errors import ValidationError
+from memkit.retrievers.base import Catalog, Retriever, normalize_queries, query_filters
+from memkit.tables import RUN_SCHEMA
+
+
+def _rank_and_cut(fused: pl.DataFrame, k: int | None) -> pl.DataFrame:
+    fused = fused.sort(["query_id", "score", "event_id"], descending=[False, True, False])
+    fused = fused.with_columns(pl.col("score").cum_count().over("query_id").cast(pl.Int64).alias("rank"))
+    if k is not None:
+        fused = fused.filter(pl.col("rank") <= k)
+    return fused.select(list(RUN_SCHEMA)).cast(RUN_SCHEMA)
+
+
+def _match_type() -> pl.Expr:
+    kinds = pl.col("match_types").list.unique()
+    return (
+        pl.when(kinds.list.contains("hybrid") | (kinds.list.len() > 1))
+        .then(pl.lit("hybrid"))
+        .otherwise(kinds.list.first())
+        .alias("match_type")
+    )
+
+
+def _check_weights(runs: Sequence[pl.DataFrame], weights) -> list[float]:
+    if weights is None:
+        return [1.0 / len(runs)] * len(runs)
+    weights = list(weights)
+    if len(weights) != len(runs):
+        raise ValidationError("weights", f"expected {len(runs)} weights, got {len(weights)}")
+    return [float(w) for w in weights]
+
+
+def rrf(runs: Sequence[pl.DataFrame], k: int = 60, weights=None, top: int | None = None) -> pl.DataFrame:
+    """Reciprocal rank fusion of runs."""
+    weights = _check_weights(runs, weights if weights is not None else [1.0] * len(runs))
+    parts = [r.with_columns((w / (k + pl.col("rank"))).alias("part")) for r, w in zip(runs, weights)]
+    return _fuse(parts, top)
+
+
+def convex(runs: Sequence[pl.DataFrame], weights=None, norm: str = "minmax", top: int | None = None) -> pl.DataFrame:
+    """Convex combination of normalised scores: ``sum_i w_i * norm(score_i)``."""
+    weights = _check_weights(runs, weights)
+    if norm not in ("minmax", "zscore"):
+        raise ValidationError("norm", f"expected 'minmax' or 'zscore', got {norm!r}")
+    parts = []
+    for r, w in zip(runs, weights):
+        s = pl.col("score")
+        if norm == "minmax":
+            lo, hi = s.min().over("query_id"), s.max().over("query_id")
+            z = pl.when(hi > lo).then((s - lo) / (hi - lo)).otherwise(1.0)
+        else:
+            mu, sd = s.mean().over("query_id"), s.std(ddof=0).over("query_id")
+            # Missing = the run's minimum, so shift z-scores to start at 0 per query.
+            z = pl.when(sd > 0).then((s - mu) / sd).otherwise(0.0)
+            z = z - z.min().over("query_id")
+        parts.append(r.with_columns((w * z).alias("part")))
+    return _fuse(parts, top)
+
+
+def _fuse(parts: list[pl.DataFrame], top: int | None) -> pl.DataFrame:
+    parts = [p.select("query_id", "event_id", "part", "match_type") for p in parts if p.height]
+    if not parts:
+        return pl.DataFrame(schema=RUN_SCHEMA)
+    fused = (
+        pl.concat(parts)
+        .group_by("query_id", "event_id")
+        .agg(pl.col("part").sum().alias("score"), pl.col("match_type").alias("match_types"))
+        .with_columns(_match_type())
+    )
+    return _rank_and_cut(fused, top)
+
+
+class HybridRetriever(Retriever):
+    """Fuses the runs of several retrievers, each asked for ``depth`` candidates under the
+    same filters (so the fused list is filtered before its top k, too)."""
+
+    type_name = "hybrid"
+    match_type = "hybrid"
+
+    def __init__(self, retrievers: Sequence[Retriever | dict], method: str = "convex", weights=None,
+                 rrf_k: int = 60, norm: str = "minmax", depth: int = 100):
+        super().__init__()
+        from memkit.retrievers import build
+
+        self.retrievers = [build(r) if isinstance(r, dict) else r for r in retrievers]
+        if len(self.retrievers) < 2:
+            raise ValidationError("retrievers", "a hybrid needs at least two retrievers")
+        if method not in ("rrf", "convex"):
+            raise ValidationError("method", f"expected 'rrf' or 'convex', got {method!r}")
+        self.method = method
+        self.weights = list(weights) if weights is not None else None
+        self.rrf_k = rrf_k
+        self.norm = norm
+        self.depth = depth
+        _check_weights(self.retrievers, self.weights)
+
+    def get_params(self) -> dict:
+        return {"method": self.method, "weights": self.weights, "rrf_k": self.rrf_k, "norm": self.norm,
+                "depth": self.depth, "retrievers": [r.params() for r in self.retrievers]}
+
+    def _reset(self) -> None:
+        for r in self.retrievers:
+            r._reset()
+            r.catalog = Catalog()
+
+    def fit(self, events):
+        for r in self.retrievers:
+            r.fit(events)
+        self.catalog = self.retrievers[0].catalog
+        return self
+
+    def add(self, events):
+        for r in self.retrievers:
+            r.add(events)
+        self.catalog = self.retrievers[0].catalog
+        return self
+
+    def remove(self, event_ids):
+        event_ids = list(event_ids)
+        for r in self.retrievers:
+            r.remove(event_ids)
+        return self
+
+    def search(self, queries, k: int = 10, filters=None) -> pl.DataFrame:
+        frame = normalize_queries(queries)
+        per = query_filters(frame, filters)
+        depth = max(k, self.depth)
+        plain = frame.select("query_id", "text")
+        runs = [r.search(plain, depth, per) for r in self.retrievers]
+        return self.fuse(runs, k)
+
+    def fuse(self, runs: list[pl.DataFrame], k: int | None) -> pl.DataFrame:
+        if self.method == "rrf":
+            return rrf(runs, k=self.rrf_k, weights=self.weights, top=k)
+        return convex(runs, weights=self.weights, norm=self.norm, top=k)
+
+    def save(self, folder):
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "retriever.json").write_text(json.dumps(self.params(), indent=2))
+        for i, r in enumerate(self.retrievers):
+            r.save(folder / f"part{i}")
+        return folder
+
+    @classmethod
+    def load(cls, folder):
+        folder = Path(folder)
+        parts = sorted(folder.glob("part*"), key=lambda p: int(p.name[4:]))
+        spec = json.loads((folder / "retriever.json").read_text())
+        children = [Retriever.load(p) for p in parts]
+        spec = {k: v for k, v in spec.items() if k not in ("type", "retrievers")}
+        hybrid = cls(children, **spec)
+        hybrid.catalog = children[0].catalog
+        return hybrid
+
+    def __len__(self):
+        return len(self.retrievers[0])
+

@@ -1,0 +1,248 @@
+"""Sparse retrievers: BM25 and TF-IDF over one term index.
+
+The index keeps raw term counts, not precomputed scores, in a few CSC segments (one per
+``add`` batch, merged when there are more than ``MAX_SEGMENTS``, as in Lucene). A query
+gathers the postings of its terms and weighs them with the *current* collection
+statistics, so document frequencies, the document count and the average length are
+always exactly those of the alive collection: after ``add`` or ``remove`` a search scores
+as a full refit would, with no refit. (bm25s precomputes scores into the matrix, which
+is faster per query but goes stale when the collection changes; eval/RESULTS.md has the
+side-by-side numbers.)
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import scipy.sparse as sp
+
+from memkit.retrievers.base import Retriever, document_text, top_k
+from memkit.text import Analyzer
+
+MAX_SEGMENTS = 8
+
+
+class TermIndex:
+    """Term counts per document, in segments of CSC matrices (rows = positions)."""
+
+    def __init__(self, analyzer: Analyzer):
+        self.analyzer = analyzer
+        self.vocab: dict[str, int] = {}
+        self.df = np.zeros(0, np.int64)  # alive documents containing each term
+        self.doc_len = np.zeros(0, np.float64)  # terms per document (0 when dead)
+        self.segments: list[tuple[int, sp.csc_matrix]] = []  # (first position, counts)
+        self.n_docs = 0  # alive documents
+
+    def add(self, texts: list[str], positions: np.ndarray) -> None:
+        assert len(texts) == 0 or positions[0] == len(self.doc_len), "positions must be appended in order"
+        rows, cols, vals = [], [], []
+        lengths = np.zeros(len(texts), np.float64)
+        for r, text in enumerate(texts):
+            counts = Counter(self.analyzer(text))
+            lengths[r] = sum(counts.values())
+            for term, c in counts.items():
+                t = self.vocab.get(term)
+                if t is None:
+                    t = self.vocab[term] = len(self.vocab)
+                rows.append(r)
+                cols.append(t)
+                vals.append(c)
+        width = len(self.vocab)
+        mat = sp.csc_matrix((np.array(vals, np.float32), (rows, cols)), shape=(len(texts), width))
+        self.df = np.concatenate([self.df, np.zeros(width - len(self.df), np.int64)])
+        self.df += np.diff(mat.indptr)
+        self.doc_len = np.concatenate([self.doc_len, lengths])
+        self.n_docs += len(texts)
+        self.segments.append((int(positions[0]) if len(texts) else len(self.doc_len), mat))
+        if len(self.segments) > MAX_SEGMENTS:
+            self._merge()
+
+    def remove(self, positions: np.ndarray) -> None:
+        for start, mat in self.segments:
+            local = positions[(positions >= start) & (positions < start + mat.shape[0])] - start
+            if len(local):
+                sub = mat.tocsr()[local]
+                self.df[: sub.shape[1]] -= np.diff(sub.tocsc().indptr)
+        self.n_docs -= len(positions)
+        self.doc_len[positions] = 0.0
+
+    def _merge(self) -> None:
+        width = len(self.vocab)
+        mats = [sp.csc_matrix((m.data, m.indices, np.concatenate([m.indptr, np.full(width - m.shape[1], m.indptr[-1])])),
+                              shape=(m.shape[0], width)) for _, m in self.segments]
+        self.segments = [(self.segments[0][0], sp.vstack(mats, format="csc"))]
+
+    def query_terms(self, text: str) -> tuple[np.ndarray, np.ndarray]:
+        """Known term ids of a query and how often each occurs in it."""
+        counts = Counter(t for t in self.analyzer(text) if t in self.vocab)
+        ids = np.array([self.vocab[t] for t in counts], np.int64)
+        return ids, np.array(list(counts.values()), np.float64)
+
+    def postings(self, term_ids: np.ndarray):
+        """For each query term i: positions and counts, as flat arrays plus the term index."""
+        pos, tf, which = [], [], []
+        for i, t in enumerate(term_ids):
+            for start, mat in self.segments:
+                if t >= mat.shape[1]:
+                    continue
+                lo, hi = mat.indptr[t], mat.indptr[t + 1]
+                if hi > lo:
+                    pos.append(mat.indices[lo:hi] + start)
+                    tf.append(mat.data[lo:hi])
+                    which.append(np.full(hi - lo, i))
+        if not pos:
+            return np.zeros(0, np.int64), np.zeros(0, np.float64), np.zeros(0, np.int64)
+        return np.concatenate(pos), np.concatenate(tf).astype(np.float64), np.concatenate(which)
+
+    def save(self, folder: Path, prefix: str) -> None:
+        if len(self.segments) > 1:
+            self._merge()
+        mat = self.segments[0][1] if self.segments else sp.csc_matrix((0, len(self.vocab)), dtype=np.float32)
+        sp.save_npz(folder / f"{prefix}counts.npz", mat)
+        terms = sorted(self.vocab, key=self.vocab.get)
+        pl.DataFrame({"term": terms}).write_parquet(folder / f"{prefix}vocab.parquet")
+        np.savez(folder / f"{prefix}stats.npz", df=self.df, doc_len=self.doc_len, n_docs=self.n_docs)
+
+    def load(self, folder: Path, prefix: str) -> None:
+        mat = sp.load_npz(folder / f"{prefix}counts.npz").tocsc()
+        self.segments = [(0, mat)] if mat.shape[0] else []
+        self.vocab = {t: i for i, t in enumerate(pl.read_parquet(folder / f"{prefix}vocab.parquet")["term"].to_list())}
+        stats = np.load(folder / f"{prefix}stats.npz")
+        self.df, self.doc_len, self.n_docs = stats["df"], stats["doc_len"], int(stats["n_docs"])
+
+
+class _SparseRetriever(Retriever):
+    match_type = "keyword"
+
+    def __init__(self, stopwords="english", stemmer="english", doc_template="{text}"):
+        super().__init__()
+        self.stopwords = stopwords
+        self.stemmer = stemmer
+        self.doc_template = doc_template
+        self._reset()
+
+    def _reset(self) -> None:
+        self.index = TermIndex(Analyzer(self.stopwords, self.stemmer))
+
+    def _index(self, events: pl.DataFrame, positions: np.ndarray) -> None:
+        self.index.add(document_text(events, self.doc_template), positions)
+        self._changed()
+
+    def _unindex(self, positions: np.ndarray) -> None:
+        self.index.remove(positions)
+        self._changed()
+
+    def _changed(self) -> None:
+        pass
+
+    def _search_batch(self, texts, k, masks):
+        n = len(self.catalog)
+        out = []
+        for text, mask in zip(texts, masks):
+            scores = self.score(text, n)
+            out.append(top_k(scores, mask, k, positive_only=True))
+        return out
+
+    def score(self, text: str, n: int | None = None) -> np.ndarray:
+        """Scores of every position for one query (0 where no term matches)."""
+        raise NotImplementedError
+
+    def _save_state(self, folder: Path) -> None:
+        self.index.save(folder, "")
+
+    def _load_state(self, folder: Path) -> None:
+        self.index.load(folder, "")
+        self._changed()
+
+
+class BM25Retriever(_SparseRetriever):
+    """Okapi BM25 as Lucene scores it: idf ``ln(1 + (N - df + 0.5) / (df + 0.5))`` times
+    ``tf / (tf + k1 * (1 - b + b * dl / avgdl))`` (no constant ``k1 + 1`` factor; the
+    ranking is the same). bm25s with ``method="lucene"`` gives the same scores."""
+
+    type_name = "bm25"
+
+    def __init__(self, k1: float = 1.2, b: float = 0.75, stopwords="english", stemmer="english", doc_template="{text}"):
+        self.k1 = k1
+        self.b = b
+        super().__init__(stopwords, stemmer, doc_template)
+
+    def get_params(self) -> dict:
+        return {"k1": self.k1, "b": self.b, "stopwords": self.stopwords, "stemmer": self.stemmer,
+                "doc_template": self.doc_template}
+
+    def score(self, text: str, n: int | None = None) -> np.ndarray:
+        idx = self.index
+        n = len(self.catalog) if n is None else n
+        ids, qtf = idx.query_terms(text)
+        pos, tf, which = idx.postings(ids)
+        if len(pos) == 0 or idx.n_docs == 0:
+            return np.zeros(n)
+        df = idx.df[ids].astype(np.float64)
+        idf = np.log1p((idx.n_docs - df + 0.5) / (df + 0.5))
+        avgdl = idx.doc_len.sum() / idx.n_docs
+        norm = self.k1 * (1.0 - self.b + self.b * idx.doc_len[pos] / avgdl)
+        contrib = (idf * qtf)[which] * tf / (tf + norm)
+        return np.bincount(pos, weights=contrib, minlength=n)
+
+
+class TfidfRetriever(_SparseRetriever):
+    """Cosine similarity of TF-IDF vectors, weighted exactly as scikit-learn's
+    ``TfidfVectorizer`` (``smooth_idf=True``, ``norm="l2"``, optional ``sublinear_tf``).
+
+    scikit-learn fixes its vocabulary and idf at ``fit``; to keep ``add`` exact without a
+    refit, the weights are applied to the shared term index at query time and document
+    norms are recomputed (one sparse product) after each change. A test checks the
+    scores against ``TfidfVectorizer`` itself.
+    """
+
+    type_name = "tfidf"
+
+    def __init__(self, sublinear_tf: bool = False, stopwords="english", stemmer="english", doc_template="{text}"):
+        self.sublinear_tf = sublinear_tf
+        self._norms = None
+        super().__init__(stopwords, stemmer, doc_template)
+
+    def get_params(self) -> dict:
+        return {"sublinear_tf": self.sublinear_tf, "stopwords": self.stopwords, "stemmer": self.stemmer,
+                "doc_template": self.doc_template}
+
+    def _changed(self) -> None:
+        self._norms = None
+
+    def _idf(self) -> np.ndarray:
+        n = self.index.n_docs
+        return np.log((1.0 + n) / (1.0 + self.index.df)) + 1.0
+
+    def _tf(self, tf: np.ndarray) -> np.ndarray:
+        return 1.0 + np.log(tf) if self.sublinear_tf else tf
+
+    def _doc_norms(self) -> np.ndarray:
+        if self._norms is None:
+            idf2 = self._idf() ** 2
+            sq = np.zeros(len(self.index.doc_len))
+            for start, mat in self.index.segments:
+                w = mat.copy()
+                w.data = self._tf(w.data.astype(np.float64)) ** 2
+                sq[start : start + mat.shape[0]] = w @ idf2[: mat.shape[1]]
+            sq[~self.catalog.alive] = 0.0
+            self._norms = np.sqrt(sq)
+        return self._norms
+
+    def score(self, text: str, n: int | None = None) -> np.ndarray:
+        n = len(self.catalog) if n is None else n
+        ids, qtf = self.index.query_terms(text)
+        pos, tf, which = self.index.postings(ids)
+        if len(pos) == 0:
+            return np.zeros(n)
+        idf = self._idf()[ids]
+        q = self._tf(qtf) * idf
+        q /= np.linalg.norm(q)
+        norms = self._doc_norms()
+        alive = norms[pos] > 0
+        pos, tf, which = pos[alive], tf[alive], which[alive]
+        contrib = self._tf(tf) * idf[which] * q[which] / norms[pos]
+        return np.bincount(pos, weights=contrib, minlength=n)

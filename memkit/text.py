@@ -1,0 +1,88 @@
+"""One analyzer for every sparse part: Unicode-aware tokens, case folding, stopwords, stemming.
+
+``Analyzer()(text)`` returns the list of terms. The same object (same parameters) must be
+used to index and to query; retrievers store its params and rebuild it on load.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from functools import lru_cache
+
+import Stemmer
+
+# Lucene's default English stop set (what BEIR's Elasticsearch and Pyserini BM25 use).
+LUCENE_STOPWORDS = frozenset(
+    "a an and are as at be but by for if in into is it no not of on or such that the their "
+    "then there these they this to was will with".split()
+)
+
+# NLTK's English list (179 words): better for chat, where "did", "what", "you" are noise.
+NLTK_STOPWORDS = frozenset(
+    """i me my myself we our ours ourselves you you're you've you'll you'd your yours yourself
+    yourselves he him his himself she she's her hers herself it it's its itself they them their
+    theirs themselves what which who whom this that that'll these those am is are was were be
+    been being have has had having do does did doing a an the and but if or because as until
+    while of at by for with about against between into through during before after above below
+    to from up down in out on off over under again further then once here there when where why
+    how all any both each few more most other some such no nor not only own same so than too
+    very s t can will just don don't should should've now d ll m o re ve y ain aren aren't
+    couldn couldn't didn didn't doesn doesn't hadn hadn't hasn hasn't haven haven't isn isn't
+    ma mightn mightn't mustn mustn't needn needn't shan shan't shouldn shouldn't wasn wasn't
+    weren weren't won won't wouldn wouldn't""".split()
+)
+
+STOPWORD_SETS = {"lucene": LUCENE_STOPWORDS, "nltk": NLTK_STOPWORDS, "english": NLTK_STOPWORDS}
+
+# A token is a run of letters or digits (any script); an apostrophe inside a word is kept
+# ("don't"), so that stopword lists with contractions apply.
+_TOKEN = re.compile(r"[^\W_]+(?:['’][^\W_]+)*")
+
+
+class Analyzer:
+    """Text to terms.
+
+    Parameters
+    ----------
+    stopwords: "english" (= "nltk"), "lucene", None, or an iterable of words.
+    stemmer: a Snowball language name known to PyStemmer ("english", "porter", ...) or None.
+    min_length: drop terms shorter than this (after stemming).
+    """
+
+    def __init__(self, stopwords: str | None = "english", stemmer: str | None = "english", min_length: int = 1):
+        self.stopwords = stopwords
+        self.stemmer = stemmer
+        self.min_length = min_length
+        if stopwords is None:
+            self._stop: frozenset[str] = frozenset()
+        elif isinstance(stopwords, str):
+            if stopwords not in STOPWORD_SETS:
+                raise ValueError(f"stopwords: expected one of {sorted(STOPWORD_SETS)} or None, got {stopwords!r}")
+            self._stop = STOPWORD_SETS[stopwords]
+        else:
+            self._stop = frozenset(w.lower() for w in stopwords)
+        self._stem = _stem_fn(stemmer) if stemmer else None
+
+    def params(self) -> dict:
+        stop = self.stopwords if self.stopwords is None or isinstance(self.stopwords, str) else sorted(self._stop)
+        return {"stopwords": stop, "stemmer": self.stemmer, "min_length": self.min_length}
+
+    def tokens(self, text: str) -> list[str]:
+        """Unicode-normalised, case-folded word tokens, before stopwords and stemming."""
+        text = unicodedata.normalize("NFKC", text).casefold().replace("’", "'")
+        return _TOKEN.findall(text)
+
+    def __call__(self, text: str) -> list[str]:
+        terms = [t for t in self.tokens(text) if t not in self._stop]
+        # Possessives: "caroline's" indexes as "caroline".
+        terms = [t[:-2] if t.endswith("'s") else t for t in terms]
+        if self._stem is not None:
+            terms = [self._stem(t) for t in terms]
+        return [t for t in terms if len(t) >= self.min_length]
+
+
+@lru_cache(maxsize=8)
+def _stem_fn(language: str):
+    stemmer = Stemmer.Stemmer(language)
+    return lru_cache(maxsize=200_000)(stemmer.stemWord)

@@ -1,0 +1,24 @@
+"""Shared fixtures. The embedding model is the real packaged MiniLM; its cache lives in a
+per-session temporary folder so tests never depend on what an earlier run left behind."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+SHARED = Path(os.environ.get("MEMKIT_DATA", Path(__file__).resolve().parents[2] / "shared" / "datasets"))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _cache_dir(tmp_path_factory):
+    os.environ["MEMKIT_CACHE_DIR"] = str(tmp_path_factory.mktemp("memkit-cache"))
+    yield
+
+
+def shared_dataset(name: str) -> Path:
+    path = SHARED / name
+    if not path.exists():
+        pytest.skip(f"shared dataset {name} not found at {path} (set MEMKIT_DATA)")
+    return path

@@ -1,0 +1,143 @@
+"""Filters are applied before the top k is cut: a filtered search returns exactly what a
+brute-force search (rank everything, keep what the filters admit, cut at k) returns.
+
+The predicate below is written independently of memkit's catalog masks."""
+
+from datetime import datetime, timezone
+
+import numpy as np
+import polars as pl
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from memkit.errors import ValidationError
+from memkit.retrievers import BM25Retriever, DenseRetriever, Filters, HybridRetriever, TfidfRetriever, convex, rrf
+from tests.helpers import FLOORS, TAGS, TYPES, make_events
+
+EVENTS = make_events(150, seed=3)
+ROWS = {r["event_id"]: r for r in EVENTS.iter_rows(named=True)}
+QUERIES = ["support group", "dog shoes", "painting sunrise", "road trip coast", "quiz chemistry", "bread"]
+EVERYTHING = 10**6
+
+
+def admits(f: Filters, e: dict) -> bool:
+    if f.floor_ids is not None and e["floor_id"] not in f.floor_ids:
+        return False
+    if f.types is not None and e["block_type"] not in f.types:
+        return False
+    if f.tags is not None and not set(f.tags) & set(e["tags"]):
+        return False
+    t = e["created_at"]
+    if f.time_from is not None and (t is None or t < f.time_from):
+        return False
+    if f.time_to is not None and (t is None or t > f.time_to):
+        return False
+    return True
+
+
+def brute_force(retriever, query, k, f):
+    full = retriever.search(query, k=EVERYTHING)
+    keep = [admits(f, ROWS[e]) for e in full["event_id"]]
+    return full.filter(pl.Series(keep, dtype=pl.Boolean)).head(k).with_columns(pl.int_range(1, pl.len() + 1).cast(pl.Int64).alias("rank"))
+
+
+times = st.datetimes(min_value=datetime(2022, 12, 1), max_value=datetime(2024, 1, 31))
+
+
+@st.composite
+def filters(draw):
+    def maybe(strategy):
+        return draw(st.one_of(st.none(), strategy))
+
+    t1, t2 = maybe(times), maybe(times)
+    if t1 and t2 and t1 > t2:
+        t1, t2 = t2, t1
+    aware = draw(st.booleans())
+    if aware:  # the same instants given as aware UTC times
+        t1, t2 = (t.replace(tzinfo=timezone.utc) if t else None for t in (t1, t2))
+    return Filters(
+        floor_ids=maybe(st.lists(st.sampled_from(FLOORS + ["nobody"]), max_size=3)),
+        types=maybe(st.lists(st.sampled_from(TYPES + ["wiki"]), max_size=3)),
+        tags=maybe(st.lists(st.sampled_from(TAGS + ["zz"]), max_size=3)),
+        time_from=t1,
+        time_to=t2,
+    )
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    dense = DenseRetriever().fit(EVENTS)
+    return {
+        "tfidf": TfidfRetriever().fit(EVENTS),
+        "bm25": BM25Retriever().fit(EVENTS),
+        "dense": dense,
+        # HNSW on from the first event: every search goes through the graph path.
+        "dense-hnsw": DenseRetriever(exact_below=0, exact_share=0.0).fit(EVENTS),
+    }
+
+
+PROPS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+@pytest.mark.parametrize("kind", ["tfidf", "bm25", "dense"])
+@PROPS
+@given(f=filters(), q=st.sampled_from(QUERIES), k=st.integers(1, 40))
+def test_filtered_search_equals_brute_force(fitted, kind, f, q, k):
+    r = fitted[kind]
+    got = r.search(q, k=k, filters=f)
+    want = brute_force(r, q, k, f)
+    assert got["event_id"].to_list() == want["event_id"].to_list()
+    assert np.allclose(got["score"].to_numpy(), want["score"].to_numpy(), atol=1e-6)
+    assert got["rank"].to_list() == list(range(1, got.height + 1))
+
+
+@PROPS
+@given(f=filters(), q=st.sampled_from(QUERIES), k=st.integers(1, 40))
+def test_hnsw_filtered_search_equals_brute_force(fitted, f, q, k):
+    # With ef >= n the graph search is exhaustive, so it must equal the exact oracle.
+    got = fitted["dense-hnsw"].search(q, k=k, filters=f)
+    want = brute_force(fitted["dense"], q, k, f)
+    assert set(got["event_id"]) == set(want["event_id"])
+    assert np.allclose(np.sort(got["score"].to_numpy()), np.sort(want["score"].to_numpy()), atol=1e-5)
+
+
+@pytest.mark.parametrize("method", ["rrf", "convex"])
+@PROPS
+@given(f=filters(), q=st.sampled_from(QUERIES), k=st.integers(1, 30))
+def test_hybrid_fuses_filtered_candidates(fitted, method, f, q, k):
+    parts = [fitted["bm25"], fitted["dense"]]
+    hybrid = HybridRetriever(parts, method=method, weights=[0.3, 0.7], depth=25)
+    hybrid.catalog = parts[0].catalog
+    got = hybrid.search(q, k=k, filters=f)
+    children = [brute_force(p, q, max(k, 25), f) for p in parts]
+    want = rrf(children, k=60, weights=[0.3, 0.7], top=k) if method == "rrf" else convex(children, [0.3, 0.7], top=k)
+    assert got.select("event_id", "rank", "match_type").equals(want.select("event_id", "rank", "match_type"))
+    assert np.allclose(got["score"].to_numpy(), want["score"].to_numpy(), atol=1e-6)
+    assert all(admits(f, ROWS[e]) for e in got["event_id"])
+
+
+def test_per_query_floor_ids_narrow_the_filters(fitted):
+    queries = pl.DataFrame({"query_id": ["a", "b"], "text": ["bread", "bread"], "floor_ids": [["alice"], ["bob", "carol"]]})
+    run = fitted["bm25"].search(queries, k=50, filters=Filters(floor_ids=["alice", "bob"]))
+    floors = {q: {ROWS[e]["floor_id"] for e in g["event_id"]} for (q,), g in run.group_by("query_id")}
+    assert floors == {"a": {"alice"}, "b": {"bob"}}
+
+
+def test_time_bounds_are_inclusive_and_naive_means_utc(fitted):
+    t = next(r["created_at"] for r in ROWS.values() if r["created_at"] is not None)
+    naive = t.replace(tzinfo=None)
+    run = fitted["bm25"].search(ROWS[[e for e, r in ROWS.items() if r["created_at"] == t][0]]["text"], k=5,
+                                filters=Filters(time_from=naive, time_to=naive))
+    assert {ROWS[e]["created_at"] for e in run["event_id"]} == {t}
+
+
+def test_bad_filters_name_the_field():
+    with pytest.raises(ValidationError, match="time_from"):
+        Filters(time_from="yesterday")
+    with pytest.raises(ValidationError, match="time_from"):
+        Filters(time_from="2024-01-02", time_to="2024-01-01")
+    with pytest.raises(ValidationError, match="tags"):
+        Filters(tags="pets")
+    with pytest.raises(ValidationError, match="colour"):
+        Filters.from_dict({"colour": ["red"]})

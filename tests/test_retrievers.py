@@ -1,0 +1,150 @@
+import bm25s
+import numpy as np
+import polars as pl
+import pytest
+from sklearn.feature_extraction.text import TfidfVectorizer
+
+from memkit.errors import ValidationError
+from memkit.retrievers import BM25Retriever, DenseRetriever, HybridRetriever, TfidfRetriever, build, load
+from memkit.text import Analyzer
+from memkit.tables import check_run
+from tests.helpers import make_events
+
+QUERIES = ["support group", "camping with kids at the lake", "sourdough recipe", "kitten from the shelter"]
+
+
+def all_kinds():
+    return {
+        "tfidf": lambda: TfidfRetriever(),
+        "bm25": lambda: BM25Retriever(k1=1.2, b=0.75),
+        "dense": lambda: DenseRetriever(),
+        "hybrid-rrf": lambda: HybridRetriever([BM25Retriever(), DenseRetriever()], method="rrf", rrf_k=60),
+        "hybrid-convex": lambda: HybridRetriever([BM25Retriever(), DenseRetriever()], method="convex", weights=[0.4, 0.6]),
+    }
+
+
+KINDS = list(all_kinds())
+
+
+@pytest.fixture(scope="module")
+def events():
+    return make_events(120, seed=1)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_finds_the_relevant_post(kind, events):
+    r = all_kinds()[kind]().fit(events)
+    run = check_run(r.search(QUERIES, k=5))
+    for qid, words in zip(["0", "1", "2", "3"], ["support group", "camping", "sourdough", "kitten"]):
+        top = run.filter(pl.col("query_id") == qid)["event_id"][0]
+        text = events.filter(pl.col("event_id") == top)["text"][0]
+        assert words in text, (kind, qid, text)
+    expected = {"tfidf": "keyword", "bm25": "keyword", "dense": "semantic"}.get(kind)
+    if expected:
+        assert set(run["match_type"]) == {expected}
+    else:
+        assert set(run["match_type"]) <= {"keyword", "semantic", "hybrid"} and "hybrid" in set(run["match_type"])
+    assert run.group_by("query_id").agg(pl.col("rank").max())["rank"].max() <= 5
+
+
+def test_bm25_scores_equal_bm25s(events):
+    r = BM25Retriever(k1=1.5, b=0.6, stopwords="lucene").fit(events)
+    an = Analyzer(stopwords="lucene")
+    ref = bm25s.BM25(k1=1.5, b=0.6, method="lucene")
+    ref.index([an(t) for t in events["text"]], show_progress=False)
+    for q in QUERIES:
+        assert np.allclose(r.score(q), ref.get_scores(an(q)), atol=1e-5)
+
+
+@pytest.mark.parametrize("sublinear", [False, True])
+def test_tfidf_scores_equal_scikit_learn(events, sublinear):
+    r = TfidfRetriever(sublinear_tf=sublinear).fit(events)
+    vec = TfidfVectorizer(analyzer=Analyzer(), sublinear_tf=sublinear)
+    docs = vec.fit_transform(events["text"].to_list())
+    for q in QUERIES:
+        expected = (docs @ vec.transform([q]).T).toarray().ravel()
+        assert np.allclose(r.score(q), expected, atol=1e-9)
+
+
+@pytest.mark.parametrize("kind", ["tfidf", "bm25", "dense"])
+def test_add_equals_refit(kind, events):
+    first, rest = events.head(70), events.tail(50)
+    grown = all_kinds()[kind]().fit(first).add(rest.head(20)).add(rest.tail(30))
+    refit = all_kinds()[kind]().fit(events)
+    a, b = grown.search(QUERIES, k=20), refit.search(QUERIES, k=20)
+    assert a["event_id"].to_list() == b["event_id"].to_list()
+    assert np.allclose(a["score"].to_numpy(), b["score"].to_numpy(), atol=1e-6)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_added_event_found_by_next_search(kind, events):
+    r = all_kinds()[kind]().fit(events)
+    new = make_events(1, seed=99, prefix="new").with_columns(
+        pl.lit("Zanzibar snorkelling trip with the octopus").alias("text"))
+    r.add(new)
+    run = r.search("snorkelling in Zanzibar", k=3)
+    assert run["event_id"][0] == "new0"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_remove_and_replace(kind, events):
+    r = all_kinds()[kind]().fit(events)
+    top = r.search("kitten from the shelter", k=1)["event_id"][0]
+    r.remove([top])
+    assert top not in r.search("kitten from the shelter", k=50)["event_id"].to_list()
+    assert len(r) == events.height - 1
+    # Re-adding an id replaces the old event: its old text is no longer found.
+    row = events.filter(pl.col("event_id") == "e0").with_columns(pl.lit("Zanzibar octopus").alias("text"))
+    r.add(row)
+    assert r.search("Zanzibar octopus", k=1)["event_id"][0] == "e0"
+    assert len(r) == events.height - 1
+
+
+@pytest.mark.parametrize("kind", ["tfidf", "bm25", "dense"])
+def test_remove_equals_refit_without(kind, events):
+    gone = events["event_id"].head(30).to_list()
+    r = all_kinds()[kind]().fit(events).remove(gone)
+    refit = all_kinds()[kind]().fit(events.filter(~pl.col("event_id").is_in(gone)))
+    a, b = r.search(QUERIES, k=15), refit.search(QUERIES, k=15)
+    assert a["event_id"].to_list() == b["event_id"].to_list()
+    assert np.allclose(a["score"].to_numpy(), b["score"].to_numpy(), atol=1e-6)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_save_load_identical(kind, events, tmp_path):
+    r = all_kinds()[kind]().fit(events.head(100)).add(events.tail(20)).remove(["e5"])
+    r.save(tmp_path / "idx")
+    back = load(tmp_path / "idx")
+    assert type(back) is type(r) and back.params() == r.params()
+    assert back.search(QUERIES, k=10).equals(r.search(QUERIES, k=10))
+    # ... and keeps working after load.
+    back.add(make_events(3, seed=7, prefix="late"))
+    assert len(back) == len(r) + 3
+
+
+def test_build_from_config_and_params_round_trip():
+    spec = {"type": "hybrid", "method": "rrf", "rrf_k": 30, "retrievers": [{"type": "bm25", "k1": 0.9}, {"type": "dense"}]}
+    r = build(spec)
+    assert r.params()["rrf_k"] == 30 and r.params()["retrievers"][0]["k1"] == 0.9
+    assert build(r.params()).params() == r.params()
+    with pytest.raises(ValidationError, match="retriever.type"):
+        build({"type": "magic"})
+    with pytest.raises(ValidationError, match="bm25"):
+        build({"type": "bm25", "k3": 1})
+    with pytest.raises(ValidationError, match="weights"):
+        HybridRetriever([BM25Retriever(), TfidfRetriever()], weights=[1.0])
+
+
+def test_bad_search_arguments(events):
+    r = BM25Retriever().fit(events)
+    with pytest.raises(ValidationError, match="k"):
+        r.search("x", k=0)
+    with pytest.raises(ValidationError, match="queries"):
+        r.search([1, 2])
+    with pytest.raises(ValidationError, match="event_id"):
+        r.add(pl.concat([events.head(1), events.head(1)]))
+
+
+def test_query_with_no_known_term_returns_nothing(events):
+    r = BM25Retriever().fit(events)
+    assert r.search("xyzzy plugh", k=5).height == 0
