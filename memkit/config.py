@@ -1,0 +1,45 @@
+"""Experiment configurations: one TOML file names a configuration; eval and the service
+both load it, so what eval measured is what the service serves."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+from memkit.errors import ValidationError
+from memkit.retrievers import Retriever, build
+
+CONFIG_DIR = Path(__file__).resolve().parents[1] / "eval" / "configs"
+
+
+def load_config(path: str | Path) -> dict:
+    path = Path(path)
+    try:
+        config = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise ValidationError("config", f"no such file: {path}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ValidationError("config", f"{path}: {exc}") from None
+    if "retriever" not in config:
+        raise ValidationError("config", f"{path}: needs a [retriever] table")
+    config.setdefault("name", path.stem)
+    return config
+
+
+def build_retriever(config: dict) -> Retriever:
+    return build(config["retriever"])
+
+
+def flatten(d: dict, prefix: str = "") -> dict:
+    """Nested config to flat ``a.b.c`` keys (lists of tables get their index)."""
+    out = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(flatten(v, key + "."))
+        elif isinstance(v, list) and v and all(isinstance(x, dict) for x in v):
+            for i, x in enumerate(v):
+                out.update(flatten(x, f"{key}.{i}."))
+        else:
+            out[key] = v
+    return out

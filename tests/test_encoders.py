@@ -1,0 +1,40 @@
+import numpy as np
+
+from memkit.encoders import CachedEncoder, EmbeddingCache, MiniLMEncoder, get_encoder
+
+
+def test_minilm_vectors_are_normalised_and_meaningful():
+    enc = MiniLMEncoder()
+    v = enc.encode(["I adopted a kitten", "We got a new cat from the shelter", "Quarterly tax filing deadline"])
+    assert v.shape == (3, 384) and v.dtype == np.float32
+    assert np.allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-5)
+    assert v[0] @ v[1] > v[0] @ v[2] + 0.2
+    assert enc.encode([]).shape == (0, 384)
+
+
+def test_second_run_encodes_nothing(tmp_path):
+    texts = ["alpha beta", "gamma delta", "alpha beta", "epsilon"]
+    first = CachedEncoder(MiniLMEncoder(), tmp_path / "cache.sqlite")
+    a = first.encode(texts)
+    assert first.encoded == 3  # the repeated text is encoded once
+    second = CachedEncoder(MiniLMEncoder(), tmp_path / "cache.sqlite")  # a new process, same cache file
+    b = second.encode(texts)
+    assert second.encoded == 0
+    assert np.array_equal(a, b)
+    assert np.allclose(a, MiniLMEncoder().encode(texts), atol=1e-6)
+    second.encode(texts + ["zeta"])
+    assert second.encoded == 1
+
+
+def test_cache_is_keyed_by_model_and_text(tmp_path):
+    cache = EmbeddingCache(tmp_path / "c.sqlite")
+    assert EmbeddingCache.key("m1", "x") != EmbeddingCache.key("m2", "x")
+    assert EmbeddingCache.key("m1", "x") != EmbeddingCache.key("m1", "x ")
+    cache.put_many({EmbeddingCache.key("m1", "x"): np.ones(4, np.float32)})
+    assert len(cache) == 1
+    assert cache.get_many([EmbeddingCache.key("m2", "x")], 4) == {}
+
+
+def test_shared_encoder_is_cached_in_the_configured_folder():
+    enc = get_encoder("minilm")
+    assert isinstance(enc, CachedEncoder) and enc.name == "all-MiniLM-L6-v2" and enc.dim == 384
