@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Protocol, Sequence, runtime_checkable
 
 import numpy as np
+from tqdm.auto import tqdm
 
 MINILM = "all-MiniLM-L6-v2"
 
@@ -119,8 +120,9 @@ class EmbeddingCache:
 class CachedEncoder:
     """An encoder whose vectors are looked up in an EmbeddingCache before encoding."""
 
-    def __init__(self, encoder: Encoder, cache: EmbeddingCache | str | Path | None = None):
+    def __init__(self, encoder: Encoder, cache: EmbeddingCache | str | Path | None = None, chunk: int = 2048):
         self.encoder = encoder
+        self.chunk = chunk
         self.name = encoder.name
         self.dim = encoder.dim
         if cache is None:
@@ -136,11 +138,17 @@ class CachedEncoder:
             first = {}
             for k, t in zip(keys, texts):
                 first.setdefault(k, t)
-            vecs = self.encoder.encode([first[k] for k in missing], show_progress)
-            self.encoded += len(missing)
-            new = dict(zip(missing, vecs))
-            self.cache.put_many(new)
-            found.update(new)
+            # Encode and store in chunks, so an interrupted long run keeps what it did.
+            bar = tqdm(total=len(missing), desc="encoding", unit="text",
+                       disable=not (show_progress if show_progress is not None else len(missing) > 2000))
+            for i in range(0, len(missing), self.chunk):
+                part = missing[i : i + self.chunk]
+                new = dict(zip(part, self.encoder.encode([first[k] for k in part], False)))
+                self.cache.put_many(new)
+                found.update(new)
+                self.encoded += len(part)
+                bar.update(len(part))
+            bar.close()
         out = np.empty((len(texts), self.dim), np.float32)
         for i, k in enumerate(keys):
             out[i] = found[k]

@@ -18,6 +18,8 @@ def all_kinds():
         "tfidf": lambda: TfidfRetriever(),
         "bm25": lambda: BM25Retriever(k1=1.2, b=0.75),
         "dense": lambda: DenseRetriever(),
+        # The HNSW path from the first event (with ef >= n the graph search is exhaustive).
+        "dense-hnsw": lambda: DenseRetriever(exact_below=0),
         "hybrid-rrf": lambda: HybridRetriever([BM25Retriever(), DenseRetriever()], method="rrf", rrf_k=60),
         "hybrid-convex": lambda: HybridRetriever([BM25Retriever(), DenseRetriever()], method="convex", weights=[0.4, 0.6]),
     }
@@ -39,7 +41,7 @@ def test_finds_the_relevant_post(kind, events):
         top = run.filter(pl.col("query_id") == qid)["event_id"][0]
         text = events.filter(pl.col("event_id") == top)["text"][0]
         assert words in text, (kind, qid, text)
-    expected = {"tfidf": "keyword", "bm25": "keyword", "dense": "semantic"}.get(kind)
+    expected = {"tfidf": "keyword", "bm25": "keyword", "dense": "semantic", "dense-hnsw": "semantic"}.get(kind)
     if expected:
         assert set(run["match_type"]) == {expected}
     else:
@@ -66,7 +68,7 @@ def test_tfidf_scores_equal_scikit_learn(events, sublinear):
         assert np.allclose(r.score(q), expected, atol=1e-9)
 
 
-@pytest.mark.parametrize("kind", ["tfidf", "bm25", "dense"])
+@pytest.mark.parametrize("kind", ["tfidf", "bm25", "dense", "dense-hnsw"])
 def test_add_equals_refit(kind, events):
     first, rest = events.head(70), events.tail(50)
     grown = all_kinds()[kind]().fit(first).add(rest.head(20)).add(rest.tail(30))
@@ -100,7 +102,7 @@ def test_remove_and_replace(kind, events):
     assert len(r) == events.height - 1
 
 
-@pytest.mark.parametrize("kind", ["tfidf", "bm25", "dense"])
+@pytest.mark.parametrize("kind", ["tfidf", "bm25", "dense", "dense-hnsw"])
 def test_remove_equals_refit_without(kind, events):
     gone = events["event_id"].head(30).to_list()
     r = all_kinds()[kind]().fit(events).remove(gone)
