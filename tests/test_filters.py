@@ -12,7 +12,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memkit.errors import ValidationError
-from memkit.retrievers import BM25Retriever, DenseRetriever, Filters, HybridRetriever, TfidfRetriever, convex, rrf
+from memkit.retrievers import (
+    BM25Retriever,
+    DenseRetriever,
+    Filters,
+    HybridRetriever,
+    TfidfRetriever,
+    convex,
+    rrf,
+)
 from tests.helpers import FLOORS, TAGS, TYPES, make_events
 
 EVENTS = make_events(150, seed=3)

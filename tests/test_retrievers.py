@@ -5,9 +5,16 @@ import pytest
 from sklearn.feature_extraction.text import TfidfVectorizer
 
 from memkit.errors import ValidationError
-from memkit.retrievers import BM25Retriever, DenseRetriever, HybridRetriever, TfidfRetriever, build, load
-from memkit.text import Analyzer
+from memkit.retrievers import (
+    BM25Retriever,
+    DenseRetriever,
+    HybridRetriever,
+    TfidfRetriever,
+    build,
+    load,
+)
 from memkit.tables import check_run
+from memkit.text import Analyzer
 from tests.helpers import make_events
 
 QUERIES = ["support group", "camping with kids at the lake", "sourdough recipe", "kitten from the shelter"]

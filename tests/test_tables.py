@@ -5,7 +5,15 @@ import polars as pl
 import pytest
 
 from memkit.errors import DatasetError
-from memkit.tables import EVENTS, QUERIES, check_run, events_frame, read_dataset, read_events, read_qrels
+from memkit.tables import (
+    EVENTS,
+    QUERIES,
+    check_run,
+    events_frame,
+    read_dataset,
+    read_events,
+    read_qrels,
+)
 
 EVENT = {"event_id": "f/1", "floor_id": "f", "block_id": "f/b", "block_type": "feed", "user_id": "ann",
          "text": "hello", "created_at": "2023-05-08T13:56:00", "tags": ["x"]}
@@ -15,7 +23,7 @@ def write_dataset(folder, events, queries, qrels_lines):
     folder.mkdir(exist_ok=True)
     (folder / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
     (folder / "queries.jsonl").write_text("".join(json.dumps(q) + "\n" for q in queries))
-    (folder / "qrels.tsv").write_text("query_id\tevent_id\trelevance\n" + "".join(l + "\n" for l in qrels_lines))
+    (folder / "qrels.tsv").write_text("query_id\tevent_id\trelevance\n" + "".join(line + "\n" for line in qrels_lines))
     return folder
 
 

@@ -3,6 +3,8 @@ LoCoMo's own recall (the share of a question's evidence found in the top k)."""
 
 from __future__ import annotations
 
+import warnings
+
 import polars as pl
 from ranx import Qrels, Run, evaluate
 
@@ -26,5 +28,8 @@ def score_run(run: pl.DataFrame, qrels: pl.DataFrame, metrics=("ndcg@10", "mrr@1
     """Mean of each metric over the queries that have relevant events."""
     q = to_ranx_qrels(qrels)
     r = to_ranx_run(run.filter(pl.col("query_id").is_in(list(q.keys()))), list(q.keys()))
-    out = evaluate(q, r, list(metrics), make_comparable=True)
+    with warnings.catch_warnings():
+        # ranx's numba kernels warn about a uint64 -> int64 cast of its own; harmless.
+        warnings.filterwarnings("ignore", message="unsafe cast from uint64")
+        out = evaluate(q, r, list(metrics), make_comparable=True)
     return {m: float(out[m]) for m in metrics} if len(metrics) > 1 else {metrics[0]: float(out)}

@@ -141,15 +141,18 @@ class Catalog:
         self._type = np.concatenate([self._type, types])
         self._time = np.concatenate([self._time, times])
         self.alive = np.concatenate([self.alive, np.ones(len(ids), bool)])
-        for offset, tags in enumerate(events["tags"].to_list()):
+        self._index_tags(start, events["tags"].to_list())
+        self._mask_cache.clear()
+        return np.arange(start, start + len(ids)), np.array(sorted(set(replaced)), np.int64)
+
+    def _index_tags(self, start: int, tag_lists: list) -> None:
+        for offset, tags in enumerate(tag_lists):
             codes = tuple(sorted({self._tags.code(t) for t in tags or ()}))
             self._event_tags.append(codes)
             for c in codes:
                 while c >= len(self._tag_rows):
                     self._tag_rows.append([])
                 self._tag_rows[c].append(start + offset)
-        self._mask_cache.clear()
-        return np.arange(start, start + len(ids)), np.array(sorted(set(replaced)), np.int64)
 
     def remove(self, event_ids: Iterable[str]) -> np.ndarray:
         """Mark events dead; unknown ids are ignored. Returns the positions removed."""
@@ -222,13 +225,7 @@ class Catalog:
         cat._type = np.array([cat._types.code(t) for t in events["block_type"].to_list()], np.int32)
         cat._time = frame["created_at_us"].fill_null(NO_TIME).to_numpy().astype(np.int64)
         cat.alive = frame["alive"].to_numpy().copy()
-        for pos, tags in enumerate(events["tags"].to_list()):
-            codes = tuple(sorted({cat._tags.code(t) for t in tags or ()}))
-            cat._event_tags.append(codes)
-            for c in codes:
-                while c >= len(cat._tag_rows):
-                    cat._tag_rows.append([])
-                cat._tag_rows[c].append(pos)
+        cat._index_tags(0, events["tags"].to_list())
         cat.position = {e: i for i, e in enumerate(cat.event_ids) if cat.alive[i]}
         return cat
 

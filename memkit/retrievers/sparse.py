@@ -35,6 +35,7 @@ class TermIndex:
         self.doc_len = np.zeros(0, np.float64)  # terms per document (0 when dead)
         self.segments: list[tuple[int, sp.csc_matrix]] = []  # (first position, counts)
         self.n_docs = 0  # alive documents
+        self.total_len = 0.0  # sum of doc_len, kept with it
 
     def add(self, texts: list[str], positions: np.ndarray) -> None:
         assert len(texts) == 0 or positions[0] == len(self.doc_len), "positions must be appended in order"
@@ -55,6 +56,7 @@ class TermIndex:
         self.df = np.concatenate([self.df, np.zeros(width - len(self.df), np.int64)])
         self.df += np.diff(mat.indptr)
         self.doc_len = np.concatenate([self.doc_len, lengths])
+        self.total_len += float(lengths.sum())
         self.n_docs += len(texts)
         self.segments.append((int(positions[0]) if len(texts) else len(self.doc_len), mat))
         if len(self.segments) > MAX_SEGMENTS:
@@ -67,6 +69,7 @@ class TermIndex:
                 sub = mat.tocsr()[local]
                 self.df[: sub.shape[1]] -= np.diff(sub.tocsc().indptr)
         self.n_docs -= len(positions)
+        self.total_len -= float(self.doc_len[positions].sum())
         self.doc_len[positions] = 0.0
 
     def _merge(self) -> None:
@@ -112,6 +115,7 @@ class TermIndex:
         self.vocab = {t: i for i, t in enumerate(pl.read_parquet(folder / f"{prefix}vocab.parquet")["term"].to_list())}
         stats = np.load(folder / f"{prefix}stats.npz")
         self.df, self.doc_len, self.n_docs = stats["df"], stats["doc_len"], int(stats["n_docs"])
+        self.total_len = float(self.doc_len.sum())
 
 
 class _SparseRetriever(Retriever):
@@ -183,7 +187,7 @@ class BM25Retriever(_SparseRetriever):
             return np.zeros(n)
         df = idx.df[ids].astype(np.float64)
         idf = np.log1p((idx.n_docs - df + 0.5) / (df + 0.5))
-        avgdl = idx.doc_len.sum() / idx.n_docs
+        avgdl = idx.total_len / idx.n_docs
         norm = self.k1 * (1.0 - self.b + self.b * idx.doc_len[pos] / avgdl)
         contrib = (idf * qtf)[which] * tf / (tf + norm)
         return np.bincount(pos, weights=contrib, minlength=n)
