@@ -24,7 +24,7 @@ test: $(STAMP)
 	if [ $$rc -eq 5 ]; then echo "pytest ran no tests: failing"; exit 1; fi; exit $$rc
 
 eval: $(STAMP)
-	$(BIN)/memkit compare-retrievers
+	$(BIN)/memkit eval --all
 
 bench: $(STAMP)
 	$(BIN)/python eval/bench/retrievers.py

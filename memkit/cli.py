@@ -1,4 +1,10 @@
-"""The ``memkit`` command."""
+"""The ``memkit`` command.
+
+    memkit eval --dataset DIR [--config FILE ...] [--run-out FILE] [--no-mlflow]
+    memkit eval --all                       # every dataset found (what `make eval` runs)
+    memkit convert locomo FILE OUT
+    memkit convert beir DIR OUT --split test
+"""
 
 from __future__ import annotations
 
@@ -8,48 +14,154 @@ import sys
 import time
 from pathlib import Path
 
-DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "datasets"
+PROJECT = Path(__file__).resolve().parents[1]
+DEFAULT_DATA = PROJECT.parent / "shared" / "datasets"
+DEMO = PROJECT / "datasets" / "demo"
 
 
 def data_root() -> Path:
     return Path(os.environ.get("MEMKIT_DATA", DEFAULT_DATA))
 
 
-def cmd_compare_retrievers(args) -> int:
-    """Score retriever configs on SciFact (BEIR layout) with ranx; print one table."""
-    from memkit.config import CONFIG_DIR, build_retriever, load_config
-    from memkit.datasets import read_beir
-    from memkit.evaluation.metrics import score_run
+def found_datasets() -> list[tuple[Path, list[str]]]:
+    """(path, query fields to ask) for every dataset under the data root; else the demo."""
+    root = data_root()
+    found = []
+    if root.is_dir():
+        for sub in sorted(p for p in root.iterdir() if p.is_dir()):
+            jsons = sorted(sub.glob("*.json"))
+            if (sub / "corpus.jsonl").exists():
+                found.append((sub, ["text"]))
+            elif (sub / "events.jsonl").exists():
+                found.append((sub, ["text", "rewrite"] if _has_rewrites(sub / "queries.jsonl") else ["text"]))
+            elif jsons:
+                found += [(j, ["text"]) for j in jsons]
+    return found or [(DEMO, ["text"])]
 
-    folder = Path(args.beir) if args.beir else data_root() / "scifact"
-    if not (folder / "corpus.jsonl").exists():
-        print(f"no BEIR dataset at {folder}: set MEMKIT_DATA or pass --beir DIR", file=sys.stderr)
-        return 2
-    configs = [load_config(p) for p in (args.config or sorted(CONFIG_DIR.glob("*.toml")))]
-    ds = read_beir(folder, args.split)
-    print(f"{ds.name} ({args.split}): {ds.events.height:,} documents, {ds.queries.height} queries\n")
-    metrics = ["ndcg@10", "mrr@10", "recall@10", "recall@100"]
-    print("| config | " + " | ".join(metrics) + " | seconds |")
-    print("|---|" + "---:|" * (len(metrics) + 1))
+
+def _has_rewrites(path: Path) -> bool:
+    with open(path, encoding="utf-8") as fh:
+        return any('"rewrite"' in line for line in fh)
+
+
+def _configs(paths):
+    from memkit.config import CONFIG_DIR, load_config
+    from memkit.pipeline import DEFAULT_CONFIG
+
+    if paths == ["ALL"]:
+        paths = sorted(CONFIG_DIR.glob("*.toml"))
+    return [load_config(p) for p in (paths or [DEFAULT_CONFIG])]
+
+
+def eval_dataset(path: Path, configs: list[dict], fields: list[str], args) -> list:
+    from memkit.datasets import load_any
+    from memkit.evaluation.compare import category_bars, comparison_table, recall_curve, to_markdown
+    from memkit.evaluation.harness import evaluate_config
+
+    ds = load_any(path, args.split)
+    print(f"\n## {ds.name}: {ds.events.height:,} events, {ds.queries.height:,} queries "
+          f"({ds.qrels['query_id'].n_unique():,} with qrels)\n", flush=True)
+    results = []
     for config in configs:
-        t = time.perf_counter()
-        run = build_retriever(config).fit(ds.events).search(ds.queries, k=100)
-        scores = score_run(run, ds.qrels, metrics)
-        cells = " | ".join(f"{scores[m]:.4f}" for m in metrics)
-        print(f"| {config['name']} | {cells} | {time.perf_counter() - t:.1f} |", flush=True)
+        for field in fields:
+            res = evaluate_config(config, ds, k=args.k, query_field=field)
+            results.append(res)
+            print(f"  {res.name}: {res.seconds:.1f} s", file=sys.stderr, flush=True)
+    out = Path(args.out) / ds.name
+    out.mkdir(parents=True, exist_ok=True)
+    baseline = args.baseline if args.baseline in {r.name for r in results} else results[0].name
+    table = comparison_table(results, ds, baseline=baseline)
+    report = to_markdown(table, baseline)
+    cats = sorted({k.split(":", 1)[1] for r in results for k in r.summary if k.startswith("category:")})
+    if "headline" in results[0].summary:
+        report = "Headline: all categories but adversarial.\n\n" + report
+    if cats:
+        lines = ["| config | " + " | ".join(f"R@5/R@10 {c}" for c in cats) + " |", "|---|" + "---:|" * len(cats)]
+        for r in results:
+            cells = [f"{r.summary[f'category:{c}']['recall@5']:.3f} / {r.summary[f'category:{c}']['recall@10']:.3f}" for c in cats]
+            lines.append(f"| {r.name} | " + " | ".join(cells) + " |")
+        report += "\nRecall by category:\n\n" + "\n".join(lines) + "\n"
+    print(report, flush=True)
+    (out / "report.md").write_text(f"# {ds.name}\n\n" + report)
+    plots = [recall_curve(results, ds, out / "recall_at_k.png"), category_bars(results, out / "categories.png")]
+    plots = [p for p in plots if p]
+    for r in results:
+        if args.run_out:
+            target = Path(args.run_out)
+            if len(results) > 1:
+                target = target.with_name(f"{target.stem}.{ds.name}.{r.name}{target.suffix or '.run'}")
+            r.write_run(target)
+        if not args.no_mlflow:
+            from memkit.evaluation.tracking import log_result
+
+            log_result(r, artifacts=[out / "report.md", *plots])
+    return results
+
+
+def cmd_eval(args) -> int:
+    if not args.dataset and not args.all:
+        print("memkit eval: give --dataset DIR or --all", file=sys.stderr)
+        return 2
+    t = time.perf_counter()
+    configs = _configs(args.config or (["ALL"] if args.all else None))
+    targets = found_datasets() if args.all else [(Path(args.dataset), [args.query_field])]
+    for path, fields in targets:
+        eval_dataset(path, configs, fields, args)
+    print(f"\nTotal: {time.perf_counter() - t:.1f} s for {len(configs)} config(s) on {len(targets)} dataset(s)")
+    if not args.no_mlflow:
+        from memkit.evaluation.tracking import tracking_uri
+
+        print(f"MLflow runs: mlflow ui --backend-store-uri {tracking_uri()}")
+    return 0
+
+
+def cmd_convert(args) -> int:
+    from memkit.datasets import read_beir, read_locomo
+
+    if args.format == "locomo":
+        ds = read_locomo(args.source, name=Path(args.out).name)
+    else:
+        ds = read_beir(args.source, args.split, name=Path(args.out).name)
+    ds.write(args.out)
+    print(f"{args.out}: {ds.events.height:,} events, {ds.queries.height:,} queries, {ds.qrels.height:,} qrels")
+    if "evidence_unresolved" in ds.info:
+        print(f"evidence ids naming no turn: {ds.info['evidence_unresolved']} {ds.info['unresolved']}")
     return 0
 
 
 def main(argv=None) -> int:
+    from memkit.errors import MemkitError
+
     parser = argparse.ArgumentParser(prog="memkit", description="offline-first conversational memory")
     sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("compare-retrievers", help="score retriever configs on a BEIR dataset (SciFact by default)")
-    p.add_argument("--beir", help="BEIR folder (default: $MEMKIT_DATA/scifact)")
-    p.add_argument("--split", default="test")
-    p.add_argument("--config", action="append", help="TOML config (repeatable; default: eval/configs/*.toml)")
-    p.set_defaults(func=cmd_compare_retrievers)
+
+    p = sub.add_parser("eval", help="score configs on a dataset; log to MLflow")
+    p.add_argument("--dataset", help="dataset folder, BEIR folder or LoCoMo .json")
+    p.add_argument("--all", action="store_true", help="every dataset under $MEMKIT_DATA (else the demo set)")
+    p.add_argument("--config", action="append", help="TOML config (repeatable; default: eval/configs/default.toml, "
+                   "with --all: every config in eval/configs)")
+    p.add_argument("--run-out", help="write the TREC run file here")
+    p.add_argument("--no-mlflow", action="store_true", help="do not log to MLflow")
+    p.add_argument("--baseline", help="config name to test the others against (default: the first)")
+    p.add_argument("--query-field", default="text", help="ask this query field (e.g. rewrite)")
+    p.add_argument("--split", default="test", help="BEIR split")
+    p.add_argument("--k", type=int, default=100, help="run depth")
+    p.add_argument("--out", default=str(PROJECT / "eval" / "out"), help="reports and plots")
+    p.set_defaults(func=cmd_eval)
+
+    p = sub.add_parser("convert", help="convert a dataset to the interchange format")
+    p.add_argument("format", choices=["locomo", "beir"])
+    p.add_argument("source")
+    p.add_argument("out")
+    p.add_argument("--split", default="test", help="BEIR split")
+    p.set_defaults(func=cmd_convert)
+
     args = parser.parse_args(argv)
-    return args.func(args)
+    try:
+        return args.func(args)
+    except MemkitError as exc:
+        print(f"memkit {args.command}: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -1,6 +1,30 @@
-"""Dataset converters to the interchange format, and the reader re-exported."""
+"""Dataset converters to the interchange format, and one loader for any supported layout."""
+
+from __future__ import annotations
+
+from pathlib import Path
 
 from memkit.datasets.beir import read_beir
+from memkit.datasets.locomo import read_locomo
+from memkit.errors import DatasetError
 from memkit.tables import Dataset, read_dataset
 
-__all__ = ["Dataset", "read_beir", "read_dataset"]
+
+def load_any(path: str | Path, split: str = "test") -> Dataset:
+    """A dataset folder (events.jsonl), a BEIR folder (corpus.jsonl), a LoCoMo JSON file,
+    or a folder holding exactly one LoCoMo JSON file."""
+    path = Path(path)
+    if path.is_file() and path.suffix == ".json":
+        return read_locomo(path, name=path.stem)
+    if (path / "events.jsonl").exists():
+        return read_dataset(path)
+    if (path / "corpus.jsonl").exists():
+        return read_beir(path, split)
+    jsons = sorted(path.glob("*.json")) if path.is_dir() else []
+    if len(jsons) == 1:
+        return read_locomo(jsons[0], name=jsons[0].stem)
+    raise DatasetError([(str(path), None, None,
+                         "not a dataset: expected events.jsonl (memkit), corpus.jsonl (BEIR) or a LoCoMo .json")])
+
+
+__all__ = ["Dataset", "load_any", "read_beir", "read_dataset", "read_locomo"]

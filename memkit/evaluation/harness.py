@@ -1,0 +1,84 @@
+"""The eval harness: replays a dataset's queries through a pipeline built from a config.
+
+Independent queries (no ``conversation_id``) are searched in one batch and never see each
+other's context. Queries that share a ``conversation_id`` are asked in ``turn`` order by
+one fresh user through ``Pipeline.query``, so the pipeline's contextualiser sees exactly
+that user's earlier turns. ``query_field="rewrite"`` asks the human rewrites instead (an
+oracle for comparison, where a dataset has them).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import polars as pl
+
+from memkit.errors import ValidationError
+from memkit.evaluation.metrics import METRICS, per_query, summarize, write_trec_run
+from memkit.pipeline import Pipeline
+from memkit.tables import Dataset, empty_run
+
+
+@dataclass
+class EvalResult:
+    name: str  # config name (plus a suffix such as "+rewrite")
+    dataset: str
+    config: dict
+    run: pl.DataFrame
+    per_query: pl.DataFrame  # query_id, category, one column per metric
+    summary: dict  # {"all": {...}, "headline": {...}, "category:x": {...}}
+    seconds: float
+    effective_queries: pl.DataFrame = field(default_factory=pl.DataFrame)
+
+    def write_run(self, path: str | Path) -> Path:
+        write_trec_run(self.run, path, tag=self.name.replace(" ", "_"))
+        return Path(path)
+
+
+def run_queries(pipeline: Pipeline, queries: pl.DataFrame, k: int = 100, query_field: str = "text"):
+    """The run for all queries, and the effective query each one was searched with."""
+    if query_field not in queries.columns:
+        raise ValidationError("query_field", f"the dataset's queries have no {query_field!r} column")
+    queries = queries.with_columns(pl.coalesce(pl.col(query_field), pl.col("text")).alias("_asked"))
+    has_conv = "conversation_id" in queries.columns
+    alone = queries.filter(pl.col("conversation_id").is_null()) if has_conv else queries
+    runs = []
+    effective = []
+    if alone.height:
+        frame = alone.select("query_id", pl.col("_asked").alias("text"), "floor_ids")
+        runs.append(pipeline.search(frame, k))
+        effective += list(zip(alone["query_id"], alone["_asked"]))
+    if has_conv:
+        convs = queries.filter(pl.col("conversation_id").is_not_null()).sort("conversation_id", "turn")
+        for (conv_id,), turns in convs.group_by("conversation_id", maintain_order=True):
+            user = f"eval-user/{conv_id}"
+            pipeline.conversations.forget(user)
+            for row in turns.iter_rows(named=True):
+                res = pipeline.query(row["_asked"], user_id=user, floor_ids=row["floor_ids"], k=k,
+                                     query_id=row["query_id"])
+                runs.append(res.run)
+                effective.append((row["query_id"], res.effective_query))
+            pipeline.conversations.forget(user)
+    run = pl.concat(runs) if runs else empty_run()
+    eff = pl.DataFrame(effective, schema={"query_id": pl.Utf8, "effective_query": pl.Utf8}, orient="row")
+    return run, eff
+
+
+def evaluate_pipeline(pipeline: Pipeline, dataset: Dataset, k: int = 100, query_field: str = "text",
+                      metrics=METRICS, name: str | None = None, fit: bool = True) -> EvalResult:
+    t = time.perf_counter()
+    if fit:
+        pipeline.fit(dataset.events)
+    run, eff = run_queries(pipeline, dataset.queries, k, query_field)
+    table = per_query(run, dataset.qrels, metrics)
+    table = table.join(dataset.queries.select("query_id", "category"), on="query_id", how="left")
+    summary = summarize(table, dataset.queries, metrics)
+    name = name or pipeline.name + ("" if query_field == "text" else f"+{query_field}")
+    return EvalResult(name=name, dataset=dataset.name, config=pipeline.config, run=run, per_query=table,
+                      summary=summary, seconds=time.perf_counter() - t, effective_queries=eff)
+
+
+def evaluate_config(config: dict, dataset: Dataset, **kw) -> EvalResult:
+    return evaluate_pipeline(Pipeline.from_config(config), dataset, **kw)
