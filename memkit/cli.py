@@ -75,6 +75,14 @@ def eval_dataset(path: Path, configs: list[dict], fields: list[str], args) -> li
     cats = sorted({k.split(":", 1)[1] for r in results for k in r.summary if k.startswith("category:")})
     if "headline" in results[0].summary:
         report = "Headline: all categories but adversarial.\n\n" + report
+        ks = ["recall@5", "recall@10", "recall@25", "recall@50"]
+        lines = ["| config | " + " | ".join(f"{k} (1-4)" for k in ks) + " | " + " | ".join(f"{k} (adv.)" for k in ks) + " |",
+                 "|---|" + "---:|" * 8]
+        for r in results:
+            adv = r.summary.get("category:adversarial", {})
+            cells = [f"{r.summary['headline'][k]:.4f}" for k in ks] + [f"{adv.get(k, float('nan')):.4f}" for k in ks]
+            lines.append(f"| {r.name} | " + " | ".join(cells) + " |")
+        report += "\nRecall@k, categories 1-4 and adversarial apart:\n\n" + "\n".join(lines) + "\n"
     if cats:
         lines = ["| config | " + " | ".join(f"R@5/R@10 {c}" for c in cats) + " |", "|---|" + "---:|" * len(cats)]
         for r in results:
@@ -98,6 +106,32 @@ def eval_dataset(path: Path, configs: list[dict], fields: list[str], args) -> li
     return results
 
 
+def ledger(configs: list[dict], by_dataset: dict) -> str:
+    """One row per config across datasets: the figures eval/RESULTS.md records."""
+    cols: list[tuple[str, str, str, str]] = []  # (header, dataset, result suffix, summary key/metric)
+    for ds, results in by_dataset.items():
+        s = results[0].summary
+        if "headline" in s:
+            cols += [(f"{ds} R@{k} 1-4", ds, "", f"headline/recall@{k}") for k in (5, 10, 25, 50)]
+            cols += [(f"{ds} R@{k} adv.", ds, "", f"category:adversarial/recall@{k}") for k in (5, 10, 25, 50)]
+            cols += [(f"{ds} R@10 {c.split(':')[1]}", ds, "", f"{c}/recall@10")
+                     for c in sorted(s) if c.startswith("category:") and c != "category:adversarial"]
+        elif any(r.name.endswith("+rewrite") for r in results):
+            cols += [(f"{ds} MRR@10 raw", ds, "", "all/mrr@10"), (f"{ds} MRR@10 rewrite", ds, "+rewrite", "all/mrr@10")]
+        else:
+            cols += [(f"{ds} nDCG@10", ds, "", "all/ndcg@10")]
+    lines = ["\n## Ledger\n", "| config | " + " | ".join(c[0] for c in cols) + " |", "|---|" + "---:|" * len(cols)]
+    for config in configs:
+        cells = []
+        for _, ds, suffix, key in cols:
+            group, metric = key.rsplit("/", 1)
+            res = {r.name: r for r in by_dataset[ds]}.get(config["name"] + suffix)
+            value = res.summary.get(group, {}).get(metric) if res else None
+            cells.append("—" if value is None else f"{value:.4f}")
+        lines.append(f"| {config['name']} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def cmd_eval(args) -> int:
     if not args.dataset and not args.all:
         print("memkit eval: give --dataset DIR or --all", file=sys.stderr)
@@ -105,8 +139,12 @@ def cmd_eval(args) -> int:
     t = time.perf_counter()
     configs = _configs(args.config or (["ALL"] if args.all else None))
     targets = found_datasets() if args.all else [(Path(args.dataset), [args.query_field])]
+    by_dataset = {}
     for path, fields in targets:
-        eval_dataset(path, configs, fields, args)
+        results = eval_dataset(path, configs, fields, args)
+        by_dataset[results[0].dataset] = results
+    if len(by_dataset) > 1:
+        print(ledger(configs, by_dataset))
     print(f"\nTotal: {time.perf_counter() - t:.1f} s for {len(configs)} config(s) on {len(targets)} dataset(s)")
     if not args.no_mlflow:
         from memkit.evaluation.tracking import tracking_uri

@@ -1,0 +1,57 @@
+import polars as pl
+
+from memkit.cli import DEMO, main
+from memkit.config import CONFIG_DIR, load_config
+from memkit.datasets import load_any
+from memkit.evaluation.harness import evaluate_config
+from memkit.evaluation.metrics import read_trec_run
+
+
+def test_eval_on_the_demo_set_prints_the_table_and_writes_a_run(tmp_path, capsys):
+    run_file = tmp_path / "demo.run"
+    rc = main(["eval", "--dataset", str(DEMO), "--config", str(CONFIG_DIR / "bm25.toml"), "--run-out", str(run_file),
+               "--no-mlflow", "--out", str(tmp_path / "out")])
+    assert rc == 0
+    out = capsys.readouterr().out
+    assert "| bm25 | 12 |" in out and "Total:" in out
+    run = read_trec_run(run_file)
+    # Every question with a matching term, the follow-ups included; the unanswerable d10
+    # ("Sam's favourite mountain") shares no term with any post, so BM25 returns nothing.
+    assert set(run["query_id"]) == {f"d{i}" for i in range(1, 10)} | {"c1-1", "c1-2", "c1-3"}
+    assert (tmp_path / "out" / "demo" / "report.md").exists()
+    assert (tmp_path / "out" / "demo" / "recall_at_k.png").stat().st_size > 1000
+
+
+def test_eval_without_config_uses_the_default(tmp_path, capsys):
+    assert main(["eval", "--dataset", str(DEMO), "--no-mlflow", "--out", str(tmp_path)]) == 0
+    assert "| default |" in capsys.readouterr().out
+
+
+def test_bad_arguments_are_reported_not_raised(tmp_path, capsys):
+    assert main(["eval", "--dataset", str(tmp_path), "--no-mlflow"]) == 2
+    assert "not a dataset" in capsys.readouterr().err
+    assert main(["eval", "--no-mlflow"]) == 2
+
+
+def test_mlflow_run_has_params_metrics_tags_and_artifacts(tmp_path, monkeypatch):
+    import mlflow
+
+    from memkit.evaluation.tracking import log_result
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    ds = load_any(DEMO)
+    res = evaluate_config(load_config(CONFIG_DIR / "hybrid.toml"), ds)
+    extra = tmp_path / "note.md"
+    extra.write_text("hello")
+    run_id = log_result(res, artifacts=[extra], experiment="test-exp")
+    mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    run = mlflow.get_run(run_id)
+    assert run.data.params["retriever.method"] == "convex"
+    assert run.data.params["retriever.retrievers.0.type"] == "bm25"
+    assert run.data.metrics["recall_at_10"] == res.summary["all"]["recall@10"]
+    assert "category/single-hop/recall_at_10" in run.data.metrics
+    assert run.data.tags["dataset"] == "demo" and len(run.data.tags["git_commit"]) >= 7
+    names = {a.path for a in mlflow.MlflowClient().list_artifacts(run_id)}
+    assert {"hybrid.run", "per_query.csv", "summary.json", "note.md"} <= names
+    per_query = pl.read_csv(mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path="per_query.csv"))
+    assert per_query.height == res.per_query.height
