@@ -75,14 +75,26 @@ def test_tfidf_scores_equal_scikit_learn(events, sublinear):
         assert np.allclose(r.score(q), expected, atol=1e-9)
 
 
+def assert_same_results(kind, a, b):
+    """Exact retrievers: identical runs. HNSW is approximate and a graph grown by add()
+    differs from one built at once, so there: the same scores for the same events and
+    nearly the same events."""
+    if kind != "dense-hnsw":
+        assert a["event_id"].to_list() == b["event_id"].to_list()
+        assert np.allclose(a["score"].to_numpy(), b["score"].to_numpy(), atol=1e-6)
+        return
+    assert a.group_by("query_id").len().sort("query_id").equals(b.group_by("query_id").len().sort("query_id"))
+    both = a.join(b, on=["query_id", "event_id"])
+    assert np.allclose(both["score"], both["score_right"], atol=1e-5)
+    assert both.height >= 0.9 * a.height
+
+
 @pytest.mark.parametrize("kind", ["tfidf", "bm25", "dense", "dense-hnsw"])
 def test_add_equals_refit(kind, events):
     first, rest = events.head(70), events.tail(50)
     grown = all_kinds()[kind]().fit(first).add(rest.head(20)).add(rest.tail(30))
     refit = all_kinds()[kind]().fit(events)
-    a, b = grown.search(QUERIES, k=20), refit.search(QUERIES, k=20)
-    assert a["event_id"].to_list() == b["event_id"].to_list()
-    assert np.allclose(a["score"].to_numpy(), b["score"].to_numpy(), atol=1e-6)
+    assert_same_results(kind, grown.search(QUERIES, k=20), refit.search(QUERIES, k=20))
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -114,9 +126,7 @@ def test_remove_equals_refit_without(kind, events):
     gone = events["event_id"].head(30).to_list()
     r = all_kinds()[kind]().fit(events).remove(gone)
     refit = all_kinds()[kind]().fit(events.filter(~pl.col("event_id").is_in(gone)))
-    a, b = r.search(QUERIES, k=15), refit.search(QUERIES, k=15)
-    assert a["event_id"].to_list() == b["event_id"].to_list()
-    assert np.allclose(a["score"].to_numpy(), b["score"].to_numpy(), atol=1e-6)
+    assert_same_results(kind, r.search(QUERIES, k=15), refit.search(QUERIES, k=15))
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -29,17 +29,19 @@ class DenseRetriever(Retriever):
         self,
         encoder: str | Encoder = "minilm",
         doc_template: str = "{text}",
-        exact_below: int = 20_000,
+        exact_below: int = 50_000,
         exact_share: float = 0.05,
+        oversample: float = 3.0,
         connectivity: int = 16,
         expansion_add: int = 128,
-        expansion_search: int = 128,
+        expansion_search: int = 512,
     ):
         super().__init__()
         self.encoder = encoder
         self.doc_template = doc_template
         self.exact_below = exact_below
         self.exact_share = exact_share
+        self.oversample = oversample
         self.connectivity = connectivity
         self.expansion_add = expansion_add
         self.expansion_search = expansion_search
@@ -48,7 +50,7 @@ class DenseRetriever(Retriever):
     def get_params(self) -> dict:
         enc = self.encoder if isinstance(self.encoder, str) else self.encoder.name
         return {"encoder": enc, "doc_template": self.doc_template, "exact_below": self.exact_below,
-                "exact_share": self.exact_share, "connectivity": self.connectivity,
+                "exact_share": self.exact_share, "oversample": self.oversample, "connectivity": self.connectivity,
                 "expansion_add": self.expansion_add, "expansion_search": self.expansion_search}
 
     @property
@@ -130,7 +132,7 @@ class DenseRetriever(Retriever):
     def _hnsw_one(self, qv: np.ndarray, k: int, mask: np.ndarray, admitted: int):
         graph = self._graph()
         share = admitted / max(1, len(graph))
-        want = min(len(graph), int(np.ceil(k / max(share, 1e-9) * 1.5)) + 10)
+        want = min(len(graph), int(np.ceil(k / max(share, 1e-9) * self.oversample)) + 10)
         while True:
             m = graph.search(qv, want)
             keys = np.asarray(m.keys, np.int64)
