@@ -55,3 +55,19 @@ def test_mlflow_run_has_params_metrics_tags_and_artifacts(tmp_path, monkeypatch)
     assert {"hybrid.run", "per_query.csv", "summary.json", "note.md"} <= names
     per_query = pl.read_csv(mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path="per_query.csv"))
     assert per_query.height == res.per_query.height
+
+
+def test_all_falls_back_to_the_demo_set_without_shared_data(tmp_path, monkeypatch, capsys):
+    from memkit.cli import found_datasets
+
+    monkeypatch.setenv("MEMKIT_DATA", str(tmp_path / "nowhere"))
+    assert found_datasets() == [(DEMO, ["text"])]
+    monkeypatch.setenv("MEMKIT_DATA", str(tmp_path))
+    (tmp_path / "cast").mkdir()
+    for name in ("events.jsonl", "queries.jsonl", "qrels.tsv"):
+        (tmp_path / "cast" / name).write_text((DEMO / name).read_text())
+    assert found_datasets() == [(tmp_path / "cast", ["text", "rewrite"])]  # it has rewrites
+    monkeypatch.setenv("MEMKIT_DATA", str(tmp_path / "nowhere"))
+    assert main(["eval", "--all", "--config", str(CONFIG_DIR / "bm25.toml"), "--no-mlflow",
+                 "--out", str(tmp_path / "out")]) == 0
+    assert "## demo:" in capsys.readouterr().out
