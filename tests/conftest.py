@@ -14,6 +14,7 @@ SHARED = Path(os.environ.get("MEMKIT_DATA", Path(__file__).resolve().parents[2] 
 @pytest.fixture(scope="session", autouse=True)
 def _cache_dir(tmp_path_factory):
     os.environ["MEMKIT_CACHE_DIR"] = str(tmp_path_factory.mktemp("memkit-cache"))
+    os.environ.setdefault("XDG_RUNTIME_DIR", str(tmp_path_factory.mktemp("xdg-runtime")))  # for pgserver
     yield
 
 

@@ -1,0 +1,47 @@
+"""The memkit service: ``create_app(config)`` builds the Flask app.
+
+Blueprints in ``server/api`` parse requests and shape responses; the rules live in
+``server/services`` (no Flask there); the store in ``server/store``.
+"""
+
+from __future__ import annotations
+
+from flask import Flask, g, request
+from flask_limiter import Limiter
+from flask_limiter.util import get_remote_address
+
+from server import errors
+from server.services.accounts import Accounts
+from server.services.delivery import OutboxSender, SmtpSender
+from server.settings import Settings
+from server.store import connect
+
+
+def create_app(config: dict | None = None) -> Flask:
+    settings = Settings.load(config)
+    app = Flask(__name__)
+    app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
+    app.json.sort_keys = False
+    engine = connect(settings.database_url)
+    mailer = (SmtpSender(settings.smtp_host, settings.smtp_port, settings.mail_from) if settings.smtp_host
+              else OutboxSender(settings.outbox_dir, "email"))
+    sms = settings.extra.get("sms_sender") or OutboxSender(settings.outbox_dir, "sms")
+    app.extensions["memkit"] = {
+        "settings": settings,
+        "engine": engine,
+        "accounts": Accounts(engine, settings, mailer, sms),
+    }
+    limiter = Limiter(get_remote_address, app=app, storage_uri=settings.rate_limit_storage, headers_enabled=True,
+                      key_prefix="memkit")
+    app.extensions["memkit"]["limiter"] = limiter
+    errors.register(app)
+
+    from server.api import auth
+
+    app.register_blueprint(auth.make_blueprint(limiter, settings))
+
+    @app.before_request
+    def _bearer():
+        g.auth_header = request.headers.get("Authorization")
+
+    return app

@@ -1,0 +1,1 @@
+"""HTTP blueprints: parse the request, call a service, shape the response."""

