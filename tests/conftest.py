@@ -23,3 +23,6 @@ def shared_dataset(name: str) -> Path:
     if not path.exists():
         pytest.skip(f"shared dataset {name} not found at {path} (set MEMKIT_DATA)")
     return path
+
+
+from tests.service_fixtures import app  # noqa: E402,F401  (the service app, on SQLite and PostgreSQL)

@@ -4,7 +4,7 @@ the stored state is checked: nothing changed."""
 import sqlalchemy as sa
 
 from server.store.schema import codes, tokens, users
-from tests.service_fixtures import app, error_of, outbox_code  # noqa: F401
+from tests.service_fixtures import error_of, outbox_code
 
 PW = "correct horse battery"
 
