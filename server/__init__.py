@@ -13,6 +13,8 @@ from flask_limiter.util import get_remote_address
 from server import errors
 from server.services.accounts import Accounts
 from server.services.delivery import OutboxSender, SmtpSender
+from server.services.events import Events
+from server.services.floors import Floors
 from server.settings import Settings
 from server.store import connect
 
@@ -30,15 +32,19 @@ def create_app(config: dict | None = None) -> Flask:
         "settings": settings,
         "engine": engine,
         "accounts": Accounts(engine, settings, mailer, sms),
+        "floors": Floors(engine, settings),
+        "events": Events(engine),
     }
     limiter = Limiter(get_remote_address, app=app, storage_uri=settings.rate_limit_storage, headers_enabled=True,
                       key_prefix="memkit")
     app.extensions["memkit"]["limiter"] = limiter
     errors.register(app)
 
-    from server.api import auth
+    from server.api import auth, floors
 
     app.register_blueprint(auth.make_blueprint(limiter, settings))
+    app.register_blueprint(floors.bp)
+    app.register_blueprint(floors.events_bp)
 
     @app.before_request
     def _bearer():

@@ -80,6 +80,19 @@ def make_blueprint(limiter, settings) -> Blueprint:
             data = json_body()
         return jsonify(svc().change_email(user, data))
 
+    @bp.post("/change/mobile")
+    def change_mobile():
+        return jsonify(svc().change_mobile(current_user(), json_body()))
+
+    @bp.post("/external/register")
+    def register_external():
+        app_id = svc().authenticate_app(request.headers.get("X-App-Id"), request.headers.get("X-App-Secret"))
+        return jsonify(svc().register_external(app_id, json_body()))
+
+    @bp.delete("/account")
+    def delete_account():
+        return jsonify(svc().delete_account(current_user(), json_body()))
+
     @bp.get("/profile")
     def profile():
         return jsonify(svc().get_profile(current_user()))

@@ -22,7 +22,7 @@ from email_validator import EmailNotValidError, validate_email
 from server.errors import ApiError, BadRequest, Conflict, Forbidden, NotFound, Unauthorized
 from server.services.delivery import Sender
 from server.settings import Settings
-from server.store.schema import blocks, codes, floors, tokens, users
+from server.store.schema import apps, blocks, codes, events, floors, tokens, users
 
 MODES = {
     "signup": "validate a new account (sent to its e-mail, else its mobile number)",
@@ -350,6 +350,79 @@ class Accounts:
                                  code="email_in_use") from None
             return {"profile": self.profile(conn, user_id), "pod_info": self.pod_info(conn, user_id),
                     "app_id": data.get("app_id")}
+
+    def change_mobile(self, user_id: str, data: dict) -> dict:
+        check_fields(data, {"new_mobile": str, "code": str})
+        mobile = normalize_mobile(data["new_mobile"], self.settings.phone_region, "new_mobile")
+        with self.engine.connect() as conn:
+            if conn.execute(sa.select(users.c.id).where(users.c.mobile == mobile)).first():
+                raise BadRequest("this mobile number is already in use", field="new_mobile", code="mobile_in_use")
+        code_id = self._use_code(user_id, "change_mobile", mobile, data["code"], "code")
+        with self.engine.begin() as conn:
+            self._consume(conn, code_id, "code")
+            conn.execute(users.update().where(users.c.id == user_id).values(mobile=mobile))
+            return {"profile": self.profile(conn, user_id), "pod_info": self.pod_info(conn, user_id)}
+
+    # -- applications -------------------------------------------------------------------------
+    def register_app(self, name: str) -> tuple[str, str]:
+        """A new application: returns (app_id, secret); the secret is shown once."""
+        app_id, secret = new_id("app"), secrets.token_urlsafe(32)
+        with self.engine.begin() as conn:
+            conn.execute(apps.insert().values(id=app_id, name=name, secret_hash=_hasher.hash(secret), created_at=now()))
+        return app_id, secret
+
+    def authenticate_app(self, app_id: str | None, secret: str | None) -> str:
+        if not app_id or not secret:
+            raise Unauthorized("application credentials are required (X-App-Id and X-App-Secret)", code="missing_app")
+        with self.engine.connect() as conn:
+            row = conn.execute(sa.select(apps.c.secret_hash).where(apps.c.id == app_id)).first()
+        try:
+            ok = row is not None and _hasher.verify(row[0], secret)
+        except (VerificationError, InvalidHashError):
+            ok = False
+        if not ok:
+            raise Unauthorized("unknown application or wrong secret", code="bad_app_credentials")
+        return app_id
+
+    def register_external(self, app_id: str, data: dict) -> dict:
+        """Register, or find, the application's user with this external id (idempotent)."""
+        check_fields(data, {"external_id": str}, {"name": str})
+        ext = data["external_id"].strip()
+        if not 1 <= len(ext) <= 200:
+            raise BadRequest("external_id must be 1 to 200 characters", field="external_id", code="invalid")
+        with self.engine.begin() as conn:
+            row = conn.execute(sa.select(users.c.id).where(users.c.app_id == app_id, users.c.external_id == ext)).first()
+            created = row is None
+            if created:
+                uid = new_id("u")
+                name = (data.get("name") or ext).strip()[:200]
+                conn.execute(users.insert().values(id=uid, name=name, validated=True, app_id=app_id, external_id=ext,
+                                                   floor_quota=self.settings.floor_quota,
+                                                   block_quota=self.settings.block_quota, created_at=now()))
+                self._create_own_floor(conn, uid, name)
+            else:
+                uid = row[0]
+            return {"user_id": uid, "created": created, "app_id": app_id, "profile": self.profile(conn, uid),
+                    "pod_info": self.pod_info(conn, uid), **self._issue_token(conn, uid)}
+
+    def delete_account(self, user_id: str, data: dict, on_removed=None) -> dict:
+        """Delete the account and everything it owns: floors, blocks, events, tokens, codes."""
+        check_fields(data, {"password": str})
+        with self.engine.begin() as conn:
+            row = conn.execute(sa.select(users.c.password_hash).where(users.c.id == user_id)).first()
+            try:
+                ok = row is not None and row[0] is not None and _hasher.verify(row[0], data["password"])
+            except (VerificationError, InvalidHashError):
+                ok = False
+            if not ok:
+                raise BadRequest("password is wrong", field="password", code="bad_credentials")
+            gone = [r[0] for r in conn.execute(sa.select(events.c.id).where(sa.or_(
+                events.c.user_id == user_id,
+                events.c.floor_id.in_(sa.select(floors.c.id).where(floors.c.owner_id == user_id)))))]
+            conn.execute(users.delete().where(users.c.id == user_id))  # cascades to all it owns
+            if on_removed:
+                on_removed(gone)
+        return {"deleted": user_id, "events_deleted": len(gone)}
 
     def get_profile(self, user_id: str) -> dict:
         with self.engine.connect() as conn:
