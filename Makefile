@@ -7,7 +7,7 @@ export MLFLOW_DISABLE_TELEMETRY := true
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install test eval bench lint clean
+.PHONY: install test eval bench serve lint clean
 
 $(STAMP): pyproject.toml
 	@command -v $(PY) >/dev/null || { echo "need $(PY) on PATH (or make PY=/path/to/python3.11)"; exit 1; }
@@ -25,6 +25,9 @@ test: $(STAMP)
 
 eval: $(STAMP)
 	$(BIN)/memkit eval --all
+
+serve: $(STAMP)
+	$(BIN)/memkit serve
 
 bench: $(STAMP)
 	$(BIN)/python eval/bench/retrievers.py

@@ -4,6 +4,8 @@
     memkit eval --all                       # every dataset found (what `make eval` runs)
     memkit convert locomo FILE OUT
     memkit convert beir DIR OUT --split test
+    memkit serve [--host H] [--port P] [--db URL]
+    memkit app add NAME                     # an application for external user registration
 """
 
 from __future__ import annotations
@@ -167,6 +169,28 @@ def cmd_convert(args) -> int:
     return 0
 
 
+def cmd_serve(args) -> int:
+    """The service on Werkzeug's server: for trying the API. Production: gunicorn "server:create_app()"."""
+    from server import create_app
+
+    overrides = {"database_url": args.db} if args.db else {}
+    app = create_app(overrides)
+    settings = app.extensions["memkit"]["settings"]
+    print(f"memkit service on http://{args.host}:{args.port}  store: {settings.database_url}\n"
+          f"codes are written to {settings.outbox_dir} (no SMTP host set)" if not settings.smtp_host else "")
+    app.run(host=args.host, port=args.port, debug=False, threaded=True)
+    return 0
+
+
+def cmd_app(args) -> int:
+    from server import create_app
+
+    app = create_app({"database_url": args.db} if args.db else {})
+    app_id, secret = app.extensions["memkit"]["accounts"].register_app(args.name)
+    print(f"app_id: {app_id}\nsecret: {secret}\n(the secret is shown once; send both as X-App-Id and X-App-Secret)")
+    return 0
+
+
 def main(argv=None) -> int:
     from memkit.errors import MemkitError
 
@@ -193,6 +217,18 @@ def main(argv=None) -> int:
     p.add_argument("out")
     p.add_argument("--split", default="test", help="BEIR split")
     p.set_defaults(func=cmd_convert)
+
+    p = sub.add_parser("serve", help="run the service (SQLite store in ./instance by default)")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8080)
+    p.add_argument("--db", help="database URL (default: sqlite:///instance/memkit.db; postgresql://... works too)")
+    p.set_defaults(func=cmd_serve)
+
+    p = sub.add_parser("app", help="register an application that may register external users")
+    p.add_argument("action", choices=["add"])
+    p.add_argument("name")
+    p.add_argument("--db", help="database URL (as for serve)")
+    p.set_defaults(func=cmd_app)
 
     args = parser.parse_args(argv)
     try:

@@ -40,11 +40,12 @@ def create_app(config: dict | None = None) -> Flask:
     app.extensions["memkit"]["limiter"] = limiter
     errors.register(app)
 
-    from server.api import auth, floors
+    from server.api import auth, floors, openapi
 
     app.register_blueprint(auth.make_blueprint(limiter, settings))
     app.register_blueprint(floors.bp)
     app.register_blueprint(floors.events_bp)
+    app.register_blueprint(openapi.bp)
 
     @app.before_request
     def _bearer():
