@@ -268,14 +268,18 @@ class Accounts:
                 self._issue_code(conn, user_id, mode, dest, self.sms)
             return {"mode": mode, "message": f"a code was sent to {dest}"}
 
-    def validate(self, data: dict) -> dict:
-        check_fields(data, {"code": str}, {"email": str, "mobile": str})
+    def _account_code(self, data: dict, mode: str) -> tuple[dict, str]:
+        """The account named by ``email`` or ``mobile`` and its checked ``code`` for ``mode``."""
         with self.engine.connect() as conn:
             user = self._find_user(conn, data)
         if user is None:
             raise BadRequest("no code was sent for this", field="code", code="code_invalid")
         dest = user["email"] if data.get("email") else user["mobile"]
-        code_id = self._use_code(user["id"], "signup", dest, data["code"], "code")
+        return user, self._use_code(user["id"], mode, dest, data["code"], "code")
+
+    def validate(self, data: dict) -> dict:
+        check_fields(data, {"code": str}, {"email": str, "mobile": str})
+        user, code_id = self._account_code(data, "signup")
         with self.engine.begin() as conn:
             self._consume(conn, code_id, "code")
             conn.execute(users.update().where(users.c.id == user["id"]).values(validated=True))
@@ -285,15 +289,7 @@ class Accounts:
         check_fields(data, {by: str, "password": str})
         with self.engine.begin() as conn:
             user = self._find_user(conn, {by: data[by]})
-            ok = False
-            if user is not None and user["password_hash"]:
-                try:
-                    ok = _hasher.verify(user["password_hash"], data["password"])
-                except (VerificationError, InvalidHashError):
-                    ok = False
-            else:
-                _hasher.hash(data["password"])  # same cost whether or not the account exists
-            if not ok:
+            if not verify_password(user["password_hash"] if user else None, data["password"]):
                 raise Unauthorized(f"wrong {'e-mail address' if by == 'email' else 'mobile number'} or password",
                                    code="bad_credentials")
             if not user["validated"]:
@@ -305,10 +301,8 @@ class Accounts:
         check_password(data["new_password"], "new_password")
         with self.engine.begin() as conn:
             row = conn.execute(sa.select(users.c.password_hash).where(users.c.id == user_id)).first()
-            try:
-                _hasher.verify(row[0], data["old_password"])
-            except (VerificationError, InvalidHashError):
-                raise BadRequest("old_password is wrong", field="old_password", code="bad_credentials") from None
+            if not verify_password(row[0], data["old_password"]):
+                raise BadRequest("old_password is wrong", field="old_password", code="bad_credentials")
             return self._set_password(conn, user_id, data["new_password"])
 
     def _set_password(self, conn, user_id: str, password: str) -> dict:
@@ -320,12 +314,7 @@ class Accounts:
     def reset_password(self, data: dict) -> dict:
         check_fields(data, {"code": str, "new_password": str}, {"email": str, "mobile": str})
         check_password(data["new_password"], "new_password")
-        with self.engine.connect() as conn:
-            user = self._find_user(conn, data)
-        if user is None:
-            raise BadRequest("no code was sent for this", field="code", code="code_invalid")
-        dest = user["email"] if data.get("email") else user["mobile"]
-        code_id = self._use_code(user["id"], "reset_password", dest, data["code"], "code")
+        user, code_id = self._account_code(data, "reset_password")
         with self.engine.begin() as conn:
             self._consume(conn, code_id, "code")
             return self._set_password(conn, user["id"], data["new_password"])
@@ -376,11 +365,7 @@ class Accounts:
             raise Unauthorized("application credentials are required (X-App-Id and X-App-Secret)", code="missing_app")
         with self.engine.connect() as conn:
             row = conn.execute(sa.select(apps.c.secret_hash).where(apps.c.id == app_id)).first()
-        try:
-            ok = row is not None and _hasher.verify(row[0], secret)
-        except (VerificationError, InvalidHashError):
-            ok = False
-        if not ok:
+        if not verify_password(row[0] if row else None, secret):
             raise Unauthorized("unknown application or wrong secret", code="bad_app_credentials")
         return app_id
 
@@ -410,11 +395,7 @@ class Accounts:
         check_fields(data, {"password": str})
         with self.engine.begin() as conn:
             row = conn.execute(sa.select(users.c.password_hash).where(users.c.id == user_id)).first()
-            try:
-                ok = row is not None and row[0] is not None and _hasher.verify(row[0], data["password"])
-            except (VerificationError, InvalidHashError):
-                ok = False
-            if not ok:
+            if not verify_password(row[0] if row else None, data["password"]):
                 raise BadRequest("password is wrong", field="password", code="bad_credentials")
             gone = [r[0] for r in conn.execute(sa.select(events.c.id).where(sa.or_(
                 events.c.user_id == user_id,
@@ -429,6 +410,18 @@ class Accounts:
             if conn.execute(sa.select(users.c.id).where(users.c.id == user_id)).first() is None:
                 raise NotFound("no such user")
             return {"profile": self.profile(conn, user_id), "pod_info": self.pod_info(conn, user_id)}
+
+
+def verify_password(stored_hash: str | None, password: str) -> bool:
+    """argon2 check; with no stored hash it still spends the same time, so a missing
+    account and a wrong password cannot be told apart by timing."""
+    if not stored_hash:
+        _hasher.hash(password)
+        return False
+    try:
+        return _hasher.verify(stored_hash, password)
+    except (VerificationError, InvalidHashError):
+        return False
 
 
 def _sha(token: str) -> str:
