@@ -218,3 +218,14 @@ def test_codes_and_tokens_are_stored_hashed(app):
         pw = conn.execute(sa.select(users.c.password_hash)).scalar()
     assert stored and all(token not in h for row in stored for h in row)
     assert pw.startswith("$argon2") and PW not in pw
+
+
+def test_change_email_with_an_expired_code_is_400_and_keeps_the_address(app):
+    c = app.test_client()
+    uid, token = signed_up(c, app)
+    app.extensions["memkit"]["settings"].code_ttl_minutes = -1  # codes sent from now on are born expired
+    c.post("/auth-service/send/validation/code", headers=bearer(token), json={"mode": "change_email", "new_email_id": "ann@new.example"})
+    r = c.post("/auth-service/change/email", headers=bearer(token),
+               json={"new_email_id": "ann@new.example", "activation_code": outbox_code(app, "ann@new.example")})
+    assert r.status_code == 400 and error_of(r)["code"] == "code_expired"
+    assert stored_email(app, uid) == "ann@example.com"
