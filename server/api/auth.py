@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from flask import Blueprint, current_app, jsonify, request
 
-from server.errors import BadRequest
+from server.errors import BadRequest, Unauthorized
 
 
 def svc():
@@ -69,8 +69,8 @@ def make_blueprint(limiter, settings) -> Blueprint:
         # Every failure of this operation is a 400, a missing or bad token included.
         try:
             user = current_user()
-        except Exception as exc:  # Unauthorized -> 400, as the specification asks
-            raise BadRequest(getattr(exc, "message", "a valid bearer token is required"), code="invalid_token") from None
+        except Unauthorized as exc:  # a 400 here, as the specification asks; the code stays precise
+            raise BadRequest(exc.message, code=exc.code) from None
         if request.mimetype == "multipart/form-data":
             unknown = [k for k in list(request.form) + list(request.files) if k not in ("new_email_id", "activation_code")]
             if unknown:
