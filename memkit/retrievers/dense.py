@@ -130,17 +130,24 @@ class DenseRetriever(Retriever):
         return out
 
     def _hnsw_one(self, qv: np.ndarray, k: int, mask: np.ndarray, admitted: int):
+        """Ask the graph for more neighbours than ``k`` (scaled by the filter's share) and
+        widen until ``k`` admitted ones come back. A search that would need the whole graph
+        is answered by the exact product instead: it is cheaper then, and HNSW does not
+        promise to reach every node, so it could return fewer than ``k``."""
         graph = self._graph()
         share = admitted / max(1, len(graph))
-        want = min(len(graph), int(np.ceil(k / max(share, 1e-9) * self.oversample)) + 10)
-        while True:
+        want = int(np.ceil(k / max(share, 1e-9) * self.oversample)) + 10
+        while want < len(graph):
             m = graph.search(qv, want)
             keys = np.asarray(m.keys, np.int64)
             keep = mask[keys]
-            if keep.sum() >= k or want >= len(graph):
+            if keep.sum() >= k:
                 keys, dist = keys[keep][:k], np.asarray(m.distances)[keep][:k]
                 return keys, (1.0 - dist).astype(np.float64)
-            want = min(len(graph), want * 4)
+            want *= 4
+        rows = np.flatnonzero(mask)
+        idx, sc = top_k(self.vectors[rows] @ qv, None, k)
+        return rows[idx], sc
 
     def _save_state(self, folder: Path) -> None:
         np.save(folder / "vectors.npy", self.vectors)
