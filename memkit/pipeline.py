@@ -8,11 +8,22 @@ type = "hybrid"
 ...
 [contextualizer]     # how follow-ups use earlier turns (default: none)
 type = "none"
+[answer]             # how the answer is written (memkit.answer; default: extractive)
+type = "extractive"
+[relevance]          # when a query counts as having found nothing (default: no gate)
+min_similarity = 0.25
 ```
 
 ``search`` answers independent queries in a batch (what eval does for most datasets);
-``query`` answers one query of one user, contextualised by that user's earlier turns and
-recorded into their history.
+``query`` answers one query of one user, contextualised by that user's earlier turns,
+answered, and recorded into their history.
+
+Relevance: a ranking counts as having found something when any item matched a query term
+(sparse scores are positive only where a term matches) or, for items found only by
+meaning, when the best cosine similarity reaches ``min_similarity``. Otherwise ``query``
+returns no items and the answerer's fallback. Without ``min_similarity`` only an empty
+ranking counts as nothing found. The gate keeps or drops the whole ranking,
+so a query that finds something gets exactly the ranking ``memkit eval`` scores.
 """
 
 from __future__ import annotations
@@ -23,10 +34,11 @@ from pathlib import Path
 
 import polars as pl
 
+from memkit.answer import build_answerer
 from memkit.config import CONFIG_DIR, load_config
 from memkit.conversation import ConversationStore, Turn, build_contextualizer
 from memkit.errors import ValidationError
-from memkit.retrievers import Filters, Retriever, build
+from memkit.retrievers import DenseRetriever, Filters, HybridRetriever, Retriever, build
 
 DEFAULT_CONFIG = CONFIG_DIR / "default.toml"
 
@@ -35,14 +47,20 @@ DEFAULT_CONFIG = CONFIG_DIR / "default.toml"
 class QueryResult:
     query: str
     effective_query: str
-    run: pl.DataFrame  # query_id, event_id, score, rank, match_type
+    run: pl.DataFrame  # query_id, event_id, score, rank, match_type (empty when nothing relevant)
+    relevant: bool = True
+    items: list[dict] | None = None  # the run's events as ``lookup`` described them
+    answer: str | None = None
 
 
 class Pipeline:
     def __init__(self, retriever: Retriever, contextualizer=None, k: int = 10, name: str = "pipeline",
-                 config: dict | None = None, conversations: ConversationStore | None = None):
+                 config: dict | None = None, conversations: ConversationStore | None = None, answerer=None,
+                 min_similarity: float | None = None):
         self.retriever = retriever
         self.contextualizer = contextualizer or build_contextualizer(None)
+        self.answerer = answerer or build_answerer(None)
+        self.min_similarity = min_similarity
         self.k = k
         self.name = name
         self.config = config or {}
@@ -55,12 +73,21 @@ class Pipeline:
             config = DEFAULT_CONFIG
         if not isinstance(config, dict):
             config = load_config(config)
-        unknown = set(config) - {"name", "description", "retriever", "contextualizer", "k", "eval"}
+        unknown = set(config) - {"name", "description", "retriever", "contextualizer", "answer", "relevance", "k", "eval"}
         if unknown:
             raise ValidationError(sorted(unknown)[0], "unknown configuration section")
+        relevance = dict(config.get("relevance", {}))
+        min_similarity = relevance.pop("min_similarity", None)
+        if relevance:
+            raise ValidationError(f"relevance.{sorted(relevance)[0]}", "unknown setting (expected min_similarity)")
+        if min_similarity is not None and (isinstance(min_similarity, bool) or not isinstance(min_similarity, (int, float))
+                                           or not -1 <= min_similarity <= 1):
+            raise ValidationError("relevance.min_similarity", f"expected a number in [-1, 1], got {min_similarity!r}")
         return cls(
             retriever=build(config["retriever"]),
             contextualizer=build_contextualizer(config.get("contextualizer")),
+            answerer=build_answerer(config.get("answer")),
+            min_similarity=None if min_similarity is None else float(min_similarity),
             k=config.get("k", 10),
             name=config.get("name", "pipeline"),
             config=config,
@@ -68,7 +95,8 @@ class Pipeline:
 
     def params(self) -> dict:
         return {"name": self.name, "k": self.k, "retriever": self.retriever.params(),
-                "contextualizer": self.contextualizer.params()}
+                "contextualizer": self.contextualizer.params(), "answer": self.answerer.params(),
+                "relevance": {"min_similarity": self.min_similarity}}
 
     # -- the index --------------------------------------------------------------------
     def fit(self, events: pl.DataFrame) -> "Pipeline":
@@ -89,16 +117,43 @@ class Pipeline:
         return self.retriever.search(queries, k or self.k, filters)
 
     def query(self, text: str, user_id: str | None = None, floor_ids=None, filters: Filters | dict | None = None,
-              k: int | None = None, now: datetime | None = None, query_id: str = "q") -> QueryResult:
-        """One query of one user: contextualised by their history, then recorded in it."""
+              k: int | None = None, now: datetime | None = None, query_id: str = "q", lookup=None,
+              summary: bool = True) -> QueryResult:
+        """One query of one user: contextualised by their history, searched, checked for
+        relevance, answered (when ``lookup``, a function from event ids to item dicts, is
+        given) and recorded in the user's history."""
         history = self.conversations.history(user_id, now)
         effective = self.contextualizer.contextualize(text, history)
         f = Filters.from_dict(filters) if isinstance(filters, dict) or filters is None else filters
         if floor_ids is not None:
             f = f.with_floors(floor_ids)
         run = self.retriever.search(pl.DataFrame({"query_id": [query_id], "text": [effective]}), k or self.k, f)
-        turn = Turn(query=text, effective_query=effective, event_ids=run["event_id"].to_list())
+        relevant = self.relevant(run, effective)
+        if not relevant:
+            run = run.clear()
+        items = lookup(run["event_id"].to_list()) if lookup is not None else None
+        answer = self.answerer.answer(text, items, summary) if items is not None else None
+        turn = Turn(query=text, effective_query=effective, event_ids=run["event_id"].to_list(), answer=answer)
         if now is not None:
             turn.time = now
         self.conversations.record(user_id, turn)
-        return QueryResult(query=text, effective_query=effective, run=run)
+        return QueryResult(query=text, effective_query=effective, run=run, relevant=relevant, items=items, answer=answer)
+
+    def relevant(self, run: pl.DataFrame, query: str) -> bool:
+        """Whether a ranking found anything relevant (see the module's docstring)."""
+        if run.height == 0:
+            return False
+        if self.min_similarity is None or (run["match_type"] != "semantic").any():
+            return True
+        dense = _dense_part(self.retriever)
+        if dense is None:
+            return True
+        return float(dense.similarity(query, run["event_id"].to_list()).max()) >= self.min_similarity
+
+
+def _dense_part(r: Retriever) -> DenseRetriever | None:
+    if isinstance(r, DenseRetriever):
+        return r
+    if isinstance(r, HybridRetriever):
+        return next((d for d in map(_dense_part, r.retrievers) if d is not None), None)
+    return None

@@ -149,6 +149,12 @@ class DenseRetriever(Retriever):
         idx, sc = top_k(self.vectors[rows] @ qv, None, k)
         return rows[idx], sc
 
+    def similarity(self, text: str, event_ids: list[str]) -> np.ndarray:
+        """Cosine similarity of one query to indexed events (by id)."""
+        q = self._enc.encode([text])[0]
+        rows = np.array([self.catalog.position[e] for e in event_ids], np.int64)
+        return self.vectors[rows] @ q if len(rows) else np.zeros(0, np.float32)
+
     def _save_state(self, folder: Path) -> None:
         np.save(folder / "vectors.npy", self.vectors)
         if self.uses_hnsw():
