@@ -22,6 +22,7 @@ from email_validator import EmailNotValidError, validate_email
 from server.errors import ApiError, BadRequest, Conflict, Forbidden, NotFound, Unauthorized
 from server.services.delivery import Sender
 from server.settings import Settings
+from server.store.changes import log_event_changes
 from server.store.schema import apps, blocks, codes, events, floors, tokens, users
 
 MODES = {
@@ -390,7 +391,7 @@ class Accounts:
             return {"user_id": uid, "created": created, "app_id": app_id, "profile": self.profile(conn, uid),
                     "pod_info": self.pod_info(conn, uid), **self._issue_token(conn, uid)}
 
-    def delete_account(self, user_id: str, data: dict, on_removed=None) -> dict:
+    def delete_account(self, user_id: str, data: dict) -> dict:
         """Delete the account and everything it owns: floors, blocks, events, tokens, codes."""
         check_fields(data, {"password": str})
         with self.engine.begin() as conn:
@@ -401,8 +402,7 @@ class Accounts:
                 events.c.user_id == user_id,
                 events.c.floor_id.in_(sa.select(floors.c.id).where(floors.c.owner_id == user_id)))))]
             conn.execute(users.delete().where(users.c.id == user_id))  # cascades to all it owns
-            if on_removed:
-                on_removed(gone)
+            log_event_changes(conn, gone)  # search indexes drop them when they catch up
         return {"deleted": user_id, "events_deleted": len(gone)}
 
     def get_profile(self, user_id: str) -> dict:

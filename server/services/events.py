@@ -18,6 +18,7 @@ from memkit.tables import parse_time
 from server.errors import BadRequest, Forbidden, NotFound
 from server.services.accounts import check_fields, new_id, now
 from server.services.floors import BLOCK_TYPES, readable_floor
+from server.store.changes import log_event_changes
 from server.store.schema import blocks, events
 
 MAX_TEXT = 20_000
@@ -66,9 +67,8 @@ def _text(value: str) -> str:
 
 
 class Events:
-    def __init__(self, engine: sa.Engine, on_change=None):
+    def __init__(self, engine: sa.Engine):
         self.engine = engine
-        self.on_change = on_change or (lambda kind, ids: None)  # the search index hooks in here
 
     def _block(self, conn, floor_id: str, block_id: str):
         b = conn.execute(sa.select(blocks).where(blocks.c.id == block_id, blocks.c.floor_id == floor_id)).mappings().first()
@@ -108,7 +108,7 @@ class Events:
                                                 from_floor_id=from_floor, created_at=created, updated_at=now()))
             row = conn.execute(sa.select(events).where(events.c.id == eid)).mappings().one()
             out = event_response(row, b)
-            self.on_change("add", [eid])
+            log_event_changes(conn, [eid])  # the search index catches up from the log
         return out
 
     def recent(self, user_id: str, floor_id: str, args: dict) -> dict:
@@ -173,12 +173,12 @@ class Events:
             row = conn.execute(sa.select(events).where(events.c.id == event_id)).mappings().one()
             b = conn.execute(sa.select(blocks).where(blocks.c.id == e["block_id"])).mappings().one()
             out = event_response(row, b)
-            self.on_change("update", [event_id])
+            log_event_changes(conn, [event_id])
         return out
 
     def delete(self, user_id: str, event_id: str) -> dict:
         with self.engine.begin() as conn:
             self._editable(conn, user_id, event_id)
             conn.execute(events.delete().where(events.c.id == event_id))
-            self.on_change("remove", [event_id])
+            log_event_changes(conn, [event_id])
         return {"deleted": event_id}

@@ -91,4 +91,31 @@ events = sa.Table(
     sa.Index("events_floor_time", "floor_id", "created_at"),
 )
 
+# One row per change to an event (create, edit, delete), written in the same transaction
+# as the change. Every app process reads it to keep its search index in step with the
+# store (server/search). AUTOINCREMENT so SQLite never reuses a number.
+event_log = sa.Table(
+    "event_log", metadata,
+    sa.Column("seq", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("event_id", sa.String(40), nullable=False),
+    sa.Column("at", TS, nullable=False),
+    sqlite_autoincrement=True,
+)
+
+# What each user asked and got back, newest last: the conversation state that follow-up
+# questions build on (memkit.conversation). Kept here so it survives restarts and every
+# app process sees the same history.
+conversation_turns = sa.Table(
+    "conversation_turns", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("user_id", sa.String(40), sa.ForeignKey("users.id", ondelete="CASCADE"), nullable=False),
+    sa.Column("query", sa.Text, nullable=False),
+    sa.Column("effective_query", sa.Text, nullable=False),
+    sa.Column("event_ids", sa.JSON, nullable=False),
+    sa.Column("answer", sa.Text),
+    sa.Column("created_at", TS, nullable=False),
+    sa.Index("conversation_turns_user", "user_id", "id"),
+    sqlite_autoincrement=True,
+)
+
 tables = {t.name: t for t in metadata.sorted_tables}

@@ -1,0 +1,109 @@
+"""The search index of an app process, caught up from the store.
+
+The store is the truth. On start the index is built from every event in the store; after
+that, every create, edit or delete of an event adds a row to ``event_log`` in the same
+transaction (server/store/changes.py), and :meth:`SearchIndex.sync` (called before every
+query) applies the rows it has not seen: an event still in the store is (re-)added, one
+that is gone is removed. Any number of processes sharing the store stay in step this
+way, and a query sees every write committed before it (read your writes).
+
+Applying a log row is idempotent, so rows are tracked by number: ``watermark`` is the
+highest number below which every row has been applied. PostgreSQL hands out sequence
+numbers at insert time but rows become visible at commit, so a row with a smaller
+number can appear after a larger one; a missing number above the watermark is waited for
+(re-checked at each sync) for ``gap_timeout`` seconds, after which it is taken to be a
+rolled-back transaction. SQLite serialises writers, so there it never waits.
+
+Privacy is not the index's business: a query names its floors and the service checks
+each against the store before searching, so making a floor private or deleting it takes
+its events out of other users' results at once.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import polars as pl
+import sqlalchemy as sa
+
+from memkit.pipeline import Pipeline
+from memkit.tables import events_frame
+from server.store.schema import blocks, event_log, events
+
+START_MARGIN = 1000  # log rows below the top at start that are re-checked for stragglers
+
+
+def load_events(conn, event_ids: list[str] | None = None) -> pl.DataFrame:
+    """Events of the store (all, or these ids) as memkit's events table, oldest first."""
+    q = (sa.select(events.c.id, events.c.floor_id, events.c.block_id, blocks.c.type, events.c.user_id, events.c.text,
+                   events.c.created_at, events.c.tags)
+         .join(blocks, blocks.c.id == events.c.block_id)
+         .order_by(events.c.created_at, events.c.id))
+    if event_ids is not None:
+        q = q.where(events.c.id.in_(event_ids))
+    rows = [{"event_id": r[0], "floor_id": r[1], "block_id": r[2], "block_type": r[3], "user_id": r[4], "text": r[5],
+             "created_at": r[6], "tags": r[7]} for r in conn.execute(q)]
+    return events_frame(rows, source="store")
+
+
+class SearchIndex:
+    def __init__(self, engine: sa.Engine, pipeline: Pipeline, gap_timeout: float = 60.0):
+        self.engine = engine
+        self.pipeline = pipeline
+        self.gap_timeout = gap_timeout
+        self.lock = threading.RLock()  # searches and catch-ups of this process take turns
+        self.watermark = 0  # every log row numbered <= watermark has been applied
+        self._applied: set[int] = set()  # rows above the watermark already applied
+        self._gaps: dict[int, float] = {}  # missing numbers above the watermark -> first noticed
+        self.applied_rows = 0  # log rows applied since start (for tests and monitoring)
+
+    def start(self) -> "SearchIndex":
+        """Build the index from every event in the store."""
+        with self.lock, self.engine.connect() as conn:
+            top = conn.execute(sa.select(sa.func.max(event_log.c.seq))).scalar() or 0
+            frame = load_events(conn)
+            # Rows near the top may belong to transactions that commit later: re-check them.
+            self.watermark = max(0, top - START_MARGIN)
+            self._applied = {s for (s,) in conn.execute(sa.select(event_log.c.seq).where(event_log.c.seq > self.watermark))}
+            self._gaps = {}
+            self.pipeline.fit(frame)
+            self._advance()
+        return self
+
+    def sync(self) -> int:
+        """Apply the log rows not applied yet; returns how many events changed."""
+        with self.lock:
+            with self.engine.connect() as conn:
+                rows = conn.execute(sa.select(event_log.c.seq, event_log.c.event_id)
+                                    .where(event_log.c.seq > self.watermark).order_by(event_log.c.seq)).all()
+                new = [(s, e) for s, e in rows if s not in self._applied]
+                ids = list(dict.fromkeys(e for _, e in new))
+                frame = load_events(conn, ids) if ids else None
+            if ids:
+                present = set(frame["event_id"].to_list())
+                gone = [e for e in ids if e not in present]
+                if gone:
+                    self.pipeline.remove(gone)
+                if frame.height:
+                    self.pipeline.add(frame)  # an edited event replaces its earlier version
+                self._applied.update(s for s, _ in new)
+                self.applied_rows += len(new)
+            self._advance()
+            return len(ids)
+
+    def _advance(self) -> None:
+        now = time.monotonic()
+        top = max(self._applied, default=self.watermark)
+        for s in range(self.watermark + 1, top):
+            if s not in self._applied:
+                self._gaps.setdefault(s, now)
+        while True:
+            nxt = self.watermark + 1
+            if nxt in self._applied:
+                self._applied.discard(nxt)
+            elif nxt in self._gaps and now - self._gaps[nxt] >= self.gap_timeout:
+                del self._gaps[nxt]
+            else:
+                break
+            self.watermark = nxt
