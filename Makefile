@@ -33,7 +33,7 @@ bench: $(STAMP)
 	$(BIN)/python eval/bench/retrievers.py
 
 lint: $(STAMP)
-	$(BIN)/ruff check memkit tests eval
+	$(BIN)/ruff check memkit server tests eval
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

@@ -15,6 +15,7 @@ from server.services.accounts import Accounts
 from server.services.delivery import OutboxSender, SmtpSender
 from server.services.events import Events
 from server.services.floors import Floors
+from server.services.memory import Memory
 from server.settings import Settings
 from server.store import connect
 
@@ -34,17 +35,19 @@ def create_app(config: dict | None = None) -> Flask:
         "accounts": Accounts(engine, settings, mailer, sms),
         "floors": Floors(engine, settings),
         "events": Events(engine),
+        "memory": Memory(engine, settings),
     }
     limiter = Limiter(get_remote_address, app=app, storage_uri=settings.rate_limit_storage, headers_enabled=True,
                       key_prefix="memkit")
     app.extensions["memkit"]["limiter"] = limiter
     errors.register(app)
 
-    from server.api import auth, floors, openapi
+    from server.api import auth, floors, memory, openapi
 
     app.register_blueprint(auth.make_blueprint(limiter, settings))
     app.register_blueprint(floors.bp)
     app.register_blueprint(floors.events_bp)
+    app.register_blueprint(memory.bp)
     app.register_blueprint(openapi.bp)
 
     @app.before_request

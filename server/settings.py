@@ -30,6 +30,7 @@ class Settings:
     rate_limit_sign_in: str = "20 per minute"
     rate_limit_storage: str = "memory://"
     max_body_bytes: int = 1_000_000
+    pipeline_config: str = ""  # the TOML the query endpoint serves; empty: eval/configs/default.toml
     extra: dict = field(default_factory=dict)
 
     @classmethod

@@ -49,3 +49,16 @@ def error_of(resp) -> dict:
     body = resp.get_json()
     assert set(body) == {"error"} and set(body["error"]) == {"code", "message", "field"}, body
     return body["error"]
+
+
+PW = "correct horse battery"
+
+
+def user(client, app, name):
+    """Sign up and validate ``name``; returns (auth headers, own floor id, {block type: block id})."""
+    email = f"{name.lower()}@example.com"
+    assert client.post("/auth-service/signup", json={"name": name, "email": email, "password": PW}).status_code == 200
+    r = client.post("/auth-service/validate", json={"email": email, "code": outbox_code(app, email)}).get_json()
+    h = {"Authorization": f"Bearer {r['token']}"}
+    pod = client.get("/auth-service/profile", headers=h).get_json()["pod_info"]
+    return h, pod["floor_uid"], {b["block_type"]: b["block_id"] for b in pod["blocks"]}

@@ -3,18 +3,7 @@
 import sqlalchemy as sa
 
 from server.store.schema import events, floors, users
-from tests.service_fixtures import error_of, outbox_code
-
-PW = "correct horse battery"
-
-
-def user(client, app, name):
-    email = f"{name.lower()}@example.com"
-    assert client.post("/auth-service/signup", json={"name": name, "email": email, "password": PW}).status_code == 200
-    r = client.post("/auth-service/validate", json={"email": email, "code": outbox_code(app, email)}).get_json()
-    h = {"Authorization": f"Bearer {r['token']}"}
-    pod = client.get("/auth-service/profile", headers=h).get_json()["pod_info"]
-    return h, pod["floor_uid"], {b["block_type"]: b["block_id"] for b in pod["blocks"]}
+from tests.service_fixtures import PW, error_of, outbox_code, user
 
 
 def count(app, table):

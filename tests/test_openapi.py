@@ -27,7 +27,7 @@ def test_document_is_valid_and_covers_every_route(app):
     assert routes == documented
     names = set(doc["components"]["schemas"])
     assert {"PostAdd", "Media", "UserDetails", "SignUpResponse", "BlockDetails", "FloorInfo", "Threads",
-            "EventResponse", "400ErrorCode", "Remaining", "SignInResponse"} <= names
+            "EventResponse", "400ErrorCode", "Remaining", "SignInResponse", "QueryResponse"} <= names
 
 
 def test_responses_match_the_document(app):
@@ -52,5 +52,16 @@ def test_responses_match_the_document(app):
     check(app, c, "post", f"/floors/{floor}/blocks", 200, None, headers=h, json={"block_type": "quiz", "title": "Q"})
     check(app, c, "post", "/floors", 200, None, headers=h, json={"title": "second"})
     check(app, c, "post", "/auth-service/send/validation/code", 200, None, json={"mode": "reset_password", "email": "x@example.com"})
+    uid = me["profile"]["user_id"]
+    doc = spec()
+    request_schema = Draft202012Validator({**doc["components"]["schemas"]["QueryRequest"], "components": doc["components"]})
+    for extra in ({"include_metadata": "1", "summary_needed": "0"}, {"filters": {"tags": ["t"]}, "k": 3}, {}):
+        body = {"user_id": uid, "query": "hello", "floor_ids": [floor], **extra}
+        request_schema.validate(body)
+        got = check(app, c, "post", "/agent/memory/query", 200, None, headers=h, json=body)
+        assert got["items"] and ("metadata" in got["items"][0]) == (extra.get("include_metadata") == "1")
+    check(app, c, "post", "/agent/memory/query", 422, None, headers=h, json={"user_id": uid, "query": "", "floor_ids": [floor]})
+    check(app, c, "post", "/agent/memory/query", 415, None, headers=h, data={"user_id": uid})
+    check(app, c, "post", "/agent/memory/query", 401, None, json={"user_id": uid, "query": "x", "floor_ids": [floor]})
     check(app, c, "delete", f"/events/{ev['event_id']}", 200, None, headers=h)
     check(app, c, "post", "/auth-service/change/email", 400, None, json={"new_email_id": "a@b.example", "activation_code": "1"})

@@ -2,7 +2,7 @@
 
 Component schemas are named after the interface specification's where they fit
 (PostAdd, Media, UserDetails, SignUpResponse, BlockDetails, FloorInfo, Threads,
-EventResponse, 400ErrorCode, Remaining, SignInResponse). ``tests/test_openapi.py``
+EventResponse, 400ErrorCode, Remaining, SignInResponse, QueryResponse). ``tests/test_openapi.py``
 validates the document and checks real responses against it.
 """
 
@@ -60,6 +60,24 @@ SCHEMAS = {
                           "block_type_name": {"enum": list(BLOCK_TYPES)}, "user_id": STR, "text": STR,
                           "tags": {"type": "array", "items": STR}, "media": {"type": "array", "items": ref("Media")},
                           "reply_to": NSTR, "created_at": TIME, "updated_at": TIME}),
+    "ItemMetadata": obj({"source": obj({"floor_title": STR, "block_type_name": {"enum": list(BLOCK_TYPES)}, "reply_to": NSTR,
+                                         "repost": BOOL, "media": {"type": "array", "items": ref("Media")}}),
+                         "created_at": TIME, "updated_at": TIME, "tags": {"type": "array", "items": STR}}),
+    "QueryItem": obj({"block_type": {"type": "integer", "enum": list(BLOCK_TYPES.values()),
+                                     "description": "; ".join(f"{v} = {k}" for k, v in BLOCK_TYPES.items())},
+                      "block_id": STR, "block_title": STR, "block_details": STR, "event_id": STR, "floor_uid": STR,
+                      "from_floor_uid": {"type": "string", "description": "the floor the event was first posted in "
+                                                                          "(its own floor unless it is a re-post)"},
+                      "user_id": STR, "text": STR, "score": {"type": "number"},
+                      "match_type": {"enum": ["keyword", "semantic", "hybrid"]},
+                      "metadata": {**ref("ItemMetadata"), "description": 'only when include_metadata is "1"'}},
+                     ["block_type", "block_id", "block_title", "block_details", "event_id", "floor_uid", "from_floor_uid",
+                      "user_id", "text", "score", "match_type"]),
+    "QueryResponse": obj({"user_id": STR, "query": STR,
+                          "effective_query": {"type": "string", "description": "what was searched, after follow-up handling"},
+                          "answer": {"type": "string", "description": 'summary_needed "1": a written answer quoting the '
+                                     'items; "0": a one-line account; a fallback when nothing relevant was found'},
+                          "items": {"type": "array", "items": ref("QueryItem")}, "app_id": NSTR}),
     "Threads": obj({"floor_uid": STR, "events": {"type": "array", "items": ref("EventResponse")}, "next_cursor": NSTR}),
 }
 
@@ -83,6 +101,20 @@ REQUESTS = {
     "FloorEdit": obj({"title": STR, "details": STR, "avatar": STR}, []),
     "FloorRename": obj({"title": STR}),
     "BlockCreate": obj({"block_type": {"enum": list(BLOCK_TYPES)}, "title": STR, "details": STR}, ["block_type", "title"]),
+    "QueryFilters": obj({"time_from": {**TIME, "description": "inclusive, on the event's own time; no zone means UTC"},
+                         "time_to": {**TIME, "description": "inclusive"},
+                         "types": {"type": "array", "items": {"enum": list(BLOCK_TYPES)}},
+                         "tags": {"type": "array", "items": STR, "description": "an event matches if it has any of them"}},
+                        []),
+    "QueryRequest": obj({"user_id": STR, "query": {"type": "string", "minLength": 1, "maxLength": 2000},
+                         "floor_ids": {"type": "array", "minItems": 1, "maxItems": 50, "items": STR},
+                         "filters": ref("QueryFilters"), "k": {"type": "integer", "minimum": 1, "maximum": 50, "default": 10},
+                         "include_metadata": {"enum": ["0", "1"], "default": "0"},
+                         "summary_needed": {"enum": ["0", "1"], "default": "1"}, "app_id": STR,
+                         "filter_types": {"type": "array", "items": {"enum": list(BLOCK_TYPES)},
+                                          "description": "alias of filters.types"},
+                         "filter_tags": {"type": "array", "items": STR, "description": "alias of filters.tags"}},
+                        ["user_id", "query", "floor_ids"]),
     "EventEdit": obj({"text": STR, "tags": {"type": "array", "items": STR}, "media": {"type": "array", "items": ref("Media")}}, []),
 }
 
@@ -94,6 +126,9 @@ ERRORS = {
     "404": {"description": "no such resource, or one you may not see", **ERR},
     "409": {"description": "already registered", **ERR},
     "413": {"description": "request body too large", **ERR},
+    "415": {"description": "the body is not JSON", **ERR},
+    "422": {"description": "the request names a field wrongly (missing, wrong type, empty query, a floor you cannot "
+                           "read, a user_id that is not yours): the error names the field", **ERR},
     "429": {"description": "rate limited; see Retry-After", **ERR, "headers": {"Retry-After": {"schema": INT}}},
     "503": {"description": "a code could not be delivered; nothing changed", **ERR},
 }
@@ -110,7 +145,8 @@ def op(summary, response, body=None, auth="bearer", errors=("400", "401"), param
         if form:
             content["multipart/form-data"] = {"schema": ref(form)}
         o["requestBody"] = {"required": True, "content": content}
-    o["security"] = {"bearer": [{"bearer": []}], "app": [{"appId": [], "appSecret": []}], None: []}[auth]
+    o["security"] = {"bearer": [{"bearer": []}], "app": [{"appId": [], "appSecret": []}], None: [],
+                     "either": [{"bearer": []}, {"appId": [], "appSecret": []}]}[auth]
     o["parameters"] = [{"name": p, "in": "path", "required": True, "schema": STR} for p in params]
     return o
 
@@ -166,6 +202,10 @@ def spec() -> dict:
                         params=e, tag="events"),
             "delete": op("Delete an event (author or floor owner)", "Deleted", errors=("401", "403", "404"), params=e,
                          tag="events")},
+        "/agent/memory/query": {"post": op(
+            "Ask in natural language over some floors; returns an answer and the ranked items that ground it. Follow-ups "
+            "of the same user_id build on earlier queries", "QueryResponse", "QueryRequest", "either",
+            ("400", "401", "415", "422"), tag="memory")},
     }
     paths["/floors/{floor_id}/events"]["get"]["parameters"] += [
         {"name": "block_id", "in": "query", "schema": STR},
@@ -176,7 +216,8 @@ def spec() -> dict:
     return {
         "openapi": "3.1.0",
         "info": {"title": "memkit", "version": "0.1.0",
-                 "description": "Offline-first conversational memory: accounts, floors, blocks and events. Every error body "
+                 "description": "Offline-first conversational memory: accounts, floors, blocks, events and the conversational "
+                                "query. Every error body "
                                 "is a 400ErrorCode object, whatever the status."},
         "paths": paths,
         "components": {"schemas": {**SCHEMAS, **REQUESTS}, "securitySchemes": {

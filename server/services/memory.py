@@ -1,0 +1,264 @@
+"""The conversational query: ``POST /agent/memory/query``.
+
+Request (JSON only):
+
+| field              | type              | rule                                                        |
+|--------------------|-------------------|-------------------------------------------------------------|
+| `user_id`          | string, required  | the token's user (or the calling application's own user)    |
+| `query`            | string, required  | not empty, at most 2,000 characters                          |
+| `floor_ids`        | array, required   | 1 to 50 floor ids, each readable by the user                 |
+| `filters`          | object            | `time_from`, `time_to` (ISO 8601, on the event's own time, inclusive), `types` (block type names), `tags` (an event matches if it has any) |
+| `k`                | integer           | how many items, 1 to 50; default 10                          |
+| `include_metadata` | "0" or "1"        | default "0"                                                  |
+| `summary_needed`   | "0" or "1"        | default "1": a written answer; "0": a one-line account       |
+| `app_id`           | string            | the calling application; must match its credentials if given |
+
+``filter_types`` and ``filter_tags`` are accepted as aliases of ``filters.types`` and
+``filters.tags`` (not both spellings at once).
+
+Every refusal is a 422 naming the field, except a missing or bad token (401) and a body
+that is not JSON (415, or 400 when it does not parse). A floor that does not exist and
+another user's private floor get the same 422, so no error reveals that a private floor
+exists. Each query is recorded in the user's conversation state.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+
+from memkit.config import CONFIG_DIR
+from memkit.pipeline import Pipeline
+from memkit.retrievers import Filters
+from memkit.tables import parse_time
+from server.errors import NotFound, Unprocessable
+from server.search import SearchIndex, StoredConversations
+from server.services.floors import BLOCK_TYPES, readable_floor
+from server.store.schema import apps, blocks, events, floors, users
+
+DEFAULT_K, MAX_K = 10, 50
+MAX_QUERY, MAX_FLOORS = 2000, 50
+FIELDS = {"user_id", "query", "floor_ids", "filters", "k", "include_metadata", "summary_needed", "app_id",
+          "filter_types", "filter_tags"}
+FILTER_FIELDS = {"time_from", "time_to", "types", "tags"}
+
+
+@dataclass
+class Caller:
+    """Who sends the request: a user by bearer token, or an application by its secret."""
+
+    user_id: str | None = None
+    app_id: str | None = None
+
+
+@dataclass
+class QueryRequest:
+    user_id: str
+    query: str
+    floor_ids: list[str]
+    filters: Filters
+    k: int
+    include_metadata: bool
+    summary_needed: bool
+    app_id: str | None
+
+
+def _bad(field: str, message: str, code: str = "invalid") -> Unprocessable:
+    return Unprocessable(f"{field}: {message}", field=field, code=code)
+
+
+def _flag(data: dict, name: str, default: str) -> bool:
+    value = data.get(name, default)
+    if value not in ("0", "1"):
+        raise _bad(name, f'expected the string "0" or "1", got {value!r}')
+    return value == "1"
+
+
+def _strings(value, field: str, max_items: int = 50) -> list[str]:
+    if not isinstance(value, list):
+        raise _bad(field, f"expected an array of strings, got {type(value).__name__}", "invalid_type")
+    for i, v in enumerate(value):
+        if not isinstance(v, str) or not v.strip():
+            raise _bad(f"{field}[{i}]", "expected a non-empty string", "invalid_type")
+    if len(value) > max_items:
+        raise _bad(field, f"at most {max_items} items", "too_many")
+    return list(dict.fromkeys(value))
+
+
+def parse_query(data: dict) -> QueryRequest:
+    """Check a query body; every problem is a 422 that names its field."""
+    for name in data:
+        if name not in FIELDS:
+            raise _bad(name, "unknown field", "unknown_field")
+    user_id = data.get("user_id")
+    if not isinstance(user_id, str) or not user_id.strip():
+        raise _bad("user_id", "required, a non-empty string", "missing_field" if user_id is None else "invalid_type")
+    query = data.get("query")
+    if not isinstance(query, str):
+        raise _bad("query", "required, a string", "missing_field" if query is None else "invalid_type")
+    if not query.strip():
+        raise _bad("query", "must not be empty", "empty")
+    if len(query) > MAX_QUERY:
+        raise _bad("query", f"at most {MAX_QUERY} characters", "too_long")
+    if "floor_ids" not in data:
+        raise _bad("floor_ids", "required, an array of floor ids", "missing_field")
+    floor_ids = _strings(data["floor_ids"], "floor_ids", MAX_FLOORS)
+    if not floor_ids:
+        raise _bad("floor_ids", "name at least one floor", "empty")
+
+    raw = data.get("filters") or {}
+    if not isinstance(raw, dict):
+        raise _bad("filters", f"expected an object, got {type(raw).__name__}", "invalid_type")
+    raw = dict(raw)
+    for name in raw:
+        if name not in FILTER_FIELDS:
+            raise _bad(f"filters.{name}", f"unknown filter (expected one of {sorted(FILTER_FIELDS)})", "unknown_field")
+    field_of = {"types": "filters.types", "tags": "filters.tags"}  # where each came from, for errors
+    for alias, name in (("filter_types", "types"), ("filter_tags", "tags")):
+        if alias in data:
+            if raw.get(name) is not None:
+                raise _bad(alias, f"give {name} once: filters.{name} or {alias}", "duplicate")
+            raw[name] = data[alias]
+            field_of[name] = alias
+    times = {}
+    for name in ("time_from", "time_to"):
+        value = raw.get(name)
+        if value is not None:
+            try:
+                if not isinstance(value, str):
+                    raise TypeError
+                times[name] = parse_time(value)
+            except (TypeError, ValueError):
+                raise _bad(f"filters.{name}", f"expected an ISO 8601 time such as 2024-05-01T12:00:00Z, got {value!r}",
+                           "invalid_time") from None
+    if len(times) == 2 and times["time_from"] > times["time_to"]:
+        raise _bad("filters.time_from", "must not be after filters.time_to", "invalid_range")
+    types = tags = None
+    if raw.get("types") is not None:
+        field = field_of["types"]
+        types = _strings(raw["types"], field)
+        for i, t in enumerate(types):
+            if t not in BLOCK_TYPES:
+                raise _bad(f"{field}[{i}]", f"unknown type {t!r} (expected one of {list(BLOCK_TYPES)})", "invalid_type")
+    if raw.get("tags") is not None:
+        tags = _strings(raw["tags"], field_of["tags"])
+
+    k = data.get("k", DEFAULT_K)
+    if isinstance(k, bool) or not isinstance(k, int):
+        raise _bad("k", f"expected an integer from 1 to {MAX_K}, got {k!r}", "invalid_type")
+    if not 1 <= k <= MAX_K:
+        raise _bad("k", f"expected an integer from 1 to {MAX_K}, got {k}", "out_of_range")
+    app_id = data.get("app_id")
+    if app_id is not None and (not isinstance(app_id, str) or not app_id.strip()):
+        raise _bad("app_id", "expected a non-empty string", "invalid_type")
+    return QueryRequest(
+        user_id=user_id, query=query, floor_ids=floor_ids,
+        filters=Filters(types=types, tags=tags, time_from=times.get("time_from"), time_to=times.get("time_to")),
+        k=k, include_metadata=_flag(data, "include_metadata", "0"), summary_needed=_flag(data, "summary_needed", "1"),
+        app_id=app_id)
+
+
+def _iso(dt) -> str | None:
+    if dt is None:
+        return None
+    return dt.isoformat() if dt.tzinfo else dt.isoformat() + "+00:00"
+
+
+class Memory:
+    """Answers conversational queries over the store's events with the configured pipeline.
+
+    The pipeline (model, index) is built on the first query, not at app start: accounts
+    and floors work without loading the model."""
+
+    def __init__(self, engine: sa.Engine, settings):
+        self.engine = engine
+        self.settings = settings
+        self._index: SearchIndex | None = None
+        self._init_lock = threading.Lock()
+
+    @property
+    def config_path(self):
+        return self.settings.pipeline_config or CONFIG_DIR / "default.toml"
+
+    @property
+    def index(self) -> SearchIndex:
+        with self._init_lock:
+            if self._index is None:
+                pipeline = Pipeline.from_config(self.config_path)
+                pipeline.conversations = StoredConversations(self.engine)
+                self._index = SearchIndex(self.engine, pipeline).start()
+            return self._index
+
+    # -- who may ask --------------------------------------------------------------------
+    def _authorize(self, conn, caller: Caller, req: QueryRequest) -> None:
+        user = conn.execute(sa.select(users.c.id, users.c.app_id).where(users.c.id == req.user_id)).first()
+        if caller.user_id is not None:
+            if req.user_id != caller.user_id or user is None:
+                raise _bad("user_id", "must be the signed-in user's id", "invalid_user")
+            if req.app_id is not None and conn.execute(sa.select(apps.c.id).where(apps.c.id == req.app_id)).first() is None:
+                raise _bad("app_id", "no such application", "invalid_app")
+        else:
+            if user is None or user[1] != caller.app_id:
+                raise _bad("user_id", "must be a user this application registered", "invalid_user")
+            if req.app_id is not None and req.app_id != caller.app_id:
+                raise _bad("app_id", "must be the calling application's id", "invalid_app")
+        for i, fid in enumerate(req.floor_ids):
+            try:
+                readable_floor(conn, fid, req.user_id)
+            except NotFound:
+                raise _bad(f"floor_ids[{i}]", f"no floor {fid!r} that you can read", "invalid_floor") from None
+
+    # -- the query ----------------------------------------------------------------------
+    def query(self, caller: Caller, data: dict) -> dict:
+        req = parse_query(data)
+        with self.engine.connect() as conn:
+            self._authorize(conn, caller, req)
+        index = self.index
+        with index.lock:
+            index.sync()  # every write committed before this query is in the index
+            result = index.pipeline.query(req.query, user_id=req.user_id, floor_ids=req.floor_ids, filters=req.filters,
+                                          k=req.k, lookup=self._lookup, summary=req.summary_needed)
+        scores = dict(zip(result.run["event_id"].to_list(), result.run["score"].to_list()))
+        kinds = dict(zip(result.run["event_id"].to_list(), result.run["match_type"].to_list()))
+        items = []
+        for item in result.items:
+            out = {k: v for k, v in item.items() if k not in ("metadata", "block_type_name", "created_at")}
+            out["score"] = round(float(scores[item["event_id"]]), 6)
+            out["match_type"] = kinds[item["event_id"]]
+            if req.include_metadata:
+                out["metadata"] = item["metadata"]
+            items.append(out)
+        return {"user_id": req.user_id, "query": req.query, "effective_query": result.effective_query,
+                "answer": result.answer, "items": items, "app_id": req.app_id}
+
+    def _lookup(self, event_ids: list[str]) -> list[dict]:
+        """The events as the response lists them, in ranking order (an event deleted in
+        the meantime is left out)."""
+        if not event_ids:
+            return []
+        q = (sa.select(events, blocks.c.type.label("btype"), blocks.c.title.label("btitle"),
+                       blocks.c.details.label("bdetails"), floors.c.title.label("ftitle"))
+             .join(blocks, blocks.c.id == events.c.block_id).join(floors, floors.c.id == events.c.floor_id)
+             .where(events.c.id.in_(event_ids)))
+        with self.engine.connect() as conn:
+            rows = {r["id"]: r for r in conn.execute(q).mappings()}
+        out = []
+        for eid in event_ids:
+            r = rows.get(eid)
+            if r is None:
+                continue
+            out.append({
+                "block_type": BLOCK_TYPES[r["btype"]], "block_id": r["block_id"], "block_title": r["btitle"],
+                "block_details": r["bdetails"], "event_id": eid, "floor_uid": r["floor_id"],
+                "from_floor_uid": r["from_floor_id"] or r["floor_id"], "user_id": r["user_id"], "text": r["text"],
+                # for the answerer, and for metadata
+                "block_type_name": r["btype"], "created_at": r["created_at"],
+                "metadata": {"source": {"floor_title": r["ftitle"], "block_type_name": r["btype"],
+                                        "reply_to": r["reply_to"], "repost": r["from_floor_id"] is not None,
+                                        "media": r["media"]},
+                             "created_at": _iso(r["created_at"]), "updated_at": _iso(r["updated_at"]),
+                             "tags": r["tags"]},
+            })
+        return out

@@ -1,0 +1,306 @@
+"""POST /agent/memory/query through the API, on SQLite and PostgreSQL: every request rule
+and error, the response shape, filters on stored events, read-your-writes across app
+processes, privacy changes, and conversation state kept in the store."""
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+import sqlalchemy as sa
+
+from memkit.conversation import CONTEXTUALIZERS, NoContext
+from server import create_app
+from server.search import StoredConversations
+from server.services.floors import BLOCK_TYPES
+from server.store.schema import conversation_turns, event_log, events
+from tests.service_fixtures import error_of, user
+
+Q = "/agent/memory/query"
+ITEM_FIELDS = {"block_type", "block_id", "block_title", "block_details", "event_id", "floor_uid", "from_floor_uid",
+               "user_id", "text", "score", "match_type"}
+POSTS = [  # (block type, text, tags, created_at)
+    ("feed", "I adopted a puppy named Biscuit; she loves running on the beach.", ["pets"], "2024-03-02T10:00:00Z"),
+    ("feed", "Baked sourdough bread this morning and the crust came out great.", ["food"], "2024-03-05T08:00:00Z"),
+    ("forum", "Does anyone know a good vet for a puppy near the harbour?", ["pets", "help"], "2024-03-09T18:30:00Z"),
+    ("blog", "Notes from my trip along the coast road: cliffs, lighthouses and fog.", ["travel"], "2024-04-01T12:00:00Z"),
+    ("quiz", "Chemistry quiz: which gas do plants take in for photosynthesis?", [], "2024-04-10T09:00:00Z"),
+]
+
+
+def uid_of(c, h):
+    return c.get("/auth-service/profile", headers=h).get_json()["profile"]["user_id"]
+
+
+@pytest.fixture
+def world(app):
+    """Ann owns a floor with one post per block type; Bo is another signed-in user."""
+    c = app.test_client()
+    ann, floor, blocks = user(c, app, "Ann")
+    bo, bo_floor, bo_blocks = user(c, app, "Bo")
+    ids = []
+    for btype, text, tags, at in POSTS:
+        r = c.post(f"/floors/{floor}/blocks/{blocks[btype]}/events", headers=ann,
+                   json={"text": text, "tags": tags, "created_at": at})
+        assert r.status_code == 200, r.get_json()
+        ids.append(r.get_json()["event_id"])
+    return {"c": c, "app": app, "ann": ann, "bo": bo, "floor": floor, "blocks": blocks, "bo_floor": bo_floor,
+            "bo_blocks": bo_blocks, "ids": ids, "ann_id": uid_of(c, ann), "bo_id": uid_of(c, bo)}
+
+
+def ask(w, who="ann", **body):
+    uid = w[f"{who}_id"]
+    body = {"user_id": uid, "floor_ids": [w["floor"]], **body}
+    return w["c"].post(Q, headers=w[who], json=body)
+
+
+def stored(app):
+    """Everything a failed query must leave alone."""
+    with app.extensions["memkit"]["engine"].connect() as conn:
+        return {t.name: conn.execute(sa.select(sa.func.count()).select_from(t)).scalar()
+                for t in (conversation_turns, event_log, events)}
+
+
+BAD = [  # (body changes, field named)
+    ({"user_id": None}, "user_id"),
+    ({"user_id": 7}, "user_id"),
+    ({"user_id": "u_nobody"}, "user_id"),
+    ({"query": None}, "query"),
+    ({"query": "   "}, "query"),
+    ({"query": 5}, "query"),
+    ({"query": "x" * 2001}, "query"),
+    ({"floor_ids": None}, "floor_ids"),
+    ({"floor_ids": "FLOOR"}, "floor_ids"),
+    ({"floor_ids": []}, "floor_ids"),
+    ({"floor_ids": [3]}, "floor_ids[0]"),
+    ({"floor_ids": ["f_0000000000000000"]}, "floor_ids[0]"),
+    ({"filters": "pets"}, "filters"),
+    ({"filters": {"colour": "red"}}, "filters.colour"),
+    ({"filters": {"time_from": "yesterday"}}, "filters.time_from"),
+    ({"filters": {"time_to": 1710000000}}, "filters.time_to"),
+    ({"filters": {"time_from": "2024-05-01", "time_to": "2024-04-01"}}, "filters.time_from"),
+    ({"filters": {"types": ["wiki"]}}, "filters.types[0]"),
+    ({"filters": {"types": "feed"}}, "filters.types"),
+    ({"filters": {"tags": "pets"}}, "filters.tags"),
+    ({"filters": {"tags": ["pets", ""]}}, "filters.tags[1]"),
+    ({"filter_types": ["feed"], "filters": {"types": ["blog"]}}, "filter_types"),
+    ({"filter_tags": [1]}, "filter_tags[0]"),
+    ({"k": "5"}, "k"),
+    ({"k": 0}, "k"),
+    ({"k": 51}, "k"),
+    ({"k": True}, "k"),
+    ({"k": 2.5}, "k"),
+    ({"include_metadata": 1}, "include_metadata"),
+    ({"include_metadata": "yes"}, "include_metadata"),
+    ({"summary_needed": True}, "summary_needed"),
+    ({"summary_needed": "2"}, "summary_needed"),
+    ({"app_id": 12}, "app_id"),
+    ({"app_id": "app_unknown"}, "app_id"),
+    ({"conversation_id": "c1"}, "conversation_id"),
+]
+
+
+def test_every_bad_request_is_a_422_naming_the_field_and_changes_nothing(world):
+    app, c = world["app"], world["c"]
+    ask(world, query="puppy")  # the index exists, so failures are not just "not started"
+    before = stored(app)
+    for change, field in BAD:
+        body = {"user_id": world["ann_id"], "query": "puppy", "floor_ids": [world["floor"]]}
+        body.update(change)
+        body = {k: v for k, v in body.items() if v is not None}
+        r = c.post(Q, headers=world["ann"], json=body)
+        assert r.status_code == 422, (change, r.get_json())
+        err = error_of(r)
+        assert err["field"] == field and field in err["message"], (change, err)
+    assert stored(app) == before
+
+
+def test_user_id_must_be_the_callers(world):
+    r = ask(world, user_id=world["bo_id"], query="puppy")  # Ann's token, Bo's id
+    assert r.status_code == 422 and error_of(r)["field"] == "user_id"
+
+
+def test_tokens_and_body_kinds(world):
+    c, body = world["c"], {"user_id": world["ann_id"], "query": "puppy", "floor_ids": [world["floor"]]}
+    before = stored(world["app"])
+    r = c.post(Q, json=body)
+    assert r.status_code == 401 and error_of(r)["code"] == "missing_token"
+    r = c.post(Q, json=body, headers={"Authorization": "Bearer not-a-token"})
+    assert r.status_code == 401 and error_of(r)["code"] == "invalid_token"
+    r = c.post(Q, headers=world["ann"], data={"user_id": world["ann_id"], "query": "puppy"},
+               content_type="multipart/form-data")
+    assert r.status_code == 415 and "JSON" in error_of(r)["message"]
+    r = c.post(Q, headers=world["ann"], data="{not json", content_type="application/json")
+    assert r.status_code == 400 and error_of(r)["code"] == "invalid_body"
+    assert stored(world["app"]) == before
+
+
+def test_private_floors_get_the_same_422_as_missing_ones(world):
+    c = world["c"]
+    assert c.post(f"/floors/{world['floor']}/public", headers=world["ann"]).status_code == 200
+    assert c.post(f"/floors/{world['floor']}/private", headers=world["ann"]).status_code == 200
+    hidden = ask(world, "bo", query="puppy", floor_ids=[world["bo_floor"], world["floor"]])
+    missing = ask(world, "bo", query="puppy", floor_ids=[world["bo_floor"], "f_0000000000000000"])
+    assert hidden.status_code == missing.status_code == 422
+    h, m = error_of(hidden), error_of(missing)
+    assert h["field"] == m["field"] == "floor_ids[1]" and h["code"] == m["code"]
+    assert h["message"].replace(world["floor"], "ID") == m["message"].replace("f_0000000000000000", "ID")
+
+
+@pytest.mark.parametrize("include_metadata", ["0", "1"])
+@pytest.mark.parametrize("summary_needed", ["0", "1"])
+def test_response_shape(world, include_metadata, summary_needed):
+    r = ask(world, query="what is my puppy called?", include_metadata=include_metadata, summary_needed=summary_needed, k=3)
+    assert r.status_code == 200, r.get_json()
+    body = r.get_json()
+    assert isinstance(body["answer"], str) and body["answer"]
+    items = body["items"]
+    assert 1 <= len(items) <= 3 and items[0]["event_id"] == world["ids"][0]
+    types = {eid: btype for eid, (btype, *_rest) in zip(world["ids"], POSTS)}
+    for item in items:
+        assert set(item) == ITEM_FIELDS | ({"metadata"} if include_metadata == "1" else set())
+        assert item["block_type"] == BLOCK_TYPES[types[item["event_id"]]]
+        assert item["block_id"] == world["blocks"][types[item["event_id"]]]
+        assert item["floor_uid"] == item["from_floor_uid"] == world["floor"] and item["user_id"] == world["ann_id"]
+        assert item["match_type"] in ("keyword", "semantic", "hybrid") and isinstance(item["score"], float)
+        assert isinstance(item["block_title"], str) and isinstance(item["block_details"], str)
+    assert [i["score"] for i in items] == sorted((i["score"] for i in items), reverse=True)
+    if include_metadata == "1":
+        meta = items[0]["metadata"]
+        assert meta["created_at"].startswith("2024-03-02T10:00:00") and meta["tags"] == ["pets"]
+        assert meta["source"]["block_type_name"] == "feed" and meta["source"]["floor_title"]
+    if summary_needed == "1":
+        assert "Biscuit" in body["answer"] and "2 March 2024" in body["answer"]
+    else:
+        assert body["answer"].startswith(f"Found {len(items)} item") and "\n" not in body["answer"]
+
+
+def test_nothing_relevant_gives_no_items_and_a_fallback(world):
+    for summary in ("0", "1"):
+        r = ask(world, query="quantum entanglement telescope", summary_needed=summary)
+        assert r.status_code == 200
+        assert r.get_json()["items"] == [] and "couldn't find" in r.get_json()["answer"]
+
+
+def test_filters_on_stored_events(world):
+    ids = world["ids"]
+    everything = {"query": "puppy bread coast chemistry quiz vet beach", "k": 50}
+    got = lambda **f: [i["event_id"] for i in ask(world, **everything, **f).get_json()["items"]]  # noqa: E731
+    assert set(got()) == set(ids)
+    assert set(got(filters={"time_from": "2024-03-05T08:00:00Z", "time_to": "2024-04-01T12:00:00Z"})) == set(ids[1:4])
+    assert set(got(filters={"time_from": "2024-03-05T09:00:00+01:00"})) == set(ids[1:])  # 08:00Z, inclusive
+    assert set(got(filters={"types": ["forum", "quiz"]})) == {ids[2], ids[4]}
+    assert set(got(filters={"tags": ["pets"]})) == {ids[0], ids[2]}
+    assert set(got(filter_types=["blog"], filter_tags=["travel", "food"])) == {ids[3]}
+    assert set(got(filters={"tags": ["pets"], "time_to": "2024-03-03"})) == {ids[0]}
+    assert got(filters={"tags": ["nothing-has-this"]}) == []
+
+
+def test_read_your_writes_edit_and_delete(world):
+    c, ann, floor, feed = world["c"], world["ann"], world["floor"], world["blocks"]["feed"]
+    assert ask(world, query="kayak").get_json()["items"] == []
+    e = c.post(f"/floors/{floor}/blocks/{feed}/events", headers=ann, json={"text": "Bought a red kayak today."}).get_json()
+    assert [i["event_id"] for i in ask(world, query="kayak").get_json()["items"]][:1] == [e["event_id"]]
+    c.patch(f"/events/{e['event_id']}", headers=ann, json={"text": "Bought a green canoe today."})
+    items = ask(world, query="kayak").get_json()["items"]  # a canoe is still close in meaning, not in words
+    assert not any("kayak" in i["text"] for i in items) and all(i["match_type"] == "semantic" for i in items)
+    top = ask(world, query="canoe").get_json()["items"][0]
+    assert top["event_id"] == e["event_id"] and top["text"] == "Bought a green canoe today."
+    c.delete(f"/events/{e['event_id']}", headers=ann)
+    assert e["event_id"] not in [i["event_id"] for i in ask(world, query="canoe").get_json()["items"]]
+
+
+def test_writes_through_one_process_are_found_by_another(world):
+    """Two app instances over one store (as two worker processes would be)."""
+    app = world["app"]
+    settings = app.extensions["memkit"]["settings"]
+    other = create_app({"database_url": settings.database_url, "outbox_dir": settings.outbox_dir,
+                        "secret_key": settings.secret_key})
+    try:
+        c2 = other.test_client()
+        ask2 = lambda q: c2.post(Q, headers=world["ann"], json={  # noqa: E731
+            "user_id": world["ann_id"], "query": q, "floor_ids": [world["floor"]]}).get_json()["items"]
+        assert ask2("puppy")[0]["event_id"] == world["ids"][0]  # built from the store on start
+        e = world["c"].post(f"/floors/{world['floor']}/blocks/{world['blocks']['feed']}/events", headers=world["ann"],
+                            json={"text": "The tomatoes in the greenhouse are finally ripe."}).get_json()
+        assert ask2("greenhouse tomatoes")[0]["event_id"] == e["event_id"]
+        world["c"].delete(f"/events/{e['event_id']}", headers=world["ann"])
+        assert e["event_id"] not in [i["event_id"] for i in ask2("greenhouse tomatoes")]
+    finally:
+        other.extensions["memkit"]["engine"].dispose()
+
+
+def test_privacy_and_account_deletion_take_events_out_at_once(world):
+    c = world["c"]
+    c.post(f"/floors/{world['floor']}/public", headers=world["ann"])
+    r = ask(world, "bo", query="puppy")
+    assert r.status_code == 200 and r.get_json()["items"][0]["event_id"] == world["ids"][0]
+    c.post(f"/floors/{world['floor']}/private", headers=world["ann"])
+    assert ask(world, "bo", query="puppy").status_code == 422
+    assert ask(world, query="puppy").status_code == 200  # the owner still reads it
+    # Bo re-posts from Ann's floor while it is public; deleting Ann's account removes her
+    # floor, but Bo's copy stays in Bo's floor with its source.
+    c.post(f"/floors/{world['floor']}/public", headers=world["ann"])
+    repost = c.post(f"/floors/{world['bo_floor']}/blocks/{world['bo_blocks']['feed']}/events", headers=world["bo"],
+                    json={"text": POSTS[0][1], "repost_of": world["ids"][0]}).get_json()
+    both = [world["bo_floor"], world["floor"]]
+    found = {i["event_id"]: i for i in ask(world, "bo", query="puppy", floor_ids=both).get_json()["items"]}
+    assert {world["ids"][0], repost["event_id"]} <= set(found)
+    assert found[repost["event_id"]]["from_floor_uid"] == world["floor"]
+    assert c.delete("/auth-service/account", headers=world["ann"], json={"password": "correct horse battery"}).status_code == 200
+    assert ask(world, "bo", query="puppy", floor_ids=both).status_code == 422
+    items = ask(world, "bo", query="puppy", floor_ids=[world["bo_floor"]]).get_json()["items"]
+    assert [i["event_id"] for i in items] == [repost["event_id"]]
+    index = world["app"].extensions["memkit"]["memory"].index
+    assert not set(world["ids"]) & set(index.pipeline.retriever.catalog.position)  # gone from the index too
+
+
+class EchoPrevious(NoContext):
+    """A test contextualizer: the previous query, then this one."""
+
+    type_name = "echo-previous"
+
+    def contextualize(self, query, history):
+        return f"{history[-1].query} {query}" if history else query
+
+
+def test_conversation_state_is_kept_in_the_store(world, tmp_path, monkeypatch):
+    monkeypatch.setitem(CONTEXTUALIZERS, "echo-previous", EchoPrevious)
+    config = tmp_path / "echo.toml"
+    config.write_text('[retriever]\ntype = "bm25"\n[contextualizer]\ntype = "echo-previous"\n')
+    app = world["app"]
+    settings = app.extensions["memkit"]["settings"]
+    make = lambda: create_app({"database_url": settings.database_url, "outbox_dir": settings.outbox_dir,  # noqa: E731
+                               "secret_key": settings.secret_key, "pipeline_config": str(config)})
+    first = make()
+    body = {"user_id": world["ann_id"], "floor_ids": [world["floor"]]}
+    r = first.test_client().post(Q, headers=world["ann"], json={**body, "query": "puppy"}).get_json()
+    assert r["effective_query"] == "puppy"  # a new user starts with no context
+    first.extensions["memkit"]["engine"].dispose()
+    second = make()  # a restart: the state comes from the store
+    r = second.test_client().post(Q, headers=world["ann"], json={**body, "query": "bread"}).get_json()
+    assert r["effective_query"] == "puppy bread"
+    turns = StoredConversations(second.extensions["memkit"]["engine"]).history(world["ann_id"])
+    assert [t.query for t in turns] == ["puppy", "bread"]
+    assert turns[0].event_ids == [world["ids"][0], world["ids"][2]][: len(turns[0].event_ids)] and turns[0].answer
+    assert StoredConversations(second.extensions["memkit"]["engine"]).history(world["bo_id"]) == []
+    later = datetime.now(timezone.utc) + timedelta(hours=2)  # idle too long: a new conversation
+    assert StoredConversations(second.extensions["memkit"]["engine"]).history(world["ann_id"], later) == []
+    second.extensions["memkit"]["engine"].dispose()
+
+
+def test_an_application_asks_for_its_own_external_user(world):
+    app, c = world["app"], world["c"]
+    accounts = app.extensions["memkit"]["accounts"]
+    app_id, secret = accounts.register_app("notes-app")
+    creds = {"X-App-Id": app_id, "X-App-Secret": secret}
+    ext = c.post("/auth-service/external/register", headers=creds, json={"external_id": "n-1"}).get_json()
+    own = ext["pod_info"]
+    e = c.post(f"/floors/{own['floor_uid']}/blocks/{own['blocks'][0]['block_id']}/events",
+               headers={"Authorization": f"Bearer {ext['token']}"}, json={"text": "Meeting notes: budget approved."}).get_json()
+    body = {"user_id": ext["user_id"], "query": "budget", "floor_ids": [own["floor_uid"]], "app_id": app_id}
+    r = c.post(Q, headers=creds, json=body)
+    assert r.status_code == 200 and r.get_json()["items"][0]["event_id"] == e["event_id"]
+    r = c.post(Q, headers=creds, json={**body, "user_id": world["ann_id"], "floor_ids": [world["floor"]]})
+    assert r.status_code == 422 and error_of(r)["field"] == "user_id"  # not this application's user
+    other_id, _ = accounts.register_app("other-app")
+    assert error_of(c.post(Q, headers=creds, json={**body, "app_id": other_id}))["field"] == "app_id"
+    assert c.post(Q, headers={**creds, "X-App-Secret": "wrong"}, json=body).status_code == 401

@@ -1,0 +1,56 @@
+"""What eval measured is what the service serves: one LoCoMo-dev conversation posted
+through the API and asked its questions gives the rankings `memkit eval` gives with the
+same (default) configuration on that conversation."""
+
+import numpy as np
+import polars as pl
+
+from memkit.cli import main
+from memkit.datasets.locomo import read_locomo
+from memkit.evaluation.metrics import read_trec_run
+from memkit.pipeline import DEFAULT_CONFIG
+from memkit.tables import Dataset
+from server import create_app
+from tests.conftest import shared_dataset
+from tests.service_fixtures import user
+
+CONVERSATION = "conv-30"
+K = 10
+
+
+def test_api_rankings_equal_eval_rankings(tmp_path):
+    ds = read_locomo(shared_dataset("locomo/locomo-dev.json"), "locomo-dev")
+    events = ds.events.filter(pl.col("floor_id") == CONVERSATION)
+    queries = ds.queries.filter(pl.col("floor_ids").list.first() == CONVERSATION)
+    qrels = ds.qrels.filter(pl.col("query_id").is_in(queries["query_id"].implode()))
+    one = Dataset(f"locomo-{CONVERSATION}", events, queries, qrels)
+    one.write(tmp_path / "data")
+    assert main(["eval", "--dataset", str(tmp_path / "data"), "--config", str(DEFAULT_CONFIG), "--k", str(K),
+                 "--no-mlflow", "--run-out", str(tmp_path / "run.trec"), "--out", str(tmp_path / "out")]) == 0
+    eval_run = read_trec_run(tmp_path / "run.trec")
+
+    app = create_app({"database_url": f"sqlite:///{tmp_path / 'memkit.db'}", "outbox_dir": str(tmp_path / "outbox"),
+                      "secret_key": "test", "pipeline_config": str(DEFAULT_CONFIG)})
+    c = app.test_client()
+    h, floor, blocks = user(c, app, "Caroline")
+    uid = c.get("/auth-service/profile", headers=h).get_json()["profile"]["user_id"]
+    original = {}  # API event id -> dataset event id
+    for e in events.iter_rows(named=True):  # in dataset order, so ties break the same way
+        r = c.post(f"/floors/{floor}/blocks/{blocks['feed']}/events", headers=h,
+                   json={"text": e["text"], "created_at": e["created_at"].isoformat()})
+        assert r.status_code == 200, r.get_json()
+        original[r.get_json()["event_id"]] = e["event_id"]
+
+    compared = 0
+    for q in queries.iter_rows(named=True):
+        r = c.post("/agent/memory/query", headers=h, json={"user_id": uid, "query": q["text"], "floor_ids": [floor],
+                                                            "k": K, "summary_needed": "0"})
+        assert r.status_code == 200, r.get_json()
+        items = r.get_json()["items"]
+        want = eval_run.filter(pl.col("query_id") == q["query_id"]).sort("rank")
+        assert items, f"{q['query_id']}: the service found nothing relevant for {q['text']!r}"
+        assert [original[i["event_id"]] for i in items] == want["event_id"].to_list(), q["query_id"]
+        assert np.allclose([i["score"] for i in items], want["score"].to_numpy(), atol=1e-5)
+        compared += 1
+    assert compared == queries.height > 50
+    app.extensions["memkit"]["engine"].dispose()
