@@ -304,3 +304,35 @@ def test_an_application_asks_for_its_own_external_user(world):
     other_id, _ = accounts.register_app("other-app")
     assert error_of(c.post(Q, headers=creds, json={**body, "app_id": other_id}))["field"] == "app_id"
     assert c.post(Q, headers={**creds, "X-App-Secret": "wrong"}, json=body).status_code == 401
+
+
+def test_index_waits_for_a_commit_that_lands_out_of_order(app):
+    """PostgreSQL numbers log rows at insert but shows them at commit: a row numbered
+    lower can appear after a higher one. The index must apply it when it lands."""
+    if app.extensions["memkit"]["engine"].dialect.name != "postgresql":
+        pytest.skip("SQLite serialises writers: rows always land in order")
+    from server.services.accounts import new_id, now
+    from server.store.changes import log_event_changes
+
+    c = app.test_client()
+    ann, floor, blocks = user(c, app, "Ann")
+    uid = uid_of(c, ann)
+    memory = app.extensions["memkit"]["memory"]
+    index = memory.index
+    engine = app.extensions["memkit"]["engine"]
+    slow = engine.connect()
+    tx = slow.begin()  # a writer that takes its number first and commits last
+    slow_id = new_id("e")
+    slow.execute(events.insert().values(id=slow_id, floor_id=floor, block_id=blocks["feed"], user_id=uid,
+                                        text="The violin lesson moved to Thursday.", tags=[], media=[], created_at=now(),
+                                        updated_at=now()))
+    log_event_changes(slow, [slow_id])
+    fast = c.post(f"/floors/{floor}/blocks/{blocks['feed']}/events", headers=ann,
+                  json={"text": "The cello lesson moved to Friday."}).get_json()
+    body = {"user_id": uid, "floor_ids": [floor], "query": "lesson moved", "k": 5}
+    found = [i["event_id"] for i in c.post(Q, headers=ann, json=body).get_json()["items"]]
+    assert found == [fast["event_id"]] and index.watermark < max(index._applied | {0})  # waiting on the gap
+    tx.commit()
+    slow.close()
+    found = {i["event_id"] for i in c.post(Q, headers=ann, json=body).get_json()["items"]}
+    assert found == {fast["event_id"], slow_id}
