@@ -10,6 +10,9 @@ type = "hybrid"
 type = "none"
 [answer]             # how the answer is written (memkit.answer; default: extractive)
 type = "extractive"
+[representation]     # context fields for doc templates (memkit.representation; default: none)
+before = 1
+after = 1
 [relevance]          # when a query counts as having found nothing (default: no gate)
 min_similarity = 0.25
 ```
@@ -38,6 +41,7 @@ from memkit.answer import build_answerer
 from memkit.config import CONFIG_DIR, load_config
 from memkit.conversation import ConversationStore, Turn, build_contextualizer
 from memkit.errors import ValidationError
+from memkit.representation import Representation
 from memkit.retrievers import DenseRetriever, Filters, HybridRetriever, Retriever, build
 
 DEFAULT_CONFIG = CONFIG_DIR / "default.toml"
@@ -56,11 +60,12 @@ class QueryResult:
 class Pipeline:
     def __init__(self, retriever: Retriever, contextualizer=None, k: int = 10, name: str = "pipeline",
                  config: dict | None = None, conversations: ConversationStore | None = None, answerer=None,
-                 min_similarity: float | None = None):
+                 min_similarity: float | None = None, representation: Representation | None = None):
         self.retriever = retriever
         self.contextualizer = contextualizer or build_contextualizer(None)
         self.answerer = answerer or build_answerer(None)
         self.min_similarity = min_similarity
+        self.representation = representation
         self.k = k
         self.name = name
         self.config = config or {}
@@ -73,7 +78,8 @@ class Pipeline:
             config = DEFAULT_CONFIG
         if not isinstance(config, dict):
             config = load_config(config)
-        unknown = set(config) - {"name", "description", "retriever", "contextualizer", "answer", "relevance", "k", "eval"}
+        unknown = set(config) - {"name", "description", "retriever", "contextualizer", "answer", "relevance", "representation", "k",
+                                 "eval"}
         if unknown:
             raise ValidationError(sorted(unknown)[0], "unknown configuration section")
         relevance = dict(config.get("relevance", {}))
@@ -88,6 +94,7 @@ class Pipeline:
             contextualizer=build_contextualizer(config.get("contextualizer")),
             answerer=build_answerer(config.get("answer")),
             min_similarity=None if min_similarity is None else float(min_similarity),
+            representation=_representation(config.get("representation")),
             k=config.get("k", 10),
             name=config.get("name", "pipeline"),
             config=config,
@@ -96,15 +103,18 @@ class Pipeline:
     def params(self) -> dict:
         return {"name": self.name, "k": self.k, "retriever": self.retriever.params(),
                 "contextualizer": self.contextualizer.params(), "answer": self.answerer.params(),
-                "relevance": {"min_similarity": self.min_similarity}}
+                "relevance": {"min_similarity": self.min_similarity},
+                "representation": self.representation.params() if self.representation else None}
 
     # -- the index --------------------------------------------------------------------
     def fit(self, events: pl.DataFrame) -> "Pipeline":
-        self.retriever.fit(events)
+        self.retriever.fit(self.representation(events) if self.representation else events)
         return self
 
     def add(self, events: pl.DataFrame) -> "Pipeline":
-        self.retriever.add(events)
+        """Index more events. With a representation, neighbours are looked up only among
+        the events given together."""
+        self.retriever.add(self.representation(events) if self.representation else events)
         return self
 
     def remove(self, event_ids) -> "Pipeline":
@@ -149,6 +159,15 @@ class Pipeline:
         if dense is None:
             return True
         return float(dense.similarity(query, run["event_id"].to_list()).max()) >= self.min_similarity
+
+
+def _representation(spec: dict | None) -> Representation | None:
+    if spec is None:
+        return None
+    unknown = set(spec) - {"before", "after"}
+    if unknown:
+        raise ValidationError(f"representation.{sorted(unknown)[0]}", "unknown setting (expected before, after)")
+    return Representation(**spec)
 
 
 def _dense_part(r: Retriever) -> DenseRetriever | None:
