@@ -31,10 +31,10 @@ WEIGHTS = [0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9]  # BM25's weight; MiniLM gets the 
 WEIGHTS3 = [(a / 10, b / 10, round(1 - a / 10 - b / 10, 1)) for a in range(2, 9) for b in range(1, 6) if a + b <= 10]
 TEMPLATES = {
     "text": "{text}",
-    "+ speaker": "{speaker}: {text}",
-    "+ previous turn": "{prev_speaker}: {prev_text}\n{speaker}: {text}",
-    "+ next turn": "{prev_speaker}: {prev_text}\n{speaker}: {text}\n{next_speaker}: {next_text}",
-    "+ date": "{date}. {prev_speaker}: {prev_text}\n{speaker}: {text}\n{next_speaker}: {next_text}",
+    "+ speaker": "{line}",
+    "+ previous turn": "{prev_lines}\n{line}",
+    "+ next turn": "{prev_lines}\n{line}\n{next_lines}",
+    "+ date": "{date}. {prev_lines}\n{line}\n{next_lines}",
 }
 
 

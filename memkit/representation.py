@@ -1,21 +1,24 @@
 """What a retriever indexes for an event besides its own text.
 
 A post in a conversation often makes sense only with its neighbours: "Yes, last Friday!"
-answers the turn before it. :func:`add_context` gives every event the fields a retriever's
-``doc_template`` can use:
+answers the turn before it, and "At the zoo." names no job. :func:`add_context` gives every
+event the fields a retriever's ``doc_template`` can use:
 
-- ``speaker``: who posted it (``user_id``; in the datasets this is the person's name);
-- ``prev_text``/``prev_speaker`` and ``next_text``/``next_speaker``: the neighbouring
-  posts of the same block, in posting order (``before``/``after`` of them, joined);
-- ``date``: the event's day written out ("8 May 2023"), so a question that names a date
-  can match it;
-- ``session_text``: the whole block ("speaker: text" lines), so a retriever can score the
+- ``line``: the post as a chat line, ``"Speaker: text"`` (just the text when nobody is
+  named). The speaker is the ``speaker`` column if the events have one (the service puts
+  the author's name there), else ``user_id`` (the datasets' speaker names);
+- ``prev_lines`` / ``next_lines``: the ``before`` / ``after`` neighbouring posts of the
+  same block as chat lines, oldest first;
+- ``date``: the event's day written out ("8 May 2023"), so a question naming a date can
+  match it;
+- ``session_text``: every post of the block as chat lines, so a retriever can score the
   session a post belongs to and pool that evidence into the post's score.
 
-Configured in a pipeline's TOML as ``[representation] before = 1, after = 1`` and used by
-templates such as ``"{date}. {prev_speaker}: {prev_text}\\n{speaker}: {text}"``.
-Neighbours need the whole block, so a pipeline with a representation indexes with
-``fit`` (eval); the service does not serve one yet.
+Posting order within a block is ``created_at``, then row order (the service orders rows by
+time and id). Configured as ``[representation] before = 1, after = 1`` in a pipeline's
+TOML and used by templates such as ``"{date}. {prev_lines}\\n{line}\\n{next_lines}"``.
+Neighbours depend on the whole block: the service re-indexes a block's posts when one of
+them changes (server/search/index.py).
 """
 
 from __future__ import annotations
@@ -24,41 +27,42 @@ import polars as pl
 
 from memkit.errors import ValidationError
 
-FIELDS = ("speaker", "prev_text", "prev_speaker", "next_text", "next_speaker", "date", "session_text")
+FIELDS = ("line", "prev_lines", "next_lines", "date", "session_text")
 
 
-def _joined(col: str, offsets: list[int]) -> pl.Expr:
-    parts = [pl.col(col).shift(o).over("block_id") for o in offsets]
-    return pl.concat_str(parts, separator=" / ", ignore_nulls=True).fill_null("")
+def _lines(offsets: list[int]) -> pl.Expr:
+    if not offsets:
+        return pl.lit("")
+    parts = [pl.col("line").shift(o).over("block_id") for o in offsets]
+    return pl.concat_str(parts, separator="\n", ignore_nulls=True).fill_null("")
 
 
 def add_context(events: pl.DataFrame, before: int = 1, after: int = 1) -> pl.DataFrame:
-    """Events with the context fields added (rows keep their order; posting order within a
-    block is the order of the rows)."""
+    """The events (same rows, same order) with the context fields added."""
     for name, value in (("before", before), ("after", after)):
         if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 5:
             raise ValidationError(f"representation.{name}", f"expected an integer from 0 to 5, got {value!r}")
-    prev = list(range(before, 0, -1))  # oldest first
-    nxt = [-i for i in range(1, after + 1)]
-    speaker = pl.col("user_id").fill_null("")
-    return events.with_columns(
-        speaker.alias("speaker"),
-        (_joined("text", prev) if prev else pl.lit("")).alias("prev_text"),
-        (_joined("user_id", prev) if prev else pl.lit("")).alias("prev_speaker"),
-        (_joined("text", nxt) if nxt else pl.lit("")).alias("next_text"),
-        (_joined("user_id", nxt) if nxt else pl.lit("")).alias("next_speaker"),
+    speaker = pl.col("speaker" if "speaker" in events.columns else "user_id").fill_null("")
+    line = pl.when(speaker != "").then(pl.concat_str([speaker, pl.lit(": "), pl.col("text")])).otherwise(pl.col("text"))
+    ordered = (events.with_row_index("_row").with_columns(line.alias("line"))
+               .sort("block_id", "created_at", "_row", nulls_last=False))
+    ordered = ordered.with_columns(
+        _lines(list(range(before, 0, -1))).alias("prev_lines"),
+        _lines([-i for i in range(1, after + 1)]).alias("next_lines"),
         pl.col("created_at").dt.strftime("%-d %B %Y").fill_null("").alias("date"),
-        pl.concat_str([speaker, pl.lit(": "), pl.col("text")]).str.join("\n").over("block_id").alias("session_text"),
+        pl.col("line").str.join("\n").over("block_id").alias("session_text"),
     )
+    return ordered.sort("_row").drop("_row")
 
 
 class Representation:
     """The ``[representation]`` section of a pipeline config."""
 
     def __init__(self, before: int = 1, after: int = 1):
+        for name, value in (("before", before), ("after", after)):
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 5:
+                raise ValidationError(f"representation.{name}", f"expected an integer from 0 to 5, got {value!r}")
         self.before, self.after = before, after
-        add_context(pl.DataFrame(schema={"block_id": pl.Utf8, "user_id": pl.Utf8, "text": pl.Utf8,
-                                         "created_at": pl.Datetime("us", "UTC")}), before, after)  # checks the values
 
     def params(self) -> dict:
         return {"before": self.before, "after": self.after}

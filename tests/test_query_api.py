@@ -148,7 +148,7 @@ def test_private_floors_get_the_same_422_as_missing_ones(world):
 @pytest.mark.parametrize("include_metadata", ["0", "1"])
 @pytest.mark.parametrize("summary_needed", ["0", "1"])
 def test_response_shape(world, include_metadata, summary_needed):
-    r = ask(world, query="what is my puppy called?", include_metadata=include_metadata, summary_needed=summary_needed, k=3)
+    r = ask(world, query="how is my puppy Biscuit?", include_metadata=include_metadata, summary_needed=summary_needed, k=3)
     assert r.status_code == 200, r.get_json()
     body = r.get_json()
     assert isinstance(body["answer"], str) and body["answer"]
@@ -218,7 +218,7 @@ def test_writes_through_one_process_are_found_by_another(world):
         c2 = other.test_client()
         ask2 = lambda q: c2.post(Q, headers=world["ann"], json={  # noqa: E731
             "user_id": world["ann_id"], "query": q, "floor_ids": [world["floor"]]}).get_json()["items"]
-        assert ask2("puppy")[0]["event_id"] == world["ids"][0]  # built from the store on start
+        assert ask2("Biscuit")[0]["event_id"] == world["ids"][0]  # built from the store on start
         e = world["c"].post(f"/floors/{world['floor']}/blocks/{world['blocks']['feed']}/events", headers=world["ann"],
                             json={"text": "The tomatoes in the greenhouse are finally ripe."}).get_json()
         assert ask2("greenhouse tomatoes")[0]["event_id"] == e["event_id"]
@@ -231,23 +231,23 @@ def test_writes_through_one_process_are_found_by_another(world):
 def test_privacy_and_account_deletion_take_events_out_at_once(world):
     c = world["c"]
     c.post(f"/floors/{world['floor']}/public", headers=world["ann"])
-    r = ask(world, "bo", query="puppy")
+    r = ask(world, "bo", query="Biscuit")
     assert r.status_code == 200 and r.get_json()["items"][0]["event_id"] == world["ids"][0]
     c.post(f"/floors/{world['floor']}/private", headers=world["ann"])
-    assert ask(world, "bo", query="puppy").status_code == 422
-    assert ask(world, query="puppy").status_code == 200  # the owner still reads it
+    assert ask(world, "bo", query="Biscuit").status_code == 422
+    assert ask(world, query="Biscuit").status_code == 200  # the owner still reads it
     # Bo re-posts from Ann's floor while it is public; deleting Ann's account removes her
     # floor, but Bo's copy stays in Bo's floor with its source.
     c.post(f"/floors/{world['floor']}/public", headers=world["ann"])
     repost = c.post(f"/floors/{world['bo_floor']}/blocks/{world['bo_blocks']['feed']}/events", headers=world["bo"],
                     json={"text": POSTS[0][1], "repost_of": world["ids"][0]}).get_json()
     both = [world["bo_floor"], world["floor"]]
-    found = {i["event_id"]: i for i in ask(world, "bo", query="puppy", floor_ids=both).get_json()["items"]}
+    found = {i["event_id"]: i for i in ask(world, "bo", query="Biscuit", floor_ids=both).get_json()["items"]}
     assert {world["ids"][0], repost["event_id"]} <= set(found)
     assert found[repost["event_id"]]["from_floor_uid"] == world["floor"]
     assert c.delete("/auth-service/account", headers=world["ann"], json={"password": "correct horse battery"}).status_code == 200
-    assert ask(world, "bo", query="puppy", floor_ids=both).status_code == 422
-    items = ask(world, "bo", query="puppy", floor_ids=[world["bo_floor"]]).get_json()["items"]
+    assert ask(world, "bo", query="Biscuit", floor_ids=both).status_code == 422
+    items = ask(world, "bo", query="Biscuit", floor_ids=[world["bo_floor"]]).get_json()["items"]
     assert [i["event_id"] for i in items] == [repost["event_id"]]
     index = world["app"].extensions["memkit"]["memory"].index
     assert not set(world["ids"]) & set(index.pipeline.retriever.catalog.position)  # gone from the index too

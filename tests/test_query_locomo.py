@@ -20,7 +20,10 @@ K = 10
 
 def test_api_rankings_equal_eval_rankings(tmp_path):
     ds = read_locomo(shared_dataset("locomo/locomo-dev.json"), "locomo-dev")
-    events = ds.events.filter(pl.col("floor_id") == CONVERSATION)
+    # The turns of a session share one time; a microsecond apiece keeps their order in the
+    # store (which orders posts by time, then id) the same as in the dataset.
+    events = (ds.events.filter(pl.col("floor_id") == CONVERSATION).with_row_index("i")
+              .with_columns(pl.col("created_at") + pl.duration(microseconds=pl.col("i"))).drop("i"))
     queries = ds.queries.filter(pl.col("floor_ids").list.first() == CONVERSATION)
     qrels = ds.qrels.filter(pl.col("query_id").is_in(queries["query_id"].implode()))
     one = Dataset(f"locomo-{CONVERSATION}", events, queries, qrels)
@@ -30,13 +33,22 @@ def test_api_rankings_equal_eval_rankings(tmp_path):
     eval_run = read_trec_run(tmp_path / "run.trec")
 
     app = create_app({"database_url": f"sqlite:///{tmp_path / 'memkit.db'}", "outbox_dir": str(tmp_path / "outbox"),
-                      "secret_key": "test", "pipeline_config": str(DEFAULT_CONFIG)})
+                      "secret_key": "test", "pipeline_config": str(DEFAULT_CONFIG), "block_quota": 100})
     c = app.test_client()
-    h, floor, blocks = user(c, app, "Caroline")
+    speakers = events["user_id"].unique(maintain_order=True).to_list()
+    assert len(speakers) == 2
+    accounts = {name: user(c, app, name) for name in speakers}  # each speaker posts as themself
+    h, floor, _ = accounts[speakers[0]]
+    assert c.post(f"/floors/{floor}/public", headers=h).status_code == 200  # so the other may post
     uid = c.get("/auth-service/profile", headers=h).get_json()["profile"]["user_id"]
+    sessions = {}  # a block per session, as in the dataset (posts' neighbours stay within it)
+    for b in events["block_id"].unique(maintain_order=True).to_list():
+        r = c.post(f"/floors/{floor}/blocks", headers=h, json={"block_type": "feed", "title": b.split("/")[-1]})
+        assert r.status_code == 200, r.get_json()
+        sessions[b] = r.get_json()["block_id"]
     original = {}  # API event id -> dataset event id
     for e in events.iter_rows(named=True):  # in dataset order, so ties break the same way
-        r = c.post(f"/floors/{floor}/blocks/{blocks['feed']}/events", headers=h,
+        r = c.post(f"/floors/{floor}/blocks/{sessions[e['block_id']]}/events", headers=accounts[e["user_id"]][0],
                    json={"text": e["text"], "created_at": e["created_at"].isoformat()})
         assert r.status_code == 200, r.get_json()
         original[r.get_json()["event_id"]] = e["event_id"]

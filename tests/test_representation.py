@@ -9,6 +9,7 @@ from memkit.errors import ValidationError
 from memkit.pipeline import Pipeline
 from memkit.representation import add_context
 from server import create_app
+from tests.service_fixtures import user
 
 T = datetime(2023, 5, 8, 13, 56, tzinfo=timezone.utc)
 
@@ -24,19 +25,29 @@ def chat():
 
 def test_neighbours_stay_inside_their_block_and_keep_order():
     ctx = add_context(chat(), before=1, after=1)
-    assert ctx["prev_text"].to_list() == ["", "Guess what, I got a new job!", "Congrats! Where?", ""]
-    assert ctx["next_speaker"].to_list() == ["Bo", "Ann", "", ""]
-    assert ctx["date"][0] == "8 May 2023" and ctx["speaker"][3] == "Bo"
+    assert ctx["prev_lines"].to_list() == ["", "Ann: Guess what, I got a new job!", "Bo: Congrats! Where?", ""]
+    assert ctx["next_lines"].to_list() == ["Bo: Congrats! Where?", "Ann: At the zoo.", "", ""]
+    assert ctx["date"][0] == "8 May 2023" and ctx["line"][3] == "Bo: My sister visited."
     assert ctx["session_text"][0] == "Ann: Guess what, I got a new job!\nBo: Congrats! Where?\nAnn: At the zoo."
     assert ctx["session_text"][3] == "Bo: My sister visited."
     two = add_context(chat(), before=2, after=0)
-    assert two["prev_text"][2] == "Guess what, I got a new job! / Congrats! Where?" and two["next_text"][0] == ""
+    assert two["prev_lines"][2] == "Ann: Guess what, I got a new job!\nBo: Congrats! Where?" and two["next_lines"][0] == ""
+    # Order within a block is by time, then by row; a "speaker" column names people.
+    shuffled = chat().reverse().with_columns(pl.Series("speaker", ["B", "A", "B", "A"]))
+    later = shuffled.with_columns(pl.when(pl.col("event_id") == "e0").then(pl.lit(T.replace(hour=15)))
+                                  .otherwise(pl.col("created_at")).alias("created_at"))
+    got = add_context(later, 1, 1)
+    assert got["event_id"].to_list() == ["e3", "e2", "e1", "e0"]  # rows keep their order
+    assert got.filter(pl.col("event_id") == "e0")["prev_lines"][0] == "B: Congrats! Where?"  # e0 is now last
+    assert got.filter(pl.col("event_id") == "e2")["line"][0] == "A: At the zoo."
+    nobody = add_context(chat().with_columns(pl.lit(None, pl.Utf8).alias("user_id")))
+    assert nobody["line"][0] == "Guess what, I got a new job!"
     with pytest.raises(ValidationError, match="representation.before"):
         add_context(chat(), before=-1)
 
 
 def test_the_previous_turn_finds_an_answer_that_does_not_repeat_the_question():
-    config = {"retriever": {"type": "bm25", "doc_template": "{prev_speaker}: {prev_text}\n{speaker}: {text}"},
+    config = {"retriever": {"type": "bm25", "doc_template": "{prev_lines}\n{line}"},
               "representation": {"before": 1, "after": 0}}
     with_context = Pipeline.from_config(config).fit(chat())
     assert "e2" in with_context.search("Where is Ann's new job?", k=3)["event_id"].to_list()
@@ -44,10 +55,29 @@ def test_the_previous_turn_finds_an_answer_that_does_not_repeat_the_question():
     assert "e2" not in plain.search("Where is Ann's new job?", k=3)["event_id"].to_list()  # "At the zoo." alone
 
 
-def test_the_service_refuses_a_representation_it_cannot_keep_in_step(tmp_path):
+def test_the_service_keeps_neighbours_in_step_with_the_store(tmp_path):
+    """With a [representation], a post's indexed text depends on its block: the service
+    re-indexes the block when a post arrives or goes, and names speakers by name."""
     config = tmp_path / "ctx.toml"
-    config.write_text('[representation]\nbefore = 1\n[retriever]\ntype = "bm25"\n')
+    config.write_text('[representation]\nbefore = 1\nafter = 0\n'
+                      '[retriever]\ntype = "bm25"\ndoc_template = "{prev_lines}\\n{line}"\n')
     app = create_app({"database_url": f"sqlite:///{tmp_path / 'm.db'}", "outbox_dir": str(tmp_path / "o"),
                       "secret_key": "k", "pipeline_config": str(config)})
-    with pytest.raises(ValueError, match="representation"):
-        _ = app.extensions["memkit"]["memory"].index
+    c = app.test_client()
+    ann, floor, blocks = user(c, app, "Ann")
+    bo, _, _ = user(c, app, "Bo")
+    c.post(f"/floors/{floor}/public", headers=ann)
+    ann_id = c.get("/auth-service/profile", headers=ann).get_json()["profile"]["user_id"]
+    post = lambda h, text, at: c.post(f"/floors/{floor}/blocks/{blocks['forum']}/events", headers=h,  # noqa: E731
+                                      json={"text": text, "created_at": at}).get_json()["event_id"]
+    ask = lambda q: [i["text"] for i in c.post("/agent/memory/query", headers=ann, json={  # noqa: E731
+        "user_id": ann_id, "query": q, "floor_ids": [floor], "k": 5}).get_json()["items"]]
+    post(ann, "Guess what, I got a new job!", "2024-01-01T10:00:00Z")
+    assert ask("new job") == ["Guess what, I got a new job!"]  # the index starts here
+    where = post(bo, "Congrats! Where?", "2024-01-01T10:01:00Z")
+    post(ann, "At the zoo.", "2024-01-01T10:02:00Z")
+    assert "At the zoo." not in ask("new job")  # its neighbour is Bo's question
+    assert set(ask("Bo")) == {"Congrats! Where?", "At the zoo."}  # speakers are names (Bo's line, its follower)
+    c.delete(f"/events/{where}", headers=bo)
+    assert "At the zoo." in ask("new job")  # now it follows the job line directly
+    app.extensions["memkit"]["engine"].dispose()

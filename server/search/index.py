@@ -14,6 +14,10 @@ number can appear after a larger one; a missing number above the watermark is wa
 (re-checked at each sync) for ``gap_timeout`` seconds, after which it is taken to be a
 rolled-back transaction. SQLite serialises writers, so there it never waits.
 
+With a ``[representation]`` (neighbouring posts, session text), a post's indexed text
+depends on its block, so a change re-indexes every post of the blocks it touched (the log
+row names the block). Speakers are the authors' names.
+
 Privacy is not the index's business: a query names its floors and the service checks
 each against the store before searching, so making a floor private or deleting it takes
 its events out of other users' results at once.
@@ -29,22 +33,27 @@ import sqlalchemy as sa
 
 from memkit.pipeline import Pipeline
 from memkit.tables import events_frame
-from server.store.schema import blocks, event_log, events
+from server.store.schema import blocks, event_log, events, users
 
 START_MARGIN = 1000  # log rows below the top at start that are re-checked for stragglers
 
 
-def load_events(conn, event_ids: list[str] | None = None) -> pl.DataFrame:
-    """Events of the store (all, or these ids) as memkit's events table, oldest first."""
+def load_events(conn, event_ids: list[str] | None = None, block_ids: list[str] | None = None) -> pl.DataFrame:
+    """Events of the store (all, these ids, or all of these blocks) as memkit's events
+    table plus ``speaker`` (the author's name), in posting order (time, then id)."""
     q = (sa.select(events.c.id, events.c.floor_id, events.c.block_id, blocks.c.type, events.c.user_id, events.c.text,
-                   events.c.created_at, events.c.tags)
-         .join(blocks, blocks.c.id == events.c.block_id)
+                   events.c.created_at, events.c.tags, users.c.name)
+         .join(blocks, blocks.c.id == events.c.block_id).join(users, users.c.id == events.c.user_id)
          .order_by(events.c.created_at, events.c.id))
     if event_ids is not None:
         q = q.where(events.c.id.in_(event_ids))
+    if block_ids is not None:
+        q = q.where(events.c.block_id.in_(block_ids))
+    found = conn.execute(q).all()
     rows = [{"event_id": r[0], "floor_id": r[1], "block_id": r[2], "block_type": r[3], "user_id": r[4], "text": r[5],
-             "created_at": r[6], "tags": r[7]} for r in conn.execute(q)]
-    return events_frame(rows, source="store")
+             "created_at": r[6], "tags": r[7]} for r in found]
+    names = [r[8] for r in found]
+    return events_frame(rows, source="store").with_columns(pl.Series("speaker", names, pl.Utf8))
 
 
 class SearchIndex:
@@ -75,19 +84,24 @@ class SearchIndex:
         """Apply the log rows not applied yet; returns how many events changed."""
         with self.lock:
             with self.engine.connect() as conn:
-                rows = conn.execute(sa.select(event_log.c.seq, event_log.c.event_id)
+                rows = conn.execute(sa.select(event_log.c.seq, event_log.c.event_id, event_log.c.block_id)
                                     .where(event_log.c.seq > self.watermark).order_by(event_log.c.seq)).all()
-                new = [(s, e) for s, e in rows if s not in self._applied]
-                ids = list(dict.fromkeys(e for _, e in new))
-                frame = load_events(conn, ids) if ids else None
+                new = [r for r in rows if r[0] not in self._applied]
+                ids = list(dict.fromkeys(r[1] for r in new))
+                if not ids:
+                    frame = None
+                elif self.pipeline.representation is not None:  # neighbours changed too: the whole blocks
+                    frame = load_events(conn, block_ids=list({r[2] for r in new if r[2] is not None}))
+                else:
+                    frame = load_events(conn, event_ids=ids)
             if ids:
                 present = set(frame["event_id"].to_list())
                 gone = [e for e in ids if e not in present]
                 if gone:
                     self.pipeline.remove(gone)
                 if frame.height:
-                    self.pipeline.add(frame)  # an edited event replaces its earlier version
-                self._applied.update(s for s, _ in new)
+                    self.pipeline.add(frame)  # an event indexed before is replaced
+                self._applied.update(r[0] for r in new)
                 self.applied_rows += len(new)
             self._advance()
             return len(ids)

@@ -401,8 +401,8 @@ class Accounts:
             gone = [r[0] for r in conn.execute(sa.select(events.c.id).where(sa.or_(
                 events.c.user_id == user_id,
                 events.c.floor_id.in_(sa.select(floors.c.id).where(floors.c.owner_id == user_id)))))]
-            conn.execute(users.delete().where(users.c.id == user_id))  # cascades to all it owns
             log_event_changes(conn, gone)  # search indexes drop them when they catch up
+            conn.execute(users.delete().where(users.c.id == user_id))  # cascades to all it owns
         return {"deleted": user_id, "events_deleted": len(gone)}
 
     def get_profile(self, user_id: str) -> dict:

@@ -179,6 +179,6 @@ class Events:
     def delete(self, user_id: str, event_id: str) -> dict:
         with self.engine.begin() as conn:
             self._editable(conn, user_id, event_id)
-            conn.execute(events.delete().where(events.c.id == event_id))
             log_event_changes(conn, [event_id])
+            conn.execute(events.delete().where(events.c.id == event_id))
         return {"deleted": event_id}

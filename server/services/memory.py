@@ -187,8 +187,6 @@ class Memory:
         with self._init_lock:
             if self._index is None:
                 pipeline = Pipeline.from_config(self.config_path)
-                if pipeline.representation is not None:  # neighbours change as posts arrive: not kept in step yet
-                    raise ValueError(f"{self.config_path}: the service cannot serve a [representation] section yet")
                 pipeline.conversations = StoredConversations(self.engine)
                 self._index = SearchIndex(self.engine, pipeline).start()
             return self._index

@@ -1,16 +1,20 @@
 """The event change log: every create, edit or delete of an event adds a row in the same
 transaction, so the log and the events never disagree. Search indexes read it to catch up
-(server/search/index.py)."""
+(server/search/index.py). Call it while the events still exist (after an insert or an
+update, before a delete): it records each event's block."""
 
 from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from server.store.schema import event_log
+import sqlalchemy as sa
+
+from server.store.schema import event_log, events
 
 
 def log_event_changes(conn, event_ids) -> None:
     ids = list(dict.fromkeys(event_ids))
     if ids:
         at = datetime.now(timezone.utc)
-        conn.execute(event_log.insert(), [{"event_id": e, "at": at} for e in ids])
+        blocks = dict(conn.execute(sa.select(events.c.id, events.c.block_id).where(events.c.id.in_(ids))).all())
+        conn.execute(event_log.insert(), [{"event_id": e, "block_id": blocks.get(e), "at": at} for e in ids])
