@@ -28,7 +28,7 @@ import polars as pl
 from sklearn.linear_model import LogisticRegression
 
 from memkit.datasets.locomo import read_locomo
-from memkit.evaluation.metrics import per_query
+from memkit.evaluation.tuning import cross_validate, fusion_tables, question_table, simplex_grid
 from memkit.representation import add_context
 from memkit.retrievers import build, convex
 
@@ -36,7 +36,7 @@ CATS = ["single-hop", "multi-hop", "temporal", "open-domain"]
 METRICS = ["recall@5", "recall@10"]
 WEIGHTS = [0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9]  # BM25's weight; MiniLM gets the rest
 # (turn BM25, MiniLM, session BM25) on a 0.1 grid
-WEIGHTS3 = [(a / 10, b / 10, round(1 - a / 10 - b / 10, 1)) for a in range(2, 9) for b in range(1, 6) if a + b <= 10]
+WEIGHTS3 = [w for w in simplex_grid(3) if 0.2 <= w[0] and w[1] <= 0.5]
 TEMPLATES = {
     "text": "{text}",
     "+ speaker": "{line}",
@@ -48,9 +48,7 @@ TEMPLATES = {
 
 def table_of(run, ds) -> pl.DataFrame:
     """Per-query recall for the headline questions (categories 1-4), with conversation."""
-    q = ds.queries.filter(pl.col("category").is_in(CATS)).select(
-        "query_id", "category", pl.col("floor_ids").list.first().alias("conv"))
-    return q.join(per_query(run, ds.qrels, METRICS), on="query_id", how="inner")
+    return question_table(run, ds, METRICS)
 
 
 def row(name: str, t: pl.DataFrame, note: str = "") -> str:
@@ -61,15 +59,7 @@ def row(name: str, t: pl.DataFrame, note: str = "") -> str:
 
 def cross_validated_fusion(runs, ds, grid=None) -> tuple[pl.DataFrame, list]:
     grid = grid or [(w, round(1 - w, 1)) for w in WEIGHTS]
-    tables = {w: table_of(convex(runs, list(w), top=50), ds) for w in grid}
-    convs = sorted(tables[grid[0]]["conv"].unique().to_list())
-    held, chosen = [], []
-    for conv in convs:
-        train = {w: t.filter(pl.col("conv") != conv)["recall@10"].mean() for w, t in tables.items()}
-        best = max(grid, key=lambda w: train[w])
-        chosen.append((conv, best))
-        held.append(tables[best].filter(pl.col("conv") == conv))
-    return pl.concat(held), chosen
+    return cross_validate(fusion_tables(runs, ds, grid, metrics=METRICS), "recall@10")
 
 
 def learned_rerank(parts: dict, fused, ds, events) -> pl.DataFrame:
