@@ -67,7 +67,7 @@ def learned_rerank(parts: dict, fused, ds, events) -> pl.DataFrame:
     cand = fused.select("query_id", "event_id", pl.col("score").alias("fused"), (1.0 / (pl.col("rank") + 5)).alias("fused_r"))
     for name, r in parts.items():
         lo, hi = pl.col("score").min().over("query_id"), pl.col("score").max().over("query_id")
-        r = r.select("query_id", "event_id", ((pl.col("score") - lo) / (hi - lo + 1e-9)).alias(name),
+        r = r.select("query_id", "event_id", pl.when(hi > lo).then((pl.col("score") - lo) / (hi - lo)).otherwise(1.0).alias(name),
                      (1.0 / (pl.col("rank") + 5)).alias(f"{name}_r"))
         cand = cand.join(r, on=["query_id", "event_id"], how="left")
     questions = ds.queries.select("query_id", pl.col("floor_ids").list.first().alias("conv"), pl.col("text").alias("q"))

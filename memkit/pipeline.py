@@ -42,7 +42,14 @@ from memkit.config import CONFIG_DIR, load_config
 from memkit.conversation import ConversationStore, Turn, build_contextualizer
 from memkit.errors import ValidationError
 from memkit.representation import Representation
-from memkit.retrievers import DenseRetriever, Filters, HybridRetriever, Retriever, build
+from memkit.retrievers import (
+    DenseRetriever,
+    Filters,
+    HybridRetriever,
+    LearnedRetriever,
+    Retriever,
+    build,
+)
 
 DEFAULT_CONFIG = CONFIG_DIR / "default.toml"
 
@@ -175,4 +182,6 @@ def _dense_part(r: Retriever) -> DenseRetriever | None:
         return r
     if isinstance(r, HybridRetriever):
         return next((d for d in map(_dense_part, r.retrievers) if d is not None), None)
+    if isinstance(r, LearnedRetriever):
+        return next((d for d in map(_dense_part, [r.first, *r.extra]) if d is not None), None)
     return None

@@ -12,6 +12,7 @@ from memkit.errors import ValidationError
 from memkit.retrievers.base import Filters, Retriever
 from memkit.retrievers.dense import DenseRetriever
 from memkit.retrievers.hybrid import HybridRetriever, convex, rrf
+from memkit.retrievers.learned import LearnedRetriever
 from memkit.retrievers.sparse import BM25Retriever, TfidfRetriever
 
 REGISTRY: dict[str, type[Retriever]] = {
@@ -19,6 +20,7 @@ REGISTRY: dict[str, type[Retriever]] = {
     "bm25": BM25Retriever,
     "dense": DenseRetriever,
     "hybrid": HybridRetriever,
+    "learned": LearnedRetriever,
 }
 
 
@@ -46,5 +48,6 @@ def load(folder: str | Path) -> Retriever:
     return Retriever.load(folder)
 
 
-__all__ = ["BM25Retriever", "DenseRetriever", "Filters", "HybridRetriever", "Retriever", "TfidfRetriever",
+__all__ = ["BM25Retriever", "DenseRetriever", "Filters", "HybridRetriever", "LearnedRetriever", "Retriever",
+           "TfidfRetriever",
            "build", "convex", "load", "rrf"]

@@ -1,0 +1,59 @@
+"""The learned re-ranker (memkit/retrievers/learned.py)."""
+
+import numpy as np
+import pytest
+
+from memkit.errors import ValidationError
+from memkit.retrievers import Filters, build
+from tests.helpers import make_events
+
+EVENTS = make_events(120, seed=11)
+FIRST = {"type": "hybrid", "weights": [0.6, 0.4], "depth": 50,
+         "retrievers": [{"type": "bm25"}, {"type": "dense"}]}
+EXTRA = [{"type": "bm25", "doc_template": "{user_id}: {text}"}]
+
+
+@pytest.fixture(scope="module")
+def plain():
+    return build({"type": "learned", "first": FIRST, "extra": EXTRA, "candidates": 30}).fit(EVENTS)
+
+
+def model_for(r, weights: dict) -> dict:
+    names = r.feature_names()
+    return {"features": names, "coef": [weights.get(n, 0.0) for n in names], "intercept": 0.0,
+            "mean": [0.0] * len(names), "scale": [1.0] * len(names)}
+
+
+def test_without_a_model_it_ranks_as_its_first_stage(plain):
+    first = build(FIRST).fit(EVENTS)
+    for q in ("dog shoes", "support group", "bread"):
+        got, want = plain.search(q, k=10), first.search(q, k=10)
+        assert got["event_id"].to_list() == want["event_id"].to_list()
+        assert np.allclose(got["score"].to_numpy(), want["score"].to_numpy())
+
+
+def test_the_model_orders_candidates_by_its_score(plain):
+    r = build({"type": "learned", "first": FIRST, "extra": EXTRA, "candidates": 30,
+               "model": model_for(plain, {"log_length": -1.0})}).fit(EVENTS)
+    run = r.search("dog shoes", k=30)
+    lengths = {e: len(t) for e, t in zip(EVENTS["event_id"], EVENTS["text"])}
+    got = [lengths[e] for e in run["event_id"]]
+    assert got == sorted(got)  # shortest first: the model alone decides the order
+    assert set(run["event_id"]) == set(plain.search("dog shoes", k=30)["event_id"])  # same candidates
+
+
+def test_filters_reach_every_part(plain):
+    f = Filters(floor_ids=["alice"], tags=["pets"])
+    run = plain.search("dog", k=50, filters=f)
+    rows = {r["event_id"]: r for r in EVENTS.iter_rows(named=True)}
+    assert run.height and all(rows[e]["floor_id"] == "alice" and "pets" in rows[e]["tags"] for e in run["event_id"])
+
+
+def test_bad_models_name_the_field(plain):
+    with pytest.raises(ValidationError, match="retriever.model"):
+        build({"type": "learned", "first": FIRST, "model": {"coef": [1.0]}})
+    bad = model_for(plain, {}) | {"features": ["fused", "colour"] + plain.feature_names()[2:]}
+    with pytest.raises(ValidationError, match="colour"):
+        build({"type": "learned", "first": FIRST, "extra": EXTRA, "model": bad})
+    with pytest.raises(ValidationError, match="retriever.first"):
+        build({"type": "learned", "first": {"type": "bm25"}})
