@@ -9,11 +9,8 @@ cross-validation: for each of the five conversations, the weights with the best
 recall@10 (categories 1-4) on the other four are used to score it. Prints a Markdown table (recall@5/10 for categories 1-4, recall@10 per
 category) and the weight each fold chose.
 
-The last row is a direction measured here before it becomes a pipeline part: a logistic
-regression (scikit-learn) re-ranks the fused top 100 from features of every retriever
-(min-max scores and reciprocal ranks of turn, text-only, previous-turn, next-turn and
-session BM25 and of two MiniLM views; whether the question names the speaker; length;
-whether the post is an image), trained on four conversations and scored on the fifth.
+The learned re-ranker on top of the last row is trained and cross-validated by
+eval/train_ranker.py.
 """
 
 from __future__ import annotations
@@ -23,9 +20,7 @@ import os
 import sys
 from pathlib import Path
 
-import numpy as np
 import polars as pl
-from sklearn.linear_model import LogisticRegression
 
 from memkit.datasets.locomo import read_locomo
 from memkit.evaluation.tuning import cross_validate, fusion_tables, question_table, simplex_grid
@@ -62,34 +57,6 @@ def cross_validated_fusion(runs, ds, grid=None) -> tuple[pl.DataFrame, list]:
     return cross_validate(fusion_tables(runs, ds, grid, metrics=METRICS), "recall@10")
 
 
-def learned_rerank(parts: dict, fused, ds, events) -> pl.DataFrame:
-    """Cross-validated re-ranking of ``fused`` (top 100) by a logistic regression."""
-    cand = fused.select("query_id", "event_id", pl.col("score").alias("fused"), (1.0 / (pl.col("rank") + 5)).alias("fused_r"))
-    for name, r in parts.items():
-        lo, hi = pl.col("score").min().over("query_id"), pl.col("score").max().over("query_id")
-        r = r.select("query_id", "event_id", pl.when(hi > lo).then((pl.col("score") - lo) / (hi - lo)).otherwise(1.0).alias(name),
-                     (1.0 / (pl.col("rank") + 5)).alias(f"{name}_r"))
-        cand = cand.join(r, on=["query_id", "event_id"], how="left")
-    questions = ds.queries.select("query_id", pl.col("floor_ids").list.first().alias("conv"), pl.col("text").alias("q"))
-    posts = events.select("event_id", pl.col("user_id").fill_null("").alias("spk"),
-                          pl.col("text").str.len_chars().log1p().alias("loglen"),
-                          pl.col("text").str.contains(r"\[image:").cast(pl.Float64).alias("img"))
-    rel = ds.qrels.filter(pl.col("relevance") > 0).select("query_id", "event_id", pl.lit(1).alias("y"))
-    cand = (cand.fill_null(0.0).join(questions, on="query_id").join(posts, on="event_id")
-            .with_columns(pl.col("q").str.contains(pl.col("spk"), literal=True).cast(pl.Float64).alias("spk_in_q"))
-            .join(rel, on=["query_id", "event_id"], how="left").with_columns(pl.col("y").fill_null(0)))
-    features = ["fused", "fused_r", *[c for n in parts for c in (n, f"{n}_r")], "spk_in_q", "loglen", "img"]
-    out = []
-    for conv in sorted(cand["conv"].unique().to_list()):
-        train, test = cand.filter(pl.col("conv") != conv), cand.filter(pl.col("conv") == conv)
-        model = LogisticRegression(max_iter=2000).fit(train.select(features).to_numpy(), train["y"].to_numpy())
-        p = model.predict_proba(test.select(features).to_numpy())[:, 1]
-        out.append(test.select("query_id", "event_id").with_columns(pl.Series("score", np.asarray(p, np.float64))))
-    return (pl.concat(out).sort(["query_id", "score", "event_id"], descending=[False, True, False])
-            .with_columns(pl.col("score").cum_count().over("query_id").cast(pl.Int64).alias("rank"),
-                          pl.lit("hybrid").alias("match_type")))
-
-
 def main(argv=None) -> int:
     default = Path(os.environ.get("MEMKIT_DATA", Path(__file__).resolve().parents[2] / "shared" / "datasets"))
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -108,7 +75,7 @@ def main(argv=None) -> int:
     for name, template in TEMPLATES.items():
         bm25[name] = run("bm25", template)
         print(row(f"{name}: BM25", table_of(bm25[name], ds)), flush=True)
-    dense = {name: run("dense", TEMPLATES[name]) for name in ("text", "+ speaker")}
+    dense = {name: run("dense", TEMPLATES[name]) for name in ("text", "+ speaker", "+ next turn")}
     for name, r in dense.items():
         print(row(f"{name}: MiniLM", table_of(r, ds)), flush=True)
     print(row("text: hybrid 0.5/0.5 (the old default)", table_of(convex([bm25["text"], dense["text"]], [0.5, 0.5], top=50), ds)))
@@ -121,14 +88,8 @@ def main(argv=None) -> int:
     print(row("session BM25 alone", table_of(session, ds)))
     t, chosen = cross_validated_fusion([bm25["+ date"], dense["+ speaker"], session], ds, WEIGHTS3)
     weights = "; ".join("/".join(f"{x:.1f}" for x in w) for _, w in chosen)
-    print(row("**BM25 (+ date) + MiniLM (+ speaker) + session BM25, convex, weights by CV** (the default)", t,
+    print(row("**BM25 (+ date) + MiniLM (+ speaker) + session BM25, convex, weights by CV** (= locomo-context, the default's first stage)", t,
               f"weights per fold: {weights}"), flush=True)
-    parts = {"turn": bm25["+ date"], "text": bm25["+ speaker"], "dense": dense["+ speaker"], "session": session,
-             "prev": run("bm25", "{prev_lines}", 400), "next": run("bm25", "{next_lines}", 400),
-             "dense_prev": run("dense", "{prev_lines}\n{line}", 400)}
-    fused = convex([bm25["+ date"], dense["+ speaker"], session], [0.4, 0.3, 0.3], top=100)
-    print(row("the default's top 100 re-ranked by a logistic regression, trained by CV", table_of(
-        learned_rerank(parts, fused, ds, events), ds), "not yet a pipeline part"), flush=True)
     return 0
 
 
