@@ -66,7 +66,7 @@ def eval_dataset(path: Path, configs: list[dict], fields: list[str], args) -> li
     results = []
     for config in configs:
         for field in fields:
-            res = evaluate_config(config, ds, k=args.k, query_field=field)
+            res = evaluate_config(config, ds, k=args.k, query_field=field, sequential=args.sequential)
             results.append(res)
             print(f"  {res.name}: {res.seconds:.1f} s", file=sys.stderr, flush=True)
     out = Path(args.out) / ds.name
@@ -209,6 +209,8 @@ def main(argv=None) -> int:
     p.add_argument("--baseline", help="config name to test the others against (default: the first)")
     p.add_argument("--query-field", default="text", help="ask this query field (e.g. rewrite)")
     p.add_argument("--split", default="test", help="BEIR split")
+    p.add_argument("--sequential", action="store_true",
+                   help="ask each conversation's (first floor's) questions in order as one user (follow-up check)")
     p.add_argument("--k", type=int, default=100, help="run depth")
     p.add_argument("--out", default=str(PROJECT / "eval" / "out"), help="reports and plots")
     p.set_defaults(func=cmd_eval)

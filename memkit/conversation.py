@@ -11,6 +11,7 @@ by configuration: ``[contextualizer] type = "..."``.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
@@ -67,7 +68,86 @@ class NoContext:
         return {"type": self.type_name}
 
 
-CONTEXTUALIZERS = {"none": NoContext}
+_WORD = re.compile(r"[^\W_][\w'-]*")
+# Words that make a question lean on what came before ("how deadly is it?", "what about
+# the cost?", "and in winter?").
+CUES = frozenset("it its it's they them their theirs this that these those he him his she her hers there such "
+                 "same other another one ones former latter also too else".split())
+CUE_PHRASES = ("what about", "how about", "and ", "what else", "tell me more", "more about")
+
+
+class CarryContext:
+    """Carries the topic of earlier turns into a follow-up, at a lower weight.
+
+    A follow-up is searched twice: as asked, and with the content words of the
+    conversation's first question and of the last ``recent`` questions appended; the two
+    rankings are fused with weights ``1 - weight`` and ``weight`` (a convex combination of
+    min-max scores). Appending the history to the question alone lets it drown the
+    question; fusing keeps the question in charge. With ``detect``, only a turn that leans
+    on context (a cue word such as "it" or "those", a cue phrase such as "what about", or
+    at most ``short`` content words) carries it; measured on CAsT and LoCoMo-dev
+    (eval/RESULTS.md) detection cost a little on both, so it is off by default. Context
+    older than ``idle_minutes`` is forgotten (a new conversation starts).
+    """
+
+    type_name = "carry"
+
+    def __init__(self, weight: float = 0.4, recent: int = 1, first: bool = True, short: int = 3,
+                 detect: bool = False, idle_minutes: float = 30.0):
+        from memkit.errors import ValidationError
+
+        if not 0 <= weight <= 1:
+            raise ValidationError("contextualizer.weight", f"expected a number from 0 to 1, got {weight!r}")
+        if isinstance(recent, bool) or not isinstance(recent, int) or recent < 0:
+            raise ValidationError("contextualizer.recent", f"expected a non-negative integer, got {recent!r}")
+        if not idle_minutes > 0:
+            raise ValidationError("contextualizer.idle_minutes", f"expected a positive number, got {idle_minutes!r}")
+        self.weight, self.recent, self.first, self.short = weight, recent, first, short
+        self.detect, self.idle_minutes = detect, idle_minutes
+        from memkit.text import NLTK_STOPWORDS
+
+        self._stop = NLTK_STOPWORDS
+
+    def params(self) -> dict:
+        return {"type": self.type_name, "weight": self.weight, "recent": self.recent, "first": self.first,
+                "short": self.short, "detect": self.detect, "idle_minutes": self.idle_minutes}
+
+    def _content(self, text: str) -> list[str]:
+        return [w for w in _WORD.findall(text) if w.lower() not in self._stop and len(w) > 2]
+
+    def leans_on_context(self, query: str) -> bool:
+        words = [w.lower() for w in _WORD.findall(query)]
+        q = " " + query.lower().strip()
+        return (any(w in CUES for w in words) or any(f" {p}" in q for p in CUE_PHRASES)
+                or len(self._content(query)) <= self.short)
+
+    def carried(self, query: str, history: list[Turn]) -> list[str]:
+        """The words of earlier turns to carry (those the query does not already have)."""
+        if not history or (self.detect and not self.leans_on_context(query)):
+            return []
+        sources = ([history[0].query] if self.first else []) + [t.query for t in history[-self.recent:]] * bool(self.recent)
+        seen = {w.lower() for w in self._content(query)}
+        out = []
+        for text in sources:
+            for w in self._content(text):
+                if w.lower() not in seen:
+                    seen.add(w.lower())
+                    out.append(w)
+        return out
+
+    def contextualize(self, query: str, history: list[Turn]) -> str:
+        extra = self.carried(query, history)
+        return f"{query} {' '.join(extra)}" if extra else query
+
+    def variants(self, query: str, history: list[Turn]) -> list[tuple[str, float]]:
+        """What to search, with fusion weights."""
+        ctx = self.contextualize(query, history)
+        if ctx == query or self.weight == 0:
+            return [(query, 1.0)]
+        return [(query, 1.0 - self.weight), (ctx, self.weight)]
+
+
+CONTEXTUALIZERS = {"none": NoContext, "carry": CarryContext}
 
 
 def build_contextualizer(spec: dict | None):
@@ -77,4 +157,9 @@ def build_contextualizer(spec: dict | None):
         from memkit.errors import ValidationError
 
         raise ValidationError("contextualizer.type", f"expected one of {sorted(CONTEXTUALIZERS)}, got {kind!r}")
-    return CONTEXTUALIZERS[kind](**spec)
+    try:
+        return CONTEXTUALIZERS[kind](**spec)
+    except TypeError as exc:
+        from memkit.errors import ValidationError
+
+        raise ValidationError("contextualizer", str(exc)) from None

@@ -32,7 +32,7 @@ so a query that finds something gets exactly the ranking ``memkit eval`` scores.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import polars as pl
@@ -49,6 +49,7 @@ from memkit.retrievers import (
     LearnedRetriever,
     Retriever,
     build,
+    convex,
 )
 
 DEFAULT_CONFIG = CONFIG_DIR / "default.toml"
@@ -62,6 +63,7 @@ class QueryResult:
     relevant: bool = True
     items: list[dict] | None = None  # the run's events as ``lookup`` described them
     answer: str | None = None
+    history: int = 0  # earlier turns of this user's conversation the contextualizer saw
 
 
 class Pipeline:
@@ -76,7 +78,9 @@ class Pipeline:
         self.k = k
         self.name = name
         self.config = config or {}
-        self.conversations = conversations or ConversationStore()
+        idle = getattr(self.contextualizer, "idle_minutes", None)
+        self.conversations = conversations or ConversationStore(
+            idle_expiry=timedelta(minutes=idle) if idle else timedelta(minutes=30))
 
     @classmethod
     def from_config(cls, config: str | Path | dict | None = None) -> "Pipeline":
@@ -144,7 +148,12 @@ class Pipeline:
         f = Filters.from_dict(filters) if isinstance(filters, dict) or filters is None else filters
         if floor_ids is not None:
             f = f.with_floors(floor_ids)
-        run = self.retriever.search(pl.DataFrame({"query_id": [query_id], "text": [effective]}), k or self.k, f)
+        variants = (self.contextualizer.variants(text, history) if hasattr(self.contextualizer, "variants")
+                    else [(effective, 1.0)])
+        k = k or self.k
+        depth = k if len(variants) == 1 else max(k, 100)  # fused variants: fuse deeper lists, then cut
+        runs = [self.retriever.search(pl.DataFrame({"query_id": [query_id], "text": [v]}), depth, f) for v, _ in variants]
+        run = runs[0] if len(runs) == 1 else convex(runs, [w for _, w in variants], top=k)
         relevant = self.relevant(run, effective)
         if not relevant:
             run = run.clear()
@@ -154,7 +163,8 @@ class Pipeline:
         if now is not None:
             turn.time = now
         self.conversations.record(user_id, turn)
-        return QueryResult(query=text, effective_query=effective, run=run, relevant=relevant, items=items, answer=answer)
+        return QueryResult(query=text, effective_query=effective, run=run, relevant=relevant, items=items, answer=answer,
+                           history=len(history))
 
     def relevant(self, run: pl.DataFrame, query: str) -> bool:
         """Whether a ranking found anything relevant (see the module's docstring)."""

@@ -66,16 +66,25 @@ def run_queries(pipeline: Pipeline, queries: pl.DataFrame, k: int = 100, query_f
     return run, eff
 
 
+def as_sequence(queries: pl.DataFrame) -> pl.DataFrame:
+    """The queries of each conversation (first floor) asked in order by one user: the
+    check that follow-up handling never hurts self-contained questions."""
+    return queries.with_columns(
+        pl.col("floor_ids").list.first().fill_null("-").alias("conversation_id"),
+        pl.int_range(1, pl.len() + 1).over(pl.col("floor_ids").list.first()).cast(pl.Int64).alias("turn"))
+
+
 def evaluate_pipeline(pipeline: Pipeline, dataset: Dataset, k: int = 100, query_field: str = "text",
-                      metrics=METRICS, name: str | None = None, fit: bool = True) -> EvalResult:
+                      metrics=METRICS, name: str | None = None, fit: bool = True, sequential: bool = False) -> EvalResult:
     t = time.perf_counter()
     if fit:
         pipeline.fit(dataset.events)
-    run, eff = run_queries(pipeline, dataset.queries, k, query_field)
+    queries = as_sequence(dataset.queries) if sequential else dataset.queries
+    run, eff = run_queries(pipeline, queries, k, query_field)
     table = per_query(run, dataset.qrels, metrics)
     table = table.join(dataset.queries.select("query_id", "category"), on="query_id", how="left")
     summary = summarize(table, dataset.queries, metrics)
-    name = name or pipeline.name + ("" if query_field == "text" else f"+{query_field}")
+    name = name or pipeline.name + ("" if query_field == "text" else f"+{query_field}") + ("+sequential" if sequential else "")
     return EvalResult(name=name, dataset=dataset.name, config=pipeline.config, run=run, per_query=table,
                       summary=summary, seconds=time.perf_counter() - t, effective_queries=eff)
 

@@ -77,7 +77,11 @@ SCHEMAS = {
                           "effective_query": {"type": "string", "description": "what was searched, after follow-up handling"},
                           "answer": {"type": "string", "description": 'summary_needed "1": a written answer quoting the '
                                      'items; "0": a one-line account; a fallback when nothing relevant was found'},
-                          "items": {"type": "array", "items": ref("QueryItem")}, "app_id": NSTR}),
+                          "items": {"type": "array", "items": ref("QueryItem")}, "app_id": NSTR,
+                          "metadata": {**obj({"effective_query": STR, "context_turns": INT,
+                                              "contextualizer": {"type": "object"}, "pipeline": STR}),
+                                       "description": 'only when include_metadata is "1"'}},
+                         ["user_id", "query", "effective_query", "answer", "items", "app_id"]),
     "Threads": obj({"floor_uid": STR, "events": {"type": "array", "items": ref("EventResponse")}, "next_cursor": NSTR}),
 }
 

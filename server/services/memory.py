@@ -187,7 +187,7 @@ class Memory:
         with self._init_lock:
             if self._index is None:
                 pipeline = Pipeline.from_config(self.config_path)
-                pipeline.conversations = StoredConversations(self.engine)
+                pipeline.conversations = StoredConversations(self.engine, idle_expiry=pipeline.conversations.idle_expiry)
                 self._index = SearchIndex(self.engine, pipeline).start()
             return self._index
 
@@ -230,8 +230,12 @@ class Memory:
             if req.include_metadata:
                 out["metadata"] = item["metadata"]
             items.append(out)
-        return {"user_id": req.user_id, "query": req.query, "effective_query": result.effective_query,
+        body = {"user_id": req.user_id, "query": req.query, "effective_query": result.effective_query,
                 "answer": result.answer, "items": items, "app_id": req.app_id}
+        if req.include_metadata:  # what was understood: the searched query and the context behind it
+            body["metadata"] = {"effective_query": result.effective_query, "context_turns": result.history,
+                                "contextualizer": index.pipeline.contextualizer.params(), "pipeline": index.pipeline.name}
+        return body
 
     def _lookup(self, event_ids: list[str]) -> list[dict]:
         """The events as the response lists them, in ranking order (an event deleted in

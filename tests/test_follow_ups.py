@@ -1,0 +1,97 @@
+"""Follow-up questions: the carry contextualizer, and a conversation through the API."""
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from memkit.conversation import CarryContext, Turn
+from memkit.errors import ValidationError
+from memkit.pipeline import Pipeline
+from server import create_app
+from tests.service_fixtures import user
+
+
+def turns(*queries):
+    return [Turn(query=q, effective_query=q) for q in queries]
+
+
+def test_carry_adds_the_first_and_previous_questions_words():
+    c = CarryContext(weight=0.4, recent=1)
+    history = turns("What are the most common types of breast cancer?", "How likely is it to spread?")
+    assert c.carried("How deadly is it?", history) == ["common", "types", "breast", "cancer", "likely", "spread"]
+    assert c.variants("How deadly is it?", history) == [
+        ("How deadly is it?", pytest.approx(0.6)),
+        ("How deadly is it? common types breast cancer likely spread", 0.4)]
+    assert c.variants("How deadly is it?", []) == [("How deadly is it?", 1.0)]  # a new user: no context
+    assert CarryContext(recent=0, first=False).carried("How deadly is it?", history) == []
+
+
+def test_detection_keeps_self_contained_questions_as_asked():
+    c = CarryContext(detect=True)
+    history = turns("Where did Caroline go hiking last summer?")
+    assert c.leans_on_context("What about her sister?") and c.leans_on_context("And in winter?")
+    assert not c.leans_on_context("When did Melanie paint the sunrise over the lake?")
+    assert c.contextualize("When did Melanie paint the sunrise over the lake?", history) == \
+        "When did Melanie paint the sunrise over the lake?"
+    assert "Caroline" in c.contextualize("What about her sister?", history)
+    with pytest.raises(ValidationError, match="contextualizer.weight"):
+        CarryContext(weight=1.5)
+    with pytest.raises(ValidationError, match="contextualizer"):
+        Pipeline.from_config({"retriever": {"type": "bm25"}, "contextualizer": {"type": "carry", "colour": 1}})
+
+
+def test_idle_time_ends_a_conversation():
+    p = Pipeline.from_config({"retriever": {"type": "bm25"},
+                              "contextualizer": {"type": "carry", "idle_minutes": 10}})
+    assert p.conversations.idle_expiry == timedelta(minutes=10)
+    t0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    from tests.helpers import make_events
+
+    p.fit(make_events(30, seed=2))
+    p.query("Tell me about the dog", user_id="u", now=t0)
+    assert "dog" in p.query("Is it friendly?", user_id="u", now=t0 + timedelta(minutes=5)).effective_query
+    assert p.query("Is it friendly?", user_id="u", now=t0 + timedelta(minutes=30)).effective_query == "Is it friendly?"
+
+
+POSTS = ["Biscuit's checkup at the vet is on Friday.", "Rex's checkup at the vet is on Monday.",
+         "Biscuit loves chasing seagulls on the beach.", "The lighthouse on the cape is open again for tours.",
+         "Rex learned to fetch the newspaper."]
+
+
+def test_a_conversation_through_the_api(tmp_path):
+    """The third turn only makes sense with the first; a new user sees none of it; two
+    users' conversations never mix."""
+    config = tmp_path / "carry.toml"
+    config.write_text('[retriever]\ntype = "bm25"\n[contextualizer]\ntype = "carry"\nweight = 0.5\nrecent = 1\n')
+    app = create_app({"database_url": f"sqlite:///{tmp_path / 'm.db'}", "outbox_dir": str(tmp_path / "o"),
+                      "secret_key": "k", "pipeline_config": str(config)})
+    c = app.test_client()
+    ann, floor, blocks = user(c, app, "Ann")
+    bo, _, _ = user(c, app, "Bo")
+    cy, _, _ = user(c, app, "Cy")
+    c.post(f"/floors/{floor}/public", headers=ann)
+    ids = [c.post(f"/floors/{floor}/blocks/{blocks['feed']}/events", headers=ann, json={"text": t}).get_json()["event_id"]
+           for t in POSTS]
+    uid = {h["Authorization"]: c.get("/auth-service/profile", headers=h).get_json()["profile"]["user_id"] for h in (ann, bo, cy)}
+
+    def ask(h, q, meta="1"):
+        r = c.post("/agent/memory/query", headers=h, json={"user_id": uid[h["Authorization"]], "query": q,
+                                                            "floor_ids": [floor], "include_metadata": meta})
+        assert r.status_code == 200, r.get_json()
+        return r.get_json()
+
+    first = ask(ann, "How is Biscuit doing?")
+    assert first["metadata"]["context_turns"] == 0 and first["metadata"]["effective_query"] == "How is Biscuit doing?"
+    ask(bo, "How is Rex doing?")  # another user's conversation, interleaved
+    ask(ann, "Is the lighthouse open?")
+    third = ask(ann, "When is the checkup?")
+    assert third["metadata"]["context_turns"] == 2 and "Biscuit" in third["metadata"]["effective_query"]
+    assert "Rex" not in third["effective_query"]
+    assert third["items"][0]["event_id"] == ids[0]  # Biscuit's checkup, not Rex's
+    bos = ask(bo, "When is the checkup?")
+    assert "Rex" in bos["effective_query"] and "Biscuit" not in bos["effective_query"]
+    assert bos["items"][0]["event_id"] == ids[1]
+    fresh = ask(cy, "When is the checkup?")  # a new user starts with no context
+    assert fresh["effective_query"] == "When is the checkup?" and fresh["metadata"]["context_turns"] == 0
+    assert "metadata" not in ask(cy, "When is the checkup?", meta="0")
+    app.extensions["memkit"]["engine"].dispose()
