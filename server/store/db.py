@@ -26,4 +26,18 @@ def connect(url: str) -> sa.Engine:
             cur.execute("PRAGMA busy_timeout=10000")
             cur.close()
     metadata.create_all(engine)
+    _add_missing_columns(engine)
     return engine
+
+
+def _add_missing_columns(engine: sa.Engine) -> None:
+    """Stores created by an earlier version lack columns added since; add them (nullable
+    columns only, so no existing row needs a value). create_all never alters a table."""
+    inspector = sa.inspect(engine)
+    with engine.begin() as conn:
+        for table in metadata.sorted_tables:
+            have = {c["name"] for c in inspector.get_columns(table.name)}
+            for col in table.columns:
+                if col.name not in have and col.nullable:
+                    kind = col.type.compile(dialect=engine.dialect)
+                    conn.execute(sa.text(f'ALTER TABLE {table.name} ADD COLUMN "{col.name}" {kind}'))
