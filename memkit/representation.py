@@ -37,11 +37,15 @@ def _lines(offsets: list[int]) -> pl.Expr:
     return pl.concat_str(parts, separator="\n", ignore_nulls=True).fill_null("")
 
 
-def add_context(events: pl.DataFrame, before: int = 1, after: int = 1) -> pl.DataFrame:
-    """The events (same rows, same order) with the context fields added."""
+def _check(before, after) -> None:
     for name, value in (("before", before), ("after", after)):
         if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 5:
             raise ValidationError(f"representation.{name}", f"expected an integer from 0 to 5, got {value!r}")
+
+
+def add_context(events: pl.DataFrame, before: int = 1, after: int = 1) -> pl.DataFrame:
+    """The events (same rows, same order) with the context fields added."""
+    _check(before, after)
     speaker = pl.col("speaker" if "speaker" in events.columns else "user_id").fill_null("")
     line = pl.when(speaker != "").then(pl.concat_str([speaker, pl.lit(": "), pl.col("text")])).otherwise(pl.col("text"))
     ordered = (events.with_row_index("_row").with_columns(line.alias("line"))
@@ -59,9 +63,7 @@ class Representation:
     """The ``[representation]`` section of a pipeline config."""
 
     def __init__(self, before: int = 1, after: int = 1):
-        for name, value in (("before", before), ("after", after)):
-            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 5:
-                raise ValidationError(f"representation.{name}", f"expected an integer from 0 to 5, got {value!r}")
+        _check(before, after)
         self.before, self.after = before, after
 
     def params(self) -> dict:

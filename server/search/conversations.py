@@ -9,11 +9,8 @@ from datetime import datetime, timedelta, timezone
 import sqlalchemy as sa
 
 from memkit.conversation import ConversationStore, Turn
+from server.services.accounts import _aware
 from server.store.schema import conversation_turns as turns
-
-
-def _aware(dt: datetime) -> datetime:
-    return dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)  # SQLite drops the zone
 
 
 class StoredConversations(ConversationStore):
