@@ -8,17 +8,19 @@ event the fields a retriever's ``doc_template`` can use:
   named). The speaker is the ``speaker`` column if the events have one (the service puts
   the author's name there), else ``user_id`` (the datasets' speaker names);
 - ``prev_lines`` / ``next_lines``: the ``before`` / ``after`` neighbouring posts of the
-  same block as chat lines, oldest first;
+  same session as chat lines, oldest first;
 - ``date``: the event's day written out ("8 May 2023"), so a question naming a date can
   match it;
-- ``session_text``: every post of the block as chat lines, so a retriever can score the
+- ``session_text``: every post of the session as chat lines, so a retriever can score the
   session a post belongs to and pool that evidence into the post's score.
 
-Posting order within a block is ``created_at``, then row order (the service orders rows by
-time and id). Configured as ``[representation] before = 1, after = 1`` in a pipeline's
+A *session* is the posts of one block on one day (UTC); posts without a time form one
+session per block. (A LoCoMo session is a block; a busy feed splits into days, so a post's
+context stays bounded however long the feed grows.) Posting order within a session is
+``created_at``, then row order (the service orders rows by time and id). Configured as ``[representation] before = 1, after = 1`` in a pipeline's
 TOML and used by templates such as ``"{date}. {prev_lines}\\n{line}\\n{next_lines}"``.
-Neighbours depend on the whole block: the service re-indexes a block's posts when one of
-them changes (server/search/index.py).
+Neighbours depend on the whole session: the service re-indexes a session's posts when one
+of them changes (server/search/index.py).
 """
 
 from __future__ import annotations
@@ -28,12 +30,13 @@ import polars as pl
 from memkit.errors import ValidationError
 
 FIELDS = ("line", "prev_lines", "next_lines", "date", "session_text")
+SESSION = ["block_id", "_day"]  # the posts that are each other's context
 
 
 def _lines(offsets: list[int]) -> pl.Expr:
     if not offsets:
         return pl.lit("")
-    parts = [pl.col("line").shift(o).over("block_id") for o in offsets]
+    parts = [pl.col("line").shift(o).over(SESSION) for o in offsets]
     return pl.concat_str(parts, separator="\n", ignore_nulls=True).fill_null("")
 
 
@@ -48,15 +51,15 @@ def add_context(events: pl.DataFrame, before: int = 1, after: int = 1) -> pl.Dat
     _check(before, after)
     speaker = pl.col("speaker" if "speaker" in events.columns else "user_id").fill_null("")
     line = pl.when(speaker != "").then(pl.concat_str([speaker, pl.lit(": "), pl.col("text")])).otherwise(pl.col("text"))
-    ordered = (events.with_row_index("_row").with_columns(line.alias("line"))
+    ordered = (events.with_row_index("_row").with_columns(line.alias("line"), pl.col("created_at").dt.date().alias("_day"))
                .sort("block_id", "created_at", "_row", nulls_last=False))
     ordered = ordered.with_columns(
         _lines(list(range(before, 0, -1))).alias("prev_lines"),
         _lines([-i for i in range(1, after + 1)]).alias("next_lines"),
         pl.col("created_at").dt.strftime("%-d %B %Y").fill_null("").alias("date"),
-        pl.col("line").str.join("\n").over("block_id").alias("session_text"),
+        pl.col("line").str.join("\n").over(SESSION).alias("session_text"),
     )
-    return ordered.sort("_row").drop("_row")
+    return ordered.sort("_row").drop("_row", "_day")
 
 
 class Representation:

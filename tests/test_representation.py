@@ -9,7 +9,7 @@ from memkit.errors import ValidationError
 from memkit.pipeline import Pipeline
 from memkit.representation import add_context
 from server import create_app
-from tests.service_fixtures import user
+from tests.service_fixtures import postgres_url, user
 
 T = datetime(2023, 5, 8, 13, 56, tzinfo=timezone.utc)
 
@@ -40,6 +40,11 @@ def test_neighbours_stay_inside_their_block_and_keep_order():
     assert got["event_id"].to_list() == ["e3", "e2", "e1", "e0"]  # rows keep their order
     assert got.filter(pl.col("event_id") == "e0")["prev_lines"][0] == "B: Congrats! Where?"  # e0 is now last
     assert got.filter(pl.col("event_id") == "e2")["line"][0] == "A: At the zoo."
+    # A session is a block's posts of one day: the next day starts a new one.
+    days = chat().with_columns(pl.Series("created_at", [T, T, T.replace(day=9), T], pl.Datetime("us", "UTC")))
+    split = add_context(days, 1, 1)
+    assert split["next_lines"][1] == "" and split["prev_lines"][2] == ""
+    assert split["session_text"][2] == "Ann: At the zoo."
     nobody = add_context(chat().with_columns(pl.lit(None, pl.Utf8).alias("user_id")))
     assert nobody["line"][0] == "Guess what, I got a new job!"
     with pytest.raises(ValidationError, match="representation.before"):
@@ -55,14 +60,16 @@ def test_the_previous_turn_finds_an_answer_that_does_not_repeat_the_question():
     assert "e2" not in plain.search("Where is Ann's new job?", k=3)["event_id"].to_list()  # "At the zoo." alone
 
 
-def test_the_service_keeps_neighbours_in_step_with_the_store(tmp_path):
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_the_service_keeps_neighbours_in_step_with_the_store(tmp_path, tmp_path_factory, backend):
     """With a [representation], a post's indexed text depends on its block: the service
     re-indexes the block when a post arrives or goes, and names speakers by name."""
     config = tmp_path / "ctx.toml"
     config.write_text('[representation]\nbefore = 1\nafter = 0\n'
                       '[retriever]\ntype = "bm25"\ndoc_template = "{prev_lines}\\n{line}"\n')
-    app = create_app({"database_url": f"sqlite:///{tmp_path / 'm.db'}", "outbox_dir": str(tmp_path / "o"),
-                      "secret_key": "k", "pipeline_config": str(config)})
+    url = f"sqlite:///{tmp_path / 'm.db'}" if backend == "sqlite" else postgres_url(tmp_path_factory)
+    app = create_app({"database_url": url, "outbox_dir": str(tmp_path / "o"), "secret_key": "k",
+                      "pipeline_config": str(config)})
     c = app.test_client()
     ann, floor, blocks = user(c, app, "Ann")
     bo, _, _ = user(c, app, "Bo")
@@ -78,6 +85,8 @@ def test_the_service_keeps_neighbours_in_step_with_the_store(tmp_path):
     post(ann, "At the zoo.", "2024-01-01T10:02:00Z")
     assert "At the zoo." not in ask("new job")  # its neighbour is Bo's question
     assert set(ask("Bo")) == {"Congrats! Where?", "At the zoo."}  # speakers are names (Bo's line, its follower)
+    post(bo, "Tomorrow I start a new job too.", "2024-01-02T09:00:00Z")  # the next day: another session
+    assert "At the zoo." not in ask("new job")
     c.delete(f"/events/{where}", headers=bo)
     assert "At the zoo." in ask("new job")  # now it follows the job line directly
     app.extensions["memkit"]["engine"].dispose()

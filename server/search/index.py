@@ -15,8 +15,9 @@ number can appear after a larger one; a missing number above the watermark is wa
 rolled-back transaction. SQLite serialises writers, so there it never waits.
 
 With a ``[representation]`` (neighbouring posts, session text), a post's indexed text
-depends on its block, so a change re-indexes every post of the blocks it touched (the log
-row names the block). Speakers are the authors' names.
+depends on its session (its block's posts of that day), so a change re-indexes every post
+of the sessions it touched (the log row names the block and the post's time). Speakers
+are the authors' names.
 
 Privacy is not the index's business: a query names its floors and the service checks
 each against the store before searching, so making a floor private or deleting it takes
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import threading
 import time
+from datetime import date, datetime, timedelta, timezone
 
 import polars as pl
 import sqlalchemy as sa
@@ -38,22 +40,37 @@ from server.store.schema import blocks, event_log, events, users
 START_MARGIN = 1000  # log rows below the top at start that are re-checked for stragglers
 
 
-def load_events(conn, event_ids: list[str] | None = None, block_ids: list[str] | None = None) -> pl.DataFrame:
-    """Events of the store (all, these ids, or all of these blocks) as memkit's events
-    table plus ``speaker`` (the author's name), in posting order (time, then id)."""
+def load_events(conn, event_ids: list[str] | None = None, sessions: list[tuple] | None = None) -> pl.DataFrame:
+    """Events of the store (all, these ids, or these sessions: ``(block_id, day)``, a day
+    of None meaning the whole block) as memkit's events table plus ``speaker`` (the
+    author's name), in posting order (time, then id)."""
     q = (sa.select(events.c.id, events.c.floor_id, events.c.block_id, blocks.c.type, events.c.user_id, events.c.text,
                    events.c.created_at, events.c.tags, users.c.name)
          .join(blocks, blocks.c.id == events.c.block_id).join(users, users.c.id == events.c.user_id)
          .order_by(events.c.created_at, events.c.id))
     if event_ids is not None:
         q = q.where(events.c.id.in_(event_ids))
-    if block_ids is not None:
-        q = q.where(events.c.block_id.in_(block_ids))
+    if sessions is not None:
+        q = q.where(sa.or_(sa.false(), *[_session(b, d) for b, d in sessions]))
     found = conn.execute(q).all()
     rows = [{"event_id": r[0], "floor_id": r[1], "block_id": r[2], "block_type": r[3], "user_id": r[4], "text": r[5],
              "created_at": r[6], "tags": r[7]} for r in found]
     names = [r[8] for r in found]
     return events_frame(rows, source="store").with_columns(pl.Series("speaker", names, pl.Utf8))
+
+
+def _session(block_id: str, day: date | None):
+    if day is None:
+        return events.c.block_id == block_id
+    start = datetime(day.year, day.month, day.day, tzinfo=timezone.utc)
+    return sa.and_(events.c.block_id == block_id, events.c.created_at >= start,
+                   events.c.created_at < start + timedelta(days=1))
+
+
+def _day(at: datetime | None) -> date | None:
+    if at is None:
+        return None
+    return (at if at.tzinfo else at.replace(tzinfo=timezone.utc)).astimezone(timezone.utc).date()
 
 
 class SearchIndex:
@@ -84,14 +101,15 @@ class SearchIndex:
         """Apply the log rows not applied yet; returns how many events changed."""
         with self.lock:
             with self.engine.connect() as conn:
-                rows = conn.execute(sa.select(event_log.c.seq, event_log.c.event_id, event_log.c.block_id)
+                rows = conn.execute(sa.select(event_log.c.seq, event_log.c.event_id, event_log.c.block_id,
+                                              event_log.c.event_at)
                                     .where(event_log.c.seq > self.watermark).order_by(event_log.c.seq)).all()
                 new = [r for r in rows if r[0] not in self._applied]
                 ids = list(dict.fromkeys(r[1] for r in new))
                 if not ids:
                     frame = None
-                elif self.pipeline.representation is not None:  # neighbours changed too: the whole blocks
-                    frame = load_events(conn, block_ids=list({r[2] for r in new if r[2] is not None}))
+                elif self.pipeline.representation is not None:  # neighbours changed too: the whole sessions
+                    frame = load_events(conn, sessions=list({(r[2], _day(r[3])) for r in new if r[2] is not None}))
                 else:
                     frame = load_events(conn, event_ids=ids)
             if ids:

@@ -1,7 +1,7 @@
 """The event change log: every create, edit or delete of an event adds a row in the same
 transaction, so the log and the events never disagree. Search indexes read it to catch up
 (server/search/index.py). Call it while the events still exist (after an insert or an
-update, before a delete): it records each event's block."""
+update, before a delete): it records each event's block and time."""
 
 from __future__ import annotations
 
@@ -16,5 +16,7 @@ def log_event_changes(conn, event_ids) -> None:
     ids = list(dict.fromkeys(event_ids))
     if ids:
         at = datetime.now(timezone.utc)
-        blocks = dict(conn.execute(sa.select(events.c.id, events.c.block_id).where(events.c.id.in_(ids))).all())
-        conn.execute(event_log.insert(), [{"event_id": e, "block_id": blocks.get(e), "at": at} for e in ids])
+        where = {r[0]: r[1:] for r in conn.execute(
+            sa.select(events.c.id, events.c.block_id, events.c.created_at).where(events.c.id.in_(ids)))}
+        conn.execute(event_log.insert(), [{"event_id": e, "block_id": where.get(e, (None, None))[0],
+                                           "event_at": where.get(e, (None, None))[1], "at": at} for e in ids])

@@ -98,7 +98,8 @@ event_log = sa.Table(
     "event_log", metadata,
     sa.Column("seq", sa.Integer, primary_key=True, autoincrement=True),
     sa.Column("event_id", sa.String(40), nullable=False),
-    sa.Column("block_id", sa.String(40)),  # the event's block, so its neighbours can be re-indexed
+    sa.Column("block_id", sa.String(40)),  # the event's block and time: its session (neighbours) is re-indexed
+    sa.Column("event_at", TS),
     sa.Column("at", TS, nullable=False),
     sqlite_autoincrement=True,
 )
