@@ -1,6 +1,6 @@
 """The ``memkit`` command.
 
-    memkit eval --dataset DIR [--config FILE ...] [--run-out FILE] [--no-mlflow]
+    memkit eval --dataset DIR [--config FILE ...] [--run-out FILE] [--answers-out FILE] [--no-mlflow]
     memkit eval --all                       # every dataset found (what `make eval` runs)
     memkit convert locomo FILE OUT
     memkit convert beir DIR OUT --split test
@@ -66,7 +66,8 @@ def eval_dataset(path: Path, configs: list[dict], fields: list[str], args) -> li
     results = []
     for config in configs:
         for field in fields:
-            res = evaluate_config(config, ds, k=args.k, query_field=field, sequential=args.sequential)
+            res = evaluate_config(config, ds, k=args.k, query_field=field, sequential=args.sequential,
+                                  answers=False if args.no_answers else None)
             results.append(res)
             print(f"  {res.name}: {res.seconds:.1f} s", file=sys.stderr, flush=True)
     out = Path(args.out) / ds.name
@@ -91,6 +92,8 @@ def eval_dataset(path: Path, configs: list[dict], fields: list[str], args) -> li
             cells = [f"{r.summary[f'category:{c}']['recall@5']:.3f} / {r.summary[f'category:{c}']['recall@10']:.3f}" for c in cats]
             lines.append(f"| {r.name} | " + " | ".join(cells) + " |")
         report += "\nRecall by category:\n\n" + "\n".join(lines) + "\n"
+    if any(r.answer_summary for r in results):
+        report += "\n" + answer_table(results)
     print(report, flush=True)
     (out / "report.md").write_text(f"# {ds.name}\n\n" + report)
     plots = [recall_curve(results, ds, out / "recall_at_k.png"), category_bars(results, out / "categories.png")]
@@ -101,11 +104,39 @@ def eval_dataset(path: Path, configs: list[dict], fields: list[str], args) -> li
             if len(results) > 1:
                 target = target.with_name(f"{target.stem}.{ds.name}.{r.name}{target.suffix or '.run'}")
             r.write_run(target)
+        if args.answers_out and r.answers is not None:
+            from memkit.evaluation.answers import write_answers_jsonl
+
+            target = Path(args.answers_out)
+            if len(results) > 1:
+                target = target.with_name(f"{target.stem}.{ds.name}.{r.name}{target.suffix or '.jsonl'}")
+            write_answers_jsonl(r.answers, target)
+            print(f"  answers: {target}", file=sys.stderr)
         if not args.no_mlflow:
             from memkit.evaluation.tracking import log_result
 
             log_result(r, artifacts=[out / "report.md", *plots])
     return results
+
+
+def answer_table(results) -> str:
+    """Answer metrics by category: token F1 (the LoCoMo paper's), gold-answer token recall,
+    date accuracy (temporal), declines."""
+    lines = ["Answers (answer writer on the top 10; LoCoMo paper, gpt-3.5-turbo: F1 38.8-41.0, 43.3 with observations):\n",
+             "| config | group | F1 | gold recall | date accuracy | declined | n |", "|---|---|---:|---:|---:|---:|---:|"]
+
+    def cell(values, key):
+        return f"{values[key]:.3f}" if key in values else "—"
+
+    for r in results:
+        for group, values in r.answer_summary.items():
+            label = group.split(":", 1)[-1]
+            lines.append(f"| {r.name} | {label} | {cell(values, 'f1')} | {cell(values, 'gold_recall')} | "
+                         f"{cell(values, 'date_ok')} | {cell(values, 'declined')} | {values.get('declined_n', '')} |")
+        ev = r.answer_summary.get("answerable", {}).get("declined_with_evidence@10")
+        if ev is not None:
+            lines.append(f"| {r.name} | answerable, evidence in top 10 | | | | {ev:.3f} | |")
+    return "\n".join(lines) + "\n"
 
 
 def ledger(configs: list[dict], by_dataset: dict) -> str:
@@ -212,6 +243,8 @@ def main(argv=None) -> int:
     p.add_argument("--sequential", action="store_true",
                    help="ask each conversation's (first floor's) questions in order as one user (follow-up check)")
     p.add_argument("--k", type=int, default=100, help="run depth")
+    p.add_argument("--answers-out", help="write each query's answer here as JSON lines (query_id, answer)")
+    p.add_argument("--no-answers", action="store_true", help="skip writing and scoring answers")
     p.add_argument("--out", default=str(PROJECT / "eval" / "out"), help="reports and plots")
     p.set_defaults(func=cmd_eval)
 

@@ -37,7 +37,7 @@ from pathlib import Path
 
 import polars as pl
 
-from memkit.answer import build_answerer
+from memkit.answer import Answer, build_answerer
 from memkit.config import CONFIG_DIR, load_config
 from memkit.conversation import ConversationStore, Turn, build_contextualizer
 from memkit.errors import ValidationError
@@ -63,6 +63,7 @@ class QueryResult:
     relevant: bool = True
     items: list[dict] | None = None  # the run's events as ``lookup`` described them
     answer: str | None = None
+    written: Answer | None = None  # the answer with what it quotes, its date, whether it declined
     history: int = 0  # earlier turns of this user's conversation the contextualizer saw
 
 
@@ -73,6 +74,9 @@ class Pipeline:
         self.retriever = retriever
         self.contextualizer = contextualizer or build_contextualizer(None)
         self.answerer = answerer or build_answerer(None)
+        dense = _dense_part(retriever)
+        if dense is not None and hasattr(self.answerer, "bind"):
+            self.answerer.bind(dense._enc)  # sentence vectors from the same (cached) encoder
         self.min_similarity = min_similarity
         self.representation = representation
         self.k = k
@@ -158,13 +162,14 @@ class Pipeline:
         if not relevant:
             run = run.clear()
         items = lookup(run["event_id"].to_list()) if lookup is not None else None
-        answer = self.answerer.answer(text, items, summary) if items is not None else None
+        written = self.answerer.write(text, items, summary) if items is not None else None
+        answer = written.text if written is not None else None
         turn = Turn(query=text, effective_query=effective, event_ids=run["event_id"].to_list(), answer=answer)
         if now is not None:
             turn.time = now
         self.conversations.record(user_id, turn)
         return QueryResult(query=text, effective_query=effective, run=run, relevant=relevant, items=items, answer=answer,
-                           history=len(history))
+                           written=written, history=len(history))
 
     def relevant(self, run: pl.DataFrame, query: str) -> bool:
         """Whether a ranking found anything relevant (see the module's docstring)."""

@@ -1,41 +1,152 @@
-"""Answer writing and the relevance gate of Pipeline.query."""
+"""Answer writing (extractive and the LLM writer's fall-back) and the relevance gate of Pipeline.query."""
 
-from datetime import datetime, timezone
+import json
+import threading
+import time
+from datetime import date, datetime, timezone
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from memkit.answer import ExtractiveAnswerer, build_answerer
+from memkit.answer import DECLINE, ExtractiveAnswerer, build_answerer
+from memkit.encoders import get_encoder
 from memkit.errors import ValidationError
 from memkit.pipeline import Pipeline
 from tests.helpers import make_events
 
 ITEMS = [
-    {"text": "We drove to the coast. The lighthouse was closed for repairs! Fog all day.", "block_title": "Trips",
-     "block_type_name": "blog", "created_at": datetime(2024, 4, 1, 12, tzinfo=timezone.utc)},
-    {"text": "Lighthouse tours reopen in May.", "block_title": "Feed", "block_type_name": "feed",
-     "created_at": "2024-04-20T09:00:00+00:00"},
-    {"text": "Bread again today.", "block_title": "Feed", "block_type_name": "feed", "created_at": None},
+    {"event_id": "e1", "text": "We drove to the coast. The lighthouse was closed for repairs! Fog all day.",
+     "block_title": "Trips", "block_type_name": "blog", "speaker": "Ana",
+     "created_at": datetime(2024, 4, 1, 12, tzinfo=timezone.utc)},
+    {"event_id": "e2", "text": "Lighthouse tours reopen in May.", "block_title": "Feed", "block_type_name": "feed",
+     "speaker": "Ben", "created_at": "2024-04-20T09:00:00+00:00"},
+    {"event_id": "e3", "text": "Bread again today.", "block_title": "Feed", "block_type_name": "feed", "created_at": None},
 ]
 
 
-def test_summary_quotes_the_sentences_that_answer_and_says_where_and_when():
-    text = ExtractiveAnswerer(max_sentences=2).answer("is the lighthouse open?", ITEMS, summary=True)
-    assert "“The lighthouse was closed for repairs!” (in “Trips”, on 1 April 2024)" in text
-    assert "“Lighthouse tours reopen in May.” (in “Feed”, on 20 April 2024)" in text
-    assert "Bread" not in text and "Fog" not in text and "1 more item" in text
+def lexical(**kw) -> ExtractiveAnswerer:
+    """The writer without an encoder: sentences scored by the question terms they share."""
+    return ExtractiveAnswerer(**{"max_sentences": 2, "rank_weight": 0.0, **kw})
 
 
-def test_summary_without_shared_words_quotes_the_top_item():
-    text = ExtractiveAnswerer().answer("anything new?", ITEMS[2:], summary=True)
-    assert "“Bread again today.”" in text
+def test_summary_quotes_the_sentences_that_answer_and_says_who_where_and_when():
+    written = lexical().write("is the lighthouse open?", ITEMS, summary=True)
+    assert written.text == ("On 1 April 2024 Ana wrote in “Trips”: “The lighthouse was closed for repairs!” "
+                            "On 20 April 2024 Ben wrote in “Feed”: “Lighthouse tours reopen in May.”")
+    assert [q["event_id"] for q in written.quotes] == ["e1", "e2"] and not written.declined
+    # every quoted sentence is in the item it is attributed to
+    assert all(q["sentence"] in next(i["text"] for i in ITEMS if i["event_id"] == q["event_id"]) for q in written.quotes)
 
 
-def test_one_line_account_and_fallback():
-    line = ExtractiveAnswerer().answer("lighthouse", ITEMS, summary=False)
+def test_one_line_account_and_conversational_fallback():
+    line = lexical().answer("lighthouse", ITEMS, summary=False)
     assert line == "Found 3 items for “lighthouse” (2 feed posts, 1 blog post); the best match was posted in “Trips” on 1 April 2024."
-    assert "couldn't find anything about “zebras”" in ExtractiveAnswerer().answer(" zebras ", [], summary=True)
+    empty = lexical().write(" zebras ", [], summary=True)
+    assert empty.declined and "couldn't find anything about “zebras”" in empty.text
     with pytest.raises(ValidationError, match="answer.type"):
         build_answerer({"type": "oracle"})
+
+
+POSTS = [
+    {"event_id": "m1", "speaker": "Melanie", "block_title": "Session 2", "created_at": "2023-05-25T13:00:00",
+     "text": "Thanks, Caroline! I ran a charity race for mental health last Saturday. It was really rewarding."},
+    {"event_id": "c1", "speaker": "Caroline", "block_title": "Session 1", "created_at": "2023-05-08T13:56:00",
+     "text": "I went to a LGBTQ support group yesterday and it was so powerful."},
+]
+
+
+def test_a_when_question_leads_with_the_date_resolved_against_the_post():
+    written = lexical().write("When did Caroline go to the LGBTQ support group?", POSTS[::-1], summary=True)
+    assert written.text.startswith("On 7 May 2023 — “yesterday” in what Caroline wrote on 8 May 2023 in “Session 1”: "
+                                   "“I went to a LGBTQ support group yesterday")
+    assert written.date.start == date(2023, 5, 7)
+    race = lexical().write("When did Melanie run the charity race?", POSTS, summary=True)
+    assert race.text.startswith("On 20 May 2023 — “last Saturday” in what Melanie wrote on 25 May 2023")
+
+
+def test_relative_times_in_quotes_are_resolved_in_place():
+    text = lexical().answer("what about the charity race for mental health", POSTS, summary=True)
+    assert "(last Saturday = the Saturday before 25 May 2023)" in text
+
+
+def test_declines_when_only_someone_else_said_it():
+    writer = lexical(max_gap=0.0)
+    writer.prepare([{"speaker": "Caroline"}, {"speaker": "Melanie"}], encode=False)
+    own = writer.write("What did Melanie run for mental health?", POSTS, summary=True)
+    assert not own.declined and "Melanie wrote" in own.text
+    other = writer.write("What did Caroline run for mental health?", POSTS, summary=True)
+    assert other.declined and other.text.startswith(DECLINE)
+    assert "closest post is Melanie's" in other.text and "charity" not in other.text  # nothing guessed
+    weak = lexical(min_score=0.9).write("charity race weather forecast tomorrow", POSTS, summary=True)
+    assert weak.declined and weak.quotes == []
+
+
+def test_real_encoder_scores_meaning_and_declines_weak_evidence():
+    writer = ExtractiveAnswerer(min_score=0.3)
+    writer.bind(get_encoder())
+    writer.prepare(POSTS)
+    written = writer.write("How did the run for mental health feel?", POSTS, summary=True)
+    assert not written.declined and written.quotes[0]["event_id"] == "m1"
+    assert writer.write("What is the capital of Peru?", POSTS, summary=True).declined
+
+
+# -- LLM writer: a contract test against a local stand-in for a chat-completions endpoint ----------
+class _StandIn(BaseHTTPRequestHandler):
+    mode = "ok"
+    seen: list = []
+
+    def do_POST(self):  # noqa: N802 (http.server's name)
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        _StandIn.seen.append((dict(self.headers), body))
+        if _StandIn.mode == "slow":
+            time.sleep(1.5)
+        if _StandIn.mode == "error":
+            self.send_response(500)
+            self.end_headers()
+            return
+        reply = {"choices": [{"message": {"role": "assistant", "content": "Caroline went on 7 May 2023."}}]}
+        data = b"not json" if _StandIn.mode == "garbage" else json.dumps(reply).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture()
+def stand_in():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _StandIn)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    _StandIn.seen.clear()
+    yield f"http://127.0.0.1:{server.server_port}/v1/chat/completions"
+    server.shutdown()
+
+
+def test_contract_llm_writer_sends_dated_attributed_items_and_uses_the_reply(stand_in, monkeypatch):
+    monkeypatch.setenv("MEMKIT_TEST_LLM_KEY", "sk-test")
+    _StandIn.mode = "ok"
+    writer = build_answerer({"type": "llm", "url": stand_in, "model": "local-model", "api_key_env": "MEMKIT_TEST_LLM_KEY",
+                             "timeout": 1.0})
+    written = writer.write("When did Caroline go to the support group?", POSTS[::-1], summary=True)
+    assert written.text == "Caroline went on 7 May 2023." and written.writer == "llm"
+    headers, body = _StandIn.seen[0]
+    assert headers["Authorization"] == "Bearer sk-test" and body["model"] == "local-model"
+    prompt = body["messages"][1]["content"]
+    assert "[1] (Caroline, 8 May 2023, in Session 1) I went to a LGBTQ support group yesterday" in prompt
+    assert prompt.endswith("Question: When did Caroline go to the support group?")
+
+
+@pytest.mark.parametrize("mode", ["error", "slow", "garbage"])
+def test_contract_llm_writer_falls_back_to_extractive_on_any_failure(stand_in, mode):
+    _StandIn.mode = mode
+    writer = build_answerer({"type": "llm", "url": stand_in, "model": "m", "timeout": 0.5, "fallback": {"rank_weight": 0.0}})
+    written = writer.write("When did Caroline go to the LGBTQ support group?", POSTS[::-1], summary=True)
+    assert written.writer == "extractive" and written.text.startswith("On 7 May 2023")
+    with pytest.raises(ValidationError, match="answer.url"):
+        build_answerer({"type": "llm", "url": "ftp://x", "model": "m"})
 
 
 @pytest.fixture(scope="module")

@@ -71,3 +71,19 @@ def test_all_falls_back_to_the_demo_set_without_shared_data(tmp_path, monkeypatc
     assert main(["eval", "--all", "--config", str(CONFIG_DIR / "bm25.toml"), "--no-mlflow",
                  "--out", str(tmp_path / "out")]) == 0
     assert "## demo:" in capsys.readouterr().out
+
+
+def test_eval_scores_answers_and_writes_them_as_json_lines(tmp_path, capsys):
+    import json
+
+    out_file = tmp_path / "answers.jsonl"
+    assert main(["eval", "--dataset", str(DEMO), "--no-mlflow", "--out", str(tmp_path), "--answers-out", str(out_file)]) == 0
+    printed = capsys.readouterr().out
+    assert "| default | answerable |" in printed and "| default | temporal |" in printed
+    lines = [json.loads(line) for line in out_file.read_text().splitlines()]
+    queries = load_any(DEMO).queries
+    assert [x["query_id"] for x in lines] == queries["query_id"].to_list()
+    assert all(isinstance(x["answer"], str) and x["answer"] for x in lines)
+    res = evaluate_config(load_config(CONFIG_DIR / "default.toml"), load_any(DEMO))
+    assert res.answer_summary["answerable"]["gold_recall_n"] == queries["answer"].drop_nulls().len()
+    assert evaluate_config(load_config(CONFIG_DIR / "bm25.toml"), load_any(DEMO), answers=False).answers is None

@@ -336,3 +336,15 @@ def test_index_waits_for_a_commit_that_lands_out_of_order(app):
     slow.close()
     found = {i["event_id"] for i in c.post(Q, headers=ann, json=body).get_json()["items"]}
     assert found == {fast["event_id"], slow_id}
+
+
+def test_answers_say_who_and_when_and_resolve_relative_times(world):
+    c, ann, floor, feed = world["c"], world["ann"], world["floor"], world["blocks"]["feed"]
+    r = c.post(f"/floors/{floor}/blocks/{feed}/events", headers=ann,
+               json={"text": "Took Biscuit to the vet yesterday for her shots.", "created_at": "2024-03-12T09:00:00Z"})
+    assert r.status_code == 200
+    body = ask(world, query="When did Biscuit go to the vet?", k=5).get_json()
+    assert body["answer"].startswith("On 11 March 2024 — “yesterday” in what Ann wrote on 12 March 2024 in “"), body["answer"]
+    assert "“Took Biscuit to the vet yesterday for her shots.”" in body["answer"]
+    assert r.get_json()["event_id"] in [i["event_id"] for i in body["items"]]  # the quote is among the items
+    assert all("speaker" not in i for i in body["items"])

@@ -16,6 +16,7 @@ from pathlib import Path
 import polars as pl
 
 from memkit.errors import ValidationError
+from memkit.evaluation.answers import score_answers, write_answers
 from memkit.evaluation.metrics import METRICS, per_query, summarize, write_trec_run
 from memkit.pipeline import Pipeline
 from memkit.tables import Dataset, empty_run
@@ -31,6 +32,8 @@ class EvalResult:
     summary: dict  # {"all": {...}, "headline": {...}, "category:x": {...}}
     seconds: float
     effective_queries: pl.DataFrame = field(default_factory=pl.DataFrame)
+    answers: pl.DataFrame | None = None  # per query: answer and its metrics (datasets with gold answers)
+    answer_summary: dict = field(default_factory=dict)  # {"answerable": {...}, "category:x": {...}}
 
     def write_run(self, path: str | Path) -> Path:
         write_trec_run(self.run, path, tag=self.name.replace(" ", "_"))
@@ -74,8 +77,15 @@ def as_sequence(queries: pl.DataFrame) -> pl.DataFrame:
         pl.int_range(1, pl.len() + 1).over(pl.col("floor_ids").list.first()).cast(pl.Int64).alias("turn"))
 
 
+def has_gold_answers(dataset: Dataset) -> bool:
+    return "answer" in dataset.queries.columns and dataset.queries["answer"].drop_nulls().len() > 0
+
+
 def evaluate_pipeline(pipeline: Pipeline, dataset: Dataset, k: int = 100, query_field: str = "text",
-                      metrics=METRICS, name: str | None = None, fit: bool = True, sequential: bool = False) -> EvalResult:
+                      metrics=METRICS, name: str | None = None, fit: bool = True, sequential: bool = False,
+                      answers: bool | None = None) -> EvalResult:
+    """Score a pipeline's rankings; with ``answers`` (default: when the dataset has gold
+    answers) also write every query's answer and score it (memkit.evaluation.answers)."""
     t = time.perf_counter()
     if fit:
         pipeline.fit(dataset.events)
@@ -85,8 +95,12 @@ def evaluate_pipeline(pipeline: Pipeline, dataset: Dataset, k: int = 100, query_
     table = table.join(dataset.queries.select("query_id", "category"), on="query_id", how="left")
     summary = summarize(table, dataset.queries, metrics)
     name = name or pipeline.name + ("" if query_field == "text" else f"+{query_field}") + ("+sequential" if sequential else "")
+    answer_table, answer_summary = None, {}
+    if answers if answers is not None else has_gold_answers(dataset):
+        answer_table, answer_summary = score_answers(write_answers(pipeline, dataset, run), dataset.queries)
     return EvalResult(name=name, dataset=dataset.name, config=pipeline.config, run=run, per_query=table,
-                      summary=summary, seconds=time.perf_counter() - t, effective_queries=eff)
+                      summary=summary, seconds=time.perf_counter() - t, effective_queries=eff,
+                      answers=answer_table, answer_summary=answer_summary)
 
 
 def evaluate_config(config: dict, dataset: Dataset, **kw) -> EvalResult:

@@ -53,12 +53,18 @@ def log_result(result, artifacts: list[Path] = (), experiment: str | None = None
             prefix = "" if group == "all" else metric_key(group) + "/"
             for m, v in values.items():
                 metrics[prefix + metric_key(m)] = float(v)
+        for group, values in getattr(result, "answer_summary", {}).items():
+            for m, v in values.items():
+                metrics[f"answers/{metric_key(group)}/{metric_key(m)}"] = float(v)
         metrics["seconds"] = result.seconds
         mlflow.log_metrics(metrics)
         with tempfile.TemporaryDirectory() as tmp:
             tmp = Path(tmp)
             result.write_run(tmp / f"{result.name}.run")
             result.per_query.write_csv(tmp / "per_query.csv")
+            if getattr(result, "answers", None) is not None:
+                result.answers.write_csv(tmp / "answers.csv")
+                artifacts = [*artifacts, tmp / "answers.csv"]
             (tmp / "summary.json").write_text(json.dumps(result.summary, indent=2))
             for p in [tmp / f"{result.name}.run", tmp / "per_query.csv", tmp / "summary.json", *artifacts]:
                 mlflow.log_artifact(str(p))

@@ -94,6 +94,7 @@ class SearchIndex:
             self._applied = {s for (s,) in conn.execute(sa.select(event_log.c.seq).where(event_log.c.seq > self.watermark))}
             self._gaps = {}
             self.pipeline.fit(frame)
+            self.pipeline.answerer.prepare(frame, encode=False)  # authors' names; sentences encode on first use
             self._advance()
         return self
 
@@ -119,6 +120,7 @@ class SearchIndex:
                     self.pipeline.remove(gone)
                 if frame.height:
                     self.pipeline.add(frame)  # an event indexed before is replaced
+                    self.pipeline.answerer.prepare(frame)  # sentence vectors for answers, at ingest
                 self._applied.update(r[0] for r in new)
                 self.applied_rows += len(new)
             self._advance()

@@ -224,7 +224,7 @@ class Memory:
         kinds = dict(zip(result.run["event_id"].to_list(), result.run["match_type"].to_list()))
         items = []
         for item in result.items:
-            out = {k: v for k, v in item.items() if k not in ("metadata", "block_type_name", "created_at")}
+            out = {k: v for k, v in item.items() if k not in ("metadata", "block_type_name", "created_at", "speaker")}
             out["score"] = round(float(scores[item["event_id"]]), 6)
             out["match_type"] = kinds[item["event_id"]]
             if req.include_metadata:
@@ -243,8 +243,9 @@ class Memory:
         if not event_ids:
             return []
         q = (sa.select(events, blocks.c.type.label("btype"), blocks.c.title.label("btitle"),
-                       blocks.c.details.label("bdetails"), floors.c.title.label("ftitle"))
+                       blocks.c.details.label("bdetails"), floors.c.title.label("ftitle"), users.c.name.label("uname"))
              .join(blocks, blocks.c.id == events.c.block_id).join(floors, floors.c.id == events.c.floor_id)
+             .join(users, users.c.id == events.c.user_id)
              .where(events.c.id.in_(event_ids)))
         with self.engine.connect() as conn:
             rows = {r["id"]: r for r in conn.execute(q).mappings()}
@@ -258,7 +259,7 @@ class Memory:
                 "block_details": r["bdetails"], "event_id": eid, "floor_uid": r["floor_id"],
                 "from_floor_uid": r["from_floor_id"] or r["floor_id"], "user_id": r["user_id"], "text": r["text"],
                 # for the answerer, and for metadata
-                "block_type_name": r["btype"], "created_at": r["created_at"],
+                "block_type_name": r["btype"], "created_at": r["created_at"], "speaker": r["uname"],
                 "metadata": {"source": {"floor_title": r["ftitle"], "block_type_name": r["btype"],
                                         "reply_to": r["reply_to"], "repost": r["from_floor_id"] is not None,
                                         "media": r["media"]},

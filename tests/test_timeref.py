@@ -1,0 +1,100 @@
+"""Relative times resolved against a post's own time; dates read back from text; the
+answer metrics of the harness (LoCoMo's token F1, gold recall, date accuracy, declines)."""
+
+from datetime import date, datetime
+
+import pytest
+
+from memkit.evaluation.answers import declined, f1_multi, f1_score, gold_recall, score_answer
+from memkit.timeref import read_span, resolve
+
+THU = date(2023, 5, 25)  # a Thursday
+SUN = date(2023, 5, 28)
+
+
+@pytest.mark.parametrize("text, ref, start, end, written", [
+    ("I went yesterday", date(2023, 5, 8), date(2023, 5, 7), date(2023, 5, 7), "7 May 2023"),
+    ("last night was fun", THU, date(2023, 5, 24), date(2023, 5, 24), "24 May 2023"),
+    ("the day before yesterday", THU, date(2023, 5, 23), date(2023, 5, 23), "23 May 2023"),
+    ("see you tomorrow", THU, date(2023, 5, 26), date(2023, 5, 26), "26 May 2023"),
+    ("I did it today", THU, THU, THU, "25 May 2023"),
+    ("three days ago", THU, date(2023, 5, 22), date(2023, 5, 22), "22 May 2023"),
+    ("last week I gave a talk", date(2023, 6, 9), date(2023, 6, 2), date(2023, 6, 8), "the week before 9 June 2023"),
+    ("next week", THU, date(2023, 5, 26), date(2023, 6, 1), "the week after 25 May 2023"),
+    ("two weeks ago", THU, date(2023, 5, 8), date(2023, 5, 14), "the week of 11 May 2023"),
+    ("last Saturday", THU, date(2023, 5, 20), date(2023, 5, 20), "the Saturday before 25 May 2023"),
+    ("last Thursday", THU, date(2023, 5, 18), date(2023, 5, 18), "the Thursday before 25 May 2023"),
+    ("Last Fri I took the kids", date(2023, 7, 15), date(2023, 7, 14), date(2023, 7, 14), "the Friday before 15 July 2023"),
+    ("next Monday", THU, date(2023, 5, 29), date(2023, 5, 29), "the Monday after 25 May 2023"),
+    ("last weekend", THU, date(2023, 5, 20), date(2023, 5, 21), "the weekend before 25 May 2023"),
+    ("last weekend", SUN, date(2023, 5, 20), date(2023, 5, 21), "the weekend before 28 May 2023"),
+    ("two weekends ago", date(2023, 7, 17), date(2023, 7, 8), date(2023, 7, 9), "2 weekends before 17 July 2023"),
+    ("this weekend", THU, date(2023, 5, 27), date(2023, 5, 28), "the weekend after 25 May 2023"),
+    ("last month", date(2023, 1, 10), date(2022, 12, 1), date(2022, 12, 31), "December 2022"),
+    ("camping next month", date(2023, 12, 5), date(2024, 1, 1), date(2024, 1, 31), "January 2024"),
+    ("two months ago", date(2023, 3, 31), date(2023, 1, 1), date(2023, 1, 31), "January 2023"),
+    ("last year", THU, date(2022, 1, 1), date(2022, 12, 31), "2022"),
+    ("ten years ago", THU, date(2013, 1, 1), date(2013, 12, 31), "2013"),
+])
+def test_relative_expressions_resolve_against_the_post(text, ref, start, end, written):
+    found = resolve(text, datetime.combine(ref, datetime.min.time()))
+    assert len(found) == 1
+    span = found[0].span
+    assert (span.start, span.end, span.text) == (start, end, written)
+    assert read_span(span.text).start == start and read_span(span.text).end == end  # written, then read back
+
+
+def test_vague_or_absent_expressions_resolve_to_nothing():
+    for text in ["a few days ago", "recently", "the other day", "lasting memories", "I ran a race"]:
+        assert resolve(text, THU) == []
+    assert [m.phrase for m in resolve("Yesterday was fine, but last week was rough", THU)] == ["Yesterday", "last week"]
+
+
+@pytest.mark.parametrize("text, start, end", [
+    ("7 May 2023", date(2023, 5, 7), date(2023, 5, 7)),
+    ("19 January, 2023", date(2023, 1, 19), date(2023, 1, 19)),
+    ("On May 7, 2023 we met", date(2023, 5, 7), date(2023, 5, 7)),
+    ("The sunday before 25 May 2023", date(2023, 5, 21), date(2023, 5, 21)),
+    ("The week of 23 August 2023", date(2023, 8, 20), date(2023, 8, 26)),
+    ("February, 2023", date(2023, 2, 1), date(2023, 2, 28)),
+    ("Since 2016", date(2016, 1, 1), date(2016, 12, 31)),
+])
+def test_read_span_reads_written_dates(text, start, end):
+    span = read_span(text)
+    assert (span.start, span.end) == (start, end)
+
+
+def test_read_span_none_and_yearless_days():
+    assert read_span("4 years") is None and read_span("her mother") is None and read_span("31 February 2023") is None
+    birthday = read_span("13 August")
+    assert not birthday.year_known
+    assert read_span("On 13 August 2021 they celebrated").matches(birthday)
+    assert not read_span("On 14 August 2021").matches(birthday)
+
+
+def test_a_date_matches_only_at_least_as_precisely():
+    week = read_span("The week before 9 June 2023")
+    assert read_span("the week before 9 June 2023").matches(week)
+    assert read_span("5 June 2023").matches(week)  # a day inside the week
+    assert not read_span("June 2023").matches(week)  # vaguer than the gold
+    assert not read_span("9 June 2023").matches(week)  # the post's own day, outside the week
+    assert read_span("8 May 2022").matches(read_span("2022"))
+
+
+def test_locomo_token_f1_and_gold_recall():
+    assert f1_score("The self-care is important", "self-care is important") == 1.0  # articles, case, punctuation
+    assert f1_score("running races", "she runs a race") == pytest.approx(2 * 1.0 * (2 / 3) / (1 + 2 / 3))  # stems
+    assert f1_score("nothing shared", "self-care") == 0.0
+    assert f1_multi("pottery, camping", "camping, painting") == pytest.approx(0.5)  # each gold part, best answer part
+    assert gold_recall("On 7 May 2023 Caroline went to the group", "7 May 2023") == 1.0
+    assert gold_recall("On 7 May 2023", "7 June 2023") == pytest.approx(2 / 3)
+
+
+def test_score_answer_by_category():
+    temporal = score_answer("On 7 May 2023 — “yesterday” in what Caroline wrote", "7 May 2023", "temporal")
+    assert temporal["date_ok"] == 1.0 and temporal["gold_recall"] == 1.0
+    assert score_answer("On 8 May 2023 Caroline wrote", "7 May 2023", "temporal")["date_ok"] == 0.0
+    adversarial = score_answer("I have no information available on that: ...", None, "adversarial")
+    assert adversarial["declined"] == 1.0 and adversarial["f1"] != adversarial["f1"]  # NaN: not scored
+    assert declined("That is not mentioned anywhere") and not declined("On 7 May 2023 Caroline wrote")
+    assert score_answer("x", "Likely yes; she said so", "open-domain")["gold_recall"] == 0.0  # gold cut at ';'
