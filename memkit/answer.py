@@ -111,7 +111,7 @@ class ExtractiveAnswerer:
         self.rank_weight = rank_weight  # trust in the retriever's order: subtracted per rank from a sentence's score
         self.when_bonus = when_bonus  # for when-questions, added to sentences that say when
         self.encoder = None
-        self.known_people: set[str] = set()
+        self._by_first: dict[str, set[str]] = {}  # authors' names by their first word, lower case
         self._analyzer = Analyzer()
 
     def params(self) -> dict:
@@ -129,7 +129,8 @@ class ExtractiveAnswerer:
         """Learn the authors' names and (``encode``) encode the events' sentences into the
         encoder's cache, so that answering reads vectors instead of running the model."""
         rows = events.to_dicts() if hasattr(events, "to_dicts") else list(events)
-        self.known_people.update(n for r in rows if (n := _speaker(r)))
+        for name in filter(None, map(_speaker, rows)):
+            self._by_first.setdefault(name.split()[0].casefold(), set()).add(name)
         if encode and self.encoder is not None:
             texts = list(dict.fromkeys(s for r in rows for s in sentences(r.get("text"))))
             if texts:
@@ -158,7 +159,12 @@ class ExtractiveAnswerer:
                 f"the best match was posted{where}{f' on {when}' if when else ''}.")
 
     def named_people(self, query: str, items: list[dict]) -> set[str]:
-        names = self.known_people | {n for i in items if (n := _speaker(i))}
+        """Known authors the question names, looked up by the question's words (so the cost
+        does not grow with the number of authors)."""
+        by_first = dict(self._by_first)
+        for n in filter(None, map(_speaker, items)):
+            by_first.setdefault(n.split()[0].casefold(), set()).add(n)
+        names = {n for w in set(re.findall(r"\w+", query.casefold())) for n in by_first.get(w, ())}
         return {n for n in names if re.search(rf"\b{re.escape(n)}\b", query, re.IGNORECASE)}
 
     def score(self, query: str, candidates: list[str]) -> np.ndarray:

@@ -109,7 +109,7 @@ def write_answers(pipeline, dataset, run: pl.DataFrame, k: int = 10) -> pl.DataF
     """The answer to every query from its top ``k`` items, as ``Pipeline.query`` writes it
     (the relevance gate first): query_id, answer, declined, evidence@10."""
     items = items_from_events(dataset.events)
-    pipeline.answerer.prepare(dataset.events)
+    pipeline.answerer.prepare(list(items.values()))  # with the authors' names, as the service does
     top = run.filter(pl.col("rank") <= k).sort("query_id", "rank")
     ranked = {q: ids for q, ids in top.group_by("query_id").agg(pl.col("event_id")).iter_rows()}
     gold = {q: set(ids) for q, ids in dataset.qrels.filter(pl.col("relevance") > 0)
