@@ -29,13 +29,14 @@ def create_app(config: dict | None = None) -> Flask:
     mailer = (SmtpSender(settings.smtp_host, settings.smtp_port, settings.mail_from) if settings.smtp_host
               else OutboxSender(settings.outbox_dir, "email"))
     sms = settings.extra.get("sms_sender") or OutboxSender(settings.outbox_dir, "sms")
+    memory = Memory(engine, settings)
     app.extensions["memkit"] = {
         "settings": settings,
         "engine": engine,
         "accounts": Accounts(engine, settings, mailer, sms),
         "floors": Floors(engine, settings),
-        "events": Events(engine),
-        "memory": Memory(engine, settings),
+        "events": Events(engine, after_write=memory.catch_up),
+        "memory": memory,
     }
     limiter = Limiter(get_remote_address, app=app, storage_uri=settings.rate_limit_storage, headers_enabled=True,
                       key_prefix="memkit")

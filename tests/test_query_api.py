@@ -348,3 +348,31 @@ def test_answers_say_who_and_when_and_resolve_relative_times(world):
     assert "“Took Biscuit to the vet yesterday for her shots.”" in body["answer"]
     assert r.get_json()["event_id"] in [i["event_id"] for i in body["items"]]  # the quote is among the items
     assert all("speaker" not in i for i in body["items"])
+
+
+def test_batch_ingest_is_all_or_nothing_and_searchable_when_it_returns(world):
+    c, ann, floor, blocks = world["c"], world["ann"], world["floor"], world["blocks"]
+    url = f"/floors/{floor}/blocks/{blocks['forum']}/events/batch"
+    ask(world, query="anything about kayaks?")  # the index is built before the batch
+    index = world["app"].extensions["memkit"]["memory"]._index
+    before = stored(world["app"])
+    good = [{"text": f"Kayak trip number {i} on the fjord", "tags": ["travel"], "created_at": f"2024-05-0{i + 1}T10:00:00Z"}
+            for i in range(3)]
+    for body, field in [({"events": good + [{"text": ""}]}, "events[3].text"),
+                        ({"events": good + [{"text": "ok", "colour": "red"}]}, "events[3].colour"),
+                        ({"events": [{"text": "ok", "reply_to": "e_missing"}]}, "events[0].reply_to"),
+                        ({"events": []}, "events"), ({"events": "kayak"}, "events"), ({"posts": good}, "posts")]:
+        r = c.post(url, headers=ann, json=body)
+        assert r.status_code in (400, 404) and error_of(r)["field"] == field, (body, r.get_json())
+        assert stored(world["app"]) == before  # nothing of a refused batch is kept
+    r = c.post(url, headers=ann, json={"events": good})
+    assert r.status_code == 200, r.get_json()
+    made = r.get_json()["events"]
+    assert [e["text"] for e in made] == [g["text"] for g in good] and {e["block_type_name"] for e in made} == {"forum"}
+    applied = index.applied_rows
+    assert applied >= 3  # the batch's request caught the index up: the query has nothing left to apply
+    found = ask(world, query="kayak trip on the fjord").get_json()["items"]
+    assert {e["event_id"] for e in made} <= {i["event_id"] for i in found}
+    assert index.applied_rows == applied
+    r = world["c"].post(url, headers=world["bo"], json={"events": good})  # Ann's floor is private to Bo
+    assert r.status_code == 404

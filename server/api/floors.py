@@ -55,6 +55,11 @@ def create_event(floor_id, block_id):
     return jsonify(services()[1].create(current_user(), floor_id, block_id, json_body()))
 
 
+@bp.post("/<floor_id>/blocks/<block_id>/events/batch")
+def create_events(floor_id, block_id):
+    return jsonify(services()[1].create_many(current_user(), floor_id, block_id, json_body()))
+
+
 @bp.get("/<floor_id>/events")
 def recent_events(floor_id):
     return jsonify(services()[1].recent(current_user(), floor_id, request.args.to_dict()))

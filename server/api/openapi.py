@@ -83,6 +83,7 @@ SCHEMAS = {
                                        "description": 'only when include_metadata is "1"'}},
                          ["user_id", "query", "effective_query", "answer", "items", "app_id"]),
     "Threads": obj({"floor_uid": STR, "events": {"type": "array", "items": ref("EventResponse")}, "next_cursor": NSTR}),
+    "PostBatchResponse": obj({"floor_uid": STR, "block_id": STR, "events": {"type": "array", "items": ref("EventResponse")}}),
 }
 
 REQUESTS = {
@@ -97,6 +98,7 @@ REQUESTS = {
     "ResetPasswordRequest": obj({"email": STR, "mobile": STR, "code": STR, "new_password": STR}, ["code", "new_password"]),
     "ChangeEmailRequest": obj({"user_id": STR, "new_email_id": STR, "activation_code": STR, "app_id": STR},
                               ["new_email_id", "activation_code"]),
+    "PostBatch": obj({"events": {"type": "array", "minItems": 1, "maxItems": 1000, "items": ref("PostAdd")}}, ["events"]),
     "ChangeEmailForm": obj({"new_email_id": STR, "activation_code": STR}),
     "ChangeMobileRequest": obj({"new_mobile": STR, "code": STR}),
     "ExternalRegisterRequest": obj({"external_id": STR, "name": STR}, ["external_id"]),
@@ -199,6 +201,10 @@ def spec() -> dict:
         "/floors/{floor_id}/blocks/{block_id}/events": {"post": op(
             "Post an event into a block (stored before the 200)", "EventResponse", "PostAdd",
             errors=("400", "401", "404"), params=("floor_id", "block_id"), tag="events")},
+        "/floors/{floor_id}/blocks/{block_id}/events/batch": {"post": op(
+            "Post up to 1,000 events into a block in one transaction (all stored, or none: an error names "
+            "events[i].field)", "PostBatchResponse", "PostBatch", errors=("400", "401", "404"),
+            params=("floor_id", "block_id"), tag="events")},
         "/floors/{floor_id}/events": {"get": {**op("Recent events of a floor, newest first", "Threads",
                                                    errors=("400", "401", "404"), params=f, tag="events")}},
         "/events/{event_id}": {

@@ -23,6 +23,7 @@ from server.store.schema import blocks, events
 
 MAX_TEXT = 20_000
 MAX_TAGS = 20
+MAX_BATCH = 1000  # events in one bulk create
 
 
 def _iso(dt: datetime) -> str:
@@ -66,9 +67,38 @@ def _text(value: str) -> str:
     return value
 
 
+def _parse_new(data) -> dict:
+    """A new event's fields, checked (every refusal names its field)."""
+    check_fields(data, {"text": str}, {"tags": list, "media": list, "reply_to": str, "repost_of": str,
+                                       "created_at": str})
+    try:
+        created = parse_time(data["created_at"]) if data.get("created_at") else now()
+    except ValueError:
+        raise BadRequest("created_at must be an ISO 8601 time", field="created_at", code="invalid_time") from None
+    return {"text": _text(data["text"]), "tags": _tags(data.get("tags", [])), "media": _media(data.get("media", [])),
+            "created_at": created, "reply_to": data.get("reply_to"), "repost_of": data.get("repost_of")}
+
+
 class Events:
-    def __init__(self, engine: sa.Engine):
+    """``indexer(conn, event_ids)``, if given, runs inside each write's transaction after
+    the events are written (a search backend that keeps its index in the store, such as
+    PostgreSQL with pgvector, writes the vectors there, so both commit or neither does).
+    ``after_write(event_ids)``, if given, runs after the commit (the process's in-memory
+    index catches up at once, so the write is searchable when the request returns)."""
+
+    def __init__(self, engine: sa.Engine, indexer=None, after_write=None):
         self.engine = engine
+        self.indexer = indexer
+        self.after_write = after_write
+
+    def _written(self, conn, event_ids: list[str]) -> None:
+        log_event_changes(conn, event_ids)  # the search index catches up from the log
+        if self.indexer is not None:
+            self.indexer(conn, event_ids)
+
+    def _committed(self, event_ids: list[str]) -> None:
+        if self.after_write is not None:
+            self.after_write(event_ids)
 
     def _block(self, conn, floor_id: str, block_id: str):
         b = conn.execute(sa.select(blocks).where(blocks.c.id == block_id, blocks.c.floor_id == floor_id)).mappings().first()
@@ -77,39 +107,70 @@ class Events:
         return b
 
     def create(self, user_id: str, floor_id: str, block_id: str, data: dict) -> dict:
-        check_fields(data, {"text": str}, {"tags": list, "media": list, "reply_to": str, "repost_of": str,
-                                           "created_at": str})
-        text = _text(data["text"])
-        tags = _tags(data.get("tags", []))
-        media = _media(data.get("media", []))
-        try:
-            created = parse_time(data["created_at"]) if data.get("created_at") else now()
-        except ValueError:
-            raise BadRequest("created_at must be an ISO 8601 time", field="created_at", code="invalid_time") from None
+        item = _parse_new(data)
         with self.engine.begin() as conn:
-            f = readable_floor(conn, floor_id, user_id)
-            if f["is_private"] and f["owner_id"] != user_id:  # unreachable: readable_floor hides it
-                raise NotFound("no such floor", field="floor_id")
-            b = self._block(conn, floor_id, block_id)
-            from_floor = None
-            if data.get("reply_to"):
-                parent = conn.execute(sa.select(events.c.floor_id).where(events.c.id == data["reply_to"])).first()
-                if parent is None or parent[0] != floor_id:
-                    raise NotFound("reply_to names no event of this floor", field="reply_to")
-            if data.get("repost_of"):
-                src = conn.execute(sa.select(events).where(events.c.id == data["repost_of"])).mappings().first()
-                if src is None:
-                    raise NotFound("repost_of names no event you can read", field="repost_of")
-                readable_floor(conn, src["floor_id"], user_id)  # 404 if that floor is private to someone else
-                from_floor = src["from_floor_id"] or src["floor_id"]
-            eid = new_id("e")
-            conn.execute(events.insert().values(id=eid, floor_id=floor_id, block_id=block_id, user_id=user_id, text=text,
-                                                tags=tags, media=media, reply_to=data.get("reply_to"),
-                                                from_floor_id=from_floor, created_at=created, updated_at=now()))
-            row = conn.execute(sa.select(events).where(events.c.id == eid)).mappings().one()
-            out = event_response(row, b)
-            log_event_changes(conn, [eid])  # the search index catches up from the log
+            b = self._postable(conn, user_id, floor_id, block_id)
+            out = self._insert(conn, user_id, floor_id, b, item)
+            self._written(conn, [out["event_id"]])
+        self._committed([out["event_id"]])
         return out
+
+    def create_many(self, user_id: str, floor_id: str, block_id: str, data: dict) -> dict:
+        """Bulk ingest: ``{"events": [event, ...]}``, 1 to MAX_BATCH events of the same
+        shape as a single create, written in one transaction: all are stored or, if any is
+        refused (the error names ``events[i].field``), none is."""
+        check_fields(data, {"events": list})
+        items = data["events"]
+        if not 1 <= len(items) <= MAX_BATCH:
+            raise BadRequest(f"events must hold 1 to {MAX_BATCH} events, got {len(items)}", field="events",
+                             code="out_of_range")
+        parsed = []
+        for i, item in enumerate(items):
+            try:
+                parsed.append(_parse_new(item))
+            except BadRequest as exc:
+                exc.field = f"events[{i}]" + (f".{exc.field}" if exc.field else "")
+                exc.message = f"events[{i}]: {exc.message}"
+                raise
+        with self.engine.begin() as conn:
+            b = self._postable(conn, user_id, floor_id, block_id)
+            out = []
+            for i, item in enumerate(parsed):
+                try:
+                    out.append(self._insert(conn, user_id, floor_id, b, item))
+                except NotFound as exc:
+                    exc.field = f"events[{i}].{exc.field}"
+                    exc.message = f"events[{i}]: {exc.message}"
+                    raise
+            ids = [e["event_id"] for e in out]
+            self._written(conn, ids)
+        self._committed(ids)
+        return {"floor_uid": floor_id, "block_id": block_id, "events": out}
+
+    def _postable(self, conn, user_id: str, floor_id: str, block_id: str):
+        f = readable_floor(conn, floor_id, user_id)
+        if f["is_private"] and f["owner_id"] != user_id:  # unreachable: readable_floor hides it
+            raise NotFound("no such floor", field="floor_id")
+        return self._block(conn, floor_id, block_id)
+
+    def _insert(self, conn, user_id: str, floor_id: str, b, item: dict) -> dict:
+        from_floor = None
+        if item["reply_to"]:
+            parent = conn.execute(sa.select(events.c.floor_id).where(events.c.id == item["reply_to"])).first()
+            if parent is None or parent[0] != floor_id:
+                raise NotFound("reply_to names no event of this floor", field="reply_to")
+        if item["repost_of"]:
+            src = conn.execute(sa.select(events).where(events.c.id == item["repost_of"])).mappings().first()
+            if src is None:
+                raise NotFound("repost_of names no event you can read", field="repost_of")
+            readable_floor(conn, src["floor_id"], user_id)  # 404 if that floor is private to someone else
+            from_floor = src["from_floor_id"] or src["floor_id"]
+        eid = new_id("e")
+        row = dict(id=eid, floor_id=floor_id, block_id=b["id"], user_id=user_id, text=item["text"], tags=item["tags"],
+                   media=item["media"], reply_to=item["reply_to"], from_floor_id=from_floor,
+                   created_at=item["created_at"], updated_at=now())
+        conn.execute(events.insert().values(**row))
+        return event_response(row, b)
 
     def recent(self, user_id: str, floor_id: str, args: dict) -> dict:
         allowed = {"block_id", "type", "limit", "cursor"}
@@ -173,7 +234,8 @@ class Events:
             row = conn.execute(sa.select(events).where(events.c.id == event_id)).mappings().one()
             b = conn.execute(sa.select(blocks).where(blocks.c.id == e["block_id"])).mappings().one()
             out = event_response(row, b)
-            log_event_changes(conn, [event_id])
+            self._written(conn, [event_id])
+        self._committed([event_id])
         return out
 
     def delete(self, user_id: str, event_id: str) -> dict:
@@ -181,4 +243,5 @@ class Events:
             self._editable(conn, user_id, event_id)
             log_event_changes(conn, [event_id])
             conn.execute(events.delete().where(events.c.id == event_id))
+        self._committed([event_id])
         return {"deleted": event_id}

@@ -191,6 +191,12 @@ class Memory:
                 self._index = SearchIndex(self.engine, pipeline).start()
             return self._index
 
+    def catch_up(self, event_ids=None) -> None:
+        """After a write commits: an index already built applies it now, so the write is
+        searchable when its request returns (and the next query has nothing to apply)."""
+        if self._index is not None:
+            self._index.sync()
+
     # -- who may ask --------------------------------------------------------------------
     def _authorize(self, conn, caller: Caller, req: QueryRequest) -> None:
         user = conn.execute(sa.select(users.c.id, users.c.app_id).where(users.c.id == req.user_id)).first()
