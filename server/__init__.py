@@ -51,6 +51,9 @@ def create_app(config: dict | None = None) -> Flask:
     app.register_blueprint(memory.bp)
     app.register_blueprint(openapi.bp)
 
+    if settings.warm_index:  # e.g. each gunicorn worker: ready before its first request
+        app.extensions["memkit"]["memory"].index
+
     @app.before_request
     def _bearer():
         g.auth_header = request.headers.get("Authorization")

@@ -30,6 +30,8 @@ class Settings:
     rate_limit_sign_in: str = "20 per minute"
     rate_limit_storage: str = "memory://"
     max_body_bytes: int = 1_000_000
+    index_dir: str = ""  # where the search index is saved after a build and loaded at start; empty: rebuilt
+    warm_index: bool = False  # build (or load) the search index when the app starts, not on the first query
     pipeline_config: str = ""  # the TOML the query endpoint serves; empty: eval/configs/default.toml
     extra: dict = field(default_factory=dict)
 
@@ -39,7 +41,12 @@ class Settings:
         for f in fields(cls):
             env = os.environ.get(f"MEMKIT_{f.name.upper()}")
             if env is not None and f.name != "extra":
-                values[f.name] = type(f.default)(env) if not isinstance(f.default, str) else env
+                if isinstance(f.default, bool):
+                    if env.lower() not in ("0", "1", "true", "false"):
+                        raise ValueError(f"MEMKIT_{f.name.upper()}: expected 0, 1, true or false, got {env!r}")
+                    values[f.name] = env.lower() in ("1", "true")
+                else:
+                    values[f.name] = type(f.default)(env) if not isinstance(f.default, str) else env
         values.update(overrides or {})
         unknown = set(values) - {f.name for f in fields(cls)}
         if unknown:

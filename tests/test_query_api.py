@@ -376,3 +376,32 @@ def test_batch_ingest_is_all_or_nothing_and_searchable_when_it_returns(world):
     assert index.applied_rows == applied
     r = world["c"].post(url, headers=world["bo"], json={"events": good})  # Ann's floor is private to Bo
     assert r.status_code == 404
+
+
+def test_a_saved_index_is_loaded_and_caught_up_from_the_store(world, tmp_path):
+    """A second process with the same index folder loads the first one's saved index
+    instead of re-encoding, catches up on what was written since, and drops a saved
+    index made with other settings."""
+    app, c = world["app"], world["c"]
+    settings = app.extensions["memkit"]["settings"]
+    folder = tmp_path / "index"
+    base = {"database_url": settings.database_url, "outbox_dir": settings.outbox_dir, "secret_key": settings.secret_key}
+    first = create_app({**base, "index_dir": str(folder), "warm_index": True})
+    assert first.extensions["memkit"]["memory"]._index.started_from == "store" and (folder / "state.json").exists()
+    r = c.post(f"/floors/{world['floor']}/blocks/{world['blocks']['blog']}/events", headers=world["ann"],
+               json={"text": "Bought a second-hand kayak from the harbour shop.", "created_at": "2024-05-01T09:00:00Z"})
+    new_id = r.get_json()["event_id"]
+    second = create_app({**base, "index_dir": str(folder)})
+    index = second.extensions["memkit"]["memory"].index
+    assert index.started_from == "saved" and index.applied_rows >= 1  # the kayak post came from the log
+    body = {"user_id": world["ann_id"], "floor_ids": [world["floor"]], "query": "kayak from the harbour shop"}
+    found = second.test_client().post(Q, headers=world["ann"], json=body).get_json()["items"]
+    assert found[0]["event_id"] == new_id
+    body["query"] = "puppy Biscuit on the beach"
+    assert second.test_client().post(Q, headers=world["ann"], json=body).get_json()["items"][0]["event_id"] == world["ids"][0]
+    other = tmp_path / "other.toml"
+    other.write_text('name = "bm25"\n[retriever]\ntype = "bm25"\n')
+    third = create_app({**base, "index_dir": str(folder), "pipeline_config": str(other), "warm_index": True})
+    assert third.extensions["memkit"]["memory"]._index.started_from == "store"  # other settings: rebuilt
+    for a in (first, second, third):
+        a.extensions["memkit"]["engine"].dispose()

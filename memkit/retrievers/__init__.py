@@ -45,6 +45,8 @@ def load(folder: str | Path) -> Retriever:
     spec = json.loads((Path(folder) / "retriever.json").read_text())
     if spec.get("type") == "hybrid":
         return HybridRetriever.load(folder)
+    if spec.get("type") == "learned":
+        return LearnedRetriever.load(folder)
     return Retriever.load(folder)
 
 

@@ -14,7 +14,9 @@ Filters reach every retriever before its top k, as everywhere in memkit.
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 from typing import Sequence
 
 import numpy as np
@@ -131,7 +133,35 @@ class LearnedRetriever(Retriever):
         return ranked.filter(pl.col("rank") <= k).select(list(RUN_SCHEMA)).cast(RUN_SCHEMA)
 
     def save(self, folder):
-        raise NotImplementedError("a learned retriever is rebuilt from its config (its model is in the TOML)")
+        """Every retriever it holds (``first``, ``extra0``, ...), the per-post features and
+        the spec (candidates and model), so a service starts without re-encoding."""
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        spec = {"type": self.type_name, "candidates": self.candidates, "model": self.model}
+        (folder / "retriever.json").write_text(json.dumps(spec, indent=2))
+        self.first.save(folder / "first")
+        for i, r in enumerate(self.extra):
+            r.save(folder / f"extra{i}")
+        ids = list(self._posts)
+        pl.DataFrame({"event_id": ids, "speaker": [self._posts[e][0] for e in ids],
+                      "log_length": [self._posts[e][1] for e in ids], "image": [self._posts[e][2] for e in ids]},
+                     schema={"event_id": pl.Utf8, "speaker": pl.Utf8, "log_length": pl.Float64,
+                             "image": pl.Float64}).write_parquet(folder / "posts.parquet")
+        return folder
+
+    @classmethod
+    def load(cls, folder):
+        from memkit.retrievers import load as load_any
+
+        folder = Path(folder)
+        spec = json.loads((folder / "retriever.json").read_text())
+        extra = sorted(folder.glob("extra*"), key=lambda p: int(p.name[5:]))
+        obj = cls(load_any(folder / "first"), [load_any(p) for p in extra], candidates=spec["candidates"],
+                  model=spec["model"])
+        posts = pl.read_parquet(folder / "posts.parquet")
+        obj._posts = {e: (s, ll, im) for e, s, ll, im in posts.iter_rows()}
+        obj.catalog = obj.first.catalog
+        return obj
 
 
 def _check_model(model: dict, names: list[str]) -> dict:

@@ -26,9 +26,14 @@ its events out of other users' results at once.
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+import shutil
 import threading
 import time
 from datetime import date, datetime, timedelta, timezone
+from pathlib import Path
 
 import polars as pl
 import sqlalchemy as sa
@@ -74,10 +79,17 @@ def _day(at: datetime | None) -> date | None:
 
 
 class SearchIndex:
-    def __init__(self, engine: sa.Engine, pipeline: Pipeline, gap_timeout: float = 60.0):
+    """``folder``, if given, is where the index is saved after a full build and loaded
+    from at the next start (then caught up from the log), so a restart or a new worker
+    process does not re-encode the store. A saved index made with other settings
+    (``pipeline.params()`` differ) is ignored and rebuilt."""
+
+    def __init__(self, engine: sa.Engine, pipeline: Pipeline, gap_timeout: float = 60.0, folder: str | Path | None = None):
         self.engine = engine
         self.pipeline = pipeline
         self.gap_timeout = gap_timeout
+        self.folder = Path(folder) if folder else None
+        self.started_from = None  # "store" (a full build) or "saved" (loaded, then caught up)
         self.lock = threading.RLock()  # searches and catch-ups of this process take turns
         self.watermark = 0  # every log row numbered <= watermark has been applied
         self._applied: set[int] = set()  # rows above the watermark already applied
@@ -85,7 +97,62 @@ class SearchIndex:
         self.applied_rows = 0  # log rows applied since start (for tests and monitoring)
 
     def start(self) -> "SearchIndex":
-        """Build the index from every event in the store."""
+        """Load the saved index and catch up from the log, or build from every event in
+        the store (and save it, when a folder is set)."""
+        if self.folder is not None and self._load():
+            self.sync()
+            return self
+        self._build()
+        if self.folder is not None:
+            self.save(self.folder)
+        return self
+
+    def _digest(self) -> str:
+        return hashlib.sha256(json.dumps(self.pipeline.params(), sort_keys=True, default=str).encode()).hexdigest()
+
+    def save(self, folder: str | Path) -> Path:
+        """Write the index and the log position it reflects (atomically: a folder is
+        written beside it and renamed; if another process saved first, its copy stays)."""
+        folder = Path(folder)
+        with self.lock:
+            tmp = folder.with_name(f".{folder.name}.{os.getpid()}.tmp")
+            shutil.rmtree(tmp, ignore_errors=True)
+            self.pipeline.retriever.save(tmp / "retriever")
+            state = {"digest": self._digest(), "watermark": self.watermark, "applied": sorted(self._applied),
+                     "events": len(self.pipeline.retriever.catalog)}
+            (tmp / "state.json").write_text(json.dumps(state))
+            old = folder.with_name(f".{folder.name}.{os.getpid()}.old")
+            if folder.exists():
+                folder.rename(old)
+            try:
+                tmp.rename(folder)
+            except OSError:  # another process renamed its copy in between: keep that one
+                shutil.rmtree(tmp, ignore_errors=True)
+            shutil.rmtree(old, ignore_errors=True)
+        return folder
+
+    def _load(self) -> bool:
+        state_file = self.folder / "state.json"
+        if not state_file.exists():
+            return False
+        state = json.loads(state_file.read_text())
+        if state.get("digest") != self._digest():
+            return False
+        from memkit.retrievers import load as load_retriever
+
+        with self.lock:
+            self.pipeline.retriever = load_retriever(self.folder / "retriever")
+            self.watermark = state["watermark"]
+            self._applied = set(state["applied"])
+            self._gaps = {}
+            with self.engine.connect() as conn:  # authors' names for answers
+                names = [{"speaker": n} for (n,) in conn.execute(sa.select(users.c.name))]
+            self.pipeline.answerer.prepare(names, encode=False)
+            self.started_from = "saved"
+        return True
+
+    def _build(self) -> None:
+        self.started_from = "store"
         with self.lock, self.engine.connect() as conn:
             top = conn.execute(sa.select(sa.func.max(event_log.c.seq))).scalar() or 0
             frame = load_events(conn)
@@ -96,7 +163,6 @@ class SearchIndex:
             self.pipeline.fit(frame)
             self.pipeline.answerer.prepare(frame, encode=False)  # authors' names; sentences encode on first use
             self._advance()
-        return self
 
     def sync(self) -> int:
         """Apply the log rows not applied yet; returns how many events changed."""

@@ -188,7 +188,7 @@ class Memory:
             if self._index is None:
                 pipeline = Pipeline.from_config(self.config_path)
                 pipeline.conversations = StoredConversations(self.engine, idle_expiry=pipeline.conversations.idle_expiry)
-                self._index = SearchIndex(self.engine, pipeline).start()
+                self._index = SearchIndex(self.engine, pipeline, folder=self.settings.index_dir or None).start()
             return self._index
 
     def catch_up(self, event_ids=None) -> None:
