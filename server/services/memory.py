@@ -191,6 +191,10 @@ class Memory:
                 self._index = SearchIndex(self.engine, pipeline, folder=self.settings.index_dir or None).start()
             return self._index
 
+    def warm(self) -> "SearchIndex":
+        """Build (or load) the index now rather than on the first query."""
+        return self.index
+
     def catch_up(self, event_ids=None) -> None:
         """After a write commits: an index already built applies it now, so the write is
         searchable when its request returns (and the next query has nothing to apply)."""
