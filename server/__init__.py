@@ -52,7 +52,7 @@ def create_app(config: dict | None = None) -> Flask:
     app.register_blueprint(openapi.bp)
 
     if settings.warm_index:  # e.g. each gunicorn worker: ready before its first request
-        memory.warm()
+        app.extensions["memkit"]["memory"].warm()
 
     @app.before_request
     def _bearer():
