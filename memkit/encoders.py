@@ -13,6 +13,7 @@ import hashlib
 import os
 import sqlite3
 import threading
+from collections import OrderedDict
 from pathlib import Path
 from typing import Protocol, Sequence, runtime_checkable
 
@@ -121,11 +122,22 @@ class EmbeddingCache:
 
 
 class CachedEncoder:
-    """An encoder whose vectors are looked up in an EmbeddingCache before encoding."""
+    """An encoder whose vectors are looked up in an EmbeddingCache before encoding.
 
-    def __init__(self, encoder: Encoder, cache: EmbeddingCache | str | Path | None = None, chunk: int = 2048):
+    A query is encoded several times while it is answered (once per dense retriever, by
+    the relevance gate, by the answer writer), so a small in-memory LRU of recent texts
+    answers those repeats without touching the disk. Texts encoded one or two at a time
+    (queries, not documents: ``store_below``) are kept in memory only, so a query costs no
+    disk write; documents are stored on disk as before."""
+
+    def __init__(self, encoder: Encoder, cache: EmbeddingCache | str | Path | None = None, chunk: int = 2048,
+                 memory: int = 4096, store_below: int = 3):
         self.encoder = encoder
         self.chunk = chunk
+        self.memory = memory
+        self.store_below = store_below
+        self._recent: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._recent_lock = threading.Lock()
         self.name = encoder.name
         self.dim = encoder.dim
         if cache is None:
@@ -135,9 +147,17 @@ class CachedEncoder:
 
     def encode(self, texts: Sequence[str], show_progress: bool | None = None) -> np.ndarray:
         keys = [EmbeddingCache.key(self.name, t) for t in texts]
-        found = self.cache.get_many(keys, self.dim)
+        with self._recent_lock:
+            found = {k: self._recent[k] for k in keys if k in self._recent}
+        rest = [k for k in keys if k not in found]
+        if rest:
+            found.update(self.cache.get_many(rest, self.dim))
         missing = list(dict.fromkeys(k for k in keys if k not in found))
-        if missing:
+        if missing and len(texts) < self.store_below:  # a query: the model, then memory only
+            first = dict(zip(keys, texts))
+            found.update(zip(missing, self.encoder.encode([first[k] for k in missing], False)))
+            self.encoded += len(missing)
+        elif missing:
             first = {}
             for k, t in zip(keys, texts):
                 first.setdefault(k, t)
@@ -155,6 +175,13 @@ class CachedEncoder:
         out = np.empty((len(texts), self.dim), np.float32)
         for i, k in enumerate(keys):
             out[i] = found[k]
+        if len(keys) <= self.memory:
+            with self._recent_lock:
+                for k in keys:
+                    self._recent[k] = found[k]
+                    self._recent.move_to_end(k)
+                while len(self._recent) > self.memory:
+                    self._recent.popitem(last=False)
         return out
 
 

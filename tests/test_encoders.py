@@ -38,3 +38,15 @@ def test_cache_is_keyed_by_model_and_text(tmp_path):
 def test_shared_encoder_is_cached_in_the_configured_folder():
     enc = get_encoder("minilm")
     assert isinstance(enc, CachedEncoder) and enc.name == "all-MiniLM-L6-v2" and enc.dim == 384
+
+
+def test_queries_are_remembered_in_memory_not_written_to_disk(tmp_path):
+    enc = CachedEncoder(MiniLMEncoder(), tmp_path / "cache.sqlite", memory=2)
+    q = enc.encode(["where did Ann go hiking?"])
+    assert enc.encoded == 1 and len(enc.cache) == 0  # a query: no disk write
+    assert np.array_equal(enc.encode(["where did Ann go hiking?"]), q) and enc.encoded == 1  # from memory
+    enc.encode(["first other"]), enc.encode(["second other"])  # the LRU holds two: the query falls out
+    enc.encode(["where did Ann go hiking?"])
+    assert enc.encoded == 4
+    docs = enc.encode(["doc one", "doc two", "doc three"])  # documents go to disk
+    assert len(enc.cache) == 3 and np.allclose(docs, MiniLMEncoder().encode(["doc one", "doc two", "doc three"]), atol=1e-6)

@@ -57,3 +57,36 @@ def test_bad_models_name_the_field(plain):
         build({"type": "learned", "first": FIRST, "extra": EXTRA, "model": bad})
     with pytest.raises(ValidationError, match="retriever.first"):
         build({"type": "learned", "first": {"type": "bm25"}})
+
+
+def joined_features(r, query: str, filters=None):
+    """The features as joins of run tables: the definition the array code must match."""
+    import polars as pl
+
+    depth = max(r.candidates, r.first.depth)
+    parts = [p.search(query, depth, filters) for p in r.first.retrievers]
+    cand = r.first.fuse(parts, r.candidates)
+    parts += [p.search(query, depth, filters) for p in r.extra]
+    cand = cand.select("event_id", "match_type", pl.col("score").alias("fused"), (1.0 / (pl.col("rank") + 5)).alias("fused_r"))
+    for i, run in enumerate(parts):
+        lo, hi = pl.col("score").min(), pl.col("score").max()
+        run = run.select("event_id", pl.when(hi > lo).then((pl.col("score") - lo) / (hi - lo)).otherwise(1.0).alias(f"part{i}"),
+                         (1.0 / (pl.col("rank") + 5)).alias(f"part{i}_r"))
+        cand = cand.join(run, on="event_id", how="left")
+    return cand.fill_null(0.0)
+
+
+@pytest.mark.parametrize("query,filters", [("dog shoes", None), ("support group meeting", None), ("bread", None),
+                                           ("dog", Filters(floor_ids=["alice"])), ("zzzz unknown", None)])
+def test_features_equal_the_joins_of_the_runs(plain, query, filters):
+    got = plain.features(query, filters)
+    want = joined_features(plain, query, filters)
+    assert got["event_id"].to_list() == want["event_id"].to_list()
+    assert got["match_type"].to_list() == want["match_type"].to_list()
+    for col in [c for c in want.columns if c not in ("event_id", "match_type")]:
+        assert np.allclose(got[col].to_numpy(), want[col].to_numpy(), atol=1e-9), col
+
+
+def test_the_first_stage_must_fuse_by_convex_min_max():
+    with pytest.raises(ValidationError, match="retriever.first"):
+        build({"type": "learned", "first": {**FIRST, "method": "rrf"}})

@@ -42,6 +42,7 @@ class LearnedRetriever(Retriever):
         self.first = build(first) if isinstance(first, dict) else first
         if not isinstance(self.first, HybridRetriever):
             raise ValidationError("retriever.first", "expected a hybrid retriever (type = \"hybrid\")")
+        self._weights = _convex_weights(self.first)
         self.extra = [build(r) if isinstance(r, dict) else r for r in extra]
         if isinstance(candidates, bool) or not isinstance(candidates, int) or candidates < 1:
             raise ValidationError("retriever.candidates", f"expected a positive integer, got {candidates!r}")
@@ -94,43 +95,96 @@ class LearnedRetriever(Retriever):
 
     # -- asking -------------------------------------------------------------------------
     def features(self, queries, filters=None) -> pl.DataFrame:
-        """The candidates of every query with their features (and the fused match_type)."""
+        """The candidates of every query with their features (and the fused match_type).
+
+        Computed per query on arrays of catalog positions (every retriever holds the same
+        events at the same positions, as each gets the same fit/add/remove calls), which
+        is several times faster than joining run tables and gives the same numbers."""
         frame = normalize_queries(queries)
+        names = self.feature_names()
+        cols: dict[str, list] = {"query_id": [], "event_id": [], "match_type": [], **{n: [] for n in names}}
+        for qid, (eids, kinds, x) in zip(frame["query_id"].to_list(), self._candidates(frame, filters)):
+            cols["query_id"].extend([qid] * len(eids))
+            cols["event_id"].extend(eids)
+            cols["match_type"].extend(kinds)
+            for c, name in enumerate(names):
+                cols[name].extend(x[:, c].tolist())
+        schema = {"query_id": pl.Utf8, "event_id": pl.Utf8, "match_type": pl.Utf8, **{n: pl.Float64 for n in names}}
+        return pl.DataFrame(cols, schema=schema)
+
+    def _candidates(self, frame: pl.DataFrame, filters):
         per = query_filters(frame, filters)
-        plain = frame.select("query_id", "text")
         depth = max(self.candidates, self.first.depth)
-        parts = [r.search(plain, depth, per) for r in self.first.retrievers]
-        fused = self.first.fuse(parts, self.candidates)
-        parts += [r.search(plain, depth, per) for r in self.extra]
-        cand = fused.select("query_id", "event_id", "match_type", pl.col("score").alias("fused"),
-                            (1.0 / (pl.col("rank") + 5)).alias("fused_r"))
-        for i, run in enumerate(parts):
-            lo, hi = pl.col("score").min().over("query_id"), pl.col("score").max().over("query_id")
-            run = run.select("query_id", "event_id", pl.when(hi > lo).then((pl.col("score") - lo) / (hi - lo)).otherwise(1.0).alias(f"part{i}"),
-                             (1.0 / (pl.col("rank") + 5)).alias(f"part{i}_r"))
-            cand = cand.join(run, on=["query_id", "event_id"], how="left")
-        cand = cand.fill_null(0.0)
-        asked = dict(zip(frame["query_id"].to_list(), frame["text"].to_list()))
-        posts = [self._posts.get(e, ("", 0.0, 0.0)) for e in cand["event_id"].to_list()]
-        named = [float(bool(p[0]) and p[0] in asked[q]) for q, p in zip(cand["query_id"].to_list(), posts)]
-        return cand.with_columns(pl.Series("speaker_in_query", named, pl.Float64),
-                                 pl.Series("log_length", [p[1] for p in posts], pl.Float64),
-                                 pl.Series("image", [p[2] for p in posts], pl.Float64))
+        for text, f in zip(frame["text"].to_list(), per):
+            yield self._features_one(text, f, depth)
+
+    def _features_one(self, text: str, f, depth: int) -> tuple[list[str], list[str], np.ndarray]:
+        """One query's candidates: event ids, match types and the feature matrix (rows in
+        the first stage's order, columns as ``feature_names``)."""
+        ids = self.first.catalog.event_ids
+        parts = []  # per retriever: (positions best first, min-max scores, match type)
+        for r in self._all_parts():
+            if len(r.catalog) != len(ids):
+                raise RuntimeError("the learned retriever's parts hold different events")
+            (pos, sc), = r._search_batch([text], depth, [r.catalog.mask(f)])
+            lo, hi = (float(sc.min()), float(sc.max())) if len(sc) else (0.0, 0.0)
+            z = (sc - lo) / (hi - lo) if hi > lo else np.ones(len(sc))
+            parts.append((pos, z, r.match_type))
+        fused: dict[int, float] = {}
+        kinds: dict[int, set] = {}
+        for (pos, z, kind), w in zip(parts[: len(self.first.retrievers)], self._weights):
+            for p, v in zip(pos.tolist(), (w * z).tolist()):
+                fused[p] = fused.get(p, 0.0) + v
+                kinds.setdefault(p, set()).add(kind)
+        order = sorted(fused, key=lambda p: (-fused[p], ids[p]))[: self.candidates]
+        x = np.zeros((len(order), 2 + 2 * len(parts) + len(POST_FEATURES)))
+        if not order:
+            return [], [], x
+        row = {p: i for i, p in enumerate(order)}
+        x[:, 0] = [fused[p] for p in order]
+        x[:, 1] = 1.0 / (np.arange(1, len(order) + 1) + 5)
+        for j, (pos, z, _) in enumerate(parts):
+            for rank, (p, v) in enumerate(zip(pos.tolist(), z.tolist()), 1):
+                i = row.get(p)
+                if i is not None:
+                    x[i, 2 + 2 * j] = v
+                    x[i, 3 + 2 * j] = 1.0 / (rank + 5)
+        eids = [ids[p] for p in order]
+        posts = [self._posts.get(e, ("", 0.0, 0.0)) for e in eids]
+        c = 2 + 2 * len(parts)
+        x[:, c] = [float(bool(p[0]) and p[0] in text) for p in posts]
+        x[:, c + 1] = [p[1] for p in posts]
+        x[:, c + 2] = [p[2] for p in posts]
+        return eids, [_kind(kinds[p]) for p in order], x
 
     def score(self, cand: pl.DataFrame) -> np.ndarray:
         if self.model is None:
             return cand["fused"].to_numpy()
+        return self._score(cand.select(self.model["features"]).to_numpy())
+
+    def _score(self, x: np.ndarray) -> np.ndarray:
         m = self.model
-        x = cand.select(m["features"]).to_numpy()
         z = (x - np.asarray(m["mean"])) / np.asarray(m["scale"])
         return z @ np.asarray(m["coef"]) + m["intercept"]
 
     def search(self, queries, k: int = 10, filters=None) -> pl.DataFrame:
-        cand = self.features(queries, filters)
-        cand = cand.with_columns(pl.Series("score", self.score(cand), pl.Float64))
-        ranked = cand.sort(["query_id", "score", "event_id"], descending=[False, True, False]).with_columns(
-            pl.col("score").cum_count().over("query_id").cast(pl.Int64).alias("rank"))
-        return ranked.filter(pl.col("rank") <= k).select(list(RUN_SCHEMA)).cast(RUN_SCHEMA)
+        frame = normalize_queries(queries)
+        names = self.feature_names()
+        cols = [names.index(n) for n in self.model["features"]] if self.model is not None else None
+        qids, eids, scores, ranks, kinds = [], [], [], [], []
+        for qid, (ids, types, x) in zip(frame["query_id"].to_list(), self._candidates(frame, filters)):
+            s = x[:, 0] if cols is None else self._score(x[:, cols])
+            order = sorted(range(len(ids)), key=lambda i: (-s[i], ids[i]))[:k]
+            qids.extend([qid] * len(order))
+            eids.extend(ids[i] for i in order)
+            scores.extend(float(s[i]) for i in order)
+            ranks.extend(range(1, len(order) + 1))
+            kinds.extend(types[i] for i in order)
+        return pl.DataFrame({"query_id": qids, "event_id": eids, "score": scores, "rank": ranks, "match_type": kinds},
+                            schema=RUN_SCHEMA)
+
+    def _all_parts(self) -> list[Retriever]:
+        return [*self.first.retrievers, *self.extra]
 
     def save(self, folder):
         """Every retriever it holds (``first``, ``extra0``, ...), the per-post features and
@@ -162,6 +216,17 @@ class LearnedRetriever(Retriever):
         obj._posts = {e: (s, ll, im) for e, s, ll, im in posts.iter_rows()}
         obj.catalog = obj.first.catalog
         return obj
+
+
+def _convex_weights(hybrid: HybridRetriever) -> list[float]:
+    if hybrid.method != "convex" or hybrid.norm != "minmax":
+        raise ValidationError("retriever.first", 'expected method = "convex" and norm = "minmax" for the first stage')
+    n = len(hybrid.retrievers)
+    return [float(w) for w in hybrid.weights] if hybrid.weights is not None else [1.0 / n] * n
+
+
+def _kind(kinds: set) -> str:
+    return "hybrid" if len(kinds) > 1 or "hybrid" in kinds else next(iter(kinds))
 
 
 def _check_model(model: dict, names: list[str]) -> dict:
