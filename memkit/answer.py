@@ -131,10 +131,17 @@ class ExtractiveAnswerer:
         rows = events.to_dicts() if hasattr(events, "to_dicts") else list(events)
         for name in filter(None, map(_speaker, rows)):
             self._by_first.setdefault(name.split()[0].casefold(), set()).add(name)
-        if encode and self.encoder is not None:
-            texts = list(dict.fromkeys(s for r in rows for s in sentences(r.get("text"))))
-            if texts:
-                self.encoder.encode(texts)
+        if encode:
+            self.encode_sentences(rows)
+
+    def encode_sentences(self, events) -> None:
+        """Encode the events' sentences into the encoder's cache (nothing else changes)."""
+        if self.encoder is None:
+            return
+        rows = events.to_dicts() if hasattr(events, "to_dicts") else list(events)
+        texts = list(dict.fromkeys(s for r in rows for s in sentences(r.get("text"))))
+        if texts:
+            self.encoder.encode(texts)
 
     # -- writing --------------------------------------------------------------------------------
     def answer(self, query: str, items: list[dict], summary: bool = True) -> str:
@@ -293,6 +300,9 @@ class LLMAnswerer:
 
     def prepare(self, events, encode: bool = True) -> None:
         self.extractive.prepare(events, encode)
+
+    def encode_sentences(self, events) -> None:
+        self.extractive.encode_sentences(events)
 
     def answer(self, query: str, items: list[dict], summary: bool = True) -> str:
         return self.write(query, items, summary).text

@@ -132,6 +132,13 @@ class Pipeline:
         self.retriever.add(self.representation(events) if self.representation else events)
         return self
 
+    def precompute(self, events: pl.DataFrame) -> None:
+        """Encode these events (documents, and sentences for answers) into the embedding
+        cache ahead of ``add``, so the index can take them in quickly."""
+        self.retriever.precompute(self.representation(events) if self.representation else events)
+        if hasattr(self.answerer, "encode_sentences"):
+            self.answerer.encode_sentences(events)
+
     def remove(self, event_ids) -> "Pipeline":
         self.retriever.remove(event_ids)
         return self

@@ -264,7 +264,7 @@ def normalize_queries(queries: Any) -> pl.DataFrame:
         if "query_id" not in queries.columns or "text" not in queries.columns:
             raise ValidationError("queries", "a query frame needs query_id and text columns")
         cols = ["query_id", "text"] + (["floor_ids"] if "floor_ids" in queries.columns else [])
-        return queries.select(cols)
+        return queries if queries.columns == cols else queries.select(cols)
     queries = list(queries)
     if not all(isinstance(q, str) for q in queries):
         raise ValidationError("queries", "expected a string, a list of strings or a query frame")
@@ -349,6 +349,14 @@ class Retriever:
 
     def params(self) -> dict:
         return {"type": self.type_name, **self.get_params()}
+
+    def precompute(self, events: pl.DataFrame) -> None:
+        """Do the slow part of indexing these events ahead (e.g. encode them into the
+        embedding cache), so a later ``add`` is quick. Touches no index state."""
+
+    def warm(self) -> None:
+        """Build what a search would otherwise build lazily (after ``fit``/``add``), so
+        that concurrent searches only read."""
 
     def get_params(self) -> dict:
         raise NotImplementedError

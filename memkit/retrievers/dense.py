@@ -75,6 +75,14 @@ class DenseRetriever(Retriever):
         vecs = self._enc.encode(document_text(events, self.doc_template))
         self.add_vectors(vecs)
 
+    def precompute(self, events: pl.DataFrame) -> None:
+        self._enc.encode(document_text(events, self.doc_template))
+
+    def warm(self) -> None:
+        _ = self.vectors  # concatenates the chunks added since
+        if self.uses_hnsw():
+            self._graph()
+
     def add_vectors(self, vecs: np.ndarray) -> None:
         """Append precomputed (normalised) vectors for the positions just appended."""
         self._chunks.append(np.ascontiguousarray(vecs, np.float32))

@@ -85,6 +85,14 @@ class LearnedRetriever(Retriever):
         self.catalog = self.first.catalog
         return self
 
+    def precompute(self, events):
+        for r in self._all():
+            r.precompute(events)
+
+    def warm(self):
+        for r in self._all():
+            r.warm()
+
     def remove(self, event_ids):
         event_ids = list(event_ids)
         for r in self._all():

@@ -217,6 +217,9 @@ class TfidfRetriever(_SparseRetriever):
     def _changed(self) -> None:
         self._norms = None
 
+    def warm(self) -> None:
+        self._doc_norms()
+
     def _idf(self) -> np.ndarray:
         n = self.index.n_docs
         return np.log((1.0 + n) / (1.0 + self.index.df)) + 1.0

@@ -32,6 +32,7 @@ import os
 import shutil
 import threading
 import time
+from contextlib import contextmanager
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 
@@ -78,6 +79,46 @@ def _day(at: datetime | None) -> date | None:
     return (at if at.tzinfo else at.replace(tzinfo=timezone.utc)).astimezone(timezone.utc).date()
 
 
+class ReadWriteLock:
+    """Any number of readers at once, or one writer; a waiting writer holds back new
+    readers, so a catch-up is not starved by a stream of searches."""
+
+    def __init__(self):
+        self._cond = threading.Condition()
+        self._readers = 0
+        self._writing = False
+        self._waiting = 0
+
+    @contextmanager
+    def reading(self):
+        with self._cond:
+            while self._writing or self._waiting:
+                self._cond.wait()
+            self._readers += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._readers -= 1
+                if not self._readers:
+                    self._cond.notify_all()
+
+    @contextmanager
+    def writing(self):
+        with self._cond:
+            self._waiting += 1
+            while self._writing or self._readers:
+                self._cond.wait()
+            self._waiting -= 1
+            self._writing = True
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._writing = False
+                self._cond.notify_all()
+
+
 class SearchIndex:
     """``folder``, if given, is where the index is saved after a full build and loaded
     from at the next start (then caught up from the log), so a restart or a new worker
@@ -90,7 +131,8 @@ class SearchIndex:
         self.gap_timeout = gap_timeout
         self.folder = Path(folder) if folder else None
         self.started_from = None  # "store" (a full build) or "saved" (loaded, then caught up)
-        self.lock = threading.RLock()  # searches and catch-ups of this process take turns
+        self.lock = threading.RLock()  # catch-ups, saves and loads of this process take turns
+        self.readers = ReadWriteLock()  # searches run side by side; applying changes waits for them
         self.watermark = 0  # every log row numbered <= watermark has been applied
         self._applied: set[int] = set()  # rows above the watermark already applied
         self._gaps: dict[int, float] = {}  # missing numbers above the watermark -> first noticed
@@ -142,6 +184,7 @@ class SearchIndex:
 
         with self.lock:
             self.pipeline.retriever = load_retriever(self.folder / "retriever")
+            self.pipeline.retriever.warm()
             self.watermark = state["watermark"]
             self._applied = set(state["applied"])
             self._gaps = {}
@@ -161,6 +204,7 @@ class SearchIndex:
             self._applied = {s for (s,) in conn.execute(sa.select(event_log.c.seq).where(event_log.c.seq > self.watermark))}
             self._gaps = {}
             self.pipeline.fit(frame)
+            self.pipeline.retriever.warm()
             self.pipeline.answerer.prepare(frame, encode=False)  # authors' names; sentences encode on first use
             self._advance()
 
@@ -182,11 +226,15 @@ class SearchIndex:
             if ids:
                 present = set(frame["event_id"].to_list())
                 gone = [e for e in ids if e not in present]
-                if gone:
-                    self.pipeline.remove(gone)
-                if frame.height:
-                    self.pipeline.add(frame)  # an event indexed before is replaced
-                    self.pipeline.answerer.prepare(frame)  # sentence vectors for answers, at ingest
+                if frame.height:  # the slow part (encoding) first, while searches go on
+                    self.pipeline.precompute(frame)
+                with self.readers.writing():
+                    if gone:
+                        self.pipeline.remove(gone)
+                    if frame.height:
+                        self.pipeline.add(frame)  # an event indexed before is replaced
+                        self.pipeline.answerer.prepare(frame, encode=False)
+                    self.pipeline.retriever.warm()
                 self._applied.update(r[0] for r in new)
                 self.applied_rows += len(new)
             self._advance()

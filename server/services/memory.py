@@ -226,8 +226,8 @@ class Memory:
         with self.engine.connect() as conn:
             self._authorize(conn, caller, req)
         index = self.index
-        with index.lock:
-            index.sync()  # every write committed before this query is in the index
+        index.sync()  # every write committed before this query is in the index
+        with index.readers.reading():  # queries of this process run side by side
             result = index.pipeline.query(req.query, user_id=req.user_id, floor_ids=req.floor_ids, filters=req.filters,
                                           k=req.k, lookup=self._lookup, summary=req.summary_needed)
         scores = dict(zip(result.run["event_id"].to_list(), result.run["score"].to_list()))
