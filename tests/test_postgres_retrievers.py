@@ -67,8 +67,9 @@ def test_selective_filters_still_return_k_admitted_items(graph_url, iterative_sc
     # One rare tag (about 1% of events): no index serves it, so the planner walks the
     # graph, whose first ef_search neighbours hold almost none of the admitted events.
     rare = {f"e{i}" for i in range(0, 3000, 97)}
-    events = events.with_columns(pl.Series("tags", [["rare"] if e in rare else t for e, t in
-                                                    zip(events["event_id"], events["tags"].to_list())]))
+    events = events.with_columns(
+        pl.Series("tags", [["rare"] if e in rare else t for e, t in zip(events["event_id"], events["tags"].to_list())]),
+        pl.Series("floor_id", ["dora" if e in rare else f for e, f in zip(events["event_id"], events["floor_id"])]))
     r = PgVectorRetriever(url=pg_url, table=f"vec_filter_{iterative_scan}", encoder=enc, ef_search=10,
                           iterative_scan=iterative_scan).fit(events)
     assert len(r) == 3000
@@ -85,6 +86,10 @@ def test_selective_filters_still_return_k_admitted_items(graph_url, iterative_sc
         assert r.exact_fallbacks == 2
     else:  # pgvector >= 0.8 keeps walking the graph until k admitted rows are found
         assert r.exact_fallbacks == 0
+    # The same events as a selective floor filter (whichever plan the planner picks: k admitted, near exact).
+    got = r.search("sourdough bread", k, Filters(floor_ids=("dora",)))["event_id"].to_list()
+    expected = _brute(enc, events, "sourdough bread", k, lambda i: events["event_id"][i] in rare)
+    assert len(got) == k and set(got) <= rare and len(set(got) & set(expected)) >= k - 1
     # A floor and a time range together (the floor's b-tree index serves this one).
     f = Filters(floor_ids=("bob",), time_from="2023-03-01", time_to="2023-03-20")
     ts = events["created_at"].to_list()

@@ -101,6 +101,7 @@ class _Pool:
         self.dsn = dsn
         self.max_idle = max_idle
         self.idle: list = []
+        self.inherited: list = []  # a parent's connections after a fork: kept, never used nor closed
         self.lock = threading.Lock()
         self.pid = os.getpid()
 
@@ -109,7 +110,8 @@ class _Pool:
         import psycopg
 
         with self.lock:
-            if self.pid != os.getpid():  # a forked child must not share its parent's sockets
+            if self.pid != os.getpid():  # a forked child must not use (or close) its parent's sockets
+                self.inherited += self.idle
                 self.idle, self.pid = [], os.getpid()
             conn = self.idle.pop() if self.idle else None
         if conn is None or conn.closed:
