@@ -28,7 +28,8 @@ question's words, so the cost does not grow with the number of authors); the ite
 their own authors' names too.
 
 Start-up is cheap: ``CREATE ... IF NOT EXISTS`` of the tables, indexes and foreign keys,
-no index build. A store that already holds events written without this backend (or before
+no index build (the first start on a large existing store builds two plain b-tree indexes,
+``users`` by first name and ``events (user_id, floor_id)``, for the author look-up). A store that already holds events written without this backend (or before
 it was switched on) is filled by the backfill command, ``python -m server.backfill``
 (:meth:`StoreSearch.backfill`: events that lack a row in a search table, in batches).
 """
@@ -86,6 +87,9 @@ class StoreSearch:
             r.ensure_schema()
         with self.engine.begin() as conn:
             conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": _DDL_LOCK})
+            # For learn_authors: users by first name, and "has this user posted in these floors".
+            conn.execute(sa.text("CREATE INDEX IF NOT EXISTS users_first_name ON users (lower(split_part(name, ' ', 1)))"))
+            conn.execute(sa.text("CREATE INDEX IF NOT EXISTS events_user_floor ON events (user_id, floor_id)"))
             for r in self.parts:
                 name = f"{r.table}_event_fk"
                 exists = conn.execute(sa.text("SELECT 1 FROM pg_constraint WHERE conname = :n"), {"n": name}).first()
