@@ -130,7 +130,9 @@ class ExtractiveAnswerer:
         encoder's cache, so that answering reads vectors instead of running the model."""
         rows = events.to_dicts() if hasattr(events, "to_dicts") else list(events)
         for name in filter(None, map(_speaker, rows)):
-            self._by_first.setdefault(name.split()[0].casefold(), set()).add(name)
+            key = name.split()[0].casefold()
+            if name not in self._by_first.get(key, ()):  # a new set, never one changed in place: readers may hold it
+                self._by_first[key] = self._by_first.get(key, frozenset()) | {name}
         if encode:
             self.encode_sentences(rows)
 

@@ -210,7 +210,8 @@ def cmd_serve(args) -> int:
     print(f"memkit service on http://{args.host}:{args.port}  store: {settings.database_url}\n"
           f"codes are written to {settings.outbox_dir} (no SMTP host set)" if not settings.smtp_host else "")
     index = app.extensions["memkit"]["memory"].index  # load the model and index the store before the first query
-    print(f"search index: {index.pipeline.name} over {index.pipeline.retriever.catalog.n_alive} events")
+    where = "in PostgreSQL" if settings.search_backend == "postgres" else "in this process"
+    print(f"search index ({where}): {index.pipeline.name} over {len(index.pipeline.retriever)} events")
     app.run(host=args.host, port=args.port, debug=False, threaded=True)
     return 0
 

@@ -47,6 +47,7 @@ from memkit.retrievers import (
     Filters,
     HybridRetriever,
     LearnedRetriever,
+    PgVectorRetriever,
     Retriever,
     build,
     convex,
@@ -199,8 +200,10 @@ def _representation(spec: dict | None) -> Representation | None:
     return Representation(**spec)
 
 
-def _dense_part(r: Retriever) -> DenseRetriever | None:
-    if isinstance(r, DenseRetriever):
+def _dense_part(r: Retriever) -> DenseRetriever | PgVectorRetriever | None:
+    """The first part that scores by the encoder's cosine similarity (``similarity`` and
+    ``_enc``): the relevance gate and the answerer use it."""
+    if isinstance(r, (DenseRetriever, PgVectorRetriever)):
         return r
     if isinstance(r, HybridRetriever):
         return next((d for d in map(_dense_part, r.retrievers) if d is not None), None)

@@ -35,7 +35,7 @@ def create_app(config: dict | None = None) -> Flask:
         "engine": engine,
         "accounts": Accounts(engine, settings, mailer, sms),
         "floors": Floors(engine, settings),
-        "events": Events(engine, after_write=memory.catch_up),
+        "events": Events(engine, indexer=memory.indexer, after_write=memory.catch_up),
         "memory": memory,
     }
     limiter = Limiter(get_remote_address, app=app, storage_uri=settings.rate_limit_storage, headers_enabled=True,
@@ -51,7 +51,9 @@ def create_app(config: dict | None = None) -> Flask:
     app.register_blueprint(memory.bp)
     app.register_blueprint(openapi.bp)
 
-    if settings.warm_index:  # e.g. each gunicorn worker: ready before its first request
+    if settings.search_backend == "postgres" or settings.warm_index:
+        # postgres: cheap (the search tables and their foreign keys, no index to build);
+        # memory with warm_index (e.g. each gunicorn worker): ready before its first request.
         app.extensions["memkit"]["memory"].warm()
 
     @app.before_request

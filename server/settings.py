@@ -33,6 +33,11 @@ class Settings:
     index_dir: str = ""  # where the search index is saved after a build and loaded at start; empty: rebuilt
     warm_index: bool = False  # build (or load) the search index when the app starts, not on the first query
     pipeline_config: str = ""  # the TOML the query endpoint serves; empty: eval/configs/default.toml
+    # "memory": each process holds its own index, caught up from the store's log (server/search/index.py);
+    # "postgres": the index lives in PostgreSQL (pgvector, full-text), nothing per process
+    # (server/search/store.py); needs a PostgreSQL database_url and a config of pgvector/pgtext
+    # retrievers (empty pipeline_config: eval/configs/postgres.toml).
+    search_backend: str = "memory"
     extra: dict = field(default_factory=dict)
 
     @classmethod
@@ -52,6 +57,12 @@ class Settings:
         if unknown:
             raise ValueError(f"unknown setting(s): {sorted(unknown)}")
         s = cls(**values)
+        if s.search_backend not in ("memory", "postgres"):
+            raise ValueError(f"search_backend: expected 'memory' or 'postgres', got {s.search_backend!r}")
+        if s.search_backend == "postgres" and not s.database_url.startswith(("postgresql://", "postgresql+")):
+            raise ValueError("search_backend = 'postgres' (MEMKIT_SEARCH_BACKEND) keeps the search index in the store "
+                             "and needs a PostgreSQL database_url (MEMKIT_DATABASE_URL=postgresql://...), "
+                             f"not {s.database_url.split(':', 1)[0]}")
         if not s.secret_key:
             s.secret_key = _instance_secret()
         return s

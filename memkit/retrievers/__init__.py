@@ -1,4 +1,4 @@
-"""Retrievers: one contract, four kinds, built from config dicts.
+"""Retrievers: one contract, several kinds (two keep their index in PostgreSQL), built from config dicts.
 
 >>> build({"type": "bm25", "k1": 0.9, "b": 0.4})
 BM25Retriever(k1=0.9, b=0.4, ...)
@@ -13,6 +13,7 @@ from memkit.retrievers.base import Filters, Retriever
 from memkit.retrievers.dense import DenseRetriever
 from memkit.retrievers.hybrid import HybridRetriever, convex, rrf
 from memkit.retrievers.learned import LearnedRetriever
+from memkit.retrievers.postgres import PgTextRetriever, PgVectorRetriever, PostgresRetriever
 from memkit.retrievers.sparse import BM25Retriever, TfidfRetriever
 
 REGISTRY: dict[str, type[Retriever]] = {
@@ -21,6 +22,8 @@ REGISTRY: dict[str, type[Retriever]] = {
     "dense": DenseRetriever,
     "hybrid": HybridRetriever,
     "learned": LearnedRetriever,
+    "pgvector": PgVectorRetriever,  # index in PostgreSQL (memkit/retrievers/postgres.py)
+    "pgtext": PgTextRetriever,
 }
 
 
@@ -47,9 +50,12 @@ def load(folder: str | Path) -> Retriever:
         return HybridRetriever.load(folder)
     if spec.get("type") == "learned":
         return LearnedRetriever.load(folder)
+    if spec.get("type") in ("pgvector", "pgtext"):
+        return PostgresRetriever.load(folder)  # only the parameters: the data is in the database
     return Retriever.load(folder)
 
 
-__all__ = ["BM25Retriever", "DenseRetriever", "Filters", "HybridRetriever", "LearnedRetriever", "Retriever",
+__all__ = ["BM25Retriever", "DenseRetriever", "Filters", "HybridRetriever", "LearnedRetriever", "PgTextRetriever", "PgVectorRetriever",
+           "PostgresRetriever", "Retriever",
            "TfidfRetriever",
            "build", "convex", "load", "rrf"]

@@ -138,6 +138,10 @@ class SearchIndex:
         self._gaps: dict[int, float] = {}  # missing numbers above the watermark -> first noticed
         self.applied_rows = 0  # log rows applied since start (for tests and monitoring)
 
+    def reading(self):
+        """Held while a query searches: catch-ups wait for it, other queries do not."""
+        return self.readers.reading()
+
     def start(self) -> "SearchIndex":
         """Load the saved index and catch up from the log, or build from every event in
         the store (and save it, when a folder is set)."""

@@ -35,6 +35,7 @@ from memkit.retrievers import Filters
 from memkit.tables import parse_time
 from server.errors import NotFound, Unprocessable
 from server.search import SearchIndex, StoredConversations
+from server.search.store import StoreSearch
 from server.services.floors import BLOCK_TYPES, readable_floor
 from server.store.schema import apps, blocks, events, floors, users
 
@@ -170,7 +171,9 @@ class Memory:
     """Answers conversational queries over the store's events with the configured pipeline.
 
     The pipeline (model, index) is built on the first query, not at app start: accounts
-    and floors work without loading the model."""
+    and floors work without loading the model. With ``search_backend = "postgres"`` the
+    index is in the store (server/search/store.py): writes index their events inside their
+    own transaction (``indexer``) and queries run side by side, with nothing to catch up."""
 
     def __init__(self, engine: sa.Engine, settings):
         self.engine = engine
@@ -179,17 +182,32 @@ class Memory:
         self._init_lock = threading.Lock()
 
     @property
-    def config_path(self):
-        return self.settings.pipeline_config or CONFIG_DIR / "default.toml"
+    def stateless(self) -> bool:
+        return self.settings.search_backend == "postgres"
 
     @property
-    def index(self) -> SearchIndex:
+    def config_path(self):
+        default = "postgres.toml" if self.stateless else "default.toml"
+        return self.settings.pipeline_config or CONFIG_DIR / default
+
+    @property
+    def index(self) -> SearchIndex | StoreSearch:
         with self._init_lock:
             if self._index is None:
                 pipeline = Pipeline.from_config(self.config_path)
                 pipeline.conversations = StoredConversations(self.engine, idle_expiry=pipeline.conversations.idle_expiry)
-                self._index = SearchIndex(self.engine, pipeline, folder=self.settings.index_dir or None).start()
+                if self.stateless:
+                    self._index = StoreSearch(self.engine, pipeline).start()
+                else:
+                    self._index = SearchIndex(self.engine, pipeline, folder=self.settings.index_dir or None).start()
             return self._index
+
+    def indexer(self, conn, event_ids) -> None:
+        """The Events service's hook inside each write's transaction: the PostgreSQL
+        backend writes the events' vectors and text rows there; the memory one does nothing
+        (its index catches up from the log)."""
+        if self.stateless:
+            self.index.index(conn, event_ids)
 
     def warm(self) -> "SearchIndex":
         """Build (or load) the index now rather than on the first query."""
@@ -226,8 +244,11 @@ class Memory:
         with self.engine.connect() as conn:
             self._authorize(conn, caller, req)
         index = self.index
+        if self.stateless:  # who wrote what: the searched floors' authors the question names
+            with self.engine.connect() as conn:
+                index.learn_authors(conn, req.floor_ids, req.query)
         index.sync()  # every write committed before this query is in the index
-        with index.readers.reading():  # queries of this process run side by side
+        with index.reading():  # queries of this process run side by side
             result = index.pipeline.query(req.query, user_id=req.user_id, floor_ids=req.floor_ids, filters=req.filters,
                                           k=req.k, lookup=self._lookup, summary=req.summary_needed)
         scores = dict(zip(result.run["event_id"].to_list(), result.run["score"].to_list()))

@@ -1,0 +1,482 @@
+"""Retrievers that keep their index in PostgreSQL, so that any number of stateless
+processes (on any number of machines) search the same data.
+
+- ``PgVectorRetriever`` (``type = "pgvector"``): sentence vectors in a pgvector column
+  ``vector(dim)`` with an HNSW index (cosine ops). Scores are cosine similarities,
+  ``match_type`` is ``semantic``.
+- ``PgTextRetriever`` (``type = "pgtext"``): a ``tsvector`` column (text search config
+  ``english`` by default) with a GIN index. A query is an OR of its terms (the terms of
+  ``plainto_tsquery`` joined by ``|``), so, like BM25, an event matching any term is a
+  candidate; candidates are scored by ``ts_rank`` (or ``ts_rank_cd``). ``match_type`` is
+  ``keyword``, and every score is positive (only matching rows are returned), which the
+  pipeline's relevance gate relies on.
+
+Each retriever owns one table (``table``), keyed by ``event_id``, that also holds what
+:class:`~memkit.retrievers.base.Filters` need: ``floor_id``, ``block_type``,
+``created_at`` and ``tags``. Filters are SQL ``WHERE`` clauses of the same query that cuts
+the top k, so they apply before the cut:
+
+- pgvector >= 0.8 (``hnsw.iterative_scan = relaxed_order``) keeps walking the graph until
+  k admitted rows are found; the rows are re-sorted by exact distance afterwards. If the
+  graph still yields fewer than k rows (``hnsw.max_scan_tuples`` reached, or an older
+  pgvector), the query is repeated as an exact scan over the admitted rows (ordered by an
+  expression the HNSW index cannot serve), so a filtered search returns
+  ``min(k, admitted)`` rows. The planner already picks the exact plan by itself where a
+  floor filter is selective (the ``floor_id`` b-tree index is cheaper then).
+- ``hnsw.ef_search`` is ``max(ef_search, k)`` (at most 1000) per query.
+
+Full-text scoring has no top-k pruning: every row matching some query term is ranked. That
+is what BM25 over an inverted index does too, but large collections with very common terms
+pay for it.
+
+The connection URL comes from ``url``: a ``postgresql://`` URL, or ``"env:NAME"`` to read
+it from the environment variable ``NAME`` when the first connection is made (the default
+is ``env:MEMKIT_DATABASE_URL``). Connections are pooled per process (a small idle list;
+a forked child starts its own). ``add``/``remove`` accept ``conn=`` (a psycopg connection)
+to write inside a transaction the caller owns, e.g. the service writing an event and its
+vectors in one transaction. The tables and indexes are created on first use
+(``ensure_schema``, serialised by an advisory lock; ``CREATE EXTENSION vector`` needs a
+role that may create it).
+
+``save`` writes only the parameters: the data lives in the database. ``fit`` empties the
+table and indexes the given events.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+from contextlib import contextmanager
+from datetime import timezone
+from pathlib import Path
+from typing import Iterable
+
+import numpy as np
+import polars as pl
+
+from memkit.encoders import Encoder, get_encoder
+from memkit.errors import ValidationError
+from memkit.retrievers.base import (
+    Filters,
+    Retriever,
+    document_text,
+    normalize_queries,
+    query_filters,
+)
+from memkit.tables import RUN_SCHEMA
+
+_TABLE = re.compile(r"^[a-z_][a-z0-9_]{0,50}$")
+_DDL_LOCK = 0x6D656D6B  # advisory lock key ("memk") serialising schema changes across processes
+MAX_EF_SEARCH = 1000
+
+
+def resolve_url(url: str | None) -> str:
+    """A libpq URL from a URL or ``env:NAME``; SQLAlchemy's ``postgresql+psycopg://``
+    spelling is accepted."""
+    if not url:
+        raise ValidationError("url", "a PostgreSQL URL (or env:NAME) is needed")
+    if url.startswith("env:"):
+        name = url[4:]
+        value = os.environ.get(name)
+        if not value:
+            raise ValidationError("url", f"environment variable {name} is not set (it should hold a PostgreSQL URL)")
+        url = value
+    url = re.sub(r"^postgresql\+\w+://", "postgresql://", url)
+    if not url.startswith(("postgresql://", "postgres://")):
+        raise ValidationError("url", "expected a postgresql:// URL")
+    return url
+
+
+def _safe(url: str) -> str:
+    """A URL for logs and params: any password replaced."""
+    return re.sub(r"(://[^:/@]*):[^@]*@", r"\1:***@", url)
+
+
+class _Pool:
+    """Idle psycopg connections of this process, reused across calls and threads."""
+
+    def __init__(self, dsn: str, max_idle: int = 8):
+        self.dsn = dsn
+        self.max_idle = max_idle
+        self.idle: list = []
+        self.inherited: list = []  # a parent's connections after a fork: kept, never used nor closed
+        self.lock = threading.Lock()
+        self.pid = os.getpid()
+
+    @contextmanager
+    def connection(self):
+        import psycopg
+
+        with self.lock:
+            if self.pid != os.getpid():  # a forked child must not use (or close) its parent's sockets
+                self.inherited += self.idle
+                self.idle, self.pid = [], os.getpid()
+            conn = self.idle.pop() if self.idle else None
+        if conn is None or conn.closed:
+            conn = psycopg.connect(self.dsn)
+        ok = False
+        try:
+            yield conn
+            conn.commit()
+            ok = True
+        finally:
+            if not ok:
+                try:
+                    conn.rollback()
+                except Exception:  # noqa: BLE001 - a broken connection is closed below
+                    conn.close()
+            with self.lock:
+                keep = not conn.closed and len(self.idle) < self.max_idle and self.pid == os.getpid()
+                if keep:
+                    self.idle.append(conn)
+            if not keep:
+                conn.close()
+
+
+_POOLS: dict[str, _Pool] = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def pool(dsn: str) -> _Pool:
+    with _POOLS_LOCK:
+        if dsn not in _POOLS:
+            _POOLS[dsn] = _Pool(dsn)
+        return _POOLS[dsn]
+
+
+def _where(f: Filters | None) -> tuple[str, list]:
+    """SQL conditions (AND-ed) and their parameters for memkit Filters."""
+    if f is None or f.is_empty():
+        return "TRUE", []
+    parts, args = [], []
+    if f.floor_ids is not None:
+        parts.append("floor_id = ANY(%s)")
+        args.append(list(f.floor_ids))
+    if f.types is not None:
+        parts.append("block_type = ANY(%s)")
+        args.append(list(f.types))
+    if f.time_from is not None:  # NULL times never compare true: an event without a time never matches
+        parts.append("created_at >= %s")
+        args.append(f.time_from)
+    if f.time_to is not None:
+        parts.append("created_at <= %s")
+        args.append(f.time_to)
+    if f.tags is not None:
+        parts.append("tags && %s::text[]")
+        args.append(list(f.tags))
+    return " AND ".join(parts), args
+
+
+def _utc(value):
+    if value is not None and value.tzinfo is None:
+        value = value.replace(tzinfo=timezone.utc)
+    return value
+
+
+class PostgresRetriever(Retriever):
+    """What both PostgreSQL retrievers share: the table of filter columns, connections,
+    writes (upsert by event id), removal and the run table."""
+
+    default_table = "memkit_rows"
+    type_name = "postgres"
+
+    def __init__(self, url: str = "env:MEMKIT_DATABASE_URL", table: str | None = None,
+                 doc_template: str = "{text}"):
+        super().__init__()
+        self.url = url
+        self.table = table or self.default_table
+        if not _TABLE.match(self.table):
+            raise ValidationError("table", f"expected a lower-case SQL name, got {self.table!r}")
+        self.doc_template = doc_template
+        self._ready = False
+
+    def get_params(self) -> dict:
+        url = self.url if self.url.startswith("env:") else _safe(self.url)
+        return {"url": url, "table": self.table, "doc_template": self.doc_template}
+
+    # -- connections and schema ----------------------------------------------------------
+    def _pool(self) -> _Pool:
+        return pool(resolve_url(self.url))
+
+    @contextmanager
+    def connection(self, conn=None):
+        """A caller's connection as is (its transaction is the caller's), else a pooled
+        one in a transaction of its own. The schema is made first, in its own transaction."""
+        self.ensure_schema()
+        if conn is not None:
+            yield conn
+        else:
+            with self._pool().connection() as own:
+                yield own
+
+    def ensure_schema(self) -> None:
+        if self._ready:
+            return
+        with self._pool().connection() as conn:
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_DDL_LOCK,))
+            for statement in self._ddl():
+                conn.execute(statement)
+        self._ready = True
+
+    def _ddl(self) -> list[str]:
+        t = self.table
+        return [f"CREATE INDEX IF NOT EXISTS {t}_floor ON {t} (floor_id)"]
+
+    def _columns(self) -> str:
+        return ("event_id text PRIMARY KEY, floor_id text NOT NULL, block_type text NOT NULL, "
+                "created_at timestamptz, tags text[] NOT NULL DEFAULT '{}'")
+
+    # -- the contract ----------------------------------------------------------------------
+    def fit(self, events: pl.DataFrame, conn=None) -> "PostgresRetriever":
+        with self.connection(conn) as c:
+            c.execute(f"DELETE FROM {self.table}")
+            self.add(events, conn=c)
+        return self
+
+    def add(self, events: pl.DataFrame, conn=None) -> "PostgresRetriever":
+        if events.height == 0:
+            return self
+        dup = events["event_id"].is_duplicated()
+        if dup.any():
+            raise ValidationError("event_id", f"repeated within one add: {events.filter(dup)['event_id'][0]!r}")
+        values = self._values(events)
+        meta = list(zip(events["event_id"].to_list(), events["floor_id"].to_list(), events["block_type"].to_list(),
+                        [_utc(t) for t in events["created_at"].to_list()],
+                        [list(t or []) for t in events["tags"].to_list()]))
+        rows = [(*m, v) for m, v in zip(meta, values)]
+        col, expr = self._value_column()
+        sql = (f"INSERT INTO {self.table} (event_id, floor_id, block_type, created_at, tags, {col}) "
+               f"VALUES (%s, %s, %s, %s, %s, {expr}) ON CONFLICT (event_id) DO UPDATE SET "
+               f"floor_id = EXCLUDED.floor_id, block_type = EXCLUDED.block_type, created_at = EXCLUDED.created_at, "
+               f"tags = EXCLUDED.tags, {col} = EXCLUDED.{col}")
+        with self.connection(conn) as c, c.cursor() as cur:
+            cur.executemany(sql, rows)
+        return self
+
+    def remove(self, event_ids: Iterable[str], conn=None) -> "PostgresRetriever":
+        ids = list(event_ids)
+        if ids:
+            with self.connection(conn) as c:
+                c.execute(f"DELETE FROM {self.table} WHERE event_id = ANY(%s)", (ids,))
+        return self
+
+    def search(self, queries, k: int = 10, filters=None) -> pl.DataFrame:
+        if not isinstance(k, int) or isinstance(k, bool) or k < 1:
+            raise ValidationError("k", f"expected a positive integer, got {k!r}")
+        frame = normalize_queries(queries)
+        per = query_filters(frame, filters)
+        hits = self._search_all(frame["text"].to_list(), k, per)
+        qid, eid, score, rank = [], [], [], []
+        for q, found in zip(frame["query_id"].to_list(), hits):
+            qid.extend([q] * len(found))
+            eid.extend(e for e, _ in found)
+            score.extend(float(s) for _, s in found)
+            rank.extend(range(1, len(found) + 1))
+        return pl.DataFrame({"query_id": qid, "event_id": eid, "score": score, "rank": rank,
+                             "match_type": [self.match_type] * len(qid)}, schema=RUN_SCHEMA)
+
+    def __len__(self) -> int:
+        with self.connection() as c:
+            return int(c.execute(f"SELECT count(*) FROM {self.table}").fetchone()[0])
+
+    def event_ids(self) -> set[str]:
+        with self.connection() as c:
+            return {r[0] for r in c.execute(f"SELECT event_id FROM {self.table}")}
+
+    def save(self, folder: str | Path) -> Path:
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "retriever.json").write_text(json.dumps(self.params(), indent=2))
+        return folder
+
+    @classmethod
+    def load(cls, folder: str | Path) -> "PostgresRetriever":
+        from memkit.retrievers import build
+
+        return build(json.loads((Path(folder) / "retriever.json").read_text()))
+
+    def _reset(self) -> None:  # the data lives in the database; fit empties the table
+        pass
+
+    # -- for subclasses ----------------------------------------------------------------------
+    def _values(self, events: pl.DataFrame) -> list:
+        raise NotImplementedError
+
+    def _value_column(self) -> tuple[str, str]:
+        raise NotImplementedError
+
+    def _search_all(self, texts: list[str], k: int, filters: list[Filters | None]) -> list[list[tuple[str, float]]]:
+        raise NotImplementedError
+
+
+def _vector_literal(v: np.ndarray) -> str:
+    return "[" + ",".join(f"{x:.7g}" for x in v.tolist()) + "]"
+
+
+class PgVectorRetriever(PostgresRetriever):
+    """Cosine similarity of sentence embeddings, searched by pgvector's HNSW index."""
+
+    match_type = "semantic"
+    type_name = "pgvector"
+    default_table = "memkit_vectors"
+
+    def __init__(self, url: str = "env:MEMKIT_DATABASE_URL", table: str | None = None,
+                 encoder: str | Encoder = "minilm", doc_template: str = "{text}", m: int = 16,
+                 ef_construction: int = 64, ef_search: int = 100, iterative_scan: str = "relaxed_order",
+                 max_scan_tuples: int = 20_000):
+        super().__init__(url, table, doc_template)
+        self.encoder = encoder
+        self.m = m
+        self.ef_construction = ef_construction
+        self.ef_search = ef_search
+        if iterative_scan not in ("off", "relaxed_order", "strict_order"):
+            raise ValidationError("iterative_scan", f"expected off, relaxed_order or strict_order, got {iterative_scan!r}")
+        self.iterative_scan = iterative_scan
+        self.max_scan_tuples = max_scan_tuples
+        self.pgvector_version: str | None = None
+        self.exact_fallbacks = 0  # searches the graph answered with fewer than k rows (for tests and monitoring)
+
+    def get_params(self) -> dict:
+        enc = self.encoder if isinstance(self.encoder, str) else self.encoder.name
+        return {**super().get_params(), "encoder": enc, "m": self.m, "ef_construction": self.ef_construction,
+                "ef_search": self.ef_search, "iterative_scan": self.iterative_scan,
+                "max_scan_tuples": self.max_scan_tuples}
+
+    @property
+    def _enc(self) -> Encoder:
+        return get_encoder(self.encoder) if isinstance(self.encoder, str) else self.encoder
+
+    def ensure_schema(self) -> None:
+        if self._ready:
+            return
+        super().ensure_schema()
+        with self._pool().connection() as conn:
+            row = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
+        self.pgvector_version = row[0]
+
+    def _iterative(self) -> bool:
+        v = tuple(int(p) for p in re.findall(r"\d+", self.pgvector_version or "0")[:2])
+        return self.iterative_scan != "off" and v >= (0, 8)
+
+    def _ddl(self) -> list[str]:
+        t, dim = self.table, int(self._enc.dim)
+        return ["CREATE EXTENSION IF NOT EXISTS vector",
+                f"CREATE TABLE IF NOT EXISTS {t} ({self._columns()}, embedding vector({dim}) NOT NULL)",
+                f"CREATE INDEX IF NOT EXISTS {t}_hnsw ON {t} USING hnsw (embedding vector_cosine_ops) "
+                f"WITH (m = {int(self.m)}, ef_construction = {int(self.ef_construction)})",
+                *super()._ddl()]
+
+    def _values(self, events: pl.DataFrame) -> list:
+        vecs = self._enc.encode(document_text(events, self.doc_template))
+        return [_vector_literal(v) for v in vecs]
+
+    def _value_column(self) -> tuple[str, str]:
+        return "embedding", "%s::vector"
+
+    def _search_all(self, texts, k, filters):
+        q = self._enc.encode(texts)
+        with self.connection() as c:
+            return [self._search_one(c, _vector_literal(v), k, f) for v, f in zip(q, filters)]
+
+    def _search_one(self, c, qv: str, k: int, f: Filters | None) -> list[tuple[str, float]]:
+        where, args = _where(f)
+        t = self.table
+        c.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(min(MAX_EF_SEARCH, max(self.ef_search, k))),))
+        if self._iterative():
+            c.execute("SELECT set_config('hnsw.iterative_scan', %s, true), set_config('hnsw.max_scan_tuples', %s, true)",
+                      (self.iterative_scan, str(self.max_scan_tuples)))
+        # The graph's candidates, re-sorted exactly (relaxed_order may return them a little out of order).
+        rows = c.execute(
+            f"WITH c AS MATERIALIZED (SELECT event_id, embedding <=> %s::vector AS d FROM {t} WHERE {where} "
+            f"ORDER BY embedding <=> %s::vector LIMIT %s) SELECT event_id, 1 - d FROM c ORDER BY d, event_id",
+            (qv, *args, qv, k)).fetchall()
+        if len(rows) < k:  # the graph gave fewer than k: exact over the admitted rows (no index can order this)
+            self.exact_fallbacks += 1
+            rows = c.execute(
+                f"SELECT event_id, 1 - (embedding <=> %s::vector) AS s FROM {t} WHERE {where} "
+                f"ORDER BY (embedding <=> %s::vector) + 0, event_id LIMIT %s", (qv, *args, qv, k)).fetchall()
+        return [(r[0], float(r[1])) for r in rows]
+
+    def similarity(self, text: str, event_ids: list[str]) -> np.ndarray:
+        """Cosine similarity of one query to indexed events (by id; -1 for one not indexed)."""
+        if not event_ids:
+            return np.zeros(0, np.float32)
+        qv = _vector_literal(self._enc.encode([text])[0])
+        with self.connection() as c:
+            found = dict(c.execute(f"SELECT event_id, 1 - (embedding <=> %s::vector) FROM {self.table} "
+                                   f"WHERE event_id = ANY(%s)", (qv, list(event_ids))).fetchall())
+        return np.array([found.get(e, -1.0) for e in event_ids], np.float32)
+
+
+class PgTextRetriever(PostgresRetriever):
+    """PostgreSQL full-text search: any query term matches, ranked by ts_rank."""
+
+    match_type = "keyword"
+    type_name = "pgtext"
+    default_table = "memkit_text"
+
+    def __init__(self, url: str = "env:MEMKIT_DATABASE_URL", table: str | None = None, config: str = "english",
+                 doc_template: str = "{text}", rank: str = "ts_rank", normalization: int = 1):
+        super().__init__(url, table, doc_template)
+        if not _TABLE.match(config):
+            raise ValidationError("config", f"expected a text search configuration name, got {config!r}")
+        if rank not in ("ts_rank", "ts_rank_cd"):
+            raise ValidationError("rank", f"expected ts_rank or ts_rank_cd, got {rank!r}")
+        self.config = config
+        self.rank = rank
+        self.normalization = int(normalization)
+
+    def get_params(self) -> dict:
+        return {**super().get_params(), "config": self.config, "rank": self.rank, "normalization": self.normalization}
+
+    def _ddl(self) -> list[str]:
+        t = self.table
+        return [f"CREATE TABLE IF NOT EXISTS {t} ({self._columns()}, tsv tsvector NOT NULL)",
+                f"CREATE INDEX IF NOT EXISTS {t}_tsv ON {t} USING gin (tsv)", *super()._ddl()]
+
+    def _values(self, events: pl.DataFrame) -> list:
+        return document_text(events, self.doc_template)
+
+    def _value_column(self) -> tuple[str, str]:
+        return "tsv", f"to_tsvector('{self.config}'::regconfig, %s)"
+
+    def or_query(self) -> str:
+        """SQL for the query's terms joined by OR: plainto_tsquery's parse (stemming,
+        stopwords), with its AND (and any phrase) operators replaced by |."""
+        return (f"regexp_replace(plainto_tsquery('{self.config}'::regconfig, %s)::text, "
+                f"' (&|<[0-9]+>|<->) ', ' | ', 'g')::tsquery")
+
+    def _search_all(self, texts, k, filters):
+        out = []
+        with self.connection() as c:
+            for text, f in zip(texts, filters):
+                where, args = _where(f)
+                rows = c.execute(
+                    f"WITH q AS (SELECT {self.or_query()} AS q) "
+                    f"SELECT event_id, {self.rank}(tsv, q.q, %s) AS s FROM {self.table}, q "
+                    f"WHERE numnode(q.q) > 0 AND tsv @@ q.q AND {where} ORDER BY s DESC, event_id LIMIT %s",
+                    (text, self.normalization, *args, k)).fetchall()
+                out.append([(r[0], float(r[1])) for r in rows])
+        return out
+
+
+def postgres_parts(r: Retriever) -> list[PostgresRetriever]:
+    """The PostgreSQL retrievers inside a retriever (itself, a hybrid's parts, ...)."""
+    if isinstance(r, PostgresRetriever):
+        return [r]
+    children = list(getattr(r, "retrievers", []))
+    if hasattr(r, "first"):
+        children += [r.first, *getattr(r, "extra", [])]
+    return [p for c in children for p in postgres_parts(c)]
+
+
+def in_memory_parts(r: Retriever) -> list[Retriever]:
+    """The leaf retrievers that keep their index in this process (not in PostgreSQL)."""
+    children = list(getattr(r, "retrievers", []))
+    if hasattr(r, "first"):
+        children += [r.first, *getattr(r, "extra", [])]
+    if not children:
+        return [] if isinstance(r, PostgresRetriever) else [r]
+    return [p for c in children for p in in_memory_parts(c)]

@@ -1,0 +1,149 @@
+"""Stateless search over PostgreSQL (``search_backend = "postgres"``): the index lives in
+the store, so any number of app processes on any number of machines serve the same data
+with nothing to build, load or catch up.
+
+The pipeline's retrievers must all be PostgreSQL ones (``pgvector``, ``pgtext``; see
+memkit/retrievers/postgres.py), for example eval/configs/postgres.toml; they are pointed
+at the service's own database (``database_url``), whatever URL the config names.
+Fusion, the relevance gate, answers and conversation state stay in the memkit pipeline.
+
+Writes: the Events service calls :meth:`StoreSearch.index` inside each create, edit and
+batch create transaction, after the rows are written; it encodes the events and upserts
+their vector and text rows on the same connection, so an event and its index rows commit
+together or not at all, and a query in any process sees every write committed before it.
+
+Deletes: each search table gets a foreign key ``event_id -> events.id ON DELETE CASCADE``
+(added at start if missing). Deleting an event, an account (users -> floors/events
+cascade) or anything else that removes event rows removes their search rows in the same
+transaction; nothing else has to remember to. (A join against ``events`` at query time
+would do it too, but costs every query a join; the cascade costs only the delete.)
+
+Privacy is checked per query, as with the in-memory index: the service refuses floors the
+user may not read before searching, and the search is restricted to the named floors in
+SQL, so making a floor private takes its events out of other users' results at once.
+
+Authors' names for answers (who wrote what): before each answer the answerer learns the
+names of the searched floors' authors that the question mentions (looked up by the
+question's words, so the cost does not grow with the number of authors); the items carry
+their own authors' names too.
+
+Start-up is cheap: ``CREATE ... IF NOT EXISTS`` of the tables, indexes and foreign keys,
+no index build (the first start on a large existing store builds two plain b-tree indexes,
+``users`` by first name and ``events (user_id, floor_id)``, for the author look-up). A store that already holds events written without this backend (or before
+it was switched on) is filled by the backfill command, ``python -m server.backfill``
+(:meth:`StoreSearch.backfill`: events that lack a row in a search table, in batches).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from contextlib import nullcontext
+
+import sqlalchemy as sa
+
+from memkit.errors import ValidationError
+from memkit.pipeline import Pipeline
+from memkit.retrievers.postgres import _DDL_LOCK, in_memory_parts, postgres_parts
+from server.search.index import load_events
+from server.store.schema import events, users
+
+log = logging.getLogger(__name__)
+
+
+def _driver(conn):
+    """The psycopg connection under a SQLAlchemy connection (same transaction)."""
+    return conn.connection.driver_connection
+
+
+class StoreSearch:
+    """The same surface as :class:`~server.search.index.SearchIndex` where the service
+    uses it (``pipeline``, ``lock``, ``sync``), but with nothing held in the process."""
+
+    started_from = "store"
+    applied_rows = 0
+
+    def __init__(self, engine: sa.Engine, pipeline: Pipeline):
+        if engine.dialect.name != "postgresql":
+            raise ValueError("search_backend = 'postgres' needs a PostgreSQL database_url")
+        others = in_memory_parts(pipeline.retriever)
+        if others:
+            names = sorted({type(r).__name__ for r in others})
+            raise ValidationError("retriever", f"search_backend = 'postgres' needs PostgreSQL retrievers only "
+                                  f"(pgvector, pgtext); the config also has {names}")
+        if pipeline.representation is not None:
+            raise ValidationError("representation", "search_backend = 'postgres' does not support [representation]")
+        self.engine = engine
+        self.pipeline = pipeline
+        self.parts = postgres_parts(pipeline.retriever)
+        url = engine.url.render_as_string(hide_password=False)
+        for r in self.parts:
+            r.url = url  # the service's own database: the foreign keys and the write transaction need it
+        self.lock = nullcontext()  # nothing in the process to protect: queries run side by side
+
+    def reading(self):
+        return nullcontext()
+
+    def start(self) -> "StoreSearch":
+        """Make the search tables and indexes if missing, and tie their rows to events."""
+        for r in self.parts:
+            r.ensure_schema()
+        with self.engine.begin() as conn:
+            conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": _DDL_LOCK})
+            # For learn_authors: users by first name, and "has this user posted in these floors".
+            conn.execute(sa.text("CREATE INDEX IF NOT EXISTS users_first_name ON users (lower(split_part(name, ' ', 1)))"))
+            conn.execute(sa.text("CREATE INDEX IF NOT EXISTS events_user_floor ON events (user_id, floor_id)"))
+            for r in self.parts:
+                name = f"{r.table}_event_fk"
+                exists = conn.execute(sa.text("SELECT 1 FROM pg_constraint WHERE conname = :n"), {"n": name}).first()
+                if not exists:
+                    conn.execute(sa.text(f"DELETE FROM {r.table} t WHERE NOT EXISTS "
+                                         f"(SELECT 1 FROM events e WHERE e.id = t.event_id)"))
+                    conn.execute(sa.text(f"ALTER TABLE {r.table} ADD CONSTRAINT {name} FOREIGN KEY (event_id) "
+                                         f"REFERENCES events (id) ON DELETE CASCADE"))
+        return self
+
+    def sync(self) -> int:
+        return 0  # every write is in the store when it commits
+
+    # -- writes -----------------------------------------------------------------------------
+    def index(self, conn, event_ids: list[str]) -> None:
+        """The Events service's indexer: inside the write's transaction, after its rows."""
+        frame = load_events(conn, event_ids=list(event_ids))
+        if frame.height == 0:
+            return
+        for r in self.parts:
+            r.add(frame, conn=_driver(conn))
+        self.pipeline.answerer.prepare(frame)  # sentence vectors for answers, at ingest (the encoder's cache)
+
+    def missing(self, conn, limit: int) -> list[str]:
+        """Events lacking a row in some search table (up to ``limit``)."""
+        lacking = " OR ".join(f"NOT EXISTS (SELECT 1 FROM {r.table} t WHERE t.event_id = e.id)" for r in self.parts)
+        rows = conn.execute(sa.text(f"SELECT e.id FROM events e WHERE {lacking} ORDER BY e.id LIMIT :n"), {"n": limit})
+        return [r[0] for r in rows]
+
+    def backfill(self, batch: int = 500, progress=None) -> int:
+        """Index every event that has no search rows yet, ``batch`` per transaction;
+        returns how many. Safe to run while the service writes (upserts by event id)."""
+        done = 0
+        while True:
+            with self.engine.begin() as conn:
+                ids = self.missing(conn, batch)
+                if not ids:
+                    return done
+                self.index(conn, ids)
+            done += len(ids)
+            if progress is not None:
+                progress(done)
+
+    # -- answers ----------------------------------------------------------------------------
+    def learn_authors(self, conn, floor_ids: list[str], question: str) -> None:
+        """Authors of the searched floors whose first name the question contains."""
+        words = sorted(set(re.findall(r"\w+", question.casefold())))
+        if not words:
+            return
+        first = sa.func.lower(sa.func.split_part(users.c.name, " ", 1))
+        posted = sa.exists().where(events.c.user_id == users.c.id, events.c.floor_id.in_(floor_ids))
+        names = [n for (n,) in conn.execute(sa.select(users.c.name).where(first.in_(words), posted))]
+        if names:
+            self.pipeline.answerer.prepare([{"speaker": n} for n in names], encode=False)
