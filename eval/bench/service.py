@@ -95,7 +95,7 @@ def insert_events(engine, frame: pl.DataFrame, user_of: dict, chunk: int = 5000)
         rows = []
         for r in part.iter_rows(named=True):
             floor = f"f_{r['floor_id'].replace('-', '')}"
-            rows.append({"id": f"e_{r['event_id'].replace('-', '')}", "floor_id": floor,
+            rows.append({"id": f"e_{r['event_id'].replace('-', '_')}", "floor_id": floor,
                          "block_id": f"b_{r['floor_id'].replace('-', '')}_{r['block_type']}",
                          "user_id": user_of[r["user_id"]], "text": r["text"], "tags": list(r["tags"] or []),
                          "media": [], "created_at": r["created_at"], "updated_at": now})
@@ -142,7 +142,7 @@ def start_up(args, folder: Path, catch_up: int) -> dict:
     from server.store import connect
 
     engine = connect(args.database_url)
-    frame = generate_events(catch_up, seed=99, events_per_floor=args.per_floor)
+    frame = generate_events(catch_up, seed=int(time.time()), events_per_floor=args.per_floor)  # new ids each run
     n_floors = max(1, args.events // args.per_floor)
     frame = frame.with_columns(  # into the benchmark's existing floors
         (pl.lit("floor-") + (pl.col("floor_id").str.split("-").list.get(1).cast(pl.Int64) % n_floors).cast(pl.Utf8))
