@@ -111,7 +111,7 @@ class ExtractiveAnswerer:
         self.rank_weight = rank_weight  # trust in the retriever's order: subtracted per rank from a sentence's score
         self.when_bonus = when_bonus  # for when-questions, added to sentences that say when
         self.encoder = None
-        self._by_first: dict[str, set[str]] = {}  # authors' names by their first word, lower case
+        self._by_first: dict[str, frozenset[str]] = {}  # authors' names by their first word, lower case
         self._analyzer = Analyzer()
 
     def params(self) -> dict:
@@ -172,7 +172,8 @@ class ExtractiveAnswerer:
         does not grow with the number of authors)."""
         by_first = dict(self._by_first)
         for n in filter(None, map(_speaker, items)):
-            by_first.setdefault(n.split()[0].casefold(), set()).add(n)
+            key = n.split()[0].casefold()
+            by_first[key] = by_first.get(key, frozenset()) | {n}
         names = {n for w in set(re.findall(r"\w+", query.casefold())) for n in by_first.get(w, ())}
         return {n for n in names if re.search(rf"\b{re.escape(n)}\b", query, re.IGNORECASE)}
 
