@@ -124,6 +124,8 @@ def build_index(args, folder: Path) -> dict:
     app = create_app(settings_for(args, folder))
     memory = app.extensions["memkit"]["memory"]
     index = memory.warm()
+    if hasattr(index, "backfill"):  # PostgreSQL: rows for the events written straight into the store
+        index.backfill(batch=1000, progress=lambda n: print(f"   backfilled {n:,}", flush=True) if n % 10000 == 0 else None)
     out["build_s"] = time.perf_counter() - t
     if hasattr(index, "pipeline") and getattr(index, "started_from", None) == "store":
         t = time.perf_counter()

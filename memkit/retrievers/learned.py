@@ -130,11 +130,12 @@ class LearnedRetriever(Retriever):
         """One query's candidates: event ids, match types and the feature matrix (rows in
         the first stage's order, columns as ``feature_names``)."""
         ids = self.first.catalog.event_ids
+        mask = self.first.catalog.mask(f)  # the same positions in every part: one mask serves all
         parts = []  # per retriever: (positions best first, min-max scores, match type)
         for r in self._all_parts():
             if len(r.catalog) != len(ids):
                 raise RuntimeError("the learned retriever's parts hold different events")
-            (pos, sc), = r._search_batch([text], depth, [r.catalog.mask(f)])
+            (pos, sc), = r._search_batch([text], depth, [mask])
             lo, hi = (float(sc.min()), float(sc.max())) if len(sc) else (0.0, 0.0)
             z = (sc - lo) / (hi - lo) if hi > lo else np.ones(len(sc))
             parts.append((pos, z, r.match_type))
