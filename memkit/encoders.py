@@ -285,6 +285,9 @@ class CachedEncoder:
         self.encoded = 0  # texts actually sent to the model, for tests and reports
 
     def encode(self, texts: Sequence[str], show_progress: bool | None = None) -> np.ndarray:
+        # The tokenizer ignores leading and trailing whitespace, so texts that differ only
+        # there (a template whose first field is empty, say) share one vector.
+        texts = [t.strip() for t in texts]
         keys = [EmbeddingCache.key(self.name, t) for t in texts]
         with self._recent_lock:
             found = {k: self._recent[k] for k in keys if k in self._recent}

@@ -91,3 +91,10 @@ def test_onnx_export_is_made_once(onnx_folder):
     assert isinstance(get_encoder("minilm-torch").encoder, MiniLMEncoder)
     with pytest.raises(ValueError, match="minilm-int8"):
         get_encoder("bert")
+
+
+def test_texts_differing_only_in_outer_whitespace_share_one_vector(tmp_path):
+    enc = CachedEncoder(MiniLMEncoder(), tmp_path / "cache.sqlite")
+    v = enc.encode(["\nBought a kayak.", "Bought a kayak.  ", "Bought a kayak."])
+    assert enc.encoded == 1 and np.array_equal(v[0], v[1]) and np.array_equal(v[1], v[2])
+    assert np.allclose(v[0], MiniLMEncoder().encode(["\nBought a kayak."])[0], atol=1e-6)  # the model agrees
