@@ -425,3 +425,17 @@ def test_a_saved_index_is_loaded_and_caught_up_from_the_store(world, tmp_path):
     assert third.extensions["memkit"]["memory"]._index.started_from == "store"  # other settings: rebuilt
     for a in (first, second, third):
         a.extensions["memkit"]["engine"].dispose()
+
+
+def test_a_catch_up_of_many_sessions_at_once(world):
+    """A batch spread over 1,000 days touches 1,000 sessions: the index asks the store for
+    them in pieces (one query of 1,000 alternatives is too deep for SQLite) and finds them."""
+    c, ann, floor, blocks = world["c"], world["ann"], world["floor"], world["blocks"]
+    ask(world, query="warm up the index")
+    posts = [{"text": f"Day {i} of the long walk along the river", "created_at": f"{2020 + i // 360}-{i % 12 + 1:02d}-"
+              f"{i % 28 + 1:02d}T{i % 24:02d}:00:00Z"} for i in range(1000)]
+    r = c.post(f"/floors/{floor}/blocks/{blocks['feed']}/events/batch", headers=ann, json={"events": posts})
+    assert r.status_code == 200, r.get_json()
+    made = {e["event_id"] for e in r.get_json()["events"]}
+    found = ask(world, query="Day 417 of the long walk along the river", k=50).get_json()["items"]
+    assert found and found[0]["event_id"] in made and "417" in found[0]["text"]

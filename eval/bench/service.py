@@ -127,12 +127,11 @@ def build_index(args, folder: Path) -> dict:
     if hasattr(index, "backfill"):  # PostgreSQL: rows for the events written straight into the store
         index.backfill(batch=1000, progress=lambda n: print(f"   backfilled {n:,}", flush=True) if n % 10000 == 0 else None)
     out["build_s"] = time.perf_counter() - t
-    if hasattr(index, "pipeline") and getattr(index, "started_from", None) == "store":
-        t = time.perf_counter()
-        with app.extensions["memkit"]["engine"].connect() as conn:
-            frame = load_events(conn)
-        index.pipeline.answerer.prepare(frame)  # what ingest does: sentence vectors in the cache
-        out["sentences_s"] = time.perf_counter() - t
+    t = time.perf_counter()
+    with app.extensions["memkit"]["engine"].connect() as conn:
+        frame = load_events(conn)
+    index.pipeline.answerer.encode_sentences(frame)  # what ingest does: sentence vectors in the cache
+    out["sentences_s"] = time.perf_counter() - t
     app.extensions["memkit"]["engine"].dispose()
     return out
 

@@ -46,10 +46,16 @@ from server.store.schema import blocks, event_log, events, users
 START_MARGIN = 1000  # log rows below the top at start that are re-checked for stragglers
 
 
-def load_events(conn, event_ids: list[str] | None = None, sessions: list[tuple] | None = None) -> pl.DataFrame:
+def load_events(conn, event_ids: list[str] | None = None, sessions: list[tuple] | None = None,
+                chunk: int = 200) -> pl.DataFrame:
     """Events of the store (all, these ids, or these sessions: ``(block_id, day)``, a day
     of None meaning the whole block) as memkit's events table plus ``speaker`` (the
-    author's name), in posting order (time, then id)."""
+    author's name), in posting order (time, then id). Long lists of ids or sessions are
+    asked for ``chunk`` at a time (SQLite limits an expression's depth)."""
+    if event_ids is not None and len(event_ids) > chunk:
+        return _concat([load_events(conn, event_ids=event_ids[i : i + chunk]) for i in range(0, len(event_ids), chunk)])
+    if sessions is not None and len(sessions) > chunk:
+        return _concat([load_events(conn, sessions=sessions[i : i + chunk]) for i in range(0, len(sessions), chunk)])
     q = (sa.select(events.c.id, events.c.floor_id, events.c.block_id, blocks.c.type, events.c.user_id, events.c.text,
                    events.c.created_at, events.c.tags, users.c.name)
          .join(blocks, blocks.c.id == events.c.block_id).join(users, users.c.id == events.c.user_id)
@@ -63,6 +69,10 @@ def load_events(conn, event_ids: list[str] | None = None, sessions: list[tuple] 
              "created_at": r[6], "tags": r[7]} for r in found]
     names = [r[8] for r in found]
     return events_frame(rows, source="store").with_columns(pl.Series("speaker", names, pl.Utf8))
+
+
+def _concat(frames: list[pl.DataFrame]) -> pl.DataFrame:
+    return pl.concat(frames).unique("event_id", keep="first", maintain_order=True).sort(["created_at", "event_id"])
 
 
 def _session(block_id: str, day: date | None):
