@@ -80,22 +80,22 @@ ONNX_EXPORT_VERSION = 3  # bump when the export below changes, so old files are 
 
 
 class OnnxMiniLMEncoder:
-    """The same all-MiniLM-L6-v2, run by ONNX Runtime: the default encoder.
+    """The same all-MiniLM-L6-v2, run by ONNX Runtime.
 
     On first use the packaged model is exported to ONNX (torch's exporter), once, into
-    ``<cache dir>/onnx/``; nothing is downloaded. The float32 graph is then rewritten by
-    ONNX Runtime's transformer optimiser (fused attention, layer norm and GELU kernels):
-    the same arithmetic, about 3x the throughput of sentence-transformers on these cores,
-    with vectors equal to its vectors up to float rounding (cosine 0.9999999; torch's own
-    results move that much with batch padding). So it shares the plain model's ``name``
-    and cache entries. ``quantize=True`` instead quantises the weights to int8 (per output
-    channel, dynamic): faster still, but its vectors drift (cosine 0.97 to 0.99 on chat
-    text), so it has a name of its own and is not the default.
+    ``<cache dir>/onnx/``; nothing is downloaded. The float32 graph is rewritten by ONNX
+    Runtime's transformer optimiser (fused attention, layer norm and GELU): the same
+    arithmetic, vectors equal to sentence-transformers' up to float rounding (cosine
+    0.9999999), so it shares the plain model's ``name`` and cached vectors; on an idle
+    machine here it is no faster than sentence-transformers (``eval/bench/encoder.py``),
+    so it is an option (``minilm-onnx``), not the default. ``quantize=True`` quantises
+    the weights to int8 instead (per output channel, dynamic, attention products kept
+    float): about 2x the throughput, but its vectors drift (cosine down to 0.956 on short
+    chat lines), so it has a name and cache entries of its own (``minilm-int8``).
 
     Texts are tokenised with the model's own ``tokenizer.json`` (truncated at 256 word
     pieces, as sentence-transformers does), sorted by length so each batch pads little,
-    mean-pooled over the attention mask and L2-normalised. ``eval/bench/encoder.py``
-    measures speed and cosine against sentence-transformers."""
+    mean-pooled over the attention mask and L2-normalised."""
 
     dim = 384
     max_length = 256
@@ -330,19 +330,19 @@ class CachedEncoder:
 _ENCODERS: dict[str, Encoder] = {}
 
 
-ENCODER_NAMES = ("minilm", "minilm-torch", "minilm-int8")
+ENCODER_NAMES = ("minilm", "minilm-onnx", "minilm-int8")
 
 
 def get_encoder(name: str = "minilm", cache: bool = True) -> Encoder:
     """A shared encoder by name, cached on disk unless ``cache=False``: ``"minilm"``
-    (ONNX Runtime, fused float32 graph: the default), ``"minilm-torch"``
-    (sentence-transformers; the same vectors, slower; shares the cache) or
-    ``"minilm-int8"`` (ONNX Runtime, int8 weights; vectors drift, own cache entries)."""
+    (sentence-transformers: the default), ``"minilm-onnx"`` (ONNX Runtime, fused float32
+    graph; the same vectors, so the same cache entries) or ``"minilm-int8"`` (ONNX
+    Runtime, int8 weights; vectors drift, own cache entries)."""
     key = f"{name}:{cache}"
     if key not in _ENCODERS:
         if name not in (*ENCODER_NAMES, MINILM):
             raise ValueError(f"encoder: expected one of {list(ENCODER_NAMES)}, got {name!r}")
-        if name == "minilm-torch":
+        if name in ("minilm", MINILM):
             base = MiniLMEncoder()
         else:
             base = OnnxMiniLMEncoder(quantize=name == "minilm-int8")

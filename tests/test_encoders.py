@@ -87,8 +87,8 @@ def test_onnx_export_is_made_once(onnx_folder):
         assert OnnxMiniLMEncoder(quantize=quantize, folder=onnx_folder).model_file() == path
         assert path.stat().st_mtime_ns == stamp
     assert get_encoder("minilm-int8").name == "all-MiniLM-L6-v2/onnx-int8"
-    assert isinstance(get_encoder("minilm").encoder, OnnxMiniLMEncoder)
-    assert isinstance(get_encoder("minilm-torch").encoder, MiniLMEncoder)
+    assert isinstance(get_encoder("minilm").encoder, MiniLMEncoder)
+    assert isinstance(get_encoder("minilm-onnx").encoder, OnnxMiniLMEncoder)
     with pytest.raises(ValueError, match="minilm-int8"):
         get_encoder("bert")
 

@@ -49,8 +49,8 @@ def main(argv=None) -> None:
     ref, ref_s = timed(MiniLMEncoder(batch_size=32), texts)  # sentence-transformers' own default batch
     rows = [("sentence-transformers (plain, batch 32)", ref_s, ref)]
     for label, enc in [("sentence-transformers (batch 64, memkit's setting)", MiniLMEncoder(batch_size=64)),
-                       ("ONNX Runtime fp32, fused graph, length-sorted (memkit's default)", OnnxMiniLMEncoder(quantize=False)),
-                       ("ONNX Runtime int8 weights, length-sorted batches", OnnxMiniLMEncoder(quantize=True))]:
+                       ("ONNX Runtime fp32, fused graph, length-sorted (minilm-onnx)", OnnxMiniLMEncoder(quantize=False)),
+                       ("ONNX Runtime int8 weights, length-sorted (minilm-int8)", OnnxMiniLMEncoder(quantize=True))]:
         vecs, took = timed(enc, texts)
         rows.append((label, took, vecs))
     print("\n| encoder | texts/s | speed-up | min cosine | mean cosine |")
