@@ -26,6 +26,8 @@ def obj(props: dict, required=None, extra=False) -> dict:
 STR, INT, BOOL = {"type": "string"}, {"type": "integer"}, {"type": "boolean"}
 NSTR = {"type": ["string", "null"]}
 TIME = {"type": "string", "format": "date-time"}
+EMAIL = {"type": "string", "format": "email", "maxLength": 254}
+TAGS = {"type": "array", "maxItems": 20, "items": {"type": "string", "minLength": 1, "maxLength": 50}}
 
 SCHEMAS = {
     "400ErrorCode": obj({"error": obj({"code": STR, "message": STR, "field": NSTR})}),
@@ -52,7 +54,7 @@ SCHEMAS = {
                       "created_at": TIME, "blocks": {"type": "array", "items": ref("BlockDetails")}}),
     "Media": obj({"url": STR, "type": STR, "caption": NSTR}, ["url"]),
     "PostAdd": obj({"text": {"type": "string", "minLength": 1, "maxLength": 20000},
-                    "tags": {"type": "array", "maxItems": 20, "items": {"type": "string", "minLength": 1, "maxLength": 50}},
+                    "tags": TAGS,
                     "media": {"type": "array", "items": ref("Media")}, "reply_to": STR, "repost_of": STR, "created_at": TIME},
                    ["text"]),
     "EventResponse": obj({"event_id": STR, "floor_uid": STR, "from_floor_uid": STR, "block_id": STR,
@@ -87,12 +89,12 @@ SCHEMAS = {
 }
 
 REQUESTS = {
-    "SignUpRequest": obj({"name": STR, "email": STR, "mobile": STR, "password": {"type": "string", "minLength": 8, "maxLength": 256}},
+    "SignUpRequest": obj({"name": {"type": "string", "minLength": 1, "maxLength": 200}, "email": EMAIL, "mobile": STR, "password": {"type": "string", "minLength": 8, "maxLength": 256}},
                          ["name", "password"]),
     "SendCodeRequest": obj({"mode": {"enum": list(MODES), "description": "; ".join(f"{k}: {v}" for k, v in MODES.items())},
                             "email": STR, "mobile": STR, "new_email_id": STR, "new_mobile": STR, "user_id": STR, "app_id": STR}, ["mode"]),
     "ValidateRequest": obj({"email": STR, "mobile": STR, "code": STR}, ["code"]),
-    "SignInEmailRequest": obj({"email": STR, "password": STR}),
+    "SignInEmailRequest": obj({"email": EMAIL, "password": STR}),
     "SignInMobileRequest": obj({"mobile": STR, "password": STR}),
     "ChangePasswordRequest": obj({"old_password": STR, "new_password": {"type": "string", "minLength": 8, "maxLength": 256}}),
     "ResetPasswordRequest": obj({"email": STR, "mobile": STR, "code": STR, "new_password": STR}, ["code", "new_password"]),
@@ -110,7 +112,8 @@ REQUESTS = {
     "QueryFilters": obj({"time_from": {**TIME, "description": "inclusive, on the event's own time; no zone means UTC"},
                          "time_to": {**TIME, "description": "inclusive"},
                          "types": {"type": "array", "items": {"enum": list(BLOCK_TYPES)}},
-                         "tags": {"type": "array", "items": STR, "description": "an event matches if it has any of them"}},
+                         "tags": {"type": "array", "maxItems": 50, "items": {"type": "string", "minLength": 1},
+                                  "description": "an event matches if it has any of them"}},
                         []),
     "QueryRequest": obj({"user_id": STR, "query": {"type": "string", "minLength": 1, "maxLength": 2000},
                          "floor_ids": {"type": "array", "minItems": 1, "maxItems": 50, "items": STR},
@@ -121,7 +124,7 @@ REQUESTS = {
                                           "description": "alias of filters.types"},
                          "filter_tags": {"type": "array", "items": STR, "description": "alias of filters.tags"}},
                         ["user_id", "query", "floor_ids"]),
-    "EventEdit": obj({"text": STR, "tags": {"type": "array", "items": STR}, "media": {"type": "array", "items": ref("Media")}}, []),
+    "EventEdit": obj({"text": {"type": "string", "minLength": 1, "maxLength": 20000}, "tags": TAGS, "media": {"type": "array", "items": ref("Media")}}, []),
 }
 
 ERR = {"content": {"application/json": {"schema": ref("400ErrorCode")}}}
