@@ -78,7 +78,7 @@ def test_events_create_reply_repost_and_permissions(app):
     assert r.status_code == 404
     # ... nor re-post from it; once public he can do both.
     r = c.post(f"/floors/{bo_floor}/blocks/{bo_blocks['feed']}/events", headers=bo, json={"text": "look", "repost_of": ev["event_id"]})
-    assert r.status_code == 404 and error_of(r)["field"] == "floor_id"
+    assert r.status_code == 404 and error_of(r)["field"] == "repost_of"  # as for an event that never existed
     c.post(f"/floors/{ann_floor}/public", headers=ann)
     r = c.post(f"/floors/{bo_floor}/blocks/{bo_blocks['feed']}/events", headers=bo, json={"text": "look", "repost_of": ev["event_id"]})
     assert r.status_code == 200 and r.get_json()["from_floor_uid"] == ann_floor and r.get_json()["floor_uid"] == bo_floor

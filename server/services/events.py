@@ -19,7 +19,7 @@ from server.errors import BadRequest, Forbidden, NotFound
 from server.services.accounts import check_fields, new_id, now
 from server.services.floors import BLOCK_TYPES, readable_floor
 from server.store.changes import log_event_changes
-from server.store.schema import blocks, events
+from server.store.schema import blocks, events, floors
 
 MAX_TEXT = 20_000
 MAX_TAGS = 20
@@ -148,9 +148,7 @@ class Events:
         return {"floor_uid": floor_id, "block_id": block_id, "events": out}
 
     def _postable(self, conn, user_id: str, floor_id: str, block_id: str):
-        f = readable_floor(conn, floor_id, user_id)
-        if f["is_private"] and f["owner_id"] != user_id:  # unreachable: readable_floor hides it
-            raise NotFound("no such floor", field="floor_id")
+        readable_floor(conn, floor_id, user_id)
         return self._block(conn, floor_id, block_id)
 
     def _insert(self, conn, user_id: str, floor_id: str, b, item: dict) -> dict:
@@ -160,10 +158,10 @@ class Events:
             if parent is None or parent[0] != floor_id:
                 raise NotFound("reply_to names no event of this floor", field="reply_to")
         if item["repost_of"]:
-            src = conn.execute(sa.select(events).where(events.c.id == item["repost_of"])).mappings().first()
-            if src is None:
+            src = conn.execute(sa.select(events, floors.c.is_private, floors.c.owner_id).join(floors)
+                               .where(events.c.id == item["repost_of"])).mappings().first()
+            if src is None or (src["is_private"] and src["owner_id"] != user_id):  # the same answer for both
                 raise NotFound("repost_of names no event you can read", field="repost_of")
-            readable_floor(conn, src["floor_id"], user_id)  # 404 if that floor is private to someone else
             from_floor = src["from_floor_id"] or src["floor_id"]
         eid = new_id("e")
         row = dict(id=eid, floor_id=floor_id, block_id=b["id"], user_id=user_id, text=item["text"], tags=item["tags"],
@@ -209,11 +207,11 @@ class Events:
         return {"floor_uid": floor_id, "events": items, "next_cursor": cursor}
 
     def _editable(self, conn, user_id: str, event_id: str):
-        e = conn.execute(sa.select(events).where(events.c.id == event_id)).mappings().first()
-        if e is None:
+        e = conn.execute(sa.select(events, floors.c.is_private, floors.c.owner_id).join(floors)
+                         .where(events.c.id == event_id)).mappings().first()
+        if e is None or (e["is_private"] and e["owner_id"] != user_id):  # someone else's private floor: missing
             raise NotFound("no such event", field="event_id")
-        f = readable_floor(conn, e["floor_id"], user_id)  # 404 on someone else's private floor
-        if user_id not in (e["user_id"], f["owner_id"]):
+        if user_id not in (e["user_id"], e["owner_id"]):
             raise Forbidden("only the author or the floor's owner may change this event", code="not_allowed")
         return e
 
