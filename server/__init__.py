@@ -6,6 +6,9 @@ Blueprints in ``server/api`` parse requests and shape responses; the rules live 
 
 from __future__ import annotations
 
+import logging
+import time
+
 from flask import Flask, g, request
 from flask_limiter import Limiter
 from flask_limiter.util import get_remote_address
@@ -18,6 +21,8 @@ from server.services.floors import Floors
 from server.services.memory import Memory
 from server.settings import Settings
 from server.store import connect
+
+requests_log = logging.getLogger("memkit.server.requests")
 
 
 def create_app(config: dict | None = None) -> Flask:
@@ -57,7 +62,14 @@ def create_app(config: dict | None = None) -> Flask:
         app.extensions["memkit"]["memory"].warm()
 
     @app.before_request
-    def _bearer():
-        g.auth_header = request.headers.get("Authorization")
+    def _started():
+        g.started = time.perf_counter()
+
+    @app.after_request
+    def _log_request(response):
+        # Method, path (no query string, no headers, no body: nothing secret) and outcome.
+        took = (time.perf_counter() - g.get("started", time.perf_counter())) * 1000
+        requests_log.info("%s %s %s %.1f ms", request.method, request.path, response.status_code, took)
+        return response
 
     return app

@@ -16,7 +16,9 @@ def connect(url: str) -> sa.Engine:
         url = "postgresql+psycopg://" + url[len("postgresql://"):]
     if url.startswith("sqlite:///") and not url.startswith("sqlite:///:memory:"):
         Path(url[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
-    engine = sa.create_engine(url, future=True, pool_pre_ping=True)
+    # hide_parameters: an SQL error's message (which may reach the log) never carries the
+    # values bound into the statement: hashes, codes' destinations, text people posted.
+    engine = sa.create_engine(url, future=True, pool_pre_ping=True, hide_parameters=True)
     if engine.dialect.name == "sqlite":
         @sa.event.listens_for(engine, "connect")
         def _pragmas(dbapi_conn, _record):
