@@ -14,6 +14,7 @@ from flask_limiter import Limiter
 from flask_limiter.util import get_remote_address
 
 from server import errors
+from server.api.strict_json import StrictJSONProvider, check_url
 from server.services.accounts import Accounts
 from server.services.delivery import OutboxSender, SmtpSender
 from server.services.events import Events
@@ -29,6 +30,7 @@ def create_app(config: dict | None = None) -> Flask:
     settings = Settings.load(config)
     app = Flask(__name__)
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
+    app.json = StrictJSONProvider(app)  # bodies: UTF-8, finite, shallow, storable text (server/api/strict_json.py)
     app.json.sort_keys = False
     engine = connect(settings.database_url)
     mailer = (SmtpSender(settings.smtp_host, settings.smtp_port, settings.mail_from) if settings.smtp_host
@@ -64,6 +66,7 @@ def create_app(config: dict | None = None) -> Flask:
     @app.before_request
     def _started():
         g.started = time.perf_counter()
+        check_url()
 
     @app.after_request
     def _log_request(response):

@@ -27,6 +27,9 @@ STR, INT, BOOL = {"type": "string"}, {"type": "integer"}, {"type": "boolean"}
 NSTR = {"type": ["string", "null"]}
 TIME = {"type": "string", "format": "date-time"}
 EMAIL = {"type": "string", "format": "email", "maxLength": 254}
+TITLE = {"type": "string", "minLength": 1, "maxLength": 200, "description": "outer spaces are trimmed first"}
+DETAILS, AVATAR = {"type": "string", "maxLength": 5000}, {"type": "string", "maxLength": 2000}
+MEDIA = {"type": "array", "maxItems": 20, "items": {"$ref": "#/components/schemas/Media"}}
 TAGS = {"type": "array", "maxItems": 20, "items": {"type": "string", "minLength": 1, "maxLength": 50}}
 
 SCHEMAS = {
@@ -52,10 +55,11 @@ SCHEMAS = {
                          "block_title": STR, "block_details": STR, "created_at": TIME}),
     "FloorInfo": obj({"floor_uid": STR, "owner_id": STR, "title": STR, "details": STR, "avatar": NSTR, "is_private": BOOL,
                       "created_at": TIME, "blocks": {"type": "array", "items": ref("BlockDetails")}}),
-    "Media": obj({"url": STR, "type": STR, "caption": NSTR}, ["url"]),
+    "Media": obj({"url": {"type": "string", "maxLength": 2000}, "type": {"type": "string", "maxLength": 50},
+                  "caption": {"type": ["string", "null"], "maxLength": 1000}}, ["url"]),
     "PostAdd": obj({"text": {"type": "string", "minLength": 1, "maxLength": 20000},
                     "tags": TAGS,
-                    "media": {"type": "array", "items": ref("Media")}, "reply_to": STR, "repost_of": STR, "created_at": TIME},
+                    "media": MEDIA, "reply_to": STR, "repost_of": STR, "created_at": TIME},
                    ["text"]),
     "EventResponse": obj({"event_id": STR, "floor_uid": STR, "from_floor_uid": STR, "block_id": STR,
                           "block_type": {"type": "integer", "description": "; ".join(f"{v} = {k}" for k, v in BLOCK_TYPES.items())},
@@ -105,10 +109,11 @@ REQUESTS = {
     "ChangeMobileRequest": obj({"new_mobile": STR, "code": STR}),
     "ExternalRegisterRequest": obj({"external_id": STR, "name": STR}, ["external_id"]),
     "DeleteAccountRequest": obj({"password": STR}),
-    "FloorCreate": obj({"title": STR, "details": STR, "avatar": STR, "is_private": BOOL}, ["title"]),
-    "FloorEdit": obj({"title": STR, "details": STR, "avatar": STR}, []),
-    "FloorRename": obj({"title": STR}),
-    "BlockCreate": obj({"block_type": {"enum": list(BLOCK_TYPES)}, "title": STR, "details": STR}, ["block_type", "title"]),
+    "FloorCreate": obj({"title": TITLE, "details": DETAILS, "avatar": AVATAR, "is_private": BOOL}, ["title"]),
+    "FloorEdit": obj({"title": TITLE, "details": DETAILS, "avatar": AVATAR}, []),
+    "FloorRename": obj({"title": TITLE}),
+    "BlockCreate": obj({"block_type": {"enum": list(BLOCK_TYPES)}, "title": TITLE, "details": DETAILS},
+                       ["block_type", "title"]),
     "QueryFilters": obj({"time_from": {**TIME, "description": "inclusive, on the event's own time; no zone means UTC"},
                          "time_to": {**TIME, "description": "inclusive"},
                          "types": {"type": "array", "items": {"enum": list(BLOCK_TYPES)}},
@@ -124,7 +129,7 @@ REQUESTS = {
                                           "description": "alias of filters.types"},
                          "filter_tags": {"type": "array", "items": STR, "description": "alias of filters.tags"}},
                         ["user_id", "query", "floor_ids"]),
-    "EventEdit": obj({"text": {"type": "string", "minLength": 1, "maxLength": 20000}, "tags": TAGS, "media": {"type": "array", "items": ref("Media")}}, []),
+    "EventEdit": obj({"text": {"type": "string", "minLength": 1, "maxLength": 20000}, "tags": TAGS, "media": MEDIA}, []),
 }
 
 ERR = {"content": {"application/json": {"schema": ref("400ErrorCode")}}}

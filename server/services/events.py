@@ -24,6 +24,7 @@ from server.store.schema import blocks, events, floors
 MAX_TEXT = 20_000
 MAX_TAGS = 20
 MAX_BATCH = 1000  # events in one bulk create
+MAX_MEDIA, MAX_URL, MAX_CAPTION = 20, 2000, 1000
 
 
 def _iso(dt: datetime) -> str:
@@ -48,6 +49,8 @@ def _tags(value) -> list[str]:
 def _media(value) -> list[dict]:
     if not isinstance(value, list):
         raise BadRequest("media must be a list of objects", field="media", code="invalid_type")
+    if len(value) > MAX_MEDIA:
+        raise BadRequest(f"at most {MAX_MEDIA} media items", field="media", code="too_many")
     out = []
     for i, m in enumerate(value):
         if not isinstance(m, dict) or not isinstance(m.get("url"), str):
@@ -55,6 +58,10 @@ def _media(value) -> list[dict]:
         unknown = set(m) - {"url", "type", "caption"}
         if unknown:
             raise BadRequest(f"unknown field {sorted(unknown)[0]!r}", field=f"media[{i}]", code="unknown_field")
+        for name, most in (("url", MAX_URL), ("type", 50), ("caption", MAX_CAPTION)):
+            if m.get(name) is not None and (not isinstance(m[name], str) or len(m[name]) > most):
+                raise BadRequest(f"{name} must be a string of at most {most} characters", field=f"media[{i}].{name}",
+                                 code="invalid_type")
         out.append({"url": m["url"], "type": m.get("type", "image"), "caption": m.get("caption")})
     return out
 

@@ -72,6 +72,7 @@ class Floors:
 
     def create(self, user_id: str, data: dict) -> dict:
         check_fields(data, {"title": str}, {"details": str, "avatar": str, "is_private": bool})
+        _lengths(data)
         title = _title(data["title"])
         with self.engine.begin() as conn:
             self._quota(conn, user_id, "floor")
@@ -85,6 +86,7 @@ class Floors:
         check_fields(data, {}, {"title": str, "details": str, "avatar": str})
         if not data:
             raise BadRequest("nothing to change: give title, details or avatar", code="missing_field")
+        _lengths(data)
         values = {k: v for k, v in data.items()}
         if "title" in values:
             values["title"] = _title(values["title"])
@@ -105,6 +107,7 @@ class Floors:
 
     def add_block(self, user_id: str, floor_id: str, data: dict) -> dict:
         check_fields(data, {"block_type": str, "title": str}, {"details": str})
+        _lengths(data)
         if data["block_type"] not in BLOCK_TYPES:
             raise BadRequest(f"block_type must be one of {list(BLOCK_TYPES)}", field="block_type", code="invalid_type")
         with self.engine.begin() as conn:
@@ -115,6 +118,15 @@ class Floors:
                                                 title=_title(data["title"]), details=data.get("details", ""),
                                                 created_at=now()))
             return block_details(conn.execute(sa.select(blocks).where(blocks.c.id == bid)).mappings().one())
+
+
+MAX_DETAILS, MAX_AVATAR = 5000, 2000  # characters (the OpenAPI document states them too)
+
+
+def _lengths(data: dict) -> None:
+    for name, most in (("details", MAX_DETAILS), ("avatar", MAX_AVATAR)):
+        if isinstance(data.get(name), str) and len(data[name]) > most:
+            raise BadRequest(f"{name} must be at most {most} characters", field=name, code="too_long")
 
 
 def _title(value: str) -> str:
