@@ -141,7 +141,7 @@ def test_tokens_and_body_kinds(world):
                content_type="multipart/form-data")
     assert r.status_code == 415 and "JSON" in error_of(r)["message"]
     r = c.post(Q, headers=world["ann"], data="{not json", content_type="application/json")
-    assert r.status_code == 400 and error_of(r)["code"] == "invalid_body"
+    assert r.status_code == 400 and error_of(r)["code"] == "invalid_json"
     assert stored(world["app"]) == before
 
 
