@@ -4,6 +4,7 @@ changes nothing."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import sqlalchemy as sa
@@ -27,9 +28,23 @@ def connect(url: str) -> sa.Engine:
             cur.execute("PRAGMA foreign_keys=ON")
             cur.execute("PRAGMA busy_timeout=10000")
             cur.close()
-    metadata.create_all(engine)
-    _add_missing_columns(engine)
+    _create_tables(engine)
     return engine
+
+
+def _create_tables(engine: sa.Engine, tries: int = 10) -> None:
+    """Create missing tables and columns. Several processes starting at once on a new
+    store (gunicorn's workers) race between "does it exist?" and "create it": the loser
+    gets "already exists" and simply looks again."""
+    for attempt in range(tries):
+        try:
+            metadata.create_all(engine)
+            _add_missing_columns(engine)
+            return
+        except (sa.exc.OperationalError, sa.exc.ProgrammingError, sa.exc.IntegrityError) as exc:
+            if "exist" not in str(exc).lower() and "duplicate" not in str(exc).lower() or attempt == tries - 1:
+                raise
+            time.sleep(0.05 * (attempt + 1))
 
 
 def _add_missing_columns(engine: sa.Engine) -> None:
