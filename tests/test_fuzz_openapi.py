@@ -1,8 +1,8 @@
 """Fuzzing: schemathesis drives the OpenAPI document against the app.
 
 Every operation gets generated requests (valid and invalid bodies, parameters and
-headers). Half of them carry a real bearer token and, for path parameters, the ids of
-real floors, blocks and events of that user, so the fuzzer gets past authentication and
+headers). Most of them carry a real bearer token, and most put the ids of a real floor,
+block, event and user into the path and body, so the fuzzer gets past authentication and
 the 404s into the code behind them. Each response must not be a 5xx, must have a status
 the document lists for the operation, must match the document's schema for it, and a
 request the document calls invalid must be refused (the checks of
