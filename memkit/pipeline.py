@@ -124,21 +124,26 @@ class Pipeline:
 
     # -- the index --------------------------------------------------------------------
     def fit(self, events: pl.DataFrame) -> "Pipeline":
-        self.retriever.fit(self.representation(events) if self.representation else events)
+        self.retriever.fit(self.documents(events))
         return self
 
-    def add(self, events: pl.DataFrame) -> "Pipeline":
-        """Index more events. With a representation, neighbours are looked up only among
-        the events given together."""
-        self.retriever.add(self.representation(events) if self.representation else events)
+    def documents(self, events: pl.DataFrame) -> pl.DataFrame:
+        """What the retrievers index for these events: with a representation, the events
+        with their context fields (neighbours looked up among the events given together)."""
+        return self.representation(events) if self.representation else events
+
+    def add(self, events: pl.DataFrame, only=None) -> "Pipeline":
+        """Index more events (an event indexed before is replaced). ``only``: event ids;
+        the others given serve as context only, e.g. the rest of a session."""
+        self.retriever.add(_only(self.documents(events), only))
         return self
 
-    def precompute(self, events: pl.DataFrame) -> None:
+    def precompute(self, events: pl.DataFrame, only=None) -> None:
         """Encode these events (documents, and sentences for answers) into the embedding
         cache ahead of ``add``, so the index can take them in quickly."""
-        self.retriever.precompute(self.representation(events) if self.representation else events)
+        self.retriever.precompute(_only(self.documents(events), only))
         if hasattr(self.answerer, "encode_sentences"):
-            self.answerer.encode_sentences(events)
+            self.answerer.encode_sentences(_only(events, only))
 
     def remove(self, event_ids) -> "Pipeline":
         self.retriever.remove(event_ids)
@@ -191,12 +196,17 @@ class Pipeline:
         return float(dense.similarity(query, run["event_id"].to_list()).max()) >= self.min_similarity
 
 
+def _only(frame: pl.DataFrame, event_ids) -> pl.DataFrame:
+    return frame if event_ids is None else frame.filter(pl.col("event_id").is_in(list(event_ids)))
+
+
 def _representation(spec: dict | None) -> Representation | None:
     if spec is None:
         return None
-    unknown = set(spec) - {"before", "after"}
+    unknown = set(spec) - {"before", "after", "max_session"}
     if unknown:
-        raise ValidationError(f"representation.{sorted(unknown)[0]}", "unknown setting (expected before, after)")
+        raise ValidationError(f"representation.{sorted(unknown)[0]}",
+                              "unknown setting (expected before, after, max_session)")
     return Representation(**spec)
 
 

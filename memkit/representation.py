@@ -14,13 +14,16 @@ event the fields a retriever's ``doc_template`` can use:
 - ``session_text``: every post of the session as chat lines, so a retriever can score the
   session a post belongs to and pool that evidence into the post's score.
 
-A *session* is the posts of one block on one day (UTC); posts without a time form one
-session per block. (A LoCoMo session is a block; a busy feed splits into days, so a post's
-context stays bounded however long the feed grows.) Posting order within a session is
-``created_at``, then row order (the service orders rows by time and id). Configured as ``[representation] before = 1, after = 1`` in a pipeline's
+A *session* is the posts of one block on one day (UTC), at most ``max_session`` of them
+(64 by default): a busier block-day is cut, in posting order, into runs of that many;
+posts without a time form sessions per block the same way. (A LoCoMo session is a block
+of at most 43 turns; a busy feed splits into days and runs, so a post's context, and the
+work of re-indexing it when a neighbour arrives, stays bounded however busy the feed.)
+Posting order within a session is ``created_at``, then row order (the service orders rows
+by time and id). Configured as ``[representation] before = 1, after = 1`` in a pipeline's
 TOML and used by templates such as ``"{date}. {prev_lines}\\n{line}\\n{next_lines}"``.
-Neighbours depend on the whole session: the service re-indexes a session's posts when one
-of them changes (server/search/index.py).
+Neighbours depend on the whole session: the service re-indexes the posts whose context
+changed when one of them changes (server/search/index.py).
 """
 
 from __future__ import annotations
@@ -30,7 +33,8 @@ import polars as pl
 from memkit.errors import ValidationError
 
 FIELDS = ("line", "prev_lines", "next_lines", "date", "session_text")
-SESSION = ["block_id", "_day"]  # the posts that are each other's context
+SESSION = ["block_id", "_day", "_run"]  # the posts that are each other's context
+MAX_SESSION = 64
 
 
 def _lines(offsets: list[int]) -> pl.Expr:
@@ -40,37 +44,40 @@ def _lines(offsets: list[int]) -> pl.Expr:
     return pl.concat_str(parts, separator="\n", ignore_nulls=True).fill_null("")
 
 
-def _check(before, after) -> None:
+def _check(before, after, max_session=MAX_SESSION) -> None:
     for name, value in (("before", before), ("after", after)):
         if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 5:
             raise ValidationError(f"representation.{name}", f"expected an integer from 0 to 5, got {value!r}")
+    if isinstance(max_session, bool) or not isinstance(max_session, int) or not 1 <= max_session <= 10_000:
+        raise ValidationError("representation.max_session", f"expected an integer from 1 to 10000, got {max_session!r}")
 
 
-def add_context(events: pl.DataFrame, before: int = 1, after: int = 1) -> pl.DataFrame:
+def add_context(events: pl.DataFrame, before: int = 1, after: int = 1, max_session: int = MAX_SESSION) -> pl.DataFrame:
     """The events (same rows, same order) with the context fields added."""
-    _check(before, after)
+    _check(before, after, max_session)
     speaker = pl.col("speaker" if "speaker" in events.columns else "user_id").fill_null("")
     line = pl.when(speaker != "").then(pl.concat_str([speaker, pl.lit(": "), pl.col("text")])).otherwise(pl.col("text"))
     ordered = (events.with_row_index("_row").with_columns(line.alias("line"), pl.col("created_at").dt.date().alias("_day"))
                .sort("block_id", "created_at", "_row", nulls_last=False))
+    ordered = ordered.with_columns((pl.int_range(pl.len()).over("block_id", "_day") // max_session).alias("_run"))
     ordered = ordered.with_columns(
         _lines(list(range(before, 0, -1))).alias("prev_lines"),
         _lines([-i for i in range(1, after + 1)]).alias("next_lines"),
         pl.col("created_at").dt.strftime("%-d %B %Y").fill_null("").alias("date"),
         pl.col("line").str.join("\n").over(SESSION).alias("session_text"),
     )
-    return ordered.sort("_row").drop("_row", "_day")
+    return ordered.sort("_row").drop("_row", "_day", "_run")
 
 
 class Representation:
     """The ``[representation]`` section of a pipeline config."""
 
-    def __init__(self, before: int = 1, after: int = 1):
-        _check(before, after)
-        self.before, self.after = before, after
+    def __init__(self, before: int = 1, after: int = 1, max_session: int = MAX_SESSION):
+        _check(before, after, max_session)
+        self.before, self.after, self.max_session = before, after, max_session
 
     def params(self) -> dict:
-        return {"before": self.before, "after": self.after}
+        return {"before": self.before, "after": self.after, "max_session": self.max_session}
 
     def __call__(self, events: pl.DataFrame) -> pl.DataFrame:
-        return add_context(events, self.before, self.after)
+        return add_context(events, self.before, self.after, self.max_session)

@@ -90,3 +90,49 @@ def test_the_service_keeps_neighbours_in_step_with_the_store(tmp_path, tmp_path_
     c.delete(f"/events/{where}", headers=bo)
     assert "At the zoo." in ask("new job")  # now it follows the job line directly
     app.extensions["memkit"]["engine"].dispose()
+
+
+def busy_day(n: int) -> pl.DataFrame:
+    return pl.DataFrame({"event_id": [f"e{i:03d}" for i in range(n)], "floor_id": ["f"] * n, "block_id": ["b"] * n,
+                         "block_type": ["feed"] * n, "user_id": ["Ann"] * n, "text": [f"post {i}" for i in range(n)],
+                         "created_at": [T.replace(minute=0, second=0, microsecond=i) for i in range(n)],
+                         "tags": [[]] * n}, schema_overrides={"created_at": pl.Datetime("us", "UTC")})
+
+
+def test_a_busy_block_day_is_cut_into_runs_in_posting_order():
+    ctx = add_context(busy_day(150).reverse(), max_session=64)  # row order does not matter, posting order does
+    by_id = dict(zip(ctx["event_id"], ctx["session_text"]))
+    assert by_id["e000"].split("\n") == [f"Ann: post {i}" for i in range(64)]
+    assert by_id["e063"] == by_id["e000"] and by_id["e064"].split("\n")[0] == "Ann: post 64"
+    assert by_id["e149"].split("\n") == [f"Ann: post {i}" for i in range(128, 150)]
+    # A LoCoMo-sized session (43 turns) is one run, as before the cap.
+    assert set(add_context(busy_day(43))["session_text"]) == {"\n".join(f"Ann: post {i}" for i in range(43))}
+    with pytest.raises(ValidationError, match="max_session"):
+        add_context(busy_day(3), max_session=0)
+
+
+def test_a_new_post_re_indexes_its_run_not_its_whole_day(tmp_path):
+    """A post arriving at the end of a busy block-day changes the documents of its run
+    only (session text, the previous post's next line): only those are re-indexed."""
+    config = tmp_path / "ctx.toml"
+    config.write_text('[representation]\nbefore = 1\nafter = 1\nmax_session = 16\n'
+                      '[retriever]\ntype = "bm25"\ndoc_template = "{session_text}"\n')
+    app = create_app({"database_url": f"sqlite:///{tmp_path / 'm.db'}", "outbox_dir": str(tmp_path / "o"),
+                      "secret_key": "k", "pipeline_config": str(config)})
+    c = app.test_client()
+    ann, floor, blocks = user(c, app, "Ann")
+    uid = c.get("/auth-service/profile", headers=ann).get_json()["profile"]["user_id"]
+    path = f"/floors/{floor}/blocks/{blocks['feed']}/events"
+    body = {"events": [{"text": f"post number {i}", "created_at": f"2024-01-01T10:{i // 60:02d}:{i % 60:02d}Z"}
+                       for i in range(100)]}
+    assert c.post(path + "/batch", headers=ann, json=body).status_code == 200
+    index = app.extensions["memkit"]["memory"].warm()
+    before = index.reindexed
+    r = c.post(path, headers=ann, json={"text": "the flamingo arrived", "created_at": "2024-01-01T11:00:00Z"})
+    assert r.status_code == 200
+    assert index.reindexed - before == 5  # the last run: posts 96-99 and the new one, not all 101
+    items = c.post("/agent/memory/query", headers=ann, json={"user_id": uid, "query": "flamingo", "floor_ids": [floor],
+                                                             "k": 10}).get_json()["items"]
+    # Its run's posts share its session text; posts of earlier runs do not.
+    assert {i["text"] for i in items} == {"the flamingo arrived"} | {f"post number {i}" for i in range(96, 100)}
+    app.extensions["memkit"]["engine"].dispose()

@@ -15,9 +15,11 @@ number can appear after a larger one; a missing number above the watermark is wa
 rolled-back transaction. SQLite serialises writers, so there it never waits.
 
 With a ``[representation]`` (neighbouring posts, session text), a post's indexed text
-depends on its session (its block's posts of that day), so a change re-indexes every post
-of the sessions it touched (the log row names the block and the post's time). Speakers
-are the authors' names.
+depends on its session (its block's posts of that day, in runs of at most 64), so a change
+loads the sessions it touched (the log row names the block and the post's time) and
+re-indexes the posts whose document changed: the index keeps a hash of each post's
+document. A new post at the end of a busy day re-indexes its run, not the whole day.
+Speakers are the authors' names.
 
 Privacy is not the index's business: a query names its floors and the service checks
 each against the store before searching, so making a floor private or deleting it takes
@@ -147,6 +149,8 @@ class SearchIndex:
         self._applied: set[int] = set()  # rows above the watermark already applied
         self._gaps: dict[int, float] = {}  # missing numbers above the watermark -> first noticed
         self.applied_rows = 0  # log rows applied since start (for tests and monitoring)
+        self.reindexed = 0  # documents (re-)added by catch-ups since start (for tests and monitoring)
+        self._doc_hash: dict[str, int] = {}  # event id -> hash of the document indexed for it
 
     def reading(self):
         """Held while a query searches: catch-ups wait for it, other queries do not."""
@@ -218,6 +222,7 @@ class SearchIndex:
             self._applied = {s for (s,) in conn.execute(sa.select(event_log.c.seq).where(event_log.c.seq > self.watermark))}
             self._gaps = {}
             self.pipeline.fit(frame)
+            self._doc_hash = self._hashes(frame)
             self.pipeline.retriever.warm()
             self.pipeline.answerer.prepare(frame, encode=False)  # authors' names; sentences encode on first use
             self._advance()
@@ -240,19 +245,30 @@ class SearchIndex:
             if ids:
                 present = set(frame["event_id"].to_list())
                 gone = [e for e in ids if e not in present]
-                if frame.height:  # the slow part (encoding) first, while searches go on
-                    self.pipeline.precompute(frame)
+                hashes = self._hashes(frame) if frame.height else {}
+                changed = [e for e, h in hashes.items() if self._doc_hash.get(e) != h]
+                if changed:  # the slow part (encoding) first, while searches go on
+                    self.pipeline.precompute(frame, only=changed)
                 with self.readers.writing():
                     if gone:
                         self.pipeline.remove(gone)
-                    if frame.height:
-                        self.pipeline.add(frame)  # an event indexed before is replaced
+                        for e in gone:
+                            self._doc_hash.pop(e, None)
+                    if changed:
+                        self.pipeline.add(frame, only=changed)  # an event indexed before is replaced
                         self.pipeline.answerer.prepare(frame, encode=False)
                     self.pipeline.retriever.warm()
+                self._doc_hash.update(hashes)
+                self.reindexed += len(changed)
                 self._applied.update(r[0] for r in new)
                 self.applied_rows += len(new)
             self._advance()
             return len(ids)
+
+    def _hashes(self, frame: pl.DataFrame) -> dict[str, int]:
+        """Event id -> a hash of the document the retrievers would index for it."""
+        docs = self.pipeline.documents(frame)
+        return dict(zip(docs["event_id"].to_list(), docs.select(sorted(docs.columns)).hash_rows(seed=7).to_list()))
 
     def _advance(self) -> None:
         now = time.monotonic()
