@@ -288,6 +288,14 @@ def query_filters(queries: pl.DataFrame, filters) -> list[Filters | None]:
     return per
 
 
+def checked_search(queries, k, filters) -> tuple[pl.DataFrame, list]:
+    """A search's arguments checked: the queries as a frame and one filter per query."""
+    if not isinstance(k, int) or isinstance(k, bool) or k < 1:
+        raise ValidationError("k", f"expected a positive integer, got {k!r}")
+    frame = normalize_queries(queries)
+    return frame, query_filters(frame, filters)
+
+
 def make_run(query_ids: list[str], hits: list[tuple[np.ndarray, np.ndarray]], event_ids: list[str], match_type: str):
     """Run table from per-query (positions, scores)."""
     qid, eid, score, rank = [], [], [], []
@@ -339,10 +347,7 @@ class Retriever:
         return self
 
     def search(self, queries, k: int = 10, filters=None) -> pl.DataFrame:
-        if not isinstance(k, int) or isinstance(k, bool) or k < 1:
-            raise ValidationError("k", f"expected a positive integer, got {k!r}")
-        frame = normalize_queries(queries)
-        per = query_filters(frame, filters)
+        frame, per = checked_search(queries, k, filters)
         masks = [self.catalog.mask(f) for f in per]
         hits = self._search_batch(frame["text"].to_list(), k, masks)
         return make_run(frame["query_id"].to_list(), hits, self.catalog.event_ids, self.match_type)

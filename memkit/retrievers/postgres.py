@@ -61,9 +61,8 @@ from memkit.errors import ValidationError
 from memkit.retrievers.base import (
     Filters,
     Retriever,
+    checked_search,
     document_text,
-    normalize_queries,
-    query_filters,
 )
 from memkit.tables import RUN_SCHEMA
 
@@ -263,10 +262,7 @@ class PostgresRetriever(Retriever):
         return self
 
     def search(self, queries, k: int = 10, filters=None) -> pl.DataFrame:
-        if not isinstance(k, int) or isinstance(k, bool) or k < 1:
-            raise ValidationError("k", f"expected a positive integer, got {k!r}")
-        frame = normalize_queries(queries)
-        per = query_filters(frame, filters)
+        frame, per = checked_search(queries, k, filters)
         hits = self._search_all(frame["text"].to_list(), k, per)
         qid, eid, score, rank = [], [], [], []
         for q, found in zip(frame["query_id"].to_list(), hits):
