@@ -10,6 +10,7 @@ import secrets
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 
 from memkit.config import CONFIG_DIR
 from server import create_app
@@ -82,3 +83,15 @@ def user(client, app, name):
     h = {"Authorization": f"Bearer {r['token']}"}
     pod = client.get("/auth-service/profile", headers=h).get_json()["pod_info"]
     return h, pod["floor_uid"], {b["block_type"]: b["block_id"] for b in pod["blocks"]}
+
+
+def all_rows(app, skip: tuple[str, ...] = ()) -> dict[str, list[tuple]]:
+    """Every row of every table of the store (sorted), to check that a request changed
+    nothing; ``skip`` names columns ("table.column") left out of the comparison."""
+    from server.store.schema import metadata
+
+    with app.extensions["memkit"]["engine"].connect() as conn:
+        return {t.name: sorted((tuple(r) for r in conn.execute(sa.select(*[c for c in t.columns
+                                                                           if f"{t.name}.{c.name}" not in skip]))),
+                               key=repr)
+                for t in metadata.sorted_tables}

@@ -2,21 +2,13 @@
 operation's error cases. Code attempts are the one deliberate exception (counted so that
 codes burn), so the codes table is compared without its attempts column."""
 
-import sqlalchemy as sa
-
-from server.store.schema import codes, metadata
-from tests.service_fixtures import error_of, outbox_code
+from tests.service_fixtures import all_rows, error_of, outbox_code
 
 PW = "correct horse battery"
 
 
 def store(app):
-    with app.extensions["memkit"]["engine"].connect() as conn:
-        out = {}
-        for t in metadata.sorted_tables:
-            cols = [c for c in t.columns if not (t is codes and c.name == "attempts")]
-            out[t.name] = sorted((tuple(r) for r in conn.execute(sa.select(*cols))), key=repr)
-        return out
+    return all_rows(app, skip=("codes.attempts",))
 
 
 def setup(c, app):

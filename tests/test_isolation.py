@@ -13,11 +13,8 @@ from __future__ import annotations
 
 import json
 
-import sqlalchemy as sa
-
 from server.api.openapi import spec
-from server.store.schema import metadata
-from tests.service_fixtures import PW, user
+from tests.service_fixtures import PW, all_rows, user
 
 NEVER = {"floor": "f_0123456789abcdef", "block": "b_0123456789abcdef", "event": "e_0123456789abcdef",
          "user": "u_0123456789abcdef"}
@@ -72,9 +69,8 @@ def fill(value, ids: dict):
 
 
 def snapshot(app) -> dict[str, set]:
-    """Every row of every table, as sets of tuples."""
-    with app.extensions["memkit"]["engine"].connect() as conn:
-        return {t.name: {tuple(map(str, row)) for row in conn.execute(sa.select(t))} for t in metadata.sorted_tables}
+    """Every row of every table, as sets of tuples of strings (to look ids up in)."""
+    return {name: {tuple(map(str, row)) for row in rows} for name, rows in all_rows(app).items()}
 
 
 def world(app):

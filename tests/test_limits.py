@@ -11,15 +11,8 @@ from __future__ import annotations
 import json
 
 import pytest
-import sqlalchemy as sa
 
-from server.store.schema import metadata
-from tests.service_fixtures import error_of, user
-
-
-def store(app) -> dict:
-    with app.extensions["memkit"]["engine"].connect() as conn:
-        return {t.name: sorted((tuple(r) for r in conn.execute(sa.select(t))), key=repr) for t in metadata.sorted_tables}
+from tests.service_fixtures import all_rows, error_of, user
 
 
 def j(value) -> bytes:
@@ -81,7 +74,7 @@ def signed_in(app):
 
 def test_every_bad_input_is_a_clear_4xx_and_changes_nothing(app, signed_in):
     c, h, floor, block, uid = signed_in
-    before = store(app)
+    before = all_rows(app)
     for name, path, raw, status, field in cases(floor, block, uid):
         r = c.post(path, data=raw, headers={**h, "Content-Type": "application/json"})
         text = r.get_data(as_text=True)
@@ -90,7 +83,7 @@ def test_every_bad_input_is_a_clear_4xx_and_changes_nothing(app, signed_in):
         assert err["message"] and "Traceback" not in text and 'File "' not in text, name
         if field:
             assert err["field"] == field, (name, err)
-        assert store(app) == before, f"{name}: the store changed"
+        assert all_rows(app) == before, f"{name}: the store changed"
     # The same service still takes a good request.
     assert c.post(f"/floors/{floor}/blocks/{block}/events", headers=h, json={"text": "still fine"}).status_code == 200
 
