@@ -144,7 +144,10 @@ def parse_time(value: Any) -> datetime | None:
         raise TypeError(f"expected an ISO 8601 string, got {type(value).__name__}")
     if dt.tzinfo is None:
         return dt.replace(tzinfo=timezone.utc)
-    return dt.astimezone(timezone.utc)
+    try:
+        return dt.astimezone(timezone.utc)
+    except OverflowError:  # e.g. 0001-01-01T00:00:00+05:00 is before the first UTC time Python can hold
+        raise ValueError(f"{value!s} is out of range: in UTC it must fall in the years 1 to 9999") from None
 
 
 def _coerce(row: Any, spec: _Spec, where: tuple[str, int], problems: list) -> dict | None:

@@ -15,9 +15,10 @@ INSTANCE = Path(os.environ.get("MEMKIT_INSTANCE", Path.cwd() / "instance"))
 class Settings:
     database_url: str = f"sqlite:///{INSTANCE / 'memkit.db'}"
     secret_key: str = ""  # HMAC key for codes; generated once into instance/secret_key if empty
-    token_ttl_hours: float = 24 * 7
-    code_ttl_minutes: float = 10
-    code_max_attempts: int = 5
+    token_ttl_hours: float = 24.0 * 7
+    code_ttl_minutes: float = 10.0
+    code_max_attempts: int = 5  # checks of one code (right or wrong); then it is burned
+    code_checks_per_hour: int = 20  # checks of all codes of one account and mode in the last hour
     floor_quota: int = 5  # floors a user may own, their own floor included
     block_quota: int = 20  # blocks a user may own across floors
     smtp_host: str = ""  # empty: e-mail goes to the outbox folder
@@ -28,6 +29,8 @@ class Settings:
     rate_limit_send_code: str = "5 per minute;30 per hour"
     rate_limit_change_email: str = "10 per minute"
     rate_limit_sign_in: str = "20 per minute"
+    rate_limit_sign_up: str = "5 per minute;30 per hour"
+    rate_limit_check_code: str = "10 per minute;60 per hour"  # validate, reset/password, change/mobile
     rate_limit_storage: str = "memory://"
     max_body_bytes: int = 1_000_000
     index_dir: str = ""  # where the search index is saved after a build and loaded at start; empty: rebuilt
@@ -46,12 +49,7 @@ class Settings:
         for f in fields(cls):
             env = os.environ.get(f"MEMKIT_{f.name.upper()}")
             if env is not None and f.name != "extra":
-                if isinstance(f.default, bool):
-                    if env.lower() not in ("0", "1", "true", "false"):
-                        raise ValueError(f"MEMKIT_{f.name.upper()}: expected 0, 1, true or false, got {env!r}")
-                    values[f.name] = env.lower() in ("1", "true")
-                else:
-                    values[f.name] = type(f.default)(env) if not isinstance(f.default, str) else env
+                values[f.name] = _from_env(f"MEMKIT_{f.name.upper()}", env, f.type)
         values.update(overrides or {})
         unknown = set(values) - {f.name for f in fields(cls)}
         if unknown:
@@ -63,9 +61,27 @@ class Settings:
             raise ValueError("search_backend = 'postgres' (MEMKIT_SEARCH_BACKEND) keeps the search index in the store "
                              "and needs a PostgreSQL database_url (MEMKIT_DATABASE_URL=postgresql://...), "
                              f"not {s.database_url.split(':', 1)[0]}")
+        for name in ("token_ttl_hours", "code_ttl_minutes", "code_max_attempts", "code_checks_per_hour"):
+            if not getattr(s, name) > 0:
+                raise ValueError(f"{name}: expected a positive number, got {getattr(s, name)!r}")
         if not s.secret_key:
             s.secret_key = _instance_secret()
         return s
+
+
+def _from_env(name: str, text: str, kind: str):
+    """An environment variable's text as the setting's declared type (the annotation, not
+    the default's type: ``MEMKIT_TOKEN_TTL_HOURS=0.001`` is a float even though the
+    default is a whole number of hours)."""
+    try:
+        if kind == "bool":
+            if text.lower() not in ("0", "1", "true", "false"):
+                raise ValueError
+            return text.lower() in ("1", "true")
+        return {"int": int, "float": float}.get(kind, str)(text)
+    except ValueError:
+        expected = {"bool": "0, 1, true or false", "int": "a whole number", "float": "a number"}[kind]
+        raise ValueError(f"{name}: expected {expected}, got {text!r}") from None
 
 
 def _instance_secret() -> str:

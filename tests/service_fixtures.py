@@ -58,12 +58,19 @@ def app(request, tmp_path, tmp_path_factory):
     application.extensions["memkit"]["engine"].dispose()
 
 
-def outbox_code(app, to: str) -> str:
-    """The newest code sent to ``to`` (an e-mail address or a mobile number)."""
+def outbox_message(app, to: str) -> str:
+    """The newest message sent to ``to`` (an e-mail address or a mobile number)."""
     folder = Path(app.extensions["memkit"]["settings"].outbox_dir)
     files = sorted(p for p in folder.glob("*.txt") if p.read_text().startswith(f"To: {to}\n"))
     assert files, f"no message to {to} in {folder}"
-    return re.search(r"code is (\d{6})", files[-1].read_text()).group(1)
+    return files[-1].read_text()
+
+
+def outbox_code(app, to: str) -> str:
+    """The newest code sent to ``to``."""
+    found = re.search(r"code is (\d{6})", outbox_message(app, to))
+    assert found, f"the newest message to {to} holds no code"
+    return found.group(1)
 
 
 def error_of(resp) -> dict:
@@ -79,7 +86,8 @@ def user(client, app, name):
     """Sign up and validate ``name``; returns (auth headers, own floor id, {block type: block id})."""
     email = f"{name.lower()}@example.com"
     assert client.post("/auth-service/signup", json={"name": name, "email": email, "password": PW}).status_code == 200
-    r = client.post("/auth-service/validate", json={"email": email, "code": outbox_code(app, email)}).get_json()
+    r = client.post("/auth-service/validate", json={"email": email, "code": outbox_code(app, email),
+                                                        "password": PW}).get_json()
     h = {"Authorization": f"Bearer {r['token']}"}
     pod = client.get("/auth-service/profile", headers=h).get_json()["pod_info"]
     return h, pod["floor_uid"], {b["block_type"]: b["block_id"] for b in pod["blocks"]}

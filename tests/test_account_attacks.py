@@ -65,7 +65,7 @@ def test_a_token_revoked_in_one_process_is_refused_by_another_at_once(app):
     other = create_app(same_store(app.extensions["memkit"]["settings"]))
     a, b = app.test_client(), other.test_client()
     a.post("/auth-service/signup", json={"name": "Ann", "email": "ann@example.com", "password": PW})
-    token = a.post("/auth-service/validate", json={"email": "ann@example.com",
+    token = a.post("/auth-service/validate", json={"email": "ann@example.com", "password": PW,
                                                    "code": outbox_code(app, "ann@example.com")}).get_json()["token"]
     assert b.get("/auth-service/profile", headers=bearer(token)).status_code == 200
     r = a.post("/auth-service/change/password", headers=bearer(token), json={"old_password": PW, "new_password": NEW_PW})
@@ -89,8 +89,9 @@ def test_no_password_token_or_code_in_any_log_line_or_error_body(app, caplog, mo
     call("post", "/auth-service/signup", json={"name": "Ann", "email": "ann@example.com", "password": PW})
     code = outbox_code(app, "ann@example.com")
     secrets.add(code)
-    call("post", "/auth-service/validate", json={"email": "ann@example.com", "code": "999999" if code != "999999" else "1"})
-    token = call("post", "/auth-service/validate", json={"email": "ann@example.com", "code": code}).get_json()["token"]
+    call("post", "/auth-service/validate", json={"email": "ann@example.com", "password": PW,
+                                                   "code": "999999" if code != "999999" else "1"})
+    token = call("post", "/auth-service/validate", json={"email": "ann@example.com", "code": code, "password": PW}).get_json()["token"]
     secrets.add(token)
     call("post", "/auth-service/signin/email", json={"email": "ann@example.com", "password": "wrong guess 1"})
     call("post", "/auth-service/change/password", headers=bearer(token),

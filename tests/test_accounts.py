@@ -18,7 +18,7 @@ def snapshot(app):
 def signed_up(client, app, email="ann@example.com", name="Ann"):
     r = client.post("/auth-service/signup", json={"name": name, "email": email, "password": PW})
     assert r.status_code == 200, r.get_json()
-    r = client.post("/auth-service/validate", json={"email": email, "code": outbox_code(app, email)})
+    r = client.post("/auth-service/validate", json={"email": email, "code": outbox_code(app, email), "password": PW})
     assert r.status_code == 200, r.get_json()
     return r.get_json()["profile"]["user_id"], r.get_json()["token"]
 
@@ -38,7 +38,8 @@ def test_sign_up_validate_sign_in_by_email(app):
     assert body["profile"]["block_count_info"] == {"permitted": 20, "remaining": 16}
     r = c.post("/auth-service/signin/email", json={"email": "ann@example.com", "password": PW})
     assert r.status_code == 403 and error_of(r)["code"] == "not_validated"
-    r = c.post("/auth-service/validate", json={"email": "ann@example.com", "code": outbox_code(app, "ann@example.com")})
+    r = c.post("/auth-service/validate", json={"email": "ann@example.com", "code": outbox_code(app, "ann@example.com"),
+                                               "password": PW})
     assert r.status_code == 200 and r.get_json()["profile"]["validated"] is True
     r = c.post("/auth-service/signin/email", json={"email": "ANN@example.com", "password": PW})
     assert r.status_code == 200
@@ -51,7 +52,7 @@ def test_sign_up_and_sign_in_by_mobile(app):
     r = c.post("/auth-service/signup", json={"name": "Bo", "mobile": "+44 7911 123456", "password": PW})
     assert r.status_code == 200 and r.get_json()["profile"]["mobile"] == "+447911123456"
     code = outbox_code(app, "+447911123456")
-    assert c.post("/auth-service/validate", json={"mobile": "+447911123456", "code": code}).status_code == 200
+    assert c.post("/auth-service/validate", json={"mobile": "+447911123456", "code": code, "password": PW}).status_code == 200
     r = c.post("/auth-service/signin/mobile", json={"mobile": "+447911123456", "password": PW})
     assert r.status_code == 200 and r.get_json()["token"]
 
@@ -96,15 +97,15 @@ def test_codes_burn_after_five_misses_and_are_single_use(app):
     good = outbox_code(app, "ann@example.com")
     bad = "000000" if good != "000000" else "111111"
     for _ in range(5):
-        r = c.post("/auth-service/validate", json={"email": "ann@example.com", "code": bad})
+        r = c.post("/auth-service/validate", json={"email": "ann@example.com", "code": bad, "password": PW})
         assert r.status_code == 400 and error_of(r)["code"] == "code_invalid"
-    r = c.post("/auth-service/validate", json={"email": "ann@example.com", "code": good})
+    r = c.post("/auth-service/validate", json={"email": "ann@example.com", "code": good, "password": PW})
     assert error_of(r)["code"] == "code_burned"
     # A new code works once; the same code again is refused.
     assert c.post("/auth-service/send/validation/code", json={"mode": "signup", "email": "ann@example.com"}).status_code == 200
     fresh = outbox_code(app, "ann@example.com")
-    assert c.post("/auth-service/validate", json={"email": "ann@example.com", "code": fresh}).status_code == 200
-    r = c.post("/auth-service/validate", json={"email": "ann@example.com", "code": fresh})
+    assert c.post("/auth-service/validate", json={"email": "ann@example.com", "code": fresh, "password": PW}).status_code == 200
+    r = c.post("/auth-service/validate", json={"email": "ann@example.com", "code": fresh, "password": PW})
     assert r.status_code == 400
 
 
@@ -112,7 +113,8 @@ def test_codes_expire(app):
     app.extensions["memkit"]["settings"].code_ttl_minutes = -1  # born expired
     c = app.test_client()
     c.post("/auth-service/signup", json={"name": "Ann", "email": "ann@example.com", "password": PW})
-    r = c.post("/auth-service/validate", json={"email": "ann@example.com", "code": outbox_code(app, "ann@example.com")})
+    r = c.post("/auth-service/validate", json={"email": "ann@example.com", "code": outbox_code(app, "ann@example.com"),
+                                               "password": PW})
     assert r.status_code == 400 and error_of(r)["code"] == "code_expired"
 
 
@@ -151,7 +153,7 @@ def stored_email(app, user_id):
 def test_change_email_json_and_multipart(app):
     c = app.test_client()
     uid, token = signed_up(c, app)
-    r = c.post("/auth-service/send/validation/code", headers=bearer(token), json={"mode": "change_email", "new_email_id": "ann@new.example"})
+    r = c.post("/auth-service/send/validation/code", headers=bearer(token), json={"mode": "change_email", "new_email_id": "ann@new.example", "password": PW})
     assert r.status_code == 200
     body = {"user_id": uid, "new_email_id": "ann@new.example", "activation_code": outbox_code(app, "ann@new.example"), "app_id": "app-1"}
     r = c.post("/auth-service/change/email", headers=bearer(token), json=body)
@@ -161,7 +163,7 @@ def test_change_email_json_and_multipart(app):
     assert out["pod_info"]["floor_uid"].startswith("f_")
     assert stored_email(app, uid) == "ann@new.example"
     # Multipart form parts, as the specification describes.
-    c.post("/auth-service/send/validation/code", headers=bearer(token), json={"mode": "change_email", "new_email_id": "ann@third.example"})
+    c.post("/auth-service/send/validation/code", headers=bearer(token), json={"mode": "change_email", "new_email_id": "ann@third.example", "password": PW})
     form = {"new_email_id": "ann@third.example", "activation_code": outbox_code(app, "ann@third.example")}
     r = c.post("/auth-service/change/email", headers=bearer(token), data=form, content_type="multipart/form-data")
     assert r.status_code == 200 and stored_email(app, uid) == "ann@third.example"
@@ -171,10 +173,10 @@ def test_change_email_failures_are_400_and_keep_the_address(app):
     c = app.test_client()
     uid, token = signed_up(c, app)
     other_uid, other_token = signed_up(c, app, "bo@example.com", "Bo")
-    c.post("/auth-service/send/validation/code", headers=bearer(token), json={"mode": "change_email", "new_email_id": "ann@new.example"})
+    c.post("/auth-service/send/validation/code", headers=bearer(token), json={"mode": "change_email", "new_email_id": "ann@new.example", "password": PW})
     code = outbox_code(app, "ann@new.example")
     wrong = "000000" if code != "000000" else "111111"
-    c.post("/auth-service/send/validation/code", headers=bearer(other_token), json={"mode": "change_email", "new_email_id": "bo@new.example"})
+    c.post("/auth-service/send/validation/code", headers=bearer(other_token), json={"mode": "change_email", "new_email_id": "bo@new.example", "password": PW})
     bo_code = outbox_code(app, "bo@new.example")
     cases = [
         ({"new_email_id": "ann@new.example", "activation_code": wrong}, bearer(token), "code_invalid"),
@@ -224,7 +226,7 @@ def test_change_email_with_an_expired_code_is_400_and_keeps_the_address(app):
     c = app.test_client()
     uid, token = signed_up(c, app)
     app.extensions["memkit"]["settings"].code_ttl_minutes = -1  # codes sent from now on are born expired
-    c.post("/auth-service/send/validation/code", headers=bearer(token), json={"mode": "change_email", "new_email_id": "ann@new.example"})
+    c.post("/auth-service/send/validation/code", headers=bearer(token), json={"mode": "change_email", "new_email_id": "ann@new.example", "password": PW})
     r = c.post("/auth-service/change/email", headers=bearer(token),
                json={"new_email_id": "ann@new.example", "activation_code": outbox_code(app, "ann@new.example")})
     assert r.status_code == 400 and error_of(r)["code"] == "code_expired"

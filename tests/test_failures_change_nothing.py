@@ -13,11 +13,11 @@ def store(app):
 
 def setup(c, app):
     c.post("/auth-service/signup", json={"name": "Ann", "email": "ann@example.com", "password": PW})
-    tok = c.post("/auth-service/validate", json={"email": "ann@example.com", "code": outbox_code(app, "ann@example.com")}).get_json()["token"]
+    tok = c.post("/auth-service/validate", json={"email": "ann@example.com", "code": outbox_code(app, "ann@example.com"), "password": PW}).get_json()["token"]
     h = {"Authorization": f"Bearer {tok}"}
     pod = c.get("/auth-service/profile", headers=h).get_json()["pod_info"]
     ev = c.post(f"/floors/{pod['floor_uid']}/blocks/{pod['blocks'][0]['block_id']}/events", headers=h, json={"text": "first"}).get_json()
-    c.post("/auth-service/send/validation/code", headers=h, json={"mode": "change_mobile", "new_mobile": "+447911123456"})
+    c.post("/auth-service/send/validation/code", headers=h, json={"mode": "change_mobile", "new_mobile": "+447911123456", "password": PW})
     c.post("/auth-service/send/validation/code", json={"mode": "reset_password", "email": "ann@example.com"})
     return h, pod["floor_uid"], pod["blocks"][0]["block_id"], ev["event_id"]
 
@@ -30,7 +30,7 @@ def test_failed_requests_change_nothing(app):
     bad = "000000"
     failing = [
         ("post", "/auth-service/signup", {"json": {"name": "Ann", "email": "ann@example.com", "password": PW}}, 409),
-        ("post", "/auth-service/validate", {"json": {"email": "ann@example.com", "code": bad}}, 400),
+        ("post", "/auth-service/validate", {"json": {"email": "ann@example.com", "code": bad, "password": PW}}, 400),
         ("post", "/auth-service/signin/email", {"json": {"email": "ann@example.com", "password": "wrong one!"}}, 401),
         ("post", "/auth-service/signin/mobile", {"json": {"mobile": "+447911123456", "password": PW}}, 401),
         ("post", "/auth-service/change/password", {"headers": h, "json": {"old_password": "wrong one!", "new_password": "whatever 123"}}, 400),

@@ -166,7 +166,7 @@ def test_external_registration_is_idempotent(app):
 def test_change_mobile_by_code(app):
     c = app.test_client()
     ann, _, _ = user(c, app, "Ann")
-    assert c.post("/auth-service/send/validation/code", headers=ann, json={"mode": "change_mobile", "new_mobile": "+44 7911 123456"}).status_code == 200
+    assert c.post("/auth-service/send/validation/code", headers=ann, json={"mode": "change_mobile", "new_mobile": "+44 7911 123456", "password": PW}).status_code == 200
     code = outbox_code(app, "+447911123456")
     r = c.post("/auth-service/change/mobile", headers=ann, json={"new_mobile": "+447911123456", "code": "999999" if code != "999999" else "000000"})
     assert r.status_code == 400

@@ -32,8 +32,9 @@ MIN_REQUESTS = 1000
 @pytest.fixture(params=["sqlite", "postgresql"])
 def fuzz_app(request, tmp_path, tmp_path_factory):
     # Rate limits off: a 429 is a documented answer, but it would hide the code behind it.
-    application = make_app(request.param, tmp_path, tmp_path_factory, rate_limit_send_code="10000 per second",
-                           rate_limit_sign_in="10000 per second", rate_limit_change_email="10000 per second")
+    application = make_app(request.param, tmp_path, tmp_path_factory,
+                           **{f"rate_limit_{name}": "10000 per second"
+                              for name in ("send_code", "sign_in", "sign_up", "check_code", "change_email")})
     yield application
     application.extensions["memkit"]["engine"].dispose()
 

@@ -46,15 +46,19 @@ def test_change_email_with_codes_read_from_a_real_smtp_server(smtp, tmp_path):
     assert c.post("/auth-service/signup", json={"name": "Ann", "email": "ann@example.com", "password": "pass words"}).status_code == 200
     rcpt, msg = inbox.messages[-1]
     assert rcpt == ["ann@example.com"] and "memkit code" in msg["Subject"]
-    r = c.post("/auth-service/validate", json={"email": "ann@example.com", "code": inbox.code_for("ann@example.com")})
+    r = c.post("/auth-service/validate", json={"email": "ann@example.com", "code": inbox.code_for("ann@example.com"),
+                                                       "password": "pass words"})
     token = r.get_json()["token"]
     auth = {"Authorization": f"Bearer {token}"}
     assert c.post("/auth-service/send/validation/code", headers=auth,
-                  json={"mode": "change_email", "new_email_id": "ann@elsewhere.example"}).status_code == 200
+                  json={"mode": "change_email", "new_email_id": "ann@elsewhere.example",
+                        "password": "pass words"}).status_code == 200
     code = inbox.code_for("ann@elsewhere.example")
     r = c.post("/auth-service/change/email", headers=auth, data={"new_email_id": "ann@elsewhere.example", "activation_code": code},
                content_type="multipart/form-data")
     assert r.status_code == 200 and r.get_json()["profile"]["email"] == "ann@elsewhere.example"
+    rcpt, msg = inbox.messages[-1]  # the old address is told
+    assert rcpt == ["ann@example.com"] and "was changed" in msg["Subject"]
     assert not (tmp_path / "outbox").exists()  # with SMTP configured nothing goes to the outbox
 
 

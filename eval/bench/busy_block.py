@@ -37,7 +37,8 @@ def run(max_session: int, posts: int, writes: int) -> dict:
     c = app.test_client()
     c.post("/auth-service/signup", json={"name": "Ann", "email": "ann@example.com", "password": "bench pw 123"})
     code = next((folder / "outbox").glob("*.txt")).read_text().split("code is ")[1][:6]
-    token = c.post("/auth-service/validate", json={"email": "ann@example.com", "code": code}).get_json()["token"]
+    token = c.post("/auth-service/validate", json={"email": "ann@example.com", "code": code,
+                                                    "password": "bench pw 123"}).get_json()["token"]
     h = {"Authorization": f"Bearer {token}"}
     pod = c.get("/auth-service/profile", headers=h).get_json()["pod_info"]
     path = f"/floors/{pod['floor_uid']}/blocks/{pod['blocks'][0]['block_id']}/events"

@@ -132,7 +132,7 @@ def sign_up(port: int, folder: Path, name: str) -> User:
     assert status == 200, body
     mail = sorted(p for p in (folder / "outbox").glob("*.txt") if p.read_text().startswith(f"To: {email}\n"))[-1]
     code = re.search(r"code is (\d{6})", mail.read_text()).group(1)
-    status, body = c.call("POST", "/auth-service/validate", {"email": email, "code": code})
+    status, body = c.call("POST", "/auth-service/validate", {"email": email, "code": code, "password": "reliable pw 1"})
     assert status == 200, body
     me = Client(port, body["token"]).call("GET", "/auth-service/profile")[1]
     return User(body["token"], me["profile"]["user_id"], me["pod_info"]["floor_uid"],

@@ -25,6 +25,11 @@ def current_user() -> str:
     return svc().authenticate(request.headers.get("Authorization"))
 
 
+def bearer_token() -> str | None:
+    header = request.headers.get("Authorization") or ""
+    return header[7:].strip() if header.startswith("Bearer ") else None
+
+
 def optional_user() -> str | None:
     return current_user() if request.headers.get("Authorization") else None
 
@@ -33,7 +38,8 @@ def make_blueprint(limiter, settings) -> Blueprint:
     bp = Blueprint("auth", __name__, url_prefix="/auth-service")
 
     @bp.post("/signup")
-    def signup():
+    @limiter.limit(settings.rate_limit_sign_up, deduct_when=lambda response: response.status_code == 200)
+    def signup():  # counts the sign-ups that send a message, like send/validation/code
         return jsonify(svc().sign_up(json_body()))
 
     @bp.post("/send/validation/code")
@@ -42,6 +48,7 @@ def make_blueprint(limiter, settings) -> Blueprint:
         return jsonify(svc().send_code(json_body(), optional_user()))
 
     @bp.post("/validate")
+    @limiter.limit(settings.rate_limit_check_code)
     def validate():
         return jsonify(svc().validate(json_body()))
 
@@ -60,6 +67,7 @@ def make_blueprint(limiter, settings) -> Blueprint:
         return jsonify(svc().change_password(current_user(), json_body()))
 
     @bp.post("/reset/password")
+    @limiter.limit(settings.rate_limit_check_code)
     def reset_password():
         return jsonify(svc().reset_password(json_body()))
 
@@ -78,11 +86,12 @@ def make_blueprint(limiter, settings) -> Blueprint:
             data = {k: request.form.get(k) for k in ("new_email_id", "activation_code") if k in request.form}
         else:
             data = json_body()
-        return jsonify(svc().change_email(user, data))
+        return jsonify(svc().change_email(user, data, bearer_token()))
 
     @bp.post("/change/mobile")
+    @limiter.limit(settings.rate_limit_check_code)
     def change_mobile():
-        return jsonify(svc().change_mobile(current_user(), json_body()))
+        return jsonify(svc().change_mobile(current_user(), json_body(), bearer_token()))
 
     @bp.post("/external/register")
     def register_external():

@@ -96,8 +96,11 @@ REQUESTS = {
     "SignUpRequest": obj({"name": {"type": "string", "minLength": 1, "maxLength": 200}, "email": EMAIL, "mobile": STR, "password": {"type": "string", "minLength": 8, "maxLength": 256}},
                          ["name", "password"]),
     "SendCodeRequest": obj({"mode": {"enum": list(MODES), "description": "; ".join(f"{k}: {v}" for k, v in MODES.items())},
-                            "email": STR, "mobile": STR, "new_email_id": STR, "new_mobile": STR, "user_id": STR, "app_id": STR}, ["mode"]),
-    "ValidateRequest": obj({"email": STR, "mobile": STR, "code": STR}, ["code"]),
+                            "email": STR, "mobile": STR, "new_email_id": STR, "new_mobile": STR, "user_id": STR, "app_id": STR,
+                            "password": {**STR, "description": "the account's password: required by change_email and "
+                                                               "change_mobile"}}, ["mode"]),
+    "ValidateRequest": obj({"email": STR, "mobile": STR, "code": STR,
+                            "password": {**STR, "description": "the password chosen at sign-up"}}, ["code", "password"]),
     "SignInEmailRequest": obj({"email": EMAIL, "password": STR}),
     "SignInMobileRequest": obj({"mobile": STR, "password": STR}),
     "ChangePasswordRequest": obj({"old_password": STR, "new_password": {"type": "string", "minLength": 8, "maxLength": 256}}),
@@ -169,11 +172,12 @@ def spec() -> dict:
     f, e = ("floor_id",), ("event_id",)
     paths = {
         "/auth-service/signup": {"post": op("Sign up with e-mail and/or mobile number; sends a validation code",
-                                            "SignUpResponse", "SignUpRequest", None, ("400", "409", "503"))},
+                                            "SignUpResponse", "SignUpRequest", None, ("400", "409", "429", "503"))},
         "/auth-service/send/validation/code": {"post": op(
             "Send a validation code for a mode (signup and reset_password need no token, the same answer either way)",
             "CodeSent", "SendCodeRequest", None, ("400", "401", "429", "503"))},
-        "/auth-service/validate": {"post": op("Validate a new account with its code", "SignInResponse", "ValidateRequest", None)},
+        "/auth-service/validate": {"post": op("Validate a new account with its code and the password chosen at sign-up",
+                                              "SignInResponse", "ValidateRequest", None, ("400", "401", "429"))},
         "/auth-service/signin/email": {"post": op("Sign in with e-mail and password", "SignInResponse", "SignInEmailRequest",
                                                   None, ("400", "401", "403", "429"))},
         "/auth-service/signin/mobile": {"post": op("Sign in with mobile number and password", "SignInResponse",
@@ -181,12 +185,14 @@ def spec() -> dict:
         "/auth-service/change/password": {"post": op("Change password; revokes every earlier token", "PasswordChanged",
                                                       "ChangePasswordRequest")},
         "/auth-service/reset/password": {"post": op("Reset a forgotten password with a code; revokes every token",
-                                                    "PasswordChanged", "ResetPasswordRequest", None)},
+                                                    "PasswordChanged", "ResetPasswordRequest", None, ("400", "401", "429"))},
         "/auth-service/change/email": {"post": op(
-            "Change e-mail with a code sent to the new address (JSON or multipart); every failure is a 400",
+            "Change e-mail with a code sent to the new address (JSON or multipart); revokes every other token and "
+            "tells the old address; every failure is a 400",
             "ChangeEmailResponse", "ChangeEmailRequest", errors=("400", "429"), form="ChangeEmailForm")},
-        "/auth-service/change/mobile": {"post": op("Change mobile number with a code sent to it", "ProfileResponse",
-                                                   "ChangeMobileRequest")},
+        "/auth-service/change/mobile": {"post": op("Change mobile number with a code sent to it; revokes every other "
+                                                   "token and tells the old number", "ProfileResponse",
+                                                   "ChangeMobileRequest", errors=("400", "401", "429"))},
         "/auth-service/external/register": {"post": op(
             "An application registers, or finds, its user by external id (idempotent)", "ExternalUserResponse",
             "ExternalRegisterRequest", "app")},

@@ -1,8 +1,8 @@
 """Request input that never reaches the services half-valid.
 
 Every JSON body goes through ``StrictJSONProvider.loads`` (Flask's ``request.get_json``):
-UTF-8 only, standard JSON only (no ``NaN`` or ``Infinity``), at most ``MAX_DEPTH`` levels
-of nesting, and no string (key or value) holding a NUL character or an unpaired surrogate,
+UTF-8 only, standard JSON only (no ``NaN`` or ``Infinity``), no key repeated within an
+object, at most ``MAX_DEPTH`` levels of nesting, and no string (key or value) holding a NUL character or an unpaired surrogate,
 which neither SQLite's nor PostgreSQL's text can store. ``check_url`` applies the same
 rule to the path and query string. Each refusal is a 400 that says what and where, e.g.
 ``events[2].text``, before any service runs, so nothing is stored.
@@ -22,6 +22,17 @@ MAX_DEPTH = 20  # the deepest valid body (a batch of events with media) is 5 lev
 
 def _no_constants(name: str):
     raise BadRequest(f"{name} is not JSON: numbers must be finite", code="invalid_json")
+
+
+def _no_duplicates(pairs: list[tuple]) -> dict:
+    """An object whose keys are all different: with a repeated key, what one reader of the
+    body sees (the first) and what the service would act on (the last) could differ."""
+    out = {}
+    for key, value in pairs:
+        if key in out:
+            raise BadRequest(f"the key {key!r} appears more than once in an object", field=key, code="duplicate_key")
+        out[key] = value
+    return out
 
 
 def bad_text(value: str) -> str | None:
@@ -62,7 +73,7 @@ class StrictJSONProvider(DefaultJSONProvider):
             except UnicodeDecodeError as exc:
                 raise BadRequest(f"the body is not valid UTF-8 (byte {exc.start})", code="invalid_encoding") from None
         try:
-            value = json.loads(s, parse_constant=_no_constants)
+            value = json.loads(s, parse_constant=_no_constants, object_pairs_hook=_no_duplicates)
         except RecursionError:
             raise BadRequest(f"the body is nested more than {MAX_DEPTH} levels deep", code="too_deep") from None
         except ValueError as exc:

@@ -2,8 +2,22 @@
 
 No Flask here: functions take plain dicts and raise typed errors (server.errors). Every
 operation runs in one transaction, so a failed request changes nothing, with one
-deliberate exception: a wrong code's attempt is counted (in its own transaction) so that
-a code burns after ``code_max_attempts`` misses.
+deliberate exception: every check of a code is counted (in its own transaction) so that
+guessing is bounded.
+
+Guessing codes is bounded three ways (SECURITY.md): per code (``code_max_attempts``
+checks, then it is burned), per account and mode (``code_checks_per_hour`` checks over
+all its codes of the last hour), both checked and counted by one SQL ``UPDATE`` so that
+concurrent guesses cannot slip past the count; and per client address by the API's rate
+limits.
+
+Who owns an account: a sign-up proves nothing until its code comes back. ``validate``
+therefore takes the code *and* the password chosen at sign-up, so validating proves
+that whoever holds the mailbox also chose the password; a squatter who signs up someone
+else's address never gets in, and the owner's own sign-up replaces the unvalidated
+registration instead of being refused. Password resets and the e-mail or mobile changes
+work on validated accounts only; a change of address needs the password when its code
+is asked for, revokes every other token and tells the old address.
 """
 
 from __future__ import annotations
@@ -28,8 +42,8 @@ from server.store.schema import apps, blocks, codes, events, floors, tokens, use
 MODES = {
     "signup": "validate a new account (sent to its e-mail, else its mobile number)",
     "reset_password": "reset a forgotten password (sent to the account's e-mail or mobile number)",
-    "change_email": "confirm a new e-mail address (sent to the new address; bearer token required)",
-    "change_mobile": "confirm a new mobile number (sent to the new number; bearer token required)",
+    "change_email": "confirm a new e-mail address (sent to the new address; bearer token and password required)",
+    "change_mobile": "confirm a new mobile number (sent to the new number; bearer token and password required)",
 }
 DEFAULT_BLOCKS = [("feed", "Feed"), ("blog", "Blog"), ("forum", "Forum"), ("quiz", "Quiz")]
 _hasher = PasswordHasher()
@@ -148,18 +162,26 @@ class Accounts:
             id=new_id("c"), user_id=user_id, mode=mode, destination=destination, code_hash=self._code_hash(code),
             attempts=0, created_at=now(), expires_at=now() + timedelta(minutes=self.settings.code_ttl_minutes)))
         minutes = int(self.settings.code_ttl_minutes)
+        self._deliver(channel, destination, f"Your memkit code: {code}",
+                      f"Your memkit code is {code}. It is for: {MODES[mode]}.\n"
+                      f"It expires in {minutes} minutes and works once.")
+
+    def _deliver(self, channel: Sender, destination: str, subject: str, text: str) -> None:
+        """Send inside the caller's transaction: if it fails, the transaction rolls back."""
         try:
-            channel.send(destination, f"Your memkit code: {code}",
-                         f"Your memkit code is {code}. It is for: {MODES[mode]}.\n"
-                         f"It expires in {minutes} minutes and works once.")
-        except OSError:  # SMTP refused, unreachable, timed out: the transaction rolls back
-            raise ApiError("the code could not be delivered; nothing was changed, try again later",
+            channel.send(destination, subject, text)
+        except OSError:  # SMTP refused, unreachable, timed out
+            raise ApiError("a message could not be delivered; nothing was changed, try again later",
                            code="delivery_failed", status=503) from None
 
     def _use_code(self, user_id: str, mode: str, destination: str, code: str, field: str) -> str:
-        """Check a code without consuming it; returns its id. A miss is counted at once."""
+        """Check a code without consuming it; returns its id. Every check is counted at
+        once, right or wrong, by one ``UPDATE`` that also checks the bounds (per code, and
+        per account and mode over the last hour), so concurrent guesses cannot all pass a
+        check made before any of them is counted."""
         if not isinstance(code, str) or not code.strip():
             raise BadRequest(f"{field} is required", field=field, code="missing_field")
+        at = now()
         with self.engine.begin() as conn:
             row = conn.execute(sa.select(codes).where(codes.c.user_id == user_id, codes.c.mode == mode)
                                .order_by(codes.c.created_at.desc()).limit(1)).mappings().first()
@@ -168,18 +190,42 @@ class Accounts:
                 problem = ("no code was sent for this", "code_invalid")
             elif row["used_at"] is not None:
                 problem = ("this code was already used or replaced", "code_used")
-            elif row["attempts"] >= self.settings.code_max_attempts:
-                problem = ("this code is burned after too many wrong tries; ask for a new one", "code_burned")
-            elif _aware(row["expires_at"]) <= now():
+            elif _aware(row["expires_at"]) <= at:
                 problem = ("this code has expired; ask for a new one", "code_expired")
             elif not hmac.compare_digest(row["destination"], destination):
                 problem = ("this code was not sent to that address", "code_invalid")
+            elif not self._count_check(conn, row["id"], user_id, mode, at):
+                problem = self._why_refused(conn, row["id"])
             elif not hmac.compare_digest(row["code_hash"], self._code_hash(code.strip())):
-                conn.execute(codes.update().where(codes.c.id == row["id"]).values(attempts=codes.c.attempts + 1))
                 problem = ("the code is wrong", "code_invalid")
         if problem:
             raise BadRequest(problem[0], field=field, code=problem[1])
         return row["id"]
+
+    def _count_check(self, conn, code_id: str, user_id: str, mode: str, at: datetime) -> bool:
+        """Count one check of this code if both bounds allow it (one statement: atomic on
+        SQLite, whose writers take turns, and on PostgreSQL, which re-evaluates the
+        condition on the locked row). Only the newest live code of a user and mode can be
+        checked, so the other codes' counts do not move meanwhile."""
+        others = codes.alias("others")
+        earlier = (sa.select(sa.func.coalesce(sa.func.sum(others.c.attempts), 0))
+                   .where(others.c.user_id == user_id, others.c.mode == mode, others.c.id != code_id,
+                          others.c.created_at > at - timedelta(hours=1)).scalar_subquery())
+        done = conn.execute(codes.update().where(
+            codes.c.id == code_id, codes.c.used_at.is_(None), codes.c.expires_at > at,
+            codes.c.attempts < self.settings.code_max_attempts,
+            codes.c.attempts + earlier < self.settings.code_checks_per_hour).values(attempts=codes.c.attempts + 1))
+        return done.rowcount == 1
+
+    def _why_refused(self, conn, code_id: str) -> tuple[str, str]:
+        row = conn.execute(sa.select(codes).where(codes.c.id == code_id)).mappings().one()
+        if row["used_at"] is not None:
+            return "this code was already used or replaced", "code_used"
+        if row["attempts"] >= self.settings.code_max_attempts:
+            return "this code is burned after too many tries; ask for a new one", "code_burned"
+        if _aware(row["expires_at"]) <= now():
+            return "this code has expired; ask for a new one", "code_expired"
+        return ("too many code checks for this account in the last hour; try again later", "too_many_tries")
 
     def _consume(self, conn, code_id: str, field: str) -> None:
         """Mark a checked code used; a concurrent request that used it first wins."""
@@ -189,6 +235,9 @@ class Accounts:
 
     # -- operations ---------------------------------------------------------------------------
     def sign_up(self, data: dict) -> dict:
+        """A new, unvalidated account. An address held by another unvalidated account is
+        taken over by this sign-up (that registration is deleted with its code): nobody
+        proved it was theirs, and refusing would let a squatter block the owner."""
         check_fields(data, {"name": str, "password": str}, {"email": str, "mobile": str})
         if not data.get("email") and not data.get("mobile"):
             raise BadRequest("an e-mail address or a mobile number is required", field="email", code="missing_field")
@@ -198,15 +247,25 @@ class Accounts:
         email = normalize_email(data["email"]) if data.get("email") else None
         mobile = normalize_mobile(data["mobile"], self.settings.phone_region) if data.get("mobile") else None
         password = check_password(data["password"])
+        password_hash = _hasher.hash(password)
         with self.engine.begin() as conn:
-            if email and conn.execute(sa.select(users.c.id).where(users.c.email == email)).first():
-                raise Conflict("this e-mail address is already registered", field="email", code="email_in_use")
-            if mobile and conn.execute(sa.select(users.c.id).where(users.c.mobile == mobile)).first():
-                raise Conflict("this mobile number is already registered", field="mobile", code="mobile_in_use")
+            stale = []
+            for column, value, what in ((users.c.email, email, "email"), (users.c.mobile, mobile, "mobile")):
+                held = conn.execute(sa.select(users.c.id, users.c.validated).where(column == value)).first() if value else None
+                if held is not None and held[1]:
+                    raise Conflict(f"this {_ADDRESS[what]} is already registered", field=what, code=f"{what}_in_use")
+                if held is not None:
+                    stale.append(held[0])
+            for old in dict.fromkeys(stale):
+                _delete_user(conn, old)
             uid = new_id("u")
-            conn.execute(users.insert().values(
-                id=uid, name=name, email=email, mobile=mobile, password_hash=_hasher.hash(password), validated=False,
-                floor_quota=self.settings.floor_quota, block_quota=self.settings.block_quota, created_at=now()))
+            try:
+                conn.execute(users.insert().values(
+                    id=uid, name=name, email=email, mobile=mobile, password_hash=password_hash, validated=False,
+                    floor_quota=self.settings.floor_quota, block_quota=self.settings.block_quota, created_at=now()))
+            except sa.exc.IntegrityError:  # a concurrent sign-up with the same address committed first
+                raise Conflict("this e-mail address or mobile number is already registered",
+                               field="email" if email else "mobile", code="address_in_use") from None
             self._create_own_floor(conn, uid, name)
             if email:
                 self._issue_code(conn, uid, "signup", email, self.mailer)
@@ -223,64 +282,76 @@ class Accounts:
             conn.execute(blocks.insert().values(id=new_id("b"), floor_id=fid, type=btype, title=title, details="",
                                                 created_at=now()))
 
-    def _find_user(self, conn, data: dict) -> dict | None:
+    def _address(self, data: dict) -> tuple[str, str]:
+        """(``email`` or ``mobile``, its normalised value) of a body naming an account."""
         if data.get("email"):
-            cond = users.c.email == normalize_email(data["email"])
-        elif data.get("mobile"):
-            cond = users.c.mobile == normalize_mobile(data["mobile"], self.settings.phone_region)
-        else:
-            raise BadRequest("an e-mail address or a mobile number is required", field="email", code="missing_field")
-        return conn.execute(sa.select(users).where(cond)).mappings().first()
+            return "email", normalize_email(data["email"])
+        if data.get("mobile"):
+            return "mobile", normalize_mobile(data["mobile"], self.settings.phone_region)
+        raise BadRequest("an e-mail address or a mobile number is required", field="email", code="missing_field")
+
+    def _find_user(self, conn, data: dict) -> dict | None:
+        kind, value = self._address(data)
+        return conn.execute(sa.select(users).where(users.c[kind] == value)).mappings().first()
 
     def send_code(self, data: dict, user_id: str | None) -> dict:
         """Send a code for ``mode``. For signup and reset_password the answer is the same
-        whether or not the account exists, so it cannot be used to find accounts."""
+        whether or not the account exists (it echoes the address as normalised from what
+        was typed), so it cannot be used to find accounts. A change of e-mail or mobile
+        number needs the account's password as well as the token: a stolen token alone
+        cannot move the account to another address."""
         check_fields(data, {"mode": str}, {"email": str, "mobile": str, "new_email_id": str, "new_mobile": str,
-                                           "user_id": str, "app_id": str})
+                                           "user_id": str, "app_id": str, "password": str})
         mode = data["mode"]
         if mode not in MODES:
             raise BadRequest(f"mode must be one of {sorted(MODES)}", field="mode", code="invalid_mode")
         with self.engine.begin() as conn:
             if mode in ("signup", "reset_password"):
-                user = self._find_user(conn, data)
-                dest = data.get("email") or data.get("mobile")
-                if user is not None and not (mode == "signup" and user["validated"]):
-                    by_mail = bool(data.get("email"))
-                    dest = user["email"] if by_mail else user["mobile"]
-                    self._issue_code(conn, user["id"], mode, dest, self.mailer if by_mail else self.sms)
+                kind, dest = self._address(data)
+                user = conn.execute(sa.select(users).where(users.c[kind] == dest)).mappings().first()
+                # signup: only an account still to be validated; reset: only a validated one
+                if user is not None and user["validated"] == (mode == "reset_password"):
+                    self._issue_code(conn, user["id"], mode, dest, self.mailer if kind == "email" else self.sms)
                 return {"mode": mode, "message": f"if an account matches, a code was sent to {dest}"}
             if user_id is None:
                 raise BadRequest("this mode needs a bearer token", field="mode", code="missing_token")
             if data.get("user_id") not in (None, user_id):
                 raise BadRequest("user_id does not match the bearer token", field="user_id", code="user_mismatch")
-            if mode == "change_email":
-                if not data.get("new_email_id"):
-                    raise BadRequest("new_email_id is required", field="new_email_id", code="missing_field")
-                dest = normalize_email(data["new_email_id"], "new_email_id")
-                if conn.execute(sa.select(users.c.id).where(users.c.email == dest)).first():
-                    raise BadRequest("this e-mail address is already in use", field="new_email_id", code="email_in_use")
-                self._issue_code(conn, user_id, mode, dest, self.mailer)
-            else:
-                if not data.get("new_mobile"):
-                    raise BadRequest("new_mobile is required", field="new_mobile", code="missing_field")
-                dest = normalize_mobile(data["new_mobile"], self.settings.phone_region, "new_mobile")
-                if conn.execute(sa.select(users.c.id).where(users.c.mobile == dest)).first():
-                    raise BadRequest("this mobile number is already in use", field="new_mobile", code="mobile_in_use")
-                self._issue_code(conn, user_id, mode, dest, self.sms)
+            kind, field = ("email", "new_email_id") if mode == "change_email" else ("mobile", "new_mobile")
+            if not data.get(field):
+                raise BadRequest(f"{field} is required", field=field, code="missing_field")
+            dest = (normalize_email(data[field], field) if kind == "email"
+                    else normalize_mobile(data[field], self.settings.phone_region, field))
+            if conn.execute(sa.select(users.c.id).where(users.c[kind] == dest)).first():
+                raise BadRequest(f"this {_ADDRESS[kind]} is already in use", field=field, code=f"{kind}_in_use")
+            if not isinstance(data.get("password"), str):
+                raise BadRequest(f"password is required to change the {_ADDRESS[kind]}", field="password",
+                                 code="missing_field")
+            stored = conn.execute(sa.select(users.c.password_hash).where(users.c.id == user_id)).scalar()
+            if not verify_password(stored, data["password"]):
+                raise BadRequest("password is wrong", field="password", code="bad_credentials")
+            self._issue_code(conn, user_id, mode, dest, self.mailer if kind == "email" else self.sms)
             return {"mode": mode, "message": f"a code was sent to {dest}"}
 
     def _account_code(self, data: dict, mode: str) -> tuple[dict, str]:
-        """The account named by ``email`` or ``mobile`` and its checked ``code`` for ``mode``."""
+        """The account named by ``email`` or ``mobile`` and its checked ``code`` for ``mode``
+        (a reset only for a validated account, a validation only for one still to be
+        validated; any other account is answered as if it had no code)."""
         with self.engine.connect() as conn:
             user = self._find_user(conn, data)
-        if user is None:
+        if user is None or user["validated"] != (mode == "reset_password"):
             raise BadRequest("no code was sent for this", field="code", code="code_invalid")
         dest = user["email"] if data.get("email") else user["mobile"]
         return user, self._use_code(user["id"], mode, dest, data["code"], "code")
 
     def validate(self, data: dict) -> dict:
-        check_fields(data, {"code": str}, {"email": str, "mobile": str})
+        """The code sent at sign-up and the password chosen there: both are needed, so the
+        account becomes usable only by whoever chose its password *and* holds its mailbox."""
+        check_fields(data, {"code": str, "password": str}, {"email": str, "mobile": str})
         user, code_id = self._account_code(data, "signup")
+        if not verify_password(user["password_hash"], data["password"]):  # the code's check is counted
+            raise BadRequest("password is not the one chosen at sign-up (sign up again to choose another)",
+                             field="password", code="bad_credentials")
         with self.engine.begin() as conn:
             self._consume(conn, code_id, "code")
             conn.execute(users.update().where(users.c.id == user["id"]).values(validated=True))
@@ -320,38 +391,54 @@ class Accounts:
             self._consume(conn, code_id, "code")
             return self._set_password(conn, user["id"], data["new_password"])
 
-    def change_email(self, user_id: str, data: dict) -> dict:
+    def change_email(self, user_id: str, data: dict, token: str | None = None) -> dict:
         """The seed's change of e-mail: ``new_email_id`` and ``activation_code`` (multipart
         or JSON; JSON may also carry ``user_id`` and ``app_id``). Every failure is a 400."""
         check_fields(data, {"new_email_id": str, "activation_code": str}, {"user_id": str, "app_id": str})
         if data.get("user_id") not in (None, user_id):
             raise BadRequest("user_id does not match the bearer token", field="user_id", code="user_mismatch")
         email = normalize_email(data["new_email_id"], "new_email_id")
+        self._change_address(user_id, "email", email, data["activation_code"], "new_email_id", "activation_code", token)
         with self.engine.connect() as conn:
-            if conn.execute(sa.select(users.c.id).where(users.c.email == email)).first():
-                raise BadRequest("this e-mail address is already in use", field="new_email_id", code="email_in_use")
-        code_id = self._use_code(user_id, "change_email", email, data["activation_code"], "activation_code")
-        with self.engine.begin() as conn:
-            self._consume(conn, code_id, "activation_code")
-            try:
-                conn.execute(users.update().where(users.c.id == user_id).values(email=email))
-            except sa.exc.IntegrityError:
-                raise BadRequest("this e-mail address is already in use", field="new_email_id",
-                                 code="email_in_use") from None
             return {"profile": self.profile(conn, user_id), "pod_info": self.pod_info(conn, user_id),
                     "app_id": data.get("app_id")}
 
-    def change_mobile(self, user_id: str, data: dict) -> dict:
+    def change_mobile(self, user_id: str, data: dict, token: str | None = None) -> dict:
         check_fields(data, {"new_mobile": str, "code": str})
         mobile = normalize_mobile(data["new_mobile"], self.settings.phone_region, "new_mobile")
+        self._change_address(user_id, "mobile", mobile, data["code"], "new_mobile", "code", token)
         with self.engine.connect() as conn:
-            if conn.execute(sa.select(users.c.id).where(users.c.mobile == mobile)).first():
-                raise BadRequest("this mobile number is already in use", field="new_mobile", code="mobile_in_use")
-        code_id = self._use_code(user_id, "change_mobile", mobile, data["code"], "code")
-        with self.engine.begin() as conn:
-            self._consume(conn, code_id, "code")
-            conn.execute(users.update().where(users.c.id == user_id).values(mobile=mobile))
             return {"profile": self.profile(conn, user_id), "pod_info": self.pod_info(conn, user_id)}
+
+    def _change_address(self, user_id: str, kind: str, value: str, code: str, field: str, code_field: str,
+                        token: str | None) -> None:
+        """Move the account to a new e-mail address or mobile number with the code sent
+        there; every other token is revoked (the caller's, ``token``, stays) and the old
+        address is told, so a change nobody asked for is noticed. If the notice cannot be
+        sent nothing changes (503), as with codes."""
+        in_use = BadRequest(f"this {_ADDRESS[kind]} is already in use", field=field, code=f"{kind}_in_use")
+        with self.engine.connect() as conn:
+            if conn.execute(sa.select(users.c.id).where(users.c[kind] == value)).first():
+                raise in_use
+        code_id = self._use_code(user_id, f"change_{kind}", value, code, code_field)
+        with self.engine.begin() as conn:
+            self._consume(conn, code_id, code_field)
+            before = conn.execute(sa.select(users.c.email, users.c.mobile).where(users.c.id == user_id)).mappings().one()
+            try:
+                conn.execute(users.update().where(users.c.id == user_id).values({kind: value}))
+            except sa.exc.IntegrityError:  # another account took it since the check above
+                raise in_use from None
+            keep = [] if token is None else [_sha(token)]
+            conn.execute(tokens.update().where(tokens.c.user_id == user_id, tokens.c.revoked_at.is_(None),
+                                               tokens.c.hash.not_in(keep)).values(revoked_at=now()))
+            # the old address of that kind, else the account's other one
+            to = next(((a, k) for k in (kind, "mobile" if kind == "email" else "email") if (a := before[k])), None)
+            if to is not None:
+                self._deliver(self.mailer if to[1] == "email" else self.sms, to[0],
+                              f"Your memkit {_ADDRESS[kind]} was changed",
+                              f"The {_ADDRESS[kind]} of your memkit account was changed from {before[kind] or 'none'} "
+                              f"to {value}, and every other session was signed out. If you did not do this, reset "
+                              "your password and contact us.")
 
     # -- applications -------------------------------------------------------------------------
     def register_app(self, name: str) -> tuple[str, str]:
@@ -371,25 +458,32 @@ class Accounts:
         return app_id
 
     def register_external(self, app_id: str, data: dict) -> dict:
-        """Register, or find, the application's user with this external id (idempotent)."""
+        """Register, or find, the application's user with this external id (idempotent,
+        also when two requests for the same id arrive at once)."""
         check_fields(data, {"external_id": str}, {"name": str})
         ext = data["external_id"].strip()
         if not 1 <= len(ext) <= 200:
             raise BadRequest("external_id must be 1 to 200 characters", field="external_id", code="invalid")
-        with self.engine.begin() as conn:
-            row = conn.execute(sa.select(users.c.id).where(users.c.app_id == app_id, users.c.external_id == ext)).first()
-            created = row is None
-            if created:
-                uid = new_id("u")
-                name = (data.get("name") or ext).strip()[:200]
-                conn.execute(users.insert().values(id=uid, name=name, validated=True, app_id=app_id, external_id=ext,
-                                                   floor_quota=self.settings.floor_quota,
-                                                   block_quota=self.settings.block_quota, created_at=now()))
-                self._create_own_floor(conn, uid, name)
-            else:
-                uid = row[0]
-            return {"user_id": uid, "created": created, "app_id": app_id, "profile": self.profile(conn, uid),
-                    "pod_info": self.pod_info(conn, uid), **self._issue_token(conn, uid)}
+        name = ((data.get("name") or "").strip() or ext)[:200]
+        for attempt in range(2):
+            try:
+                with self.engine.begin() as conn:
+                    row = conn.execute(sa.select(users.c.id).where(users.c.app_id == app_id,
+                                                                   users.c.external_id == ext)).first()
+                    created = row is None
+                    if created:
+                        uid = new_id("u")
+                        conn.execute(users.insert().values(id=uid, name=name, validated=True, app_id=app_id,
+                                                           external_id=ext, floor_quota=self.settings.floor_quota,
+                                                           block_quota=self.settings.block_quota, created_at=now()))
+                        self._create_own_floor(conn, uid, name)
+                    else:
+                        uid = row[0]
+                    return {"user_id": uid, "created": created, "app_id": app_id, "profile": self.profile(conn, uid),
+                            "pod_info": self.pod_info(conn, uid), **self._issue_token(conn, uid)}
+            except sa.exc.IntegrityError:  # the same external id registered at once: find that one
+                if attempt:
+                    raise
 
     def delete_account(self, user_id: str, data: dict) -> dict:
         """Delete the account and everything it owns: floors, blocks, events, tokens, codes."""
@@ -398,12 +492,8 @@ class Accounts:
             row = conn.execute(sa.select(users.c.password_hash).where(users.c.id == user_id)).first()
             if not verify_password(row[0] if row else None, data["password"]):
                 raise BadRequest("password is wrong", field="password", code="bad_credentials")
-            gone = [r[0] for r in conn.execute(sa.select(events.c.id).where(sa.or_(
-                events.c.user_id == user_id,
-                events.c.floor_id.in_(sa.select(floors.c.id).where(floors.c.owner_id == user_id)))))]
-            log_event_changes(conn, gone)  # search indexes drop them when they catch up
-            conn.execute(users.delete().where(users.c.id == user_id))  # cascades to all it owns
-        return {"deleted": user_id, "events_deleted": len(gone)}
+            gone = _delete_user(conn, user_id)
+        return {"deleted": user_id, "events_deleted": gone}
 
     def get_profile(self, user_id: str) -> dict:
         with self.engine.connect() as conn:
@@ -422,6 +512,19 @@ def verify_password(stored_hash: str | None, password: str) -> bool:
         return _hasher.verify(stored_hash, password)
     except (VerificationError, InvalidHashError):
         return False
+
+
+def _delete_user(conn, user_id: str) -> int:
+    """Delete a user and all they own (the foreign keys cascade); returns how many events
+    went. Their events are logged first, so search indexes drop them when they catch up."""
+    gone = [r[0] for r in conn.execute(sa.select(events.c.id).where(sa.or_(
+        events.c.user_id == user_id, events.c.floor_id.in_(sa.select(floors.c.id).where(floors.c.owner_id == user_id)))))]
+    log_event_changes(conn, gone)
+    conn.execute(users.delete().where(users.c.id == user_id))
+    return len(gone)
+
+
+_ADDRESS = {"email": "e-mail address", "mobile": "mobile number"}
 
 
 def _sha(token: str) -> str:

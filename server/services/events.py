@@ -78,10 +78,10 @@ def _parse_new(data) -> dict:
     """A new event's fields, checked (every refusal names its field)."""
     check_fields(data, {"text": str}, {"tags": list, "media": list, "reply_to": str, "repost_of": str,
                                        "created_at": str})
-    try:
-        created = parse_time(data["created_at"]) if data.get("created_at") else now()
-    except ValueError:
-        raise BadRequest("created_at must be an ISO 8601 time", field="created_at", code="invalid_time") from None
+    try:  # absent (or null): now; "" is not a time
+        created = parse_time(data["created_at"]) if data.get("created_at") is not None else now()
+    except ValueError as exc:
+        raise BadRequest(f"created_at must be an ISO 8601 time ({exc})", field="created_at", code="invalid_time") from None
     return {"text": _text(data["text"]), "tags": _tags(data.get("tags", [])), "media": _media(data.get("media", [])),
             "created_at": created, "reply_to": data.get("reply_to"), "repost_of": data.get("repost_of")}
 

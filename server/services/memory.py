@@ -24,6 +24,7 @@ exists. Each query is recorded in the user's conversation state.
 
 from __future__ import annotations
 
+import json
 import threading
 from dataclasses import dataclass
 
@@ -109,9 +110,9 @@ def parse_query(data: dict) -> QueryRequest:
     if not floor_ids:
         raise _bad("floor_ids", "name at least one floor", "empty")
 
-    raw = data.get("filters") or {}
+    raw = data.get("filters", {})  # [], "", 0, false or null are not "no filter": they are wrong
     if not isinstance(raw, dict):
-        raise _bad("filters", f"expected an object, got {type(raw).__name__}", "invalid_type")
+        raise _bad("filters", f"expected an object, got {json.dumps(raw)}", "invalid_type")
     raw = dict(raw)
     for name in raw:
         if name not in FILTER_FIELDS:
@@ -131,9 +132,9 @@ def parse_query(data: dict) -> QueryRequest:
                 if not isinstance(value, str):
                     raise TypeError
                 times[name] = parse_time(value)
-            except (TypeError, ValueError):
-                raise _bad(f"filters.{name}", f"expected an ISO 8601 time such as 2024-05-01T12:00:00Z, got {value!r}",
-                           "invalid_time") from None
+            except (TypeError, ValueError) as exc:
+                raise _bad(f"filters.{name}", f"expected an ISO 8601 time such as 2024-05-01T12:00:00Z, got {value!r}"
+                           + (f" ({exc})" if "range" in str(exc) else ""), "invalid_time") from None
     if len(times) == 2 and times["time_from"] > times["time_to"]:
         raise _bad("filters.time_from", "must not be after filters.time_to", "invalid_range")
     types = tags = None
