@@ -149,10 +149,13 @@ class ExtractiveAnswerer:
     def answer(self, query: str, items: list[dict], summary: bool = True) -> str:
         return self.write(query, items, summary).text
 
-    def write(self, query: str, items: list[dict], summary: bool = True) -> Answer:
+    def write(self, query: str, items: list[dict], summary: bool = True, authors=None) -> Answer:
+        """``authors``: the names of the people who post where the question is asked (the
+        service passes those of the floors searched, so posts elsewhere change nothing);
+        None: every author ``prepare`` has seen."""
         if not items:
             return Answer(self.fallback(query), declined=True)
-        return self.summarize(query, items) if summary else Answer(self.account(query, items))
+        return self.summarize(query, items, authors) if summary else Answer(self.account(query, items))
 
     def fallback(self, query: str) -> str:
         return (f"I couldn't find anything about “{query.strip()}” in the floors you asked about. "
@@ -167,10 +170,13 @@ class ExtractiveAnswerer:
         return (f"Found {_plural(len(items), 'item')} for “{query.strip()}” ({parts}); "
                 f"the best match was posted{where}{f' on {when}' if when else ''}.")
 
-    def named_people(self, query: str, items: list[dict]) -> set[str]:
-        """Known authors the question names, looked up by the question's words (so the cost
-        does not grow with the number of authors)."""
-        by_first = dict(self._by_first)
+    def named_people(self, query: str, items: list[dict], authors=None) -> set[str]:
+        """Known authors (``authors``, else every one ``prepare`` saw) the question names,
+        looked up by the question's words (so the cost does not grow with the number of
+        authors)."""
+        by_first = dict(self._by_first) if authors is None else {}
+        for n in authors or ():
+            by_first[n.split()[0].casefold()] = by_first.get(n.split()[0].casefold(), frozenset()) | {n}
         for n in filter(None, map(_speaker, items)):
             key = n.split()[0].casefold()
             by_first[key] = by_first.get(key, frozenset()) | {n}
@@ -186,7 +192,7 @@ class ExtractiveAnswerer:
         terms = set(self._analyzer(query))
         return np.array([len(terms & set(self._analyzer(s))) / max(len(terms), 1) for s in candidates])
 
-    def summarize(self, query: str, items: list[dict]) -> Answer:
+    def summarize(self, query: str, items: list[dict], authors=None) -> Answer:
         top = items[: self.max_items]
         cands = [(rank, j, s, item) for rank, item in enumerate(top) for j, s in enumerate(sentences(item.get("text")))]
         if not cands:
@@ -196,7 +202,7 @@ class ExtractiveAnswerer:
         when = bool(_WHEN.search(query))
         if when and self.when_bonus:
             scores = scores + self.when_bonus * np.array([_says_when(c[2]) for c in cands])
-        people = self.named_people(query, items) if self.people else set()
+        people = self.named_people(query, items, authors) if self.people else set()
         allowed = [i for i, c in enumerate(cands) if not people or _speaker(c[3]) in people
                    or any(re.search(rf"\b{re.escape(p)}\b", c[2], re.IGNORECASE) for p in people)]
         best = max(allowed, key=lambda i: (scores[i], -cands[i][0]), default=None)
@@ -276,8 +282,8 @@ def _says_when(sentence: str) -> bool:
 
 
 def _speaker(item: dict) -> str | None:
-    name = item.get("speaker") or item.get("user_name")
-    return str(name) if name else None
+    name = str(item.get("speaker") or item.get("user_name") or "").strip()  # a blank name is no name
+    return name or None
 
 
 class LLMAnswerer:
@@ -323,9 +329,9 @@ class LLMAnswerer:
         return [{"role": "system", "content": system},
                 {"role": "user", "content": "Posts:\n" + "\n".join(lines) + f"\n\nQuestion: {query}"}]
 
-    def write(self, query: str, items: list[dict], summary: bool = True) -> Answer:
+    def write(self, query: str, items: list[dict], summary: bool = True, authors=None) -> Answer:
         if not items or not summary:
-            return self.extractive.write(query, items, summary)
+            return self.extractive.write(query, items, summary, authors)
         body = json.dumps({"model": self.model, "messages": self.messages(query, items),
                            "temperature": self.temperature}).encode()
         headers = {"Content-Type": "application/json"}
@@ -341,7 +347,7 @@ class LLMAnswerer:
                 raise ValueError("empty answer")
         except (OSError, urllib.error.URLError, ValueError, KeyError, IndexError, TypeError) as exc:
             log.warning("LLM answer writer failed (%s: %s); using the extractive writer", type(exc).__name__, exc)
-            return self.extractive.write(query, items, summary)
+            return self.extractive.write(query, items, summary, authors)
         return Answer(text, declined=DECLINE.lower() in text.lower(), writer="llm")
 
 

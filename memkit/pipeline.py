@@ -156,10 +156,11 @@ class Pipeline:
 
     def query(self, text: str, user_id: str | None = None, floor_ids=None, filters: Filters | dict | None = None,
               k: int | None = None, now: datetime | None = None, query_id: str = "q", lookup=None,
-              summary: bool = True) -> QueryResult:
+              summary: bool = True, authors=None) -> QueryResult:
         """One query of one user: contextualised by their history, searched, checked for
         relevance, answered (when ``lookup``, a function from event ids to item dicts, is
-        given) and recorded in the user's history."""
+        given; ``authors``: the names the answer writer may take the question to be about,
+        default every author it has seen) and recorded in the user's history."""
         history = self.conversations.history(user_id, now)
         effective = self.contextualizer.contextualize(text, history)
         f = Filters.from_dict(filters) if isinstance(filters, dict) or filters is None else filters
@@ -175,7 +176,7 @@ class Pipeline:
         if not relevant:
             run = run.clear()
         items = lookup(run["event_id"].to_list()) if lookup is not None else None
-        written = self.answerer.write(text, items, summary) if items is not None else None
+        written = self.answerer.write(text, items, summary, authors) if items is not None else None
         answer = written.text if written is not None else None
         turn = Turn(query=text, effective_query=effective, event_ids=run["event_id"].to_list(), answer=answer)
         if now is not None:

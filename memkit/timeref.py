@@ -170,7 +170,11 @@ def resolve(text: str, when: datetime | date) -> list[Mention]:
             if any(m.start() < e and s < m.end() for s, e in taken):
                 continue
             groups = [m.group(0)] + [g.lower() if g else g for g in m.groups()]
-            found.append(Mention(m.group(0), m.start(), make(groups, ref)))
+            try:
+                span = make(groups, ref)
+            except (OverflowError, ValueError):  # "tomorrow" on 31 December 9999: no such day
+                continue
+            found.append(Mention(m.group(0), m.start(), span))
             taken.append((m.start(), m.end()))
     return sorted(found, key=lambda x: x.start)
 
@@ -226,6 +230,6 @@ def read_span(text: str) -> Span | None:
                 name, y = m["my"].replace(",", " ").split()
                 return month(int(y), _month_number(name))
             return year(int(m["y"]))
-        except (ValueError, KeyError):  # "31 February 2023", "30 Feb": not a date; read on
+        except (ValueError, KeyError, OverflowError):  # "31 February 2023", "30 Feb", before year 1: not a date
             continue
     return None

@@ -35,6 +35,7 @@ class Settings:
     max_body_bytes: int = 1_000_000
     index_dir: str = ""  # where the search index is saved after a build and loaded at start; empty: rebuilt
     warm_index: bool = False  # build (or load) the search index when the app starts, not on the first query
+    catch_up_seconds: float = 1.0  # the in-memory index applies every floor's changes this often (0: only on demand)
     pipeline_config: str = ""  # the TOML the query endpoint serves; empty: eval/configs/default.toml
     # "memory": each process holds its own index, caught up from the store's log (server/search/index.py);
     # "postgres": the index lives in PostgreSQL (pgvector, full-text), nothing per process

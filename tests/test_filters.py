@@ -1,5 +1,7 @@
 """Filters are applied before the top k is cut: a filtered search returns exactly what a
-brute-force search (rank everything, keep what the filters admit, cut at k) returns.
+brute-force search (rank everything, keep what the filters admit, cut at k) returns. The
+floors a search names are its whole world: the brute force ranks with a retriever fitted
+on those floors' events alone, so statistics counted over anything else would show.
 
 The predicate below is written independently of memkit's catalog masks."""
 
@@ -44,8 +46,23 @@ def admits(f: Filters, e: dict) -> bool:
     return True
 
 
+_WORLDS: dict = {}
+
+
+def world_of(retriever, f: Filters):
+    """What a search with ``f`` may see: the retriever itself, or, when ``f`` names floors,
+    the same kind of retriever fitted on those floors' events alone (in the same order)."""
+    if f.floor_ids is None:
+        return retriever
+    key = (type(retriever), frozenset(f.floor_ids))
+    if key not in _WORLDS:
+        _WORLDS[key] = type(retriever)(**retriever.get_params()).fit(
+            EVENTS.filter(pl.col("floor_id").is_in(list(f.floor_ids))))
+    return _WORLDS[key]
+
+
 def brute_force(retriever, query, k, f):
-    full = retriever.search(query, k=EVERYTHING)
+    full = world_of(retriever, f).search(query, k=EVERYTHING)
     keep = [admits(f, ROWS[e]) for e in full["event_id"]]
     return full.filter(pl.Series(keep, dtype=pl.Boolean)).head(k).with_columns(pl.int_range(1, pl.len() + 1).cast(pl.Int64).alias("rank"))
 
@@ -115,7 +132,7 @@ def test_hnsw_filtered_search_against_brute_force(fitted, f, q, k):
                       brute_force(fitted["dense"], q, EVERYTHING, f)["score"]))
     assert np.allclose(got["score"].to_numpy(), [scores[e] for e in got["event_id"]], atol=1e-5)
     admitted = sum(admits(f, r) for r in ROWS.values())
-    if admitted <= hnsw.exact_share * len(ROWS):
+    if f.floor_ids is not None or admitted <= hnsw.exact_share * len(ROWS):  # floors: always exact
         assert got["event_id"].to_list() == want["event_id"].to_list()
     else:
         assert len(set(got["event_id"]) & set(want["event_id"])) >= 0.8 * want.height

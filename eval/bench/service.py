@@ -102,7 +102,7 @@ def insert_events(engine, frame: pl.DataFrame, user_of: dict, chunk: int = 5000)
         with engine.begin() as conn:
             conn.execute(events.insert(), rows)
             conn.execute(event_log.insert(), [{"event_id": r["id"], "block_id": r["block_id"], "event_at": r["created_at"],
-                                               "at": now} for r in rows])
+                                               "floor_id": r["floor_id"], "at": now} for r in rows])
 
 
 # -- 2./3. the index -------------------------------------------------------------------

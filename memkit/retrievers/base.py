@@ -9,6 +9,13 @@ persist it, and ``params()`` is what MLflow logs.
 Filters are applied before the top k is cut: each retriever scores only the events the
 filters admit (a boolean mask over its catalog), so a filtered search returns exactly
 what a brute-force search over the filtered events would.
+
+The floors a search names are its whole world (its *scope*): collection statistics
+(BM25's and TF-IDF's document frequencies, document count and average length) are
+counted over those floors' events only, and a dense search over them is exact. A search
+scoped to floors F therefore scores exactly as a retriever holding only F's events
+would: what else is indexed (other people's private floors, say) changes nothing in its
+results, not even a score. The other filters narrow what is returned, not the statistics.
 """
 
 from __future__ import annotations
@@ -161,6 +168,13 @@ class Catalog:
         self.alive[pos] = False
         self._mask_cache.clear()
         return pos
+
+    def scope(self, filters: Filters | None) -> np.ndarray | None:
+        """Boolean mask of the alive events in the floors the filters name (None: no floor
+        filter, the whole collection): what a search's statistics are counted over."""
+        if filters is None or filters.floor_ids is None:
+            return None
+        return self.mask(Filters(floor_ids=filters.floor_ids))
 
     def mask(self, filters: Filters | None) -> np.ndarray:
         """Boolean mask of alive events the filters admit."""
@@ -349,7 +363,7 @@ class Retriever:
     def search(self, queries, k: int = 10, filters=None) -> pl.DataFrame:
         frame, per = checked_search(queries, k, filters)
         masks = [self.catalog.mask(f) for f in per]
-        hits = self._search_batch(frame["text"].to_list(), k, masks)
+        hits = self._search_batch(frame["text"].to_list(), k, masks, [self.catalog.scope(f) for f in per])
         return make_run(frame["query_id"].to_list(), hits, self.catalog.event_ids, self.match_type)
 
     def params(self) -> dict:
@@ -407,7 +421,9 @@ class Retriever:
     def _unindex(self, positions: np.ndarray) -> None:
         raise NotImplementedError
 
-    def _search_batch(self, texts: list[str], k: int, masks: list[np.ndarray]):
+    def _search_batch(self, texts: list[str], k: int, masks: list[np.ndarray], scopes: list | None = None):
+        """Per query, (positions, scores) of the k best admitted by its mask; ``scopes``
+        (per query a mask or None) is what statistics are counted over (see above)."""
         raise NotImplementedError
 
     def _save_state(self, folder: Path) -> None:

@@ -7,6 +7,10 @@ filtered HNSW search asks for more neighbours than ``k`` (scaled by how much the
 admits) and widens until ``k`` admitted ones are found; a filter that admits few events
 (``exact_share``) goes straight to an exact product over just those rows, which is both
 exact and faster than the graph.
+
+A search scoped to floors is always the exact product over the rows it admits: which of a
+floor's events an HNSW graph reaches depends on every other node in it, so an
+approximate answer would change with other people's (even private) posts.
 """
 
 from __future__ import annotations
@@ -111,25 +115,26 @@ class DenseRetriever(Retriever):
             self._hnsw_size = n
         return self._hnsw
 
-    def _search_batch(self, texts, k, masks):
+    def _search_batch(self, texts, k, masks, scopes=None):
         q = self._enc.encode(texts)
-        return self.search_vectors(q, k, masks)
+        return self.search_vectors(q, k, masks, scopes)
 
-    def search_vectors(self, q: np.ndarray, k: int, masks: list[np.ndarray]):
+    def search_vectors(self, q: np.ndarray, k: int, masks: list[np.ndarray], scopes: list | None = None):
         """Search with query vectors already computed (one row per query)."""
         V = self.vectors
         n_alive = self.catalog.n_alive
+        scoped = [s is not None for s in scopes] if scopes is not None else [False] * len(q)
         out: list = [None] * len(q)
         exact_rows = []
         for i, mask in enumerate(masks):
             admitted = int(mask.sum())
-            if not self.uses_hnsw() or admitted <= self.exact_share * n_alive:
+            if scoped[i] or not self.uses_hnsw() or admitted <= self.exact_share * n_alive:
                 exact_rows.append(i)
             else:
                 out[i] = self._hnsw_one(q[i], k, mask, admitted)
         for i in exact_rows:
             mask = masks[i]
-            if mask.sum() < 0.5 * len(mask):  # a product over only the admitted rows
+            if scoped[i] or mask.sum() < 0.5 * len(mask):  # a product over only the admitted rows
                 rows = np.flatnonzero(mask)
                 idx, sc = top_k(V[rows] @ q[i], None, k)
                 out[i] = (rows[idx], sc)

@@ -131,11 +131,12 @@ class LearnedRetriever(Retriever):
         the first stage's order, columns as ``feature_names``)."""
         ids = self.first.catalog.event_ids
         mask = self.first.catalog.mask(f)  # the same positions in every part: one mask serves all
+        scope = self.first.catalog.scope(f)
         parts = []  # per retriever: (positions best first, min-max scores, match type)
         for r in self._all_parts():
             if len(r.catalog) != len(ids):
                 raise RuntimeError("the learned retriever's parts hold different events")
-            (pos, sc), = r._search_batch([text], depth, [mask])
+            (pos, sc), = r._search_batch([text], depth, [mask], [scope])
             lo, hi = (float(sc.min()), float(sc.max())) if len(sc) else (0.0, 0.0)
             z = (sc - lo) / (hi - lo) if hi > lo else np.ones(len(sc))
             parts.append((pos, z, r.match_type))

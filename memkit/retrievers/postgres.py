@@ -16,7 +16,12 @@ Each retriever owns one table (``table``), keyed by ``event_id``, that also hold
 ``created_at`` and ``tags``. Filters are SQL ``WHERE`` clauses of the same query that cuts
 the top k, so they apply before the cut:
 
-- pgvector >= 0.8 (``hnsw.iterative_scan = relaxed_order``) keeps walking the graph until
+- A search that names floors is an exact scan over those floors' rows (ordered by an
+  expression the HNSW index cannot serve, through the ``floor_id`` b-tree index): which
+  rows a graph walk reaches depends on every row in the table, so an approximate answer
+  would change with other people's (even private) posts. ``ts_rank`` needs no collection
+  statistics, so full-text scores depend on each row alone.
+- Otherwise pgvector >= 0.8 (``hnsw.iterative_scan = relaxed_order``) keeps walking the graph until
   k admitted rows are found; the rows are re-sorted by exact distance afterwards. If the
   graph still yields fewer than k rows (``hnsw.max_scan_tuples`` reached, or an older
   pgvector), the query is repeated as an exact scan over the admitted rows (ordered by an
@@ -379,6 +384,8 @@ class PgVectorRetriever(PostgresRetriever):
     def _search_one(self, c, qv: str, k: int, f: Filters | None) -> list[tuple[str, float]]:
         where, args = _where(f)
         t = self.table
+        if f is not None and f.floor_ids is not None:  # scoped: exact (see the module's docstring)
+            return self._exact(c, qv, k, where, args)
         c.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(min(MAX_EF_SEARCH, max(self.ef_search, k))),))
         if self._iterative():
             c.execute("SELECT set_config('hnsw.iterative_scan', %s, true), set_config('hnsw.max_scan_tuples', %s, true)",
@@ -390,9 +397,13 @@ class PgVectorRetriever(PostgresRetriever):
             (qv, *args, qv, k)).fetchall()
         if len(rows) < k:  # the graph gave fewer than k: exact over the admitted rows (no index can order this)
             self.exact_fallbacks += 1
-            rows = c.execute(
-                f"SELECT event_id, 1 - (embedding <=> %s::vector) AS s FROM {t} WHERE {where} "
-                f"ORDER BY (embedding <=> %s::vector) + 0, event_id LIMIT %s", (qv, *args, qv, k)).fetchall()
+            return self._exact(c, qv, k, where, args)
+        return [(r[0], float(r[1])) for r in rows]
+
+    def _exact(self, c, qv: str, k: int, where: str, args: list) -> list[tuple[str, float]]:
+        rows = c.execute(
+            f"SELECT event_id, 1 - (embedding <=> %s::vector) AS s FROM {self.table} WHERE {where} "
+            f"ORDER BY (embedding <=> %s::vector) + 0, event_id LIMIT %s", (qv, *args, qv, k)).fetchall()
         return [(r[0], float(r[1])) for r in rows]
 
     def similarity(self, text: str, event_ids: list[str]) -> np.ndarray:

@@ -8,6 +8,10 @@ always exactly those of the alive collection: after ``add`` or ``remove`` a sear
 as a full refit would, with no refit. (bm25s precomputes scores into the matrix, which
 is faster per query but goes stale when the collection changes; eval/RESULTS.md has the
 side-by-side numbers.)
+
+A search that names floors counts those statistics over the floors' events only (its
+*scope*, see memkit/retrievers/base.py): it scores exactly as a retriever fitted on those
+floors alone, whatever else is indexed.
 """
 
 from __future__ import annotations
@@ -84,6 +88,33 @@ class TermIndex:
         ids = np.array([self.vocab[t] for t in counts], np.int64)
         return ids, np.array(list(counts.values()), np.float64)
 
+    def matches(self, text: str, scope: np.ndarray | None):
+        """A query's terms that occur in the collection (or in ``scope``, a mask of alive
+        positions), with their statistics there: ``(term ids, query counts, positions,
+        counts, which term, document frequencies, documents, total length)``. Postings of
+        dead documents are left in when there is no scope (they score, and no mask admits
+        them)."""
+        ids, qtf = self.query_terms(text)
+        pos, tf, which = self.postings(ids)
+        if scope is None:
+            return ids, qtf, pos, tf, which, self.df[ids].astype(np.float64), self.n_docs, self.total_len
+        inside = scope[pos]
+        pos, tf, which = pos[inside], tf[inside], which[inside]
+        df = np.bincount(which, minlength=len(ids)).astype(np.float64)
+        keep = df > 0  # a term only out of scope is not a term of this collection
+        if not keep.all():
+            renumber = np.cumsum(keep) - 1
+            ids, qtf, df, which = ids[keep], qtf[keep], df[keep], renumber[which]
+        return ids, qtf, pos, tf, which, df, int(scope.sum()), float(self.doc_len[scope].sum())
+
+    def df_within(self, scope: np.ndarray) -> np.ndarray:
+        """Document frequency of every term among the positions ``scope`` admits."""
+        df = np.zeros(len(self.vocab), np.float64)
+        for start, mat in self.segments:
+            cols = np.repeat(np.arange(mat.shape[1]), np.diff(mat.indptr))
+            df[: mat.shape[1]] += np.bincount(cols[scope[mat.indices + start]], minlength=mat.shape[1])
+        return df
+
     def postings(self, term_ids: np.ndarray):
         """For each query term i: positions and counts, as flat arrays plus the term index."""
         pos, tf, which = [], [], []
@@ -142,16 +173,17 @@ class _SparseRetriever(Retriever):
     def _changed(self) -> None:
         pass
 
-    def _search_batch(self, texts, k, masks):
+    def _search_batch(self, texts, k, masks, scopes=None):
         n = len(self.catalog)
         out = []
-        for text, mask in zip(texts, masks):
-            scores = self.score(text, n)
+        for text, mask, scope in zip(texts, masks, scopes or [None] * len(texts)):
+            scores = self.score(text, n, scope)
             out.append(top_k(scores, mask, k, positive_only=True))
         return out
 
-    def score(self, text: str, n: int | None = None) -> np.ndarray:
-        """Scores of every position for one query (0 where no term matches)."""
+    def score(self, text: str, n: int | None = None, scope: np.ndarray | None = None) -> np.ndarray:
+        """Scores of every position for one query (0 where no term matches), with the
+        statistics of ``scope`` (a mask of alive positions; None: the whole collection)."""
         raise NotImplementedError
 
     def _save_state(self, folder: Path) -> None:
@@ -178,16 +210,14 @@ class BM25Retriever(_SparseRetriever):
         return {"k1": self.k1, "b": self.b, "stopwords": self.stopwords, "stemmer": self.stemmer,
                 "doc_template": self.doc_template}
 
-    def score(self, text: str, n: int | None = None) -> np.ndarray:
+    def score(self, text: str, n: int | None = None, scope: np.ndarray | None = None) -> np.ndarray:
         idx = self.index
         n = len(self.catalog) if n is None else n
-        ids, qtf = idx.query_terms(text)
-        pos, tf, which = idx.postings(ids)
-        if len(pos) == 0 or idx.n_docs == 0:
+        ids, qtf, pos, tf, which, df, n_docs, total_len = idx.matches(text, scope)
+        if len(pos) == 0 or n_docs == 0:
             return np.zeros(n)
-        df = idx.df[ids].astype(np.float64)
-        idf = np.log1p((idx.n_docs - df + 0.5) / (df + 0.5))
-        avgdl = idx.total_len / idx.n_docs
+        idf = np.log1p((n_docs - df + 0.5) / (df + 0.5))
+        avgdl = total_len / n_docs
         norm = self.k1 * (1.0 - self.b + self.b * idx.doc_len[pos] / avgdl)
         contrib = (idf * qtf)[which] * tf / (tf + norm)
         return np.bincount(pos, weights=contrib, minlength=n)
@@ -208,6 +238,7 @@ class TfidfRetriever(_SparseRetriever):
     def __init__(self, sublinear_tf: bool = False, stopwords="english", stemmer="english", doc_template="{text}"):
         self.sublinear_tf = sublinear_tf
         self._norms = None
+        self._scoped = {}
         super().__init__(stopwords, stemmer, doc_template)
 
     def get_params(self) -> dict:
@@ -216,39 +247,54 @@ class TfidfRetriever(_SparseRetriever):
 
     def _changed(self) -> None:
         self._norms = None
+        self._scoped = {}  # scope (its mask's bytes) -> (idf, norms) counted within it
 
     def warm(self) -> None:
         self._doc_norms()
 
-    def _idf(self) -> np.ndarray:
-        n = self.index.n_docs
-        return np.log((1.0 + n) / (1.0 + self.index.df)) + 1.0
+    def _idf(self, df: np.ndarray, n: int) -> np.ndarray:
+        return np.log((1.0 + n) / (1.0 + df)) + 1.0
 
     def _tf(self, tf: np.ndarray) -> np.ndarray:
         return 1.0 + np.log(tf) if self.sublinear_tf else tf
 
+    def _norms_for(self, idf: np.ndarray, alive: np.ndarray) -> np.ndarray:
+        idf2 = idf ** 2
+        sq = np.zeros(len(self.index.doc_len))
+        for start, mat in self.index.segments:
+            w = mat.copy()
+            w.data = self._tf(w.data.astype(np.float64)) ** 2
+            sq[start : start + mat.shape[0]] = w @ idf2[: mat.shape[1]]
+        sq[~alive] = 0.0
+        return np.sqrt(sq)
+
     def _doc_norms(self) -> np.ndarray:
         if self._norms is None:
-            idf2 = self._idf() ** 2
-            sq = np.zeros(len(self.index.doc_len))
-            for start, mat in self.index.segments:
-                w = mat.copy()
-                w.data = self._tf(w.data.astype(np.float64)) ** 2
-                sq[start : start + mat.shape[0]] = w @ idf2[: mat.shape[1]]
-            sq[~self.catalog.alive] = 0.0
-            self._norms = np.sqrt(sq)
+            idf = self._idf(self.index.df.astype(np.float64), self.index.n_docs)
+            self._norms = self._norms_for(idf, self.catalog.alive)
         return self._norms
 
-    def score(self, text: str, n: int | None = None) -> np.ndarray:
+    def _statistics(self, scope: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        """(idf of every term, norm of every document) over the collection or a scope."""
+        if scope is None:
+            return self._idf(self.index.df.astype(np.float64), self.index.n_docs), self._doc_norms()
+        key = np.packbits(scope).tobytes()
+        if key not in self._scoped:
+            if len(self._scoped) > 64:
+                self._scoped.clear()
+            idf = self._idf(self.index.df_within(scope), int(scope.sum()))
+            self._scoped[key] = (idf, self._norms_for(idf, scope))
+        return self._scoped[key]
+
+    def score(self, text: str, n: int | None = None, scope: np.ndarray | None = None) -> np.ndarray:
         n = len(self.catalog) if n is None else n
-        ids, qtf = self.index.query_terms(text)
-        pos, tf, which = self.index.postings(ids)
+        ids, qtf, pos, tf, which, _, _, _ = self.index.matches(text, scope)
         if len(pos) == 0:
             return np.zeros(n)
-        idf = self._idf()[ids]
+        all_idf, norms = self._statistics(scope)
+        idf = all_idf[ids]
         q = self._tf(qtf) * idf
         q /= np.linalg.norm(q)
-        norms = self._doc_norms()
         alive = norms[pos] > 0
         pos, tf, which = pos[alive], tf[alive], which[alive]
         contrib = self._tf(tf) * idf[which] * q[which] / norms[pos]

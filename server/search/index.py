@@ -24,19 +24,35 @@ Speakers are the authors' names.
 Privacy is not the index's business: a query names its floors and the service checks
 each against the store before searching, so making a floor private or deleting it takes
 its events out of other users' results at once.
+
+No write holds up other users (SECURITY.md). A query catches up only the log rows of the
+floors it names (``sync(floors)``; each row carries its event's floor), because what it
+returns depends on those floors alone; a batch being indexed elsewhere is not its
+business. The slow part of a catch-up, encoding, runs before the index lock is taken,
+and the index itself is changed ``WRITE_CHUNK`` documents at a time, so a search of
+another floor waits at most for one chunk.
+
+No stored value stops the index (SECURITY.md): what is loaded from the store is made
+well-formed first (``load_events``), and a log row whose change still cannot be applied
+is set aside (``set_aside``: its number, event and error, logged at ERROR) while the
+rows around it go on. If a failure left the index half-changed, it is rebuilt from the
+store, without the set-aside events, before the next search.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import shutil
 import threading
 import time
+import weakref
 from contextlib import contextmanager
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
+from typing import NamedTuple
 
 import polars as pl
 import sqlalchemy as sa
@@ -45,19 +61,33 @@ from memkit.pipeline import Pipeline
 from memkit.tables import events_frame
 from server.store.schema import blocks, event_log, events, users
 
+log = logging.getLogger(__name__)
+
 START_MARGIN = 1000  # log rows below the top at start that are re-checked for stragglers
+WRITE_CHUNK = 64  # documents changed per hold of the index's write lock
+
+
+class LogRow(NamedTuple):
+    seq: int
+    event_id: str
+    block_id: str | None
+    event_at: datetime | None
+    floor_id: str | None  # None (rows written before the column existed): any floor
 
 
 def load_events(conn, event_ids: list[str] | None = None, sessions: list[tuple] | None = None,
-                chunk: int = 200) -> pl.DataFrame:
+                chunk: int = 200, exclude: set[str] = frozenset()) -> pl.DataFrame:
     """Events of the store (all, these ids, or these sessions: ``(block_id, day)``, a day
     of None meaning the whole block) as memkit's events table plus ``speaker`` (the
-    author's name), in posting order (time, then id). Long lists of ids or sessions are
-    asked for ``chunk`` at a time (SQLite limits an expression's depth)."""
+    author's name), in posting order (time, then id), leaving out ``exclude``. Long lists
+    of ids or sessions are asked for ``chunk`` at a time (SQLite limits an expression's
+    depth). Whatever the store holds comes out well-formed (``_clean``)."""
     if event_ids is not None and len(event_ids) > chunk:
-        return _concat([load_events(conn, event_ids=event_ids[i : i + chunk]) for i in range(0, len(event_ids), chunk)])
+        return _concat([load_events(conn, event_ids=event_ids[i : i + chunk], exclude=exclude)
+                        for i in range(0, len(event_ids), chunk)])
     if sessions is not None and len(sessions) > chunk:
-        return _concat([load_events(conn, sessions=sessions[i : i + chunk]) for i in range(0, len(sessions), chunk)])
+        return _concat([load_events(conn, sessions=sessions[i : i + chunk], exclude=exclude)
+                        for i in range(0, len(sessions), chunk)])
     q = (sa.select(events.c.id, events.c.floor_id, events.c.block_id, blocks.c.type, events.c.user_id, events.c.text,
                    events.c.created_at, events.c.tags, users.c.name)
          .join(blocks, blocks.c.id == events.c.block_id).join(users, users.c.id == events.c.user_id)
@@ -66,11 +96,23 @@ def load_events(conn, event_ids: list[str] | None = None, sessions: list[tuple] 
         q = q.where(events.c.id.in_(event_ids))
     if sessions is not None:
         q = q.where(sa.or_(sa.false(), *[_session(b, d) for b, d in sessions]))
-    found = conn.execute(q).all()
-    rows = [{"event_id": r[0], "floor_id": r[1], "block_id": r[2], "block_type": r[3], "user_id": r[4], "text": r[5],
-             "created_at": r[6], "tags": r[7]} for r in found]
-    names = [r[8] for r in found]
+    found = [r for r in conn.execute(q).all() if r[0] not in exclude]
+    rows = [_clean(r) for r in found]
+    names = [_text(r[8]).strip() for r in found]
     return events_frame(rows, source="store").with_columns(pl.Series("speaker", names, pl.Utf8))
+
+
+def _clean(r) -> dict:
+    """A stored event as memkit's events table takes it, whatever the store holds (a row
+    of an older version, or written by hand): tags keep only their strings, an empty block
+    type reads "unknown", a time without a zone is UTC."""
+    tags = [t for t in r[7] if isinstance(t, str)] if isinstance(r[7], list) else []
+    return {"event_id": r[0], "floor_id": r[1], "block_id": r[2], "block_type": _text(r[3]) or "unknown",
+            "user_id": r[4], "text": _text(r[5]), "created_at": r[6], "tags": tags}
+
+
+def _text(value) -> str:
+    return value if isinstance(value, str) else ""
 
 
 def _concat(frames: list[pl.DataFrame]) -> pl.DataFrame:
@@ -81,14 +123,22 @@ def _session(block_id: str, day: date | None):
     if day is None:
         return events.c.block_id == block_id
     start = datetime(day.year, day.month, day.day, tzinfo=timezone.utc)
+    if day == date.max:  # the last day Python holds has no "next day" to stop before
+        return sa.and_(events.c.block_id == block_id, events.c.created_at >= start)
     return sa.and_(events.c.block_id == block_id, events.c.created_at >= start,
                    events.c.created_at < start + timedelta(days=1))
 
 
 def _day(at: datetime | None) -> date | None:
+    """The UTC day of a stored time (one without a zone is UTC)."""
     if at is None:
         return None
-    return (at if at.tzinfo else at.replace(tzinfo=timezone.utc)).astimezone(timezone.utc).date()
+    if at.tzinfo is None:
+        return at.date()
+    try:
+        return at.astimezone(timezone.utc).date()
+    except OverflowError:  # within hours of the first or last time Python holds
+        return at.date()
 
 
 class ReadWriteLock:
@@ -143,17 +193,22 @@ class SearchIndex:
         self.gap_timeout = gap_timeout
         self.folder = Path(folder) if folder else None
         self.started_from = None  # "store" (a full build) or "saved" (loaded, then caught up)
-        self.lock = threading.RLock()  # catch-ups, saves and loads of this process take turns
-        self.readers = ReadWriteLock()  # searches run side by side; applying changes waits for them
+        self.lock = threading.RLock()  # changes to the index, saves and loads of this process take turns
+        self.readers = ReadWriteLock()  # searches run side by side; each chunk of a change waits for them
         self.watermark = 0  # every log row numbered <= watermark has been applied
         self._applied: set[int] = set()  # rows above the watermark already applied
+        self._seen: set[int] = set()  # rows above the watermark known to exist (committed), applied or not
         self._gaps: dict[int, float] = {}  # missing numbers above the watermark -> first noticed
         self.applied_rows = 0  # log rows applied since start (for tests and monitoring)
         self.reindexed = 0  # documents (re-)added by catch-ups since start (for tests and monitoring)
+        self.set_aside: dict[int, dict] = {}  # log rows that could not be applied: seq -> event id, error
+        self._broken = False  # a failed change may have left the index half-changed: rebuild before searching
         self._doc_hash: dict[str, int] = {}  # event id -> hash of the document indexed for it
+        self._encoding: dict[int, threading.Event] = {}  # log rows being encoded by some thread -> done
+        self._encoding_guard = threading.Lock()
 
     def reading(self):
-        """Held while a query searches: catch-ups wait for it, other queries do not."""
+        """Held while a query searches: changes wait for it, other queries do not."""
         return self.readers.reading()
 
     def start(self) -> "SearchIndex":
@@ -205,65 +260,179 @@ class SearchIndex:
             self.pipeline.retriever.warm()
             self.watermark = state["watermark"]
             self._applied = set(state["applied"])
+            self._seen = set(self._applied)
             self._gaps = {}
-            with self.engine.connect() as conn:  # authors' names for answers
-                names = [{"speaker": n} for (n,) in conn.execute(sa.select(users.c.name))]
-            self.pipeline.answerer.prepare(names, encode=False)
             self.started_from = "saved"
         return True
 
     def _build(self) -> None:
+        """Index every event of the store (but the set-aside ones) from scratch."""
         self.started_from = "store"
         with self.lock, self.engine.connect() as conn:
             top = conn.execute(sa.select(sa.func.max(event_log.c.seq))).scalar() or 0
-            frame = load_events(conn)
+            frame = load_events(conn, exclude={r["event_id"] for r in self.set_aside.values()})
             # Rows near the top may belong to transactions that commit later: re-check them.
             self.watermark = max(0, top - START_MARGIN)
             self._applied = {s for (s,) in conn.execute(sa.select(event_log.c.seq).where(event_log.c.seq > self.watermark))}
+            self._seen = set(self._applied)
             self._gaps = {}
-            self.pipeline.fit(frame)
-            self._doc_hash = self._hashes(frame)
-            self.pipeline.retriever.warm()
-            self.pipeline.answerer.prepare(frame, encode=False)  # authors' names; sentences encode on first use
+            with self.readers.writing():
+                self.pipeline.fit(frame)
+                self._doc_hash = self._hashes(frame)
+                self.pipeline.retriever.warm()
+            self._broken = False
             self._advance()
 
-    def sync(self) -> int:
-        """Apply the log rows not applied yet; returns how many events changed."""
+    # -- catching up ----------------------------------------------------------------------------
+    def follow(self, every: float) -> None:
+        """Catch up every floor in the background every ``every`` seconds, so changes to
+        floors nobody here asks about are applied too, off the requests' path. The thread
+        holds the index weakly and ends with it."""
+        ref = weakref.ref(self)
+
+        def loop():
+            while True:
+                time.sleep(every)
+                index = ref()
+                if index is None:
+                    return
+                try:
+                    index.sync()
+                except Exception:  # noqa: BLE001 - a store that is away now may be back at the next turn
+                    log.warning("background catch-up failed; retrying in %s s", every, exc_info=True)
+                del index
+
+        threading.Thread(target=loop, name="memkit-catch-up", daemon=True).start()
+
+    def sync(self, floors=None) -> int:
+        """Apply the log rows not applied yet, or only those of ``floors``; returns how
+        many events changed. Encodes first, then takes the lock to change the index."""
+        if self._broken:
+            self._build()
+        rows = self._pending()
+        if floors is not None:
+            named = set(floors)
+            rows_for_floors = [r for r in rows if r.floor_id is None or r.floor_id in named]
+        else:
+            rows_for_floors = rows
+        if rows_for_floors:
+            self._encode_ahead(rows_for_floors)
         with self.lock:
-            with self.engine.connect() as conn:
-                rows = conn.execute(sa.select(event_log.c.seq, event_log.c.event_id, event_log.c.block_id,
-                                              event_log.c.event_at)
-                                    .where(event_log.c.seq > self.watermark).order_by(event_log.c.seq)).all()
-                new = [r for r in rows if r[0] not in self._applied]
-                ids = list(dict.fromkeys(r[1] for r in new))
-                if not ids:
-                    frame = None
-                elif self.pipeline.representation is not None:  # neighbours changed too: the whole sessions
-                    frame = load_events(conn, sessions=list({(r[2], _day(r[3])) for r in new if r[2] is not None}))
-                else:
-                    frame = load_events(conn, event_ids=ids)
-            if ids:
-                present = set(frame["event_id"].to_list())
-                gone = [e for e in ids if e not in present]
-                hashes = self._hashes(frame) if frame.height else {}
-                changed = [e for e, h in hashes.items() if self._doc_hash.get(e) != h]
-                if changed:  # the slow part (encoding) first, while searches go on
-                    self.pipeline.precompute(frame, only=changed)
-                with self.readers.writing():
-                    if gone:
-                        self.pipeline.remove(gone)
-                        for e in gone:
-                            self._doc_hash.pop(e, None)
-                    if changed:
-                        self.pipeline.add(frame, only=changed)  # an event indexed before is replaced
-                        self.pipeline.answerer.prepare(frame, encode=False)
-                    self.pipeline.retriever.warm()
-                self._doc_hash.update(hashes)
-                self.reindexed += len(changed)
-                self._applied.update(r[0] for r in new)
-                self.applied_rows += len(new)
+            self._seen.update(r.seq for r in rows if r.seq > self.watermark)
+            todo = [r for r in rows_for_floors if r.seq > self.watermark and r.seq not in self._applied]
+            changed = self._apply_each(todo) if todo else 0
             self._advance()
-            return len(ids)
+        if self._broken:
+            self._build()
+        return changed
+
+    def _pending(self) -> list[LogRow]:
+        """Log rows above the watermark not applied yet (read without the lock: a row
+        applied meanwhile is skipped later, under it)."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(sa.select(event_log.c.seq, event_log.c.event_id, event_log.c.block_id,
+                                          event_log.c.event_at, event_log.c.floor_id)
+                                .where(event_log.c.seq > self.watermark).order_by(event_log.c.seq)).all()
+        return [LogRow(*r) for r in rows if r[0] not in self._applied]
+
+    def _frame(self, conn, rows: list[LogRow]) -> pl.DataFrame:
+        """The events these rows name as the store holds them now (with a representation,
+        their whole sessions: neighbours change too). Set-aside events stay out, unless
+        these rows are about them (a later change may have mended them)."""
+        skip = {v["event_id"] for v in self.set_aside.values()} - {r.event_id for r in rows}
+        if self.pipeline.representation is None:
+            return load_events(conn, event_ids=list(dict.fromkeys(r.event_id for r in rows)), exclude=skip)
+        sessions = list({(r.block_id, _day(r.event_at)) for r in rows if r.block_id is not None})
+        return load_events(conn, sessions=sessions, exclude=skip)
+
+    def _encode_ahead(self, rows: list[LogRow]) -> None:
+        """Encode the rows' documents into the embedding cache before the lock is taken,
+        so the index is held only for the quick part. Rows another thread is encoding
+        are waited for, not encoded twice. A failure here is left to the apply step."""
+        done = threading.Event()
+        with self._encoding_guard:
+            mine = [r for r in rows if r.seq not in self._encoding]
+            others = {self._encoding[r.seq] for r in rows if r.seq in self._encoding}
+            for r in mine:
+                self._encoding[r.seq] = done
+        try:
+            if mine:
+                with self.engine.connect() as conn:
+                    frame = self._frame(conn, mine)
+                changed = [e for e, h in self._hashes(frame).items() if self._doc_hash.get(e) != h] if frame.height else []
+                if changed:
+                    self.pipeline.precompute(frame, only=changed)
+        except Exception:  # noqa: BLE001 - the same work is done again, guarded, under the lock
+            log.debug("encoding ahead failed; the catch-up will retry it", exc_info=True)
+        finally:
+            done.set()
+            with self._encoding_guard:
+                for r in mine:
+                    self._encoding.pop(r.seq, None)
+        for other in others:
+            other.wait()
+
+    def _apply_each(self, rows: list[LogRow]) -> int:
+        """Apply the rows together; if that fails, one by one, setting aside each row that
+        still fails (logged), so one bad row never holds back the others. A failure in the
+        middle of changing the index marks it broken: it is rebuilt from the store."""
+        try:
+            return self._apply(rows)
+        except Exception:  # noqa: BLE001 - narrowed down below, row by row
+            if self._broken:
+                return 0
+            if len(rows) == 1:
+                self._set_aside(rows[0])
+                return 0
+        changed = 0
+        for row in rows:
+            try:
+                changed += self._apply([row])
+            except Exception:  # noqa: BLE001 - any failure: this row is set aside, the rest go on
+                self._set_aside(row)
+                if self._broken:
+                    break
+        return changed
+
+    def _set_aside(self, row: LogRow) -> None:
+        error = log_error(row)
+        self.set_aside[row.seq] = {"event_id": row.event_id, "error": error}
+        self._applied.add(row.seq)  # not applied, but never tried again: the watermark may pass it
+
+    def _apply(self, rows: list[LogRow]) -> int:
+        """Apply log rows (under the lock): events gone from the store are removed,
+        changed documents are (re-)indexed, ``WRITE_CHUNK`` at a time."""
+        ids = list(dict.fromkeys(r.event_id for r in rows))
+        with self.engine.connect() as conn:
+            frame = self._frame(conn, rows)
+        present = set(frame["event_id"].to_list())
+        gone = [e for e in ids if e not in present]
+        hashes = self._hashes(frame) if frame.height else {}
+        changed = [e for e, h in hashes.items() if self._doc_hash.get(e) != h]
+        if changed:
+            self.pipeline.precompute(frame, only=changed)  # cache hits after _encode_ahead
+        try:
+            if gone:
+                with self.readers.writing():
+                    self.pipeline.remove(gone)
+                    for e in gone:
+                        self._doc_hash.pop(e, None)
+            for i in range(0, len(changed), WRITE_CHUNK):
+                part = changed[i : i + WRITE_CHUNK]
+                with self.readers.writing():  # searches of this process go on between chunks
+                    self.pipeline.add(frame, only=part)  # an event indexed before is replaced
+                    self.pipeline.retriever.warm()
+                    self._doc_hash.update({e: hashes[e] for e in part})
+        except Exception:
+            self._broken = True  # some retriever may hold the change and another not
+            raise
+        self.reindexed += len(changed)
+        self._applied.update(r.seq for r in rows)
+        self.applied_rows += len(rows)
+        mended = set(ids)
+        for seq in [s for s, v in self.set_aside.items() if v["event_id"] in mended]:
+            del self.set_aside[seq]
+        return len(ids)
 
     def _hashes(self, frame: pl.DataFrame) -> dict[str, int]:
         """Event id -> a hash of the document the retrievers would index for it."""
@@ -271,17 +440,33 @@ class SearchIndex:
         return dict(zip(docs["event_id"].to_list(), docs.select(sorted(docs.columns)).hash_rows(seed=7).to_list()))
 
     def _advance(self) -> None:
+        """Move the watermark past applied rows and past numbers missing for longer than
+        ``gap_timeout`` (rolled back); never past a row that exists but is not applied
+        (another floor's, left for its own catch-up)."""
         now = time.monotonic()
-        top = max(self._applied, default=self.watermark)
+        top = max(self._applied | self._seen, default=self.watermark)
         for s in range(self.watermark + 1, top):
-            if s not in self._applied:
+            if s not in self._applied and s not in self._seen:
                 self._gaps.setdefault(s, now)
         while True:
             nxt = self.watermark + 1
             if nxt in self._applied:
                 self._applied.discard(nxt)
-            elif nxt in self._gaps and now - self._gaps[nxt] >= self.gap_timeout:
+            elif nxt in self._gaps and nxt not in self._seen and now - self._gaps[nxt] >= self.gap_timeout:
                 del self._gaps[nxt]
             else:
                 break
+            self._seen.discard(nxt)
             self.watermark = nxt
+
+
+def log_error(row: LogRow) -> str:
+    """Log why a change-log row could not be applied (the trace, the row's number and
+    event; never the event's text) and return the error's one-line summary."""
+    import sys
+
+    exc = sys.exc_info()[1]
+    error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300]
+    log.error("change-log row %s (event %s) cannot be applied to the search index; set aside: %s",
+              row.seq, row.event_id, error, exc_info=True)
+    return error

@@ -22,14 +22,11 @@ Privacy is checked per query, as with the in-memory index: the service refuses f
 user may not read before searching, and the search is restricted to the named floors in
 SQL, so making a floor private takes its events out of other users' results at once.
 
-Authors' names for answers (who wrote what): before each answer the answerer learns the
-names of the searched floors' authors that the question mentions (looked up by the
-question's words, so the cost does not grow with the number of authors); the items carry
-their own authors' names too.
+Authors' names for answers (who wrote what) are looked up per query among the searched
+floors' authors, as for the in-memory index (server/services/memory.py).
 
 Start-up is cheap: ``CREATE ... IF NOT EXISTS`` of the tables, indexes and foreign keys,
-no index build (the first start on a large existing store builds two plain b-tree indexes,
-``users`` by first name and ``events (user_id, floor_id)``, for the author look-up). A store that already holds events written without this backend (or before
+no index build. A store that already holds events written without this backend (or before
 it was switched on) is filled by the backfill command, ``python -m server.backfill``
 (:meth:`StoreSearch.backfill`: events that lack a row in a search table, in batches).
 """
@@ -37,7 +34,6 @@ it was switched on) is filled by the backfill command, ``python -m server.backfi
 from __future__ import annotations
 
 import logging
-import re
 from contextlib import nullcontext
 
 import sqlalchemy as sa
@@ -46,7 +42,6 @@ from memkit.errors import ValidationError
 from memkit.pipeline import Pipeline
 from memkit.retrievers.postgres import _DDL_LOCK, in_memory_parts, postgres_parts
 from server.search.index import load_events
-from server.store.schema import events, users
 
 log = logging.getLogger(__name__)
 
@@ -90,9 +85,6 @@ class StoreSearch:
             r.ensure_schema()
         with self.engine.begin() as conn:
             conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": _DDL_LOCK})
-            # For learn_authors: users by first name, and "has this user posted in these floors".
-            conn.execute(sa.text("CREATE INDEX IF NOT EXISTS users_first_name ON users (lower(split_part(name, ' ', 1)))"))
-            conn.execute(sa.text("CREATE INDEX IF NOT EXISTS events_user_floor ON events (user_id, floor_id)"))
             for r in self.parts:
                 name = f"{r.table}_event_fk"
                 exists = conn.execute(sa.text("SELECT 1 FROM pg_constraint WHERE conname = :n"), {"n": name}).first()
@@ -103,7 +95,7 @@ class StoreSearch:
                                          f"REFERENCES events (id) ON DELETE CASCADE"))
         return self
 
-    def sync(self) -> int:
+    def sync(self, floors=None) -> int:
         return 0  # every write is in the store when it commits
 
     # -- writes -----------------------------------------------------------------------------
@@ -114,7 +106,7 @@ class StoreSearch:
             return
         for r in self.parts:
             r.add(frame, conn=_driver(conn))
-        self.pipeline.answerer.prepare(frame)  # sentence vectors for answers, at ingest (the encoder's cache)
+        self.pipeline.answerer.encode_sentences(frame)  # sentence vectors for answers, at ingest (the encoder's cache)
 
     def missing(self, conn, limit: int) -> list[str]:
         """Events lacking a row in some search table (up to ``limit``)."""
@@ -135,15 +127,3 @@ class StoreSearch:
             done += len(ids)
             if progress is not None:
                 progress(done)
-
-    # -- answers ----------------------------------------------------------------------------
-    def learn_authors(self, conn, floor_ids: list[str], question: str) -> None:
-        """Authors of the searched floors whose first name the question contains."""
-        words = sorted(set(re.findall(r"\w+", question.casefold())))
-        if not words:
-            return
-        first = sa.func.lower(sa.func.split_part(users.c.name, " ", 1))
-        posted = sa.exists().where(events.c.user_id == users.c.id, events.c.floor_id.in_(floor_ids))
-        names = [n for (n,) in conn.execute(sa.select(users.c.name).where(first.in_(words), posted))]
-        if names:
-            self.pipeline.answerer.prepare([{"speaker": n} for n in names], encode=False)

@@ -33,7 +33,7 @@ def _iso(dt: datetime) -> str:
 
 def event_response(e, b) -> dict:
     return {"event_id": e["id"], "floor_uid": e["floor_id"], "from_floor_uid": e["from_floor_id"] or e["floor_id"],
-            "block_id": e["block_id"], "block_type": BLOCK_TYPES[b["type"]], "block_type_name": b["type"],
+            "block_id": e["block_id"], "block_type": BLOCK_TYPES.get(b["type"], 0), "block_type_name": b["type"],
             "user_id": e["user_id"], "text": e["text"], "tags": e["tags"], "media": e["media"],
             "reply_to": e["reply_to"], "created_at": _iso(e["created_at"]), "updated_at": _iso(e["updated_at"])}
 
@@ -90,8 +90,9 @@ class Events:
     """``indexer(conn, event_ids)``, if given, runs inside each write's transaction after
     the events are written (a search backend that keeps its index in the store, such as
     PostgreSQL with pgvector, writes the vectors there, so both commit or neither does).
-    ``after_write(event_ids)``, if given, runs after the commit (the process's in-memory
-    index catches up at once, so the write is searchable when the request returns)."""
+    ``after_write(floor_ids)``, if given, runs after the commit with the floors written
+    (the process's in-memory index catches them up at once, so the write is searchable
+    when the request returns)."""
 
     def __init__(self, engine: sa.Engine, indexer=None, after_write=None):
         self.engine = engine
@@ -103,9 +104,9 @@ class Events:
         if self.indexer is not None:
             self.indexer(conn, event_ids)
 
-    def _committed(self, event_ids: list[str]) -> None:
+    def _committed(self, floor_id: str) -> None:
         if self.after_write is not None:
-            self.after_write(event_ids)
+            self.after_write([floor_id])
 
     def _block(self, conn, floor_id: str, block_id: str):
         b = conn.execute(sa.select(blocks).where(blocks.c.id == block_id, blocks.c.floor_id == floor_id)).mappings().first()
@@ -119,7 +120,7 @@ class Events:
             b = self._postable(conn, user_id, floor_id, block_id)
             out = self._insert(conn, user_id, floor_id, b, item)
             self._written(conn, [out["event_id"]])
-        self._committed([out["event_id"]])
+        self._committed(floor_id)
         return out
 
     def create_many(self, user_id: str, floor_id: str, block_id: str, data: dict) -> dict:
@@ -151,7 +152,7 @@ class Events:
                     raise
             ids = [e["event_id"] for e in out]
             self._written(conn, ids)
-        self._committed(ids)
+        self._committed(floor_id)
         return {"floor_uid": floor_id, "block_id": block_id, "events": out}
 
     def _postable(self, conn, user_id: str, floor_id: str, block_id: str):
@@ -240,13 +241,13 @@ class Events:
             b = conn.execute(sa.select(blocks).where(blocks.c.id == e["block_id"])).mappings().one()
             out = event_response(row, b)
             self._written(conn, [event_id])
-        self._committed([event_id])
+        self._committed(e["floor_id"])
         return out
 
     def delete(self, user_id: str, event_id: str) -> dict:
         with self.engine.begin() as conn:
-            self._editable(conn, user_id, event_id)
+            e = self._editable(conn, user_id, event_id)
             log_event_changes(conn, [event_id])
             conn.execute(events.delete().where(events.c.id == event_id))
-        self._committed([event_id])
+        self._committed(e["floor_id"])
         return {"deleted": event_id}

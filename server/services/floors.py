@@ -13,7 +13,8 @@ from server.errors import BadRequest, Forbidden, NotFound
 from server.services.accounts import check_fields, new_id, now
 from server.store.schema import blocks, floors, users
 
-# Block types and the numbers the query endpoint reports for them.
+# Block types and the numbers the query endpoint reports for them (0 for a type this
+# version does not know, e.g. one stored by another version: reported, never a crash).
 BLOCK_TYPES = {"feed": 1, "blog": 2, "forum": 3, "quiz": 4}
 
 
@@ -39,7 +40,7 @@ def owned_floor(conn, floor_id: str, user_id: str):
 
 
 def block_details(b) -> dict:
-    return {"block_id": b["id"], "block_type": b["type"], "block_type_code": BLOCK_TYPES[b["type"]],
+    return {"block_id": b["id"], "block_type": b["type"], "block_type_code": BLOCK_TYPES.get(b["type"], 0),
             "block_title": b["title"], "block_details": b["details"], "created_at": _iso(b["created_at"])}
 
 

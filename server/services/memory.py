@@ -25,6 +25,8 @@ exists. Each query is recorded in the user's conversation state.
 from __future__ import annotations
 
 import json
+import logging
+import re
 import threading
 from dataclasses import dataclass
 
@@ -39,6 +41,8 @@ from server.search import SearchIndex, StoredConversations
 from server.search.store import StoreSearch
 from server.services.floors import BLOCK_TYPES, readable_floor
 from server.store.schema import apps, blocks, events, floors, users
+
+log = logging.getLogger(__name__)
 
 DEFAULT_K, MAX_K = 10, 50
 MAX_QUERY, MAX_FLOORS = 2000, 50
@@ -162,6 +166,16 @@ def parse_query(data: dict) -> QueryRequest:
         app_id=app_id)
 
 
+def authors_named(conn, floor_ids: list[str], question: str) -> list[str]:
+    """The names of the people who posted in these floors whose first name the question
+    contains: who the answer writer may take the question to be about. Only these floors'
+    authors, so whether someone posted elsewhere (privately, say) changes no answer."""
+    words = set(re.findall(r"\w+", question.casefold()))
+    posted = sa.select(events.c.user_id).where(events.c.floor_id.in_(floor_ids)).distinct()
+    names = conn.execute(sa.select(users.c.name).where(users.c.id.in_(posted))).scalars()
+    return sorted({n.strip() for n in names if n.split() and n.split()[0].casefold() in words})
+
+
 def _iso(dt) -> str | None:
     if dt is None:
         return None
@@ -201,6 +215,8 @@ class Memory:
                     self._index = StoreSearch(self.engine, pipeline).start()
                 else:
                     self._index = SearchIndex(self.engine, pipeline, folder=self.settings.index_dir or None).start()
+                    if self.settings.catch_up_seconds > 0:
+                        self._index.follow(self.settings.catch_up_seconds)
             return self._index
 
     def indexer(self, conn, event_ids) -> None:
@@ -214,11 +230,15 @@ class Memory:
         """Build (or load) the index now rather than on the first query."""
         return self.index
 
-    def catch_up(self, event_ids=None) -> None:
-        """After a write commits: an index already built applies it now, so the write is
-        searchable when its request returns (and the next query has nothing to apply)."""
+    def catch_up(self, floor_ids) -> None:
+        """After a write commits: an index already built applies that floor's changes now,
+        so the write is searchable when its request returns. A failure is logged, not
+        answered: the write is stored, and the next query of the floor catches up."""
         if self._index is not None:
-            self._index.sync()
+            try:
+                self._index.sync(floor_ids)
+            except Exception:  # noqa: BLE001 - see above
+                log.exception("catch-up after a committed write failed; the next query retries it")
 
     # -- who may ask --------------------------------------------------------------------
     def _authorize(self, conn, caller: Caller, req: QueryRequest) -> None:
@@ -244,14 +264,12 @@ class Memory:
         req = parse_query(data)
         with self.engine.connect() as conn:
             self._authorize(conn, caller, req)
+            authors = authors_named(conn, req.floor_ids, req.query)
         index = self.index
-        if self.stateless:  # who wrote what: the searched floors' authors the question names
-            with self.engine.connect() as conn:
-                index.learn_authors(conn, req.floor_ids, req.query)
-        index.sync()  # every write committed before this query is in the index
+        index.sync(req.floor_ids)  # every write to these floors committed before this query is in the index
         with index.reading():  # queries of this process run side by side
             result = index.pipeline.query(req.query, user_id=req.user_id, floor_ids=req.floor_ids, filters=req.filters,
-                                          k=req.k, lookup=self._lookup, summary=req.summary_needed)
+                                          k=req.k, lookup=self._lookup, summary=req.summary_needed, authors=authors)
         scores = dict(zip(result.run["event_id"].to_list(), result.run["score"].to_list()))
         kinds = dict(zip(result.run["event_id"].to_list(), result.run["match_type"].to_list()))
         items = []
@@ -287,7 +305,7 @@ class Memory:
             if r is None:
                 continue
             out.append({
-                "block_type": BLOCK_TYPES[r["btype"]], "block_id": r["block_id"], "block_title": r["btitle"],
+                "block_type": BLOCK_TYPES.get(r["btype"], 0), "block_id": r["block_id"], "block_title": r["btitle"],
                 "block_details": r["bdetails"], "event_id": eid, "floor_uid": r["floor_id"],
                 "from_floor_uid": r["from_floor_id"] or r["floor_id"], "user_id": r["user_id"], "text": r["text"],
                 # for the answerer, and for metadata

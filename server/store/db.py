@@ -19,7 +19,10 @@ def connect(url: str) -> sa.Engine:
         Path(url[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
     # hide_parameters: an SQL error's message (which may reach the log) never carries the
     # values bound into the statement: hashes, codes' destinations, text people posted.
-    engine = sa.create_engine(url, future=True, pool_pre_ping=True, hide_parameters=True)
+    # PostgreSQL sessions in UTC: times come back in UTC, so a stored time near the first or
+    # last day Python can hold is never shifted out of its range by the server's zone.
+    extra = {"connect_args": {"options": "-c timezone=UTC"}} if url.startswith("postgresql") else {}
+    engine = sa.create_engine(url, future=True, pool_pre_ping=True, hide_parameters=True, **extra)
     if engine.dialect.name == "sqlite":
         @sa.event.listens_for(engine, "connect")
         def _pragmas(dbapi_conn, _record):

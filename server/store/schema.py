@@ -100,6 +100,7 @@ event_log = sa.Table(
     sa.Column("event_id", sa.String(40), nullable=False),
     sa.Column("block_id", sa.String(40)),  # the event's block and time: its session (neighbours) is re-indexed
     sa.Column("event_at", TS),
+    sa.Column("floor_id", sa.String(40)),  # a query catches up its own floors' rows only (null: any floor)
     sa.Column("at", TS, nullable=False),
     sqlite_autoincrement=True,
 )
