@@ -30,6 +30,14 @@ EMAIL = {"type": "string", "format": "email", "maxLength": 254}
 TITLE = {"type": "string", "minLength": 1, "maxLength": 200, "description": "outer spaces are trimmed first"}
 DETAILS, AVATAR = {"type": "string", "maxLength": 5000}, {"type": "string", "maxLength": 2000}
 MEDIA = {"type": "array", "maxItems": 20, "items": {"$ref": "#/components/schemas/Media"}}
+# Block types in responses: a block stored by another version may carry a type this one does
+# not know; it is reported as such (never a failed request), so the name is any string and
+# the number may be 0.
+TYPE_NAME = {"type": "string", "description": f"one of {', '.join(BLOCK_TYPES)} (any other: a type this version "
+                                              "does not know)"}
+TYPE_CODE = {"type": "integer", "enum": [0, *BLOCK_TYPES.values()],
+             "description": "; ".join(f"{v} = {k}" for k, v in BLOCK_TYPES.items()) + "; 0 = a type this version "
+                            "does not know"}
 TAGS = {"type": "array", "maxItems": 20, "items": {"type": "string", "minLength": 1, "maxLength": 50}}
 
 SCHEMAS = {
@@ -38,7 +46,7 @@ SCHEMAS = {
     "UserDetails": obj({"user_id": STR, "name": STR, "email": NSTR, "mobile": NSTR, "validated": BOOL, "created_at": TIME,
                         "external_id": NSTR, "floor_count_info": ref("Remaining"), "block_count_info": ref("Remaining")}),
     "PodInfo": {"oneOf": [obj({}, []), obj({"floor_uid": STR, "title": STR, "is_private": BOOL, "blocks": {"type": "array", "items": obj(
-        {"block_id": STR, "block_type": {"enum": list(BLOCK_TYPES)}, "block_title": STR})}})]},
+        {"block_id": STR, "block_type": TYPE_NAME, "block_title": STR})}})]},
     "SignUpResponse": obj({"user_id": STR, "profile": ref("UserDetails"), "pod_info": ref("PodInfo"), "message": STR}),
     "Token": obj({"token": STR, "token_type": {"const": "Bearer"}, "expires_at": TIME}),
     "SignInResponse": obj({"user_id": STR, "profile": ref("UserDetails"), "token": STR, "token_type": {"const": "Bearer"},
@@ -50,8 +58,7 @@ SCHEMAS = {
     "PasswordChanged": obj({"message": STR, "token": STR, "token_type": {"const": "Bearer"}, "expires_at": TIME}),
     "CodeSent": obj({"mode": {"enum": list(MODES)}, "message": STR}),
     "Deleted": obj({"deleted": STR, "events_deleted": INT}, ["deleted"]),
-    "BlockDetails": obj({"block_id": STR, "block_type": {"enum": list(BLOCK_TYPES)},
-                         "block_type_code": {"type": "integer", "description": "; ".join(f"{v} = {k}" for k, v in BLOCK_TYPES.items())},
+    "BlockDetails": obj({"block_id": STR, "block_type": TYPE_NAME, "block_type_code": TYPE_CODE,
                          "block_title": STR, "block_details": STR, "created_at": TIME}),
     "FloorInfo": obj({"floor_uid": STR, "owner_id": STR, "title": STR, "details": STR, "avatar": NSTR, "is_private": BOOL,
                       "created_at": TIME, "blocks": {"type": "array", "items": ref("BlockDetails")}}),
@@ -62,15 +69,13 @@ SCHEMAS = {
                     "media": MEDIA, "reply_to": STR, "repost_of": STR, "created_at": TIME},
                    ["text"]),
     "EventResponse": obj({"event_id": STR, "floor_uid": STR, "from_floor_uid": STR, "block_id": STR,
-                          "block_type": {"type": "integer", "description": "; ".join(f"{v} = {k}" for k, v in BLOCK_TYPES.items())},
-                          "block_type_name": {"enum": list(BLOCK_TYPES)}, "user_id": STR, "text": STR,
+                          "block_type": TYPE_CODE, "block_type_name": TYPE_NAME, "user_id": STR, "text": STR,
                           "tags": {"type": "array", "items": STR}, "media": {"type": "array", "items": ref("Media")},
                           "reply_to": NSTR, "created_at": TIME, "updated_at": TIME}),
-    "ItemMetadata": obj({"source": obj({"floor_title": STR, "block_type_name": {"enum": list(BLOCK_TYPES)}, "reply_to": NSTR,
+    "ItemMetadata": obj({"source": obj({"floor_title": STR, "block_type_name": TYPE_NAME, "reply_to": NSTR,
                                          "repost": BOOL, "media": {"type": "array", "items": ref("Media")}}),
                          "created_at": TIME, "updated_at": TIME, "tags": {"type": "array", "items": STR}}),
-    "QueryItem": obj({"block_type": {"type": "integer", "enum": list(BLOCK_TYPES.values()),
-                                     "description": "; ".join(f"{v} = {k}" for k, v in BLOCK_TYPES.items())},
+    "QueryItem": obj({"block_type": TYPE_CODE,
                       "block_id": STR, "block_title": STR, "block_details": STR, "event_id": STR, "floor_uid": STR,
                       "from_floor_uid": {"type": "string", "description": "the floor the event was first posted in "
                                                                           "(its own floor unless it is a re-post)"},

@@ -59,7 +59,7 @@ import sqlalchemy as sa
 
 from memkit.pipeline import Pipeline
 from memkit.tables import events_frame
-from server.store.schema import blocks, event_log, events, users
+from server.store.schema import blocks, event_log, events, stored_tags, users
 
 log = logging.getLogger(__name__)
 
@@ -106,9 +106,8 @@ def _clean(r) -> dict:
     """A stored event as memkit's events table takes it, whatever the store holds (a row
     of an older version, or written by hand): tags keep only their strings, an empty block
     type reads "unknown", a time without a zone is UTC."""
-    tags = [t for t in r[7] if isinstance(t, str)] if isinstance(r[7], list) else []
     return {"event_id": r[0], "floor_id": r[1], "block_id": r[2], "block_type": _text(r[3]) or "unknown",
-            "user_id": r[4], "text": _text(r[5]), "created_at": r[6], "tags": tags}
+            "user_id": r[4], "text": _text(r[5]), "created_at": r[6], "tags": stored_tags(r[7])}
 
 
 def _text(value) -> str:
@@ -181,6 +180,39 @@ class ReadWriteLock:
                 self._cond.notify_all()
 
 
+ALL = "*"  # a claim on every floor
+
+
+class FloorClaims:
+    """Which floors are being caught up, each by one thread at a time. Floors partition
+    events and sessions, so threads catching up different floors never touch the same
+    documents and go on side by side; a thread waits only for its own floors (``ALL``:
+    for every floor, e.g. a rebuild). Claims are taken all at once, so no two threads
+    can wait for each other."""
+
+    def __init__(self):
+        self._cond = threading.Condition()
+        self._held: set[str] = set()
+
+    def _free(self, floors: set[str]) -> bool:
+        if not self._held:
+            return True
+        return ALL not in self._held and ALL not in floors and not floors & self._held
+
+    @contextmanager
+    def hold(self, floors: set[str]):
+        with self._cond:
+            while not self._free(floors):
+                self._cond.wait()
+            self._held |= floors
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._held -= floors
+                self._cond.notify_all()
+
+
 class SearchIndex:
     """``folder``, if given, is where the index is saved after a full build and loaded
     from at the next start (then caught up from the log), so a restart or a new worker
@@ -193,7 +225,8 @@ class SearchIndex:
         self.gap_timeout = gap_timeout
         self.folder = Path(folder) if folder else None
         self.started_from = None  # "store" (a full build) or "saved" (loaded, then caught up)
-        self.lock = threading.RLock()  # changes to the index, saves and loads of this process take turns
+        self.lock = threading.RLock()  # the bookkeeping below (held briefly); builds, saves and loads
+        self.claims = FloorClaims()  # the floors being caught up, one thread per floor
         self.readers = ReadWriteLock()  # searches run side by side; each chunk of a change waits for them
         self.watermark = 0  # every log row numbered <= watermark has been applied
         self._applied: set[int] = set()  # rows above the watermark already applied
@@ -203,6 +236,7 @@ class SearchIndex:
         self.reindexed = 0  # documents (re-)added by catch-ups since start (for tests and monitoring)
         self.set_aside: dict[int, dict] = {}  # log rows that could not be applied: seq -> event id, error
         self._broken = False  # a failed change may have left the index half-changed: rebuild before searching
+        self.rebuilds = 0  # rebuilds after such a failure (for tests and monitoring)
         self._doc_hash: dict[str, int] = {}  # event id -> hash of the document indexed for it
         self._encoding: dict[int, threading.Event] = {}  # log rows being encoded by some thread -> done
         self._encoding_guard = threading.Lock()
@@ -217,7 +251,8 @@ class SearchIndex:
         if self.folder is not None and self._load():
             self.sync()
             return self
-        self._build()
+        with self.claims.hold({ALL}):
+            self._build()
         if self.folder is not None:
             self.save(self.folder)
         return self
@@ -229,7 +264,7 @@ class SearchIndex:
         """Write the index and the log position it reflects (atomically: a folder is
         written beside it and renamed; if another process saved first, its copy stays)."""
         folder = Path(folder)
-        with self.lock:
+        with self.claims.hold({ALL}), self.lock:
             tmp = folder.with_name(f".{folder.name}.{os.getpid()}.tmp")
             shutil.rmtree(tmp, ignore_errors=True)
             self.pipeline.retriever.save(tmp / "retriever")
@@ -266,9 +301,10 @@ class SearchIndex:
         return True
 
     def _build(self) -> None:
-        """Index every event of the store (but the set-aside ones) from scratch."""
+        """Index every event of the store (but the set-aside ones) from scratch (the
+        caller holds the claim on every floor)."""
         self.started_from = "store"
-        with self.lock, self.engine.connect() as conn:
+        with self.lock, self.engine.connect() as conn:  # the caller holds every floor's claim
             top = conn.execute(sa.select(sa.func.max(event_log.c.seq))).scalar() or 0
             frame = load_events(conn, exclude={r["event_id"] for r in self.set_aside.values()})
             # Rows near the top may belong to transactions that commit later: re-check them.
@@ -306,24 +342,30 @@ class SearchIndex:
 
     def sync(self, floors=None) -> int:
         """Apply the log rows not applied yet, or only those of ``floors``; returns how
-        many events changed. Encodes first, then takes the lock to change the index."""
-        if self._broken:
-            self._build()
+        many events changed. A query whose floors have nothing new takes no lock; rows are
+        encoded before their floors are claimed, and the index is changed a chunk at a
+        time, so catching up one floor holds up another floor's searches for one chunk."""
         rows = self._pending()
-        if floors is not None:
-            named = set(floors)
-            rows_for_floors = [r for r in rows if r.floor_id is None or r.floor_id in named]
-        else:
-            rows_for_floors = rows
-        if rows_for_floors:
-            self._encode_ahead(rows_for_floors)
-        with self.lock:
-            self._seen.update(r.seq for r in rows if r.seq > self.watermark)
-            todo = [r for r in rows_for_floors if r.seq > self.watermark and r.seq not in self._applied]
-            changed = self._apply_each(todo) if todo else 0
-            self._advance()
-        if self._broken:
-            self._build()
+        named = None if floors is None else set(floors)
+        mine = [r for r in rows if named is None or r.floor_id is None or r.floor_id in named]
+        changed = 0
+        if mine:
+            self._encode_ahead(mine)
+            with self.claims.hold({ALL} if any(r.floor_id is None for r in mine) else {r.floor_id for r in mine}):
+                with self.lock:
+                    self._seen.update(r.seq for r in rows if r.seq > self.watermark)
+                    todo = [r for r in mine if r.seq > self.watermark and r.seq not in self._applied]
+                if todo and not self._broken:
+                    changed = self._apply_each(todo)
+        if self._broken:  # the store is the truth: start again from it
+            with self.claims.hold({ALL}):
+                if self._broken:
+                    self.rebuilds += 1
+                    self._build()
+        if rows:
+            with self.lock:
+                self._seen.update(r.seq for r in rows if r.seq > self.watermark)
+                self._advance()
         return changed
 
     def _pending(self) -> list[LogRow]:
@@ -339,7 +381,8 @@ class SearchIndex:
         """The events these rows name as the store holds them now (with a representation,
         their whole sessions: neighbours change too). Set-aside events stay out, unless
         these rows are about them (a later change may have mended them)."""
-        skip = {v["event_id"] for v in self.set_aside.values()} - {r.event_id for r in rows}
+        with self.lock:
+            skip = {v["event_id"] for v in self.set_aside.values()} - {r.event_id for r in rows}
         if self.pipeline.representation is None:
             return load_events(conn, event_ids=list(dict.fromkeys(r.event_id for r in rows)), exclude=skip)
         sessions = list({(r.block_id, _day(r.event_at)) for r in rows if r.block_id is not None})
@@ -380,34 +423,46 @@ class SearchIndex:
             return self._apply(rows)
         except Exception:  # noqa: BLE001 - narrowed down below, row by row
             if self._broken:
+                log.error("change-log rows %s..%s left the search index half-changed; rebuilding it from the store",
+                          rows[0].seq, rows[-1].seq, exc_info=True)
                 return 0
             if len(rows) == 1:
                 self._set_aside(rows[0])
                 return 0
-        changed = 0
+        changed, failed = 0, []
         for row in rows:
             try:
                 changed += self._apply([row])
             except Exception:  # noqa: BLE001 - any failure: this row is set aside, the rest go on
                 self._set_aside(row)
+                failed.append(row)
                 if self._broken:
-                    break
+                    return changed
+        for row in failed[:-1]:  # it may have failed for a neighbour in its session set aside after it
+            try:
+                changed += self._apply([row])
+                log.warning("change-log row %s (event %s) applied once a neighbour was set aside", row.seq, row.event_id)
+            except Exception:  # noqa: BLE001 - stays set aside
+                if self._broken:
+                    return changed
         return changed
 
     def _set_aside(self, row: LogRow) -> None:
         error = log_error(row)
-        self.set_aside[row.seq] = {"event_id": row.event_id, "error": error}
-        self._applied.add(row.seq)  # not applied, but never tried again: the watermark may pass it
+        with self.lock:
+            self.set_aside[row.seq] = {"event_id": row.event_id, "error": error}
+            self._applied.add(row.seq)  # not applied, but never tried again: the watermark may pass it
 
     def _apply(self, rows: list[LogRow]) -> int:
-        """Apply log rows (under the lock): events gone from the store are removed,
-        changed documents are (re-)indexed, ``WRITE_CHUNK`` at a time."""
+        """Apply log rows (their floors claimed by this thread): events gone from the store
+        are removed, changed documents are (re-)indexed, ``WRITE_CHUNK`` at a time."""
         ids = list(dict.fromkeys(r.event_id for r in rows))
         with self.engine.connect() as conn:
             frame = self._frame(conn, rows)
         present = set(frame["event_id"].to_list())
         gone = [e for e in ids if e not in present]
-        hashes = self._hashes(frame) if frame.height else {}
+        docs = self.pipeline.documents(frame)
+        hashes = _row_hashes(docs) if frame.height else {}
         changed = [e for e, h in hashes.items() if self._doc_hash.get(e) != h]
         if changed:
             self.pipeline.precompute(frame, only=changed)  # cache hits after _encode_ahead
@@ -419,25 +474,26 @@ class SearchIndex:
                         self._doc_hash.pop(e, None)
             for i in range(0, len(changed), WRITE_CHUNK):
                 part = changed[i : i + WRITE_CHUNK]
-                with self.readers.writing():  # searches of this process go on between chunks
-                    self.pipeline.add(frame, only=part)  # an event indexed before is replaced
+                chunk = docs.filter(pl.col("event_id").is_in(part))
+                with self.readers.writing():  # searches go on between chunks
+                    self.pipeline.retriever.add(chunk)  # an event indexed before is replaced
                     self.pipeline.retriever.warm()
                     self._doc_hash.update({e: hashes[e] for e in part})
         except Exception:
             self._broken = True  # some retriever may hold the change and another not
             raise
-        self.reindexed += len(changed)
-        self._applied.update(r.seq for r in rows)
-        self.applied_rows += len(rows)
         mended = set(ids)
-        for seq in [s for s, v in self.set_aside.items() if v["event_id"] in mended]:
-            del self.set_aside[seq]
+        with self.lock:
+            self.reindexed += len(changed)
+            self._applied.update(r.seq for r in rows)
+            self.applied_rows += len(rows)
+            for seq in [s for s, v in self.set_aside.items() if v["event_id"] in mended]:
+                del self.set_aside[seq]
         return len(ids)
 
     def _hashes(self, frame: pl.DataFrame) -> dict[str, int]:
         """Event id -> a hash of the document the retrievers would index for it."""
-        docs = self.pipeline.documents(frame)
-        return dict(zip(docs["event_id"].to_list(), docs.select(sorted(docs.columns)).hash_rows(seed=7).to_list()))
+        return _row_hashes(self.pipeline.documents(frame))
 
     def _advance(self) -> None:
         """Move the watermark past applied rows and past numbers missing for longer than
@@ -458,6 +514,10 @@ class SearchIndex:
                 break
             self._seen.discard(nxt)
             self.watermark = nxt
+
+
+def _row_hashes(docs: pl.DataFrame) -> dict[str, int]:
+    return dict(zip(docs["event_id"].to_list(), docs.select(sorted(docs.columns)).hash_rows(seed=7).to_list()))
 
 
 def log_error(row: LogRow) -> str:

@@ -19,7 +19,7 @@ from server.errors import BadRequest, Forbidden, NotFound
 from server.services.accounts import check_fields, new_id, now
 from server.services.floors import BLOCK_TYPES, readable_floor
 from server.store.changes import log_event_changes
-from server.store.schema import blocks, events, floors
+from server.store.schema import blocks, events, floors, stored_media, stored_tags
 
 MAX_TEXT = 20_000
 MAX_TAGS = 20
@@ -34,7 +34,7 @@ def _iso(dt: datetime) -> str:
 def event_response(e, b) -> dict:
     return {"event_id": e["id"], "floor_uid": e["floor_id"], "from_floor_uid": e["from_floor_id"] or e["floor_id"],
             "block_id": e["block_id"], "block_type": BLOCK_TYPES.get(b["type"], 0), "block_type_name": b["type"],
-            "user_id": e["user_id"], "text": e["text"], "tags": e["tags"], "media": e["media"],
+            "user_id": e["user_id"], "text": e["text"], "tags": stored_tags(e["tags"]), "media": stored_media(e["media"]),
             "reply_to": e["reply_to"], "created_at": _iso(e["created_at"]), "updated_at": _iso(e["updated_at"])}
 
 

@@ -7,7 +7,7 @@ Request (JSON only):
 | `user_id`          | string, required  | the token's user (or the calling application's own user)    |
 | `query`            | string, required  | not empty, at most 2,000 characters                          |
 | `floor_ids`        | array, required   | 1 to 50 floor ids, each readable by the user                 |
-| `filters`          | object            | `time_from`, `time_to` (ISO 8601, on the event's own time, inclusive), `types` (block type names), `tags` (an event matches if it has any) |
+| `filters`          | object            | `time_from`, `time_to` (ISO 8601, on the event's own time, inclusive), `types` (block type names), `tags` (an event matches if it has any); anything but an object (`[]`, `""`, `0`, `false`, `null`) is refused |
 | `k`                | integer           | how many items, 1 to 50; default 10                          |
 | `include_metadata` | "0" or "1"        | default "0"                                                  |
 | `summary_needed`   | "0" or "1"        | default "1": a written answer; "0": a one-line account       |
@@ -40,7 +40,7 @@ from server.errors import NotFound, Unprocessable
 from server.search import SearchIndex, StoredConversations
 from server.search.store import StoreSearch
 from server.services.floors import BLOCK_TYPES, readable_floor
-from server.store.schema import apps, blocks, events, floors, users
+from server.store.schema import apps, blocks, events, floors, stored_media, stored_tags, users
 
 log = logging.getLogger(__name__)
 
@@ -312,8 +312,8 @@ class Memory:
                 "block_type_name": r["btype"], "created_at": r["created_at"], "speaker": r["uname"],
                 "metadata": {"source": {"floor_title": r["ftitle"], "block_type_name": r["btype"],
                                         "reply_to": r["reply_to"], "repost": r["from_floor_id"] is not None,
-                                        "media": r["media"]},
+                                        "media": stored_media(r["media"])},
                              "created_at": _iso(r["created_at"]), "updated_at": _iso(r["updated_at"]),
-                             "tags": r["tags"]},
+                             "tags": stored_tags(r["tags"])},
             })
         return out

@@ -122,3 +122,24 @@ conversation_turns = sa.Table(
 )
 
 tables = {t.name: t for t in metadata.sorted_tables}
+
+
+# -- reading JSON columns back: the documented shape, whatever a row holds (written by
+# another version, or by hand), so no stored value can break a response ---------------
+def stored_tags(value) -> list[str]:
+    """Stored tags in the documented shape, whatever the column holds (a row of another
+    version, or written by hand): its strings, or nothing."""
+    return [t for t in value if isinstance(t, str)] if isinstance(value, list) else []
+
+
+def stored_media(value) -> list[dict]:
+    """Stored media in the documented shape: the items with a string url, their other
+    fields strings or left out, anything else (a NaN, a number, a list) dropped."""
+    if not isinstance(value, list):
+        return []
+    out = []
+    for m in value:
+        if isinstance(m, dict) and isinstance(m.get("url"), str):
+            out.append({"url": m["url"], "type": m["type"] if isinstance(m.get("type"), str) else "image",
+                        "caption": m["caption"] if isinstance(m.get("caption"), str) else None})
+    return out

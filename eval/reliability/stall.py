@@ -1,0 +1,100 @@
+"""How long one user's large write holds up another user's queries.
+
+    .venv/bin/python eval/reliability/stall.py                       # SQLite, a batch of 1,000
+    .venv/bin/python eval/reliability/stall.py --backend postgres --batch 1000
+
+The service runs under gunicorn with one worker (so the writer and the reader share one
+in-memory index: the case where a write could hold a query) and four threads. Ann owns a
+floor; Bo owns another with a few posts. Bo queries his floor back to back, first alone
+(the baseline), then while Ann posts one batch of ``--batch`` new posts (the batch's
+request returns once the worker has indexed them: encoded, then added to the index in
+chunks). Prints the batch's time and Bo's query latencies alone and during the batch
+(median, 95th percentile, max); the longest of Bo's queries during the batch is the
+figure SECURITY.md states. The two cores are shared: during the batch Bo's queries also
+wait for the CPU the encoding uses, which is no lock's doing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from harness import BACKENDS, Client, Service, sign_up, table
+
+WORDS = ("lake kayak bread violin garden marathon sunrise harbour lighthouse puppy recipe concert pottery museum "
+         "train bicycle picnic thunder library camera festival orchard market winter summer journey").split()
+
+
+def latencies(client: Client, user, seconds: float | None = None, stop: threading.Event | None = None) -> list[float]:
+    """Bo's queries back to back (for ``seconds``, or until ``stop`` is set); their times."""
+    out, started = [], time.perf_counter()
+    body = {"user_id": user.user_id, "query": "what about the lighthouse and the harbour?", "floor_ids": [user.floor],
+            "summary_needed": "1"}
+    while (stop is None and time.perf_counter() - started < seconds) or (stop is not None and not stop.is_set()):
+        t = time.perf_counter()
+        status, answer = client.call("POST", "/agent/memory/query", body)
+        assert status == 200 and answer["items"], answer
+        out.append(time.perf_counter() - t)
+    return out
+
+
+def summary(name: str, xs: list[float]) -> dict:
+    xs = sorted(xs)
+    return {"Bo's queries": name, "n": len(xs), "median s": f"{statistics.median(xs):.2f}",
+            "p95 s": f"{xs[min(len(xs) - 1, int(0.95 * len(xs)))]:.2f}", "max s": f"{xs[-1]:.2f}"}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--backend", choices=BACKENDS, default="sqlite")
+    ap.add_argument("--batch", type=int, default=1000)
+    ap.add_argument("--baseline-seconds", type=float, default=20)
+    ap.add_argument("--threads", type=int, default=4)
+    args = ap.parse_args()
+    folder = Path(tempfile.mkdtemp(prefix="memkit-stall-"))
+    service = Service(args.backend, folder, workers=1, threads=args.threads)
+    try:
+        service.start()
+        ann, bo = sign_up(service.port, folder, "Ann"), sign_up(service.port, folder, "Bo")
+        bo_client = Client(service.port, bo.token)
+        for text in ("The harbour lighthouse was repainted white.", "We walked to the lighthouse at dawn.",
+                     "Fresh fish at the harbour market today."):
+            status, _ = bo_client.call("POST", f"/floors/{bo.floor}/blocks/{bo.blocks['feed']}/events", {"text": text})
+            assert status == 200
+        latencies(bo_client, bo, 3)  # warm up: the model and the index are loaded
+        alone = latencies(bo_client, bo, args.baseline_seconds)
+
+        rng = random.Random(7)
+        batch = {"events": [{"text": " ".join(rng.choice(WORDS) for _ in range(14)) + f" (post {i} of run {time.time()})"}
+                            for i in range(args.batch)]}
+        stop, during, took = threading.Event(), [], []
+
+        def write():
+            t = time.perf_counter()
+            status, body = Client(service.port, ann.token, timeout=1800).call(
+                "POST", f"/floors/{ann.floor}/blocks/{ann.blocks['feed']}/events/batch", batch)
+            took.append(time.perf_counter() - t)
+            assert status == 200, body
+            stop.set()
+
+        writer = threading.Thread(target=write)
+        writer.start()
+        time.sleep(0.2)  # the batch is in
+        during = latencies(bo_client, bo, stop=stop)
+        writer.join()
+        print(f"\n{args.backend}: Ann's batch of {args.batch} posts took {took[0]:.1f} s; Bo queried his own floor "
+              f"alone for {args.baseline_seconds:.0f} s, then throughout the batch\n")
+        print(table([summary("alone", alone), summary("during the batch", during)]))
+        print(f"\nthe longest any of Bo's queries took during the batch: {max(during):.2f} s "
+              f"({max(during) / statistics.median(alone):.1f}x his median alone)")
+    finally:
+        service.stop()
+
+
+if __name__ == "__main__":
+    main()
