@@ -117,16 +117,22 @@ def test_reset_on_an_unvalidated_account_sends_nothing_and_gives_no_token(app):
 
 
 # -- 4. the 5-wrong-tries limit breaks under concurrency ------------------------------------------
+def guess_at_once(app, monkeypatch, first: int) -> list:
+    """16 reset guesses of Ann's code sent together: the right code plus ``first``, ``first``
+    + 1, ... (0: the first guess is the right one)."""
+    c = app.test_client()
+    signed_up(c, app)
+    c.post(SEND, json={"mode": "reset_password", "email": "ann@example.com"})
+    good = outbox_code(app, "ann@example.com")
+    guesses = [f"{(int(good) + i) % 10**6:06d}" for i in range(first, first + 16)]
+    slow_code_hash(monkeypatch)
+    return at_once(16, lambda i: app.test_client().post(
+        RESET, json={"email": "ann@example.com", "code": guesses[i], "new_password": "guessed it"}))
+
+
 @both_stores
 def test_concurrent_wrong_guesses_are_each_counted_before_they_are_checked(open_app, monkeypatch):
-    c = open_app.test_client()
-    signed_up(c, open_app)
-    c.post(SEND, json={"mode": "reset_password", "email": "ann@example.com"})
-    good = outbox_code(open_app, "ann@example.com")
-    wrong = [f"{(int(good) + i) % 10**6:06d}" for i in range(1, 17)]
-    slow_code_hash(monkeypatch)
-    answers = at_once(16, lambda i: open_app.test_client().post(
-        RESET, json={"email": "ann@example.com", "code": wrong[i], "new_password": "guessed it"}))
+    answers = guess_at_once(open_app, monkeypatch, first=1)
     kinds = [error_of(r)["code"] for r in answers]
     assert kinds.count("code_invalid") == open_app.extensions["memkit"]["settings"].code_max_attempts, kinds
     assert set(kinds) == {"code_invalid", "code_burned"}
@@ -136,14 +142,7 @@ def test_concurrent_wrong_guesses_are_each_counted_before_they_are_checked(open_
 
 @both_stores
 def test_the_right_code_among_concurrent_guesses_passes_only_within_the_five_checks(open_app, monkeypatch):
-    c = open_app.test_client()
-    signed_up(c, open_app)
-    c.post(SEND, json={"mode": "reset_password", "email": "ann@example.com"})
-    good = outbox_code(open_app, "ann@example.com")
-    guesses = [f"{(int(good) + i) % 10**6:06d}" for i in range(16)]  # guesses[0] is the right one
-    slow_code_hash(monkeypatch)
-    answers = at_once(16, lambda i: open_app.test_client().post(
-        RESET, json={"email": "ann@example.com", "code": guesses[i], "new_password": "guessed it"}))
+    answers = guess_at_once(open_app, monkeypatch, first=0)  # answers[0] was the right code
     checked = [r for r in answers if r.status_code == 200 or error_of(r)["code"] == "code_invalid"]
     assert 1 <= len(checked) <= 5  # at most five checks, whichever came first; the others refused unchecked
     assert all(r.status_code == 400 for r in answers[1:])
