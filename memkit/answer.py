@@ -21,8 +21,10 @@ written by ``eval/train_answers.py``, cross-validated by conversation):
    posts *about* the person asked about answer it against posts about someone else
    (speaker attribution: an author's "I", the addressee's "you", a third-person name),
    whether that person only *asked* about it, whether the question's terms or proper
-   names appear in the items at all. Above the model's threshold the writer says memory
-   holds nothing on it, and quotes nothing.
+   names appear in the items at all. Above the model's threshold, or when at least
+   ``max_missing`` of the question's terms are in none of the items (a fact never
+   posted: "What is Ann's favourite pizza topping?" over posts that mention pizza once),
+   the writer says memory holds nothing on it, and quotes nothing.
 4. **Shape**: one post, the sentence that answers (cut to its clause past ``max_words``),
    attributed ("On 8 May 2023 Caroline wrote in “Session 1”: “...”"); several posts only
    when the question asks for several (``wants_list``: "What activities ...", "Where has
@@ -185,7 +187,7 @@ class ExtractiveAnswerer:
                  min_score: float | None = None, max_gap: float | None = None, margin: float = 1.0,
                  people: bool = True, rank_weight: float = 0.1, when_bonus: float = 0.2,
                  select: dict | None = None, decline: dict | None = None, max_list: int = 3,
-                 max_words: int | None = 30):
+                 max_words: int | None = 30, max_missing: float | None = None):
         self.max_sentences = max_sentences
         self.max_items = max_items
         self.max_quote_chars = max_quote_chars
@@ -200,6 +202,7 @@ class ExtractiveAnswerer:
                               if decline is not None else None)
         self.max_list = max_list  # posts quoted when the question asks for several
         self.max_words = max_words  # a longer quoted sentence is cut to the clause that answers; None: never
+        self.max_missing = max_missing  # decline when this share of the question's terms is in none of the items
         self.encoder = None
         self._by_first: dict[str, frozenset[str]] = {}  # authors' names by their first word, lower case
         self._analyzer = Analyzer()
@@ -209,7 +212,7 @@ class ExtractiveAnswerer:
                 "max_quote_chars": self.max_quote_chars, "min_score": self.min_score, "max_gap": self.max_gap,
                 "margin": self.margin, "people": self.people, "rank_weight": self.rank_weight,
                 "when_bonus": self.when_bonus, "select": self.select, "decline": self.decline_model,
-                "max_list": self.max_list, "max_words": self.max_words}
+                "max_list": self.max_list, "max_words": self.max_words, "max_missing": self.max_missing}
 
     # -- set-up: the pipeline binds its encoder and shows it the events it indexes ---------
     def bind(self, encoder) -> None:
@@ -286,9 +289,11 @@ class ExtractiveAnswerer:
         scores = linear_score(self.select, cands.x)
         best = max(quotable, key=lambda i: (scores[i], -cands.rank[i]))
         strength = float(cands.sims[best])
-        if self.decline_model is not None:
+        if self.decline_model is not None or self.max_missing is not None:
             q = self.query_features(cands, scores)
-            if float(linear_score(self.decline_model, q[None, :])[0]) > self.decline_model["threshold"]:
+            missing = self.max_missing is not None and q[QUERY_FEATURES.index("miss")] >= self.max_missing
+            if missing or (self.decline_model is not None and
+                           float(linear_score(self.decline_model, q[None, :])[0]) > self.decline_model["threshold"]):
                 rival = [i for i in quotable if not cands.about[i]]
                 by = _speaker(cands.item[max(rival, key=lambda i: scores[i])]) if rival and cands.people else None
                 return Answer(self.decline(query, cands.people, by), declined=True, strength=strength)
@@ -407,17 +412,21 @@ class ExtractiveAnswerer:
         fp = np.array([bool(_FIRST_PERSON.search(s)) for s in c.sentence], dtype=float)
         sp = np.array([bool(_SECOND_PERSON.search(s)) for s in c.sentence], dtype=float)
         rank = np.array(c.rank)
-        f = {"s1": best(scores, ok, -10.0), "s_own": best(scores, own, -10.0), "s_oth": best(scores, oth, -10.0),
-             "s_ab": best(scores, ab, -10.0), "s_nab": best(scores, nab, -10.0),
+        # A side with no candidate counts as clearly weaker than the other: scores 3 below,
+        # cosine 0.3 below, term shares 1 below.
+        s1 = best(scores, ok, 0.0)
+        f = {"s1": s1, "s_own": best(scores, own, s1 - 3), "s_ab": best(scores, ab, s1 - 3),
              "named": float(bool(c.people)), "fp_oth": first_of(oth, fp), "sp_oth": first_of(oth, sp),
              "r_own": float(rank[own].min() + 1) if own.any() else self.max_items + 1.0,
              "top_own": float(c.own[np.flatnonzero(ok)[np.argmax(scores[ok])]]) if ok.any() else 0.0,
              "n_own5": float((own & (rank < 5)).sum()),
              "ask_own": best(c.sims, asks & c.own, 0.0), "ask_oth": best(c.sims, asks & ~c.own, 0.0)}
-        for short, name in (("c", "cos"), ("o", "ov"), ("op", "ovp")):
+        f["s_oth"], f["s_nab"] = best(scores, oth, f["s_own"] - 3), best(scores, nab, f["s_ab"] - 3)
+        for short, name, weaker in (("c", "cos", 0.3), ("o", "ov", 1.0), ("op", "ovp", 1.0)):
             f[f"{short}_own"] = best(c.x[:, cols[name]], own, 0.0)
-            f[f"{short}_oth"] = best(c.x[:, cols[name]], oth, 0.0)
-        f["c_ab"], f["c_nab"] = best(c.sims, ab, 0.0), best(c.sims, nab, 0.0)
+            f[f"{short}_oth"] = best(c.x[:, cols[name]], oth, f[f"{short}_own"] - weaker)
+        f["c_ab"] = best(c.sims, ab, 0.0)
+        f["c_nab"] = best(c.sims, nab, f["c_ab"] - 0.3)
         f["gap"], f["cgap"] = f["s_oth"] - f["s_own"], f["c_oth"] - f["c_own"]
         f["ogap"], f["opgap"] = f["o_oth"] - f["o_own"], f["op_oth"] - f["op_own"]
         f["abgap"], f["cabgap"] = f["s_nab"] - f["s_ab"], f["c_nab"] - f["c_ab"]

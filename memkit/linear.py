@@ -40,14 +40,15 @@ def linear_score(model: dict, x: np.ndarray) -> np.ndarray:
     return z @ np.asarray(model["coef"]) + model["intercept"]
 
 
-def fit_linear(x: np.ndarray, y: np.ndarray, names: list[str], c: float = 1.0) -> dict:
-    """A logistic regression (scikit-learn) on standardised features, as a model table."""
+def fit_linear(x: np.ndarray, y: np.ndarray, names: list[str], c: float = 1.0, weight: np.ndarray | None = None) -> dict:
+    """A logistic regression (scikit-learn) on standardised features, as a model table
+    (``weight``: per-row sample weights)."""
     from sklearn.linear_model import LogisticRegression
     from sklearn.preprocessing import StandardScaler
 
     scaler = StandardScaler().fit(x)
     scale = np.where(scaler.scale_ > 0, scaler.scale_, 1.0)
-    fitted = LogisticRegression(max_iter=5000, C=c).fit((x - scaler.mean_) / scale, y)
+    fitted = LogisticRegression(max_iter=5000, C=c).fit((x - scaler.mean_) / scale, y, sample_weight=weight)
     return {"features": list(names), "coef": fitted.coef_[0].tolist(), "intercept": float(fitted.intercept_[0]),
             "mean": scaler.mean_.tolist(), "scale": scale.tolist()}
 

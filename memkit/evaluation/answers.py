@@ -37,6 +37,7 @@ from nltk.stem import PorterStemmer
 from memkit.timeref import read_span
 
 _STEM = PorterStemmer()
+UNANSWERABLE = {"adversarial", "unknown fact"}  # categories whose right answer is a decline (eval/train_answers.py)
 _PUNCT = set(string.punctuation)
 
 
@@ -84,7 +85,7 @@ def score_answer(answer: str, gold: str | None, category: str | None) -> dict:
     nan = float("nan")
     out = {"f1": nan, "gold_recall": nan, "date_ok": nan, "declined": float(declined(answer)),
            "words": float(len(str(answer).split()))}
-    if category == "adversarial" or gold is None:
+    if category in UNANSWERABLE or gold is None:
         return out
     gold = str(gold)
     if category == "open-domain":
@@ -171,7 +172,7 @@ def score_answers(answers: pl.DataFrame, queries: pl.DataFrame, qrels: pl.DataFr
                                          .group_by("query_id").agg(pl.col("event_id")).iter_rows()}
     quoted = table["quoted"].to_list() if "quoted" in table.columns else [None] * table.height
     table = table.with_columns(pl.Series("evidence_quoted", [
-        float(bool(set(qs or []) & evidence[qid])) if qid in evidence and cat != "adversarial" else float("nan")
+        float(bool(set(qs or []) & evidence[qid])) if qid in evidence and cat not in UNANSWERABLE else float("nan")
         for qid, qs, cat in zip(table["query_id"], quoted, table["category"])], dtype=pl.Float64))
 
     def means(frame: pl.DataFrame) -> dict:
@@ -183,7 +184,7 @@ def score_answers(answers: pl.DataFrame, queries: pl.DataFrame, qrels: pl.DataFr
                 out[f"{m}_n"] = int(col.len())
         return out
 
-    answerable = table.filter(pl.col("category").fill_null("") != "adversarial")
+    answerable = table.filter(~pl.col("category").fill_null("").is_in(list(UNANSWERABLE)))
     summary = {"answerable": means(answerable)}
     if "evidence@10" in table.columns:
         summary["answerable, evidence in top 10"] = means(answerable.filter(pl.col("evidence@10")))
@@ -197,6 +198,6 @@ def write_answers_jsonl(answers: pl.DataFrame, path: str | Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", encoding="utf-8") as fh:
-        for r in answers.select("query_id", "answer", "quoted", "declined").iter_rows(named=True):
+        for r in answers.select("query_id", "answer", "quoted", pl.col("declined").cast(pl.Boolean)).iter_rows(named=True):
             fh.write(json.dumps(r, ensure_ascii=False) + "\n")
     return path
