@@ -133,18 +133,15 @@ def writer_for(spec: dict, encoder) -> ExtractiveAnswerer:
 
 
 def table(results: dict[str, dict]) -> str:
-    """One line per group and measure set: the writers side by side."""
-    names = list(results)
-    head = "| group | " + " | ".join(f"{label} ({n})" for _, label, _ in MEASURES for n in names) + " | n |"
-    lines = [head, "|---|" + "---:|" * (len(MEASURES) * len(names) + 1)]
+    """One line per group; each cell: the first writer → the new one cross-validated (in-sample)."""
+    old, held, fitted = results.values()
+    lines = ["| group | " + " | ".join(label for _, label, _ in MEASURES) + " | n |", "|---|" + "---:|" * (len(MEASURES) + 1)]
     for row in ROWS:
         cells = []
         for key, _, fmt in MEASURES:
-            for n in names:
-                v = results[n].get(row, {}).get(key)
-                cells.append("—" if v is None else f"{v:{fmt}}")
-        n_q = results[names[0]].get(row, {}).get("declined_n", "")
-        lines.append(f"| {row.split(':')[-1]} | " + " | ".join(cells) + f" | {n_q} |")
+            a, b, c = ("—" if v is None else f"{v:{fmt}}" for v in (r.get(row, {}).get(key) for r in (old, held, fitted)))
+            cells.append("—" if b == "—" else f"{a} → **{b}** ({c})")
+        lines.append(f"| {row.split(':')[-1]} | " + " | ".join(cells) + f" | {held.get(row, {}).get('declined_n', '')} |")
     return "\n".join(lines)
 
 
@@ -189,8 +186,8 @@ def main(argv=None) -> int:
     select, decline = trainer.models(set(trainer.convs()))
     full = writer_for({**spec, "select": select, "decline": decline}, encoder)
     results["new, in-sample"] = scored(write_answers(pipeline, both, both_run, answerer=full))
-    print(f"LoCoMo-dev answers: the first writer (old), the new one with models trained on the other four "
-          f"conversations (cross-validated) and on all five (in-sample, flatters)\n\n{table(results)}\n")
+    print(f"LoCoMo-dev answers: the first writer → the new one with models trained on the other four "
+          f"conversations (**cross-validated**) (and on all five: in-sample, flatters)\n\n{table(results)}\n")
 
     if args.write:
         text = Path(args.config).read_text()

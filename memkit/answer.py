@@ -22,7 +22,7 @@ written by ``eval/train_answers.py``, cross-validated by conversation):
    (speaker attribution: an author's "I", the addressee's "you", a third-person name),
    whether that person only *asked* about it, whether the question's terms or proper
    names appear in the items at all. Above the model's threshold, or when at least
-   ``max_missing`` of the question's terms are in none of the items (a fact never
+   ``max_missing`` of a question's terms (at most ``QUESTION_TERMS``) are in none of the items (a fact never
    posted: "What is Ann's favourite pizza topping?" over posts that mention pizza once),
    the writer says memory holds nothing on it, and quotes nothing.
 4. **Shape**: one post, the sentence that answers (cut to its clause past ``max_words``),
@@ -71,6 +71,9 @@ _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 _WHEN = re.compile(r"\bwhen\b|\bwhat (?:date|day|year|month|time)\b|\bhow long ago\b|\bwhich (?:year|month|day)\b",
                    re.IGNORECASE)
 DECLINE = "I have no information available on that"
+# The missing-terms guard (max_missing) reads questions, not chat prefixes or passages: a
+# longer query (MADial-Bench's dialogues: 41 terms) always has terms no post holds.
+QUESTION_TERMS = 12
 
 # -- what a question asks for ---------------------------------------------------------------
 _TYPES = [  # first match wins
@@ -291,7 +294,8 @@ class ExtractiveAnswerer:
         strength = float(cands.sims[best])
         if self.decline_model is not None or self.max_missing is not None:
             q = self.query_features(cands, scores)
-            missing = self.max_missing is not None and q[QUERY_FEATURES.index("miss")] >= self.max_missing
+            missing = (self.max_missing is not None and len(set(self._analyzer(query))) <= QUESTION_TERMS
+                       and q[QUERY_FEATURES.index("miss")] >= self.max_missing)
             if missing or (self.decline_model is not None and
                            float(linear_score(self.decline_model, q[None, :])[0]) > self.decline_model["threshold"]):
                 rival = [i for i in quotable if not cands.about[i]]
