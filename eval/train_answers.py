@@ -28,8 +28,6 @@ models are trained on all five; ``--write`` puts them into the config's ``[answe
 
 from __future__ import annotations
 
-import argparse
-import os
 import re
 import sys
 from dataclasses import replace
@@ -39,10 +37,11 @@ import numpy as np
 import polars as pl
 
 from memkit.answer import QUERY_FEATURES, SENTENCE_FEATURES, ExtractiveAnswerer
-from memkit.config import CONFIG_DIR, load_config
+from memkit.config import load_config
 from memkit.datasets.locomo import read_locomo
 from memkit.evaluation.answers import UNANSWERABLE, answer_items, score_answers, write_answers
 from memkit.evaluation.harness import evaluate_pipeline
+from memkit.evaluation.tuning import training_args
 from memkit.linear import fit_linear, linear_score, toml_table
 from memkit.pipeline import Pipeline
 
@@ -146,12 +145,7 @@ def table(results: dict[str, dict]) -> str:
 
 
 def main(argv=None) -> int:
-    data = Path(os.environ.get("MEMKIT_DATA", Path(__file__).resolve().parents[2] / "shared" / "datasets"))
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--config", default=str(CONFIG_DIR / "default.toml"))
-    p.add_argument("--data", default=str(data / "locomo" / "locomo-dev.json"))
-    p.add_argument("--write", action="store_true", help="write the models trained on all conversations into the config")
-    args = p.parse_args(argv)
+    args = training_args(__doc__, argv, "the models")
 
     config = load_config(args.config)
     spec = {k: v for k, v in config.get("answer", {}).items() if k not in ("type", "select", "decline")}

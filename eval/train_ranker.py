@@ -12,17 +12,15 @@ the file). The model is 58 numbers (coefficient, mean and scale of 19 features, 
 
 from __future__ import annotations
 
-import argparse
-import os
 import sys
 from pathlib import Path
 
 import numpy as np
 import polars as pl
 
-from memkit.config import CONFIG_DIR, load_config
+from memkit.config import load_config
 from memkit.datasets.locomo import read_locomo
-from memkit.evaluation.tuning import question_table
+from memkit.evaluation.tuning import question_table, training_args
 from memkit.linear import fit_linear, linear_score, toml_table
 from memkit.pipeline import Pipeline
 from memkit.retrievers import LearnedRetriever
@@ -43,12 +41,7 @@ def report(name: str, table: pl.DataFrame) -> str:
 
 
 def main(argv=None) -> int:
-    data = Path(os.environ.get("MEMKIT_DATA", Path(__file__).resolve().parents[2] / "shared" / "datasets"))
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--config", default=str(CONFIG_DIR / "default.toml"))
-    p.add_argument("--data", default=str(data / "locomo" / "locomo-dev.json"))
-    p.add_argument("--write", action="store_true", help="write the model trained on all conversations into the config")
-    args = p.parse_args(argv)
+    args = training_args(__doc__, argv, "the model")
 
     config = load_config(args.config)
     config["retriever"].pop("model", None)
