@@ -50,7 +50,7 @@ OLD = {"max_items": 3, "max_sentences": 3, "rank_weight": 0.1, "when_bonus": 0.2
        "max_words": None}  # the writer of issue 8, as it shipped
 MARK_START = "# [answer.select] and [answer.decline] are written by eval/train_answers.py --write"
 MARK_END = "# (end of the answer models)"
-ROWS = ["answerable", "answerable, evidence in top 10", "category:single-hop", "category:multi-hop", "category:temporal",
+ROWS = ["answerable", "answerable with evidence in top 10", "category:single-hop", "category:multi-hop", "category:temporal",
         "category:open-domain", "category:adversarial", "category:unknown fact"]
 MEASURES = [("evidence_quoted", "evidence quoted", ".3f"), ("declined", "declined", ".3f"),
             ("words", "median words", ".0f"), ("date_ok", "date accuracy", ".3f"), ("gold_recall", "gold recall", ".3f")]

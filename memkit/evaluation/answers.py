@@ -187,7 +187,7 @@ def score_answers(answers: pl.DataFrame, queries: pl.DataFrame, qrels: pl.DataFr
     answerable = table.filter(~pl.col("category").fill_null("").is_in(list(UNANSWERABLE)))
     summary = {"answerable": means(answerable)}
     if "evidence@10" in table.columns:
-        summary["answerable, evidence in top 10"] = means(answerable.filter(pl.col("evidence@10")))
+        summary["answerable with evidence in top 10"] = means(answerable.filter(pl.col("evidence@10")))
     for (cat,), part in table.group_by("category", maintain_order=True):
         if cat is not None:
             summary[f"category:{cat}"] = means(part)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import tempfile
 from pathlib import Path
@@ -29,8 +30,9 @@ def git_commit() -> str:
 
 
 def metric_key(name: str) -> str:
-    """MLflow metric names allow letters, digits, ``_ - . / `` and spaces; ``@`` is not."""
-    return name.replace("@", "_at_").replace(":", "/")
+    """MLflow metric names allow letters, digits, ``_ - . / `` and spaces: ``@`` becomes
+    ``_at_``, ``:`` a ``/``, anything else ``_``."""
+    return re.sub(r"[^\w\-. /]", "_", name.replace("@", "_at_").replace(":", "/"))
 
 
 def log_result(result, artifacts: list[Path] = (), experiment: str | None = None) -> str:
