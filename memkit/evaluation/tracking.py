@@ -11,6 +11,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+import polars as pl
+
 from memkit.config import flatten
 
 PROJECT = Path(__file__).resolve().parents[2]
@@ -65,7 +67,10 @@ def log_result(result, artifacts: list[Path] = (), experiment: str | None = None
             result.write_run(tmp / f"{result.name}.run")
             result.per_query.write_csv(tmp / "per_query.csv")
             if getattr(result, "answers", None) is not None:
-                result.answers.write_csv(tmp / "answers.csv")
+                answers = result.answers
+                if "quoted" in answers.columns:  # CSV holds no lists: the quoted ids, space-separated
+                    answers = answers.with_columns(pl.col("quoted").list.join(" "))
+                answers.write_csv(tmp / "answers.csv")
                 artifacts = [*artifacts, tmp / "answers.csv"]
             (tmp / "summary.json").write_text(json.dumps(result.summary, indent=2))
             for p in [tmp / f"{result.name}.run", tmp / "per_query.csv", tmp / "summary.json", *artifacts]:
