@@ -12,31 +12,21 @@ the file). The model is 58 numbers (coefficient, mean and scale of 19 features, 
 
 from __future__ import annotations
 
-import argparse
-import os
 import sys
 from pathlib import Path
 
 import numpy as np
 import polars as pl
-from sklearn.linear_model import LogisticRegression
-from sklearn.preprocessing import StandardScaler
 
-from memkit.config import CONFIG_DIR, load_config
+from memkit.config import load_config
 from memkit.datasets.locomo import read_locomo
-from memkit.evaluation.tuning import question_table
+from memkit.evaluation.tuning import question_table, training_args
+from memkit.linear import fit_linear, linear_score, toml_table
 from memkit.pipeline import Pipeline
 from memkit.retrievers import LearnedRetriever
 
 MARK = "# [retriever.model] is written by eval/train_ranker.py --write"
 CATS = ["single-hop", "multi-hop", "temporal", "open-domain"]
-
-
-def train(x: np.ndarray, y: np.ndarray):
-    scaler = StandardScaler().fit(x)
-    scale = np.where(scaler.scale_ > 0, scaler.scale_, 1.0)
-    model = LogisticRegression(max_iter=5000, C=1.0).fit((x - scaler.mean_) / scale, y)
-    return scaler.mean_, scale, model.coef_[0], float(model.intercept_[0])
 
 
 def ranked(cand: pl.DataFrame, scores: np.ndarray) -> pl.DataFrame:
@@ -51,12 +41,7 @@ def report(name: str, table: pl.DataFrame) -> str:
 
 
 def main(argv=None) -> int:
-    data = Path(os.environ.get("MEMKIT_DATA", Path(__file__).resolve().parents[2] / "shared" / "datasets"))
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--config", default=str(CONFIG_DIR / "default.toml"))
-    p.add_argument("--data", default=str(data / "locomo" / "locomo-dev.json"))
-    p.add_argument("--write", action="store_true", help="write the model trained on all conversations into the config")
-    args = p.parse_args(argv)
+    args = training_args(__doc__, argv, "the model")
 
     config = load_config(args.config)
     config["retriever"].pop("model", None)
@@ -77,18 +62,14 @@ def main(argv=None) -> int:
     held = np.zeros(cand.height)
     for c in sorted(cand["conv"].unique().to_list()):
         train_rows = (cand["conv"] != c).to_numpy()
-        mean, scale, coef, b = train(x[train_rows], y[train_rows])
-        held[~train_rows] = ((x[~train_rows] - mean) / scale) @ coef + b
+        held[~train_rows] = linear_score(fit_linear(x[train_rows], y[train_rows], names), x[~train_rows])
     print(report("re-ranked, leave-one-conversation-out", question_table(ranked(cand, held), ds)))
-    mean, scale, coef, b = train(x, y)
-    print(report("re-ranked, trained on all (in-sample, flatters)", question_table(ranked(cand, (x - mean) / scale @ coef + b), ds)))
+    model = fit_linear(x, y, names)
+    print(report("re-ranked, trained on all (in-sample, flatters)", question_table(ranked(cand, linear_score(model, x)), ds)))
 
     if args.write:
         text = Path(args.config).read_text()
-        text = text.split(MARK)[0].rstrip() + "\n\n" + MARK + "\n[retriever.model]\n"
-        fmt = lambda v: "[" + ", ".join(f"{float(a):.6g}" for a in v) + "]"  # noqa: E731
-        text += "features = [" + ", ".join(f'"{n}"' for n in names) + "]\n"
-        text += f"coef = {fmt(coef)}\nintercept = {b:.6g}\nmean = {fmt(mean)}\nscale = {fmt(scale)}\n"
+        text = text.split(MARK)[0].rstrip() + "\n\n" + MARK + "\n" + toml_table("retriever.model", model)
         Path(args.config).write_text(text)
         print(f"model written to {args.config}")
     return 0

@@ -2,33 +2,54 @@
 
 An answerer gets the query and the top items (dicts with ``text`` and, where known,
 ``event_id``, ``speaker`` (the author's name), ``block_title``, ``block_type_name`` and
-``created_at``) and returns an :class:`Answer`. ``summary=True`` asks for a conversational
-answer; ``summary=False`` for a one-line account of what was found.
+``created_at``) and returns an :class:`Answer`: the text, the event ids it quotes, and
+whether it declined. ``summary=True`` asks for a conversational answer; ``summary=False``
+for a one-line account of what was found.
 
-``extractive`` (the default) runs offline and only quotes what was posted:
+``extractive`` (the default) runs offline and only quotes what was posted. With its two
+models (``[answer.select]`` and ``[answer.decline]`` in the config, logistic regressions
+written by ``eval/train_answers.py``, cross-validated by conversation):
 
-1. It scores every sentence of the top items against the question by the encoder's
-   cosine similarity (sentence vectors are computed when events are indexed, see
-   ``prepare``, and kept in the encoder's on-disk cache).
-2. **Who**: when the question names a person who posts in memory ("What did Caroline
-   ..."), only sentences written by that person, or naming them, may answer it.
-3. **Declines**: when no allowed sentence reaches ``min_score`` (tuned on LoCoMo-dev by
-   ``eval/answer_eval.py``), it says that memory holds no information on that, instead of
-   quoting something near.
-4. **Attributes** each quote ("On 8 May 2023 Caroline wrote in “Session 1”: “...”") and
-   resolves relative times against the post's own time (memkit.timeref): "yesterday" in a
-   post of 8 May 2023 is 7 May 2023. A when-question's answer leads with that date.
+1. **Candidates** are the sentences of the top ``max_items`` items, less questions (a
+   question never answers one) and greetings ("Thanks, Caroline!": nothing but names and
+   pleasantries, which the encoder finds close to any question naming that person).
+2. **Select**: each candidate is described by ``SENTENCE_FEATURES`` (cosine with the
+   question, the question's terms it and its post contain, the item's rank, whether its
+   author is someone other than the person asked about, whether it holds what the
+   question type asks for: a date, a number, a place, a name) and the best one is quoted.
+3. **Decline**: the question as a whole is described by ``QUERY_FEATURES``: how well the
+   posts *about* the person asked about answer it against posts about someone else
+   (speaker attribution: an author's "I", the addressee's "you", a third-person name),
+   whether that person only *asked* about it, whether the question's terms or proper
+   names appear in the items at all. Above the model's threshold, or when at least
+   ``max_missing`` of a question's terms (at most ``QUESTION_TERMS``) are in none of the items (a fact never
+   posted: "What is Ann's favourite pizza topping?" over posts that mention pizza once),
+   the writer says memory holds nothing on it, and quotes nothing.
+4. **Shape**: one post, the sentence that answers (cut to its clause past ``max_words``),
+   attributed ("On 8 May 2023 Caroline wrote in “Session 1”: “...”"); several posts only
+   when the question asks for several (``wants_list``: "What activities ...", "Where has
+   ..."). A when-question leads with the date, relative times ("yesterday") resolved
+   against the post's own time (memkit.timeref).
 
-``llm`` sends the question and the items, with their dates and authors, to an
-OpenAI-compatible chat-completions endpoint and falls back to ``extractive`` on any
-failure (timeout, HTTP error, malformed reply). Configure with ``[answer] type = "llm"``,
-``url``, ``model`` and ``api_key_env`` (the name of the environment variable holding the key).
+Without models it works as the first version did (kept for configs with none, and as the
+baseline in eval/RESULTS.md): sentences of the top ``max_items`` scored by cosine, less
+``rank_weight`` per rank, plus ``when_bonus`` for dated sentences of when-questions; up
+to ``max_sentences`` quotes within ``margin`` of the best; only posts by (or naming) the
+person asked about may answer; declines below ``min_score`` or when someone else's
+sentence is closer by more than ``max_gap``.
+
+``llm`` sends the question and the numbered items, with their dates and authors, to an
+OpenAI-compatible chat-completions endpoint, asks it to cite the items it uses as [n]
+(those are its ``quoted`` ids) and falls back to ``extractive`` on any failure (timeout,
+HTTP error, malformed reply). Configure with ``[answer] type = "llm"``, ``url``,
+``model`` and ``api_key_env`` (the name of the environment variable holding the key).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import re
 import urllib.error
@@ -40,6 +61,7 @@ from datetime import datetime
 import numpy as np
 
 from memkit.errors import ValidationError
+from memkit.linear import check_linear, linear_score
 from memkit.text import Analyzer
 from memkit.timeref import Span, day_text, read_span, resolve
 
@@ -49,17 +71,84 @@ _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 _WHEN = re.compile(r"\bwhen\b|\bwhat (?:date|day|year|month|time)\b|\bhow long ago\b|\bwhich (?:year|month|day)\b",
                    re.IGNORECASE)
 DECLINE = "I have no information available on that"
+# The missing-terms guard (max_missing) reads questions, not chat prefixes or passages: a
+# longer query (MADial-Bench's dialogues: 41 terms) always has terms no post holds.
+QUESTION_TERMS = 12
+
+# -- what a question asks for ---------------------------------------------------------------
+_TYPES = [  # first match wins
+    ("count", re.compile(r"\bhow (?:many|much|often)\b", re.I)),
+    ("duration", re.compile(r"\bhow long\b(?! ago)", re.I)),
+    ("when", _WHEN),
+    ("where", re.compile(r"\bwhere\b", re.I)),
+    ("who", re.compile(r"\bwho(?:se|m)?\b", re.I)),
+    ("yesno", re.compile(r"^\s*(?:would|is|are|does|do|did|was|were|has|have|can|could|will|should)\b", re.I)),
+]
+_NUMBER = r"\b(?:\d+|one|two|three|four|five|six|seven|eight|nine|ten|once|twice|a few|several|couple)\b"
+_HOLDS = {  # what a sentence holds that answers each question type
+    "count": re.compile(_NUMBER + r"|\btimes?\b|\bevery\b|\bdaily\b|\bweekly\b", re.I),
+    "duration": re.compile(_NUMBER + r"\s*(?:years?|months?|weeks?|days?)|\bsince\b", re.I),
+    "where": re.compile(r"\b(?:in|at|to|from|near)\s+(?:the\s+)?[A-Z]"),
+}
+_LIST = re.compile(
+    r"\b(?:what|which) (?:\w+ )?(?:activities|things|books|places|hobbies|kinds|types|events|ways|items|pets|sports"
+    r"|instruments|games|countries|cities|foods|states|songs|movies|artists|bands)\b"
+    r"|\bwhat (?:are|were|have|has) \w+(?:'s)? (?:\w+ )?\w+s\b|\bwhere has\b|\bwhat \w+ has\b|\bin what ways\b", re.I)
+_FIRST_PERSON = re.compile(r"\b(?:i|i'm|i've|i'd|i'll|my|me|mine|we|our|us)\b", re.I)
+_SECOND_PERSON = re.compile(r"\b(?:you|your|you're|you've|yours)\b", re.I)
+_GREETING = frozenset(Analyzer()("hey hi hello thanks thank wow congrats congratulations yeah yes no oh haha awesome "
+                                 "great cool sure totally glad good"))
+_VOCATIVE = (r"(?:^|[.!?]\s+|\b(?:hey|hi|hello|thanks|thank you|congrats|congratulations|wow|yeah|yes|oh|aw+|sorry|so"
+             r"|and|but|haha|ha)\b,?\s*){name}\s*[,!.?]")
+
+
+def question_type(query: str) -> str:
+    """count, duration, when, where, who, yesno or what."""
+    return next((name for name, pattern in _TYPES if pattern.search(query)), "what")
+
+
+def wants_list(query: str) -> bool:
+    """The question asks for several things ("What activities does Melanie do?")."""
+    return bool(_LIST.search(query))
+
+
+SENTENCE_FEATURES = ["cos", "cos_rel", "ov", "ov_rel", "ovp", "ovp_rel", "rr", "r1", "by_other", "other_mentions",
+                     "lognw", "image", "when_date", "t_count", "t_dur", "t_where", "t_who"]
+QUERY_FEATURES = ["fp_oth", "sp_oth", "s1", "s_own", "c_own", "o_own", "op_own", "gap", "cgap", "ogap", "opgap",
+                  "r_own", "named", "top_own", "n_own5", "miss", "capmiss", "s_ab", "c_ab", "abgap", "cabgap",
+                  "ask_own", "ask_oth", "ask_gap"]
 
 
 @dataclass
 class Answer:
     text: str
     declined: bool = False  # memory holds nothing that answers it (or nothing was found)
-    quotes: list[dict] = field(default_factory=list)  # {"event_id", "sentence", "score"} behind the text
+    quotes: list[dict] = field(default_factory=list)  # {"event_id", "sentence", "score"} behind the text, in order
     date: Span | None = None  # what a when-question's answer leads with
     strength: float | None = None  # best similarity of a sentence allowed to answer (None: none allowed)
     rival: float | None = None  # best similarity of a sentence by someone other than the person asked about
     writer: str = "extractive"
+
+    @property
+    def quoted(self) -> list[str]:
+        return [q["event_id"] for q in self.quotes if q.get("event_id") is not None]
+
+
+@dataclass
+class Candidates:
+    """The sentences of one question's items, with what the models read about them."""
+
+    rank: list[int]  # the item's rank (0 = first)
+    item: list[dict]
+    sentence: list[str]
+    sims: np.ndarray  # cosine with the question
+    quotable: np.ndarray  # bool: not a question, not a greeting
+    own: np.ndarray  # bool: written by the person asked about (everyone when nobody is named)
+    about: np.ndarray  # bool: says something about the person asked about (speaker attribution)
+    x: np.ndarray  # SENTENCE_FEATURES, one row per sentence
+    people: set[str]
+    query: str
+    known: set[str]  # the authors' names the writer knows of (see named_people)
 
 
 def sentences(text: str | None) -> list[str]:
@@ -94,13 +183,15 @@ def _lead(span: Span) -> str:
 
 
 class ExtractiveAnswerer:
-    """Quotes the sentences that answer the question, attributed and dated; no network."""
+    """Quotes the sentence that answers the question, attributed and dated; no network."""
 
     type_name = "extractive"
 
     def __init__(self, max_sentences: int = 3, max_items: int = 3, max_quote_chars: int = 240,
                  min_score: float | None = None, max_gap: float | None = None, margin: float = 1.0,
-                 people: bool = True, rank_weight: float = 0.1, when_bonus: float = 0.2):
+                 people: bool = True, rank_weight: float = 0.1, when_bonus: float = 0.2,
+                 select: dict | None = None, decline: dict | None = None, max_list: int = 3,
+                 max_words: int | None = 30, max_missing: float | None = None):
         self.max_sentences = max_sentences
         self.max_items = max_items
         self.max_quote_chars = max_quote_chars
@@ -110,6 +201,12 @@ class ExtractiveAnswerer:
         self.people = people  # enforce "who": a named person's question is answered by their posts
         self.rank_weight = rank_weight  # trust in the retriever's order: subtracted per rank from a sentence's score
         self.when_bonus = when_bonus  # for when-questions, added to sentences that say when
+        self.select = check_linear(select, SENTENCE_FEATURES, "answer.select") if select is not None else None
+        self.decline_model = (check_linear(decline, QUERY_FEATURES, "answer.decline", extra=("threshold",))
+                              if decline is not None else None)
+        self.max_list = max_list  # posts quoted when the question asks for several
+        self.max_words = max_words  # a longer quoted sentence is cut to the clause that answers; None: never
+        self.max_missing = max_missing  # decline when this share of the question's terms is in none of the items
         self.encoder = None
         self._by_first: dict[str, frozenset[str]] = {}  # authors' names by their first word, lower case
         self._analyzer = Analyzer()
@@ -117,9 +214,9 @@ class ExtractiveAnswerer:
     def params(self) -> dict:
         return {"type": self.type_name, "max_sentences": self.max_sentences, "max_items": self.max_items,
                 "max_quote_chars": self.max_quote_chars, "min_score": self.min_score, "max_gap": self.max_gap,
-                "margin": self.margin,
-                "people": self.people, "rank_weight": self.rank_weight,
-                "when_bonus": self.when_bonus}
+                "margin": self.margin, "people": self.people, "rank_weight": self.rank_weight,
+                "when_bonus": self.when_bonus, "select": self.select, "decline": self.decline_model,
+                "max_list": self.max_list, "max_words": self.max_words, "max_missing": self.max_missing}
 
     # -- set-up: the pipeline binds its encoder and shows it the events it indexes ---------
     def bind(self, encoder) -> None:
@@ -175,9 +272,7 @@ class ExtractiveAnswerer:
         looked up by the question's words (so the cost does not grow with the number of
         authors)."""
         by_first = dict(self._by_first) if authors is None else {}
-        for n in authors or ():
-            by_first[n.split()[0].casefold()] = by_first.get(n.split()[0].casefold(), frozenset()) | {n}
-        for n in filter(None, map(_speaker, items)):
+        for n in [*(authors or ()), *filter(None, map(_speaker, items))]:
             key = n.split()[0].casefold()
             by_first[key] = by_first.get(key, frozenset()) | {n}
         names = {n for w in set(re.findall(r"\w+", query.casefold())) for n in by_first.get(w, ())}
@@ -193,14 +288,210 @@ class ExtractiveAnswerer:
         return np.array([len(terms & set(self._analyzer(s))) / max(len(terms), 1) for s in candidates])
 
     def summarize(self, query: str, items: list[dict], authors=None) -> Answer:
+        if self.select is None:
+            return self._summarize_by_rules(query, items, authors)
+        cands = self.candidates(query, items, authors)
+        quotable = np.flatnonzero(cands.quotable) if cands is not None else []
+        if not len(quotable):
+            return Answer(self.decline(query, cands.people if cands else set()), declined=True)
+        scores = linear_score(self.select, cands.x)
+        best = max(quotable, key=lambda i: (scores[i], -cands.rank[i]))
+        strength = float(cands.sims[best])
+        if self.decline_model is not None or self.max_missing is not None:
+            q = self.query_features(cands, scores)
+            missing = (self.max_missing is not None and len(set(self._analyzer(query))) <= QUESTION_TERMS
+                       and q[QUERY_FEATURES.index("miss")] >= self.max_missing)
+            if missing or (self.decline_model is not None and
+                           float(linear_score(self.decline_model, q[None, :])[0]) > self.decline_model["threshold"]):
+                rival = [i for i in quotable if not cands.about[i]]
+                by = _speaker(cands.item[max(rival, key=lambda i: scores[i])]) if rival and cands.people else None
+                return Answer(self.decline(query, cands.people, by), declined=True, strength=strength)
+        chosen, posts = [], set()
+        for i in sorted(quotable, key=lambda i: (-scores[i], cands.rank[i])):
+            if len(chosen) >= (self.max_list if wants_list(query) else 1):
+                break
+            if cands.rank[i] not in posts:  # one sentence per post
+                chosen.append(i)
+                posts.add(cands.rank[i])
+        return self.compose(query, [(cands.sentence[i], cands.item[i], float(cands.sims[i])) for i in chosen],
+                            strength=strength)
+
+    def compose(self, query: str, quotes: list[tuple[str, dict, float]], strength=None, rival=None) -> Answer:
+        """The answer text from (sentence, item, similarity) quotes, best first; a
+        when-question leads with the date the first quote gives."""
+        lead = self.date_of(quotes[0][0], quotes[0][1]) if _WHEN.search(query) else None
+        lines = [self.attributed(self.span(query, sentence), item, first=n == 0, lead=lead if n == 0 else None)
+                 for n, (sentence, item, _) in enumerate(quotes)]
+        return Answer(" ".join(lines), quotes=[{"event_id": item.get("event_id"), "sentence": sentence, "score": sim}
+                                               for sentence, item, sim in quotes],
+                      date=lead[0] if lead else None, strength=strength, rival=rival)
+
+    def span(self, query: str, sentence: str) -> str:
+        """The sentence, or past ``max_words`` the clause holding most of the question's
+        terms (what it asks for breaks ties) with its neighbours up to ``max_words``,
+        marked with "…" where cut."""
+        words = sentence.split()
+        if self.max_words is None or len(words) <= self.max_words:
+            return sentence
+        clauses = [c for c in re.split(r"(?<=[,;:])\s+|\s+(?=[–—-]\s)|\s+(?=(?:and|but|because|so|which|while) )",
+                                       sentence) if c.strip()]
+        terms = set(self._analyzer(query))
+        holds = _HOLDS.get(question_type(query))
+
+        def weight(c: str) -> tuple:
+            return len(terms & set(self._analyzer(c))), bool(holds and holds.search(c)) or _says_when(c)
+
+        best = max(range(len(clauses)), key=lambda i: (weight(clauses[i]), -i))
+        lo = hi = best
+        count = lambda a, b: sum(len(c.split()) for c in clauses[a: b + 1])  # noqa: E731
+        while True:
+            grown = False
+            for a, b in ((lo, hi + 1), (lo - 1, hi)):
+                if 0 <= a and b < len(clauses) and count(a, b) <= self.max_words:
+                    lo, hi, grown = a, b, True
+                    break
+            if not grown:
+                break
+        text = " ".join(clauses[lo: hi + 1])
+        cut = len(text.split()) > self.max_words
+        if cut:
+            text = " ".join(text.split()[: self.max_words])
+        return ("…" if lo > 0 else "") + text + ("…" if cut or hi < len(clauses) - 1 else "")
+
+    # -- what the models read -----------------------------------------------------------------
+    def candidates(self, query: str, items: list[dict], authors=None) -> Candidates | None:
+        """Every sentence of the top ``max_items`` items with its SENTENCE_FEATURES."""
+        top = items[: self.max_items]
+        rows = [(rank, item, s) for rank, item in enumerate(top) for s in sentences(item.get("text"))]
+        if not rows:
+            return None
+        rank, item, sent = (list(c) for c in zip(*rows))
+        people = self.named_people(query, items, authors) if self.people else set()
+        known = self._known_names(items, authors)
+        name_terms = {t for n in known for t in self._analyzer(n)}
+        q_terms = set(self._analyzer(query)) - name_terms
+        s_terms = [set(self._analyzer(s)) for s in sent]
+        p_terms = {r: set(self._analyzer(top[r].get("text") or "")) for r in set(rank)}
+        sims = np.asarray(self.score(query, sent), dtype=float)
+        qtype = question_type(query)
+        n = len(rows)
+
+        def share(terms: set) -> float:
+            return len(q_terms & terms) / max(len(q_terms), 1)
+
+        quotable = np.array([not s.rstrip().endswith("?") and len(t - name_terms - _GREETING) >= 2
+                             for s, t in zip(sent, s_terms)])
+        own = np.array([not people or _speaker(it) in people for it in item])
+        names_them = [bool(people) and any(re.search(rf"\b{re.escape(p)}\b", it.get("text") or "", re.I) for p in people)
+                      for it in item]
+        about = np.array([self._about(s, it, people) for s, it in zip(sent, item)])
+        x = np.zeros((n, len(SENTENCE_FEATURES)))
+        cols = {name: i for i, name in enumerate(SENTENCE_FEATURES)}
+        x[:, cols["cos"]] = sims
+        x[:, cols["ov"]] = [share(t) for t in s_terms]
+        x[:, cols["ovp"]] = [share(p_terms[r]) for r in rank]
+        for name in ("cos", "ov", "ovp"):  # against the question's best candidate
+            best = x[quotable, cols[name]].max() if quotable.any() else 0.0
+            x[:, cols[f"{name}_rel"]] = x[:, cols[name]] - best
+        x[:, cols["rr"]] = [1 / (r + 1) for r in rank]
+        x[:, cols["r1"]] = [r == 0 for r in rank]
+        x[:, cols["by_other"]] = ~own
+        x[:, cols["other_mentions"]] = [(not o) and m for o, m in zip(own, names_them)]
+        x[:, cols["lognw"]] = [math.log1p(len(s.split())) for s in sent]
+        x[:, cols["image"]] = ["[image:" in s for s in sent]
+        x[:, cols["when_date"]] = [qtype == "when" and _says_when(s) for s in sent]
+        for name, kind in (("t_count", "count"), ("t_dur", "duration"), ("t_where", "where")):
+            x[:, cols[name]] = [qtype == kind and bool(_HOLDS[kind].search(s)) for s in sent]
+        x[:, cols["t_who"]] = [qtype == "who" and self._names_someone(s, name_terms) for s in sent]
+        return Candidates(rank, item, sent, sims, quotable, own, about, x, people, query, known)
+
+    def query_features(self, c: Candidates, scores: np.ndarray) -> np.ndarray:
+        """QUERY_FEATURES of one question from its candidates and their selection scores."""
+        ok = c.quotable
+        cols = {name: i for i, name in enumerate(SENTENCE_FEATURES)}
+
+        def best(values, mask, missing):
+            return float(values[mask].max()) if mask.any() else missing
+
+        def first_of(mask, values):  # the value of the best-scored candidate in mask
+            idx = np.flatnonzero(mask)
+            return float(values[idx[np.argmax(scores[idx])]]) if len(idx) else 0.0
+
+        own, oth, ab, nab = ok & c.own, ok & ~c.own, ok & c.about, ok & ~c.about
+        asks = np.array([s.rstrip().endswith("?") for s in c.sentence])
+        fp = np.array([bool(_FIRST_PERSON.search(s)) for s in c.sentence], dtype=float)
+        sp = np.array([bool(_SECOND_PERSON.search(s)) for s in c.sentence], dtype=float)
+        rank = np.array(c.rank)
+        # A side with no candidate counts as clearly weaker than the other: scores 3 below,
+        # cosine 0.3 below, term shares 1 below.
+        s1 = best(scores, ok, 0.0)
+        f = {"s1": s1, "s_own": best(scores, own, s1 - 3), "s_ab": best(scores, ab, s1 - 3),
+             "named": float(bool(c.people)), "fp_oth": first_of(oth, fp), "sp_oth": first_of(oth, sp),
+             "r_own": float(rank[own].min() + 1) if own.any() else self.max_items + 1.0,
+             "top_own": float(c.own[np.flatnonzero(ok)[np.argmax(scores[ok])]]) if ok.any() else 0.0,
+             "n_own5": float((own & (rank < 5)).sum()),
+             "ask_own": best(c.sims, asks & c.own, 0.0), "ask_oth": best(c.sims, asks & ~c.own, 0.0)}
+        f["s_oth"], f["s_nab"] = best(scores, oth, f["s_own"] - 3), best(scores, nab, f["s_ab"] - 3)
+        for short, name, weaker in (("c", "cos", 0.3), ("o", "ov", 1.0), ("op", "ovp", 1.0)):
+            f[f"{short}_own"] = best(c.x[:, cols[name]], own, 0.0)
+            f[f"{short}_oth"] = best(c.x[:, cols[name]], oth, f[f"{short}_own"] - weaker)
+        f["c_ab"] = best(c.sims, ab, 0.0)
+        f["c_nab"] = best(c.sims, nab, f["c_ab"] - 0.3)
+        f["gap"], f["cgap"] = f["s_oth"] - f["s_own"], f["c_oth"] - f["c_own"]
+        f["ogap"], f["opgap"] = f["o_oth"] - f["o_own"], f["op_oth"] - f["op_own"]
+        f["abgap"], f["cabgap"] = f["s_nab"] - f["s_ab"], f["c_nab"] - f["c_ab"]
+        f["ask_gap"] = f["ask_own"] - f["c_own"]
+        f["miss"], f["capmiss"] = self._missing(c)
+        return np.array([f[name] for name in QUERY_FEATURES])
+
+    def _missing(self, c: Candidates) -> tuple[float, float]:
+        """The share of the question's terms in none of its items, and whether a proper
+        name it uses (a capitalised word not first, not a known author) is in none."""
+        names = c.known
+        name_terms = {t for n in names for t in self._analyzer(n)}
+        pool = {t for it in {id(i): i for i in c.item}.values() for t in self._analyzer(it.get("text") or "")}
+        terms = set(self._analyzer(c.query)) - name_terms
+        caps = [w for w in re.findall(r"(?<!^)\b[A-Z][a-z]+", c.query) if w not in names]
+        cap_missing = any(t not in pool for w in caps for t in self._analyzer(w)[:1])
+        return len(terms - pool) / max(len(terms), 1), float(cap_missing)
+
+    def _known_names(self, items: list[dict], authors=None) -> set[str]:
+        names = {n for group in self._by_first.values() for n in group} if authors is None else set(authors)
+        return names | set(filter(None, map(_speaker, items)))
+
+    def _names_someone(self, sentence: str, name_terms: set[str]) -> bool:
+        """A capitalised word past the first that is not I or an author's name (who-questions)."""
+        words = re.findall(r"(?<!^)(?<![.!?]\s)\b[A-Z][a-z]+", sentence)
+        return any(w != "I" and self._analyzer(w)[:1] and self._analyzer(w)[0] not in name_terms for w in words)
+
+    @staticmethod
+    def _about(sentence: str, item: dict, people: set[str]) -> bool:
+        """Whether the sentence speaks of one of ``people``: its author's own "I" (or no
+        second person), the addressee's "you" when the post addresses them by name, or
+        their name in the third person. Everyone counts when nobody is named."""
+        if not people:
+            return True
+        first, second = bool(_FIRST_PERSON.search(sentence)), bool(_SECOND_PERSON.search(sentence))
+        for p in people:
+            if _speaker(item) == p:
+                if first or not second:
+                    return True
+                continue
+            vocative = re.compile(_VOCATIVE.format(name=re.escape(p)), re.I)
+            addressed = bool(vocative.search(item.get("text") or ""))
+            if (second and addressed and not first) or re.search(rf"\b{re.escape(p)}\b", vocative.sub(" ", sentence), re.I):
+                return True
+        return False
+
+    # -- the first version: rules, no models ----------------------------------------------------
+    def _summarize_by_rules(self, query: str, items: list[dict], authors=None) -> Answer:
         top = items[: self.max_items]
         cands = [(rank, j, s, item) for rank, item in enumerate(top) for j, s in enumerate(sentences(item.get("text")))]
         if not cands:
             return Answer(self.decline(query, set()), declined=True)
         sims = self.score(query, [c[2] for c in cands])  # the evidence strength the decline is decided on
         scores = sims - self.rank_weight * np.array([c[0] for c in cands])  # what is quoted first
-        when = bool(_WHEN.search(query))
-        if when and self.when_bonus:
+        if _WHEN.search(query) and self.when_bonus:
             scores = scores + self.when_bonus * np.array([_says_when(c[2]) for c in cands])
         people = self.named_people(query, items, authors) if self.people else set()
         allowed = [i for i, c in enumerate(cands) if not people or _speaker(c[3]) in people
@@ -223,16 +514,8 @@ class ExtractiveAnswerer:
             if cands[i][0] not in seen_items:  # one sentence per post: say more, not the same twice
                 chosen.append(i)
                 seen_items.add(cands[i][0])
-        quotes = [{"event_id": cands[i][3].get("event_id"), "sentence": cands[i][2], "score": float(sims[i])}
-                  for i in chosen]
-        lines, lead = [], None
-        if when:
-            lead = self.date_of(cands[best][2], cands[best][3])
-        for n, i in enumerate(chosen):
-            _, _, sentence, item = cands[i]
-            lines.append(self.attributed(sentence, item, first=n == 0, lead=lead if n == 0 else None))
-        return Answer(" ".join(lines), quotes=quotes, date=lead[0] if lead else None, strength=strongest,
-                      rival=rival)
+        return self.compose(query, [(cands[i][2], cands[i][3], float(sims[i])) for i in chosen], strength=strongest,
+                            rival=rival)
 
     def date_of(self, sentence: str, item: dict) -> tuple[Span, str] | None:
         """When a quoted sentence says something happened: a relative time in it (or in the
@@ -325,7 +608,7 @@ class LLMAnswerer:
         system = ("You answer questions about a person's memory using only the numbered posts given. "
                   "Say who wrote what and when; resolve relative times (\"yesterday\") against the post's date. "
                   "If the posts do not answer the question, say: \"I have no information available on that.\" "
-                  "Answer in at most three sentences.")
+                  "Otherwise answer in one or two short sentences and cite the posts you use by number, as [1].")
         return [{"role": "system", "content": system},
                 {"role": "user", "content": "Posts:\n" + "\n".join(lines) + f"\n\nQuestion: {query}"}]
 
@@ -348,7 +631,12 @@ class LLMAnswerer:
         except (OSError, urllib.error.URLError, ValueError, KeyError, IndexError, TypeError) as exc:
             log.warning("LLM answer writer failed (%s: %s); using the extractive writer", type(exc).__name__, exc)
             return self.extractive.write(query, items, summary, authors)
-        return Answer(text, declined=DECLINE.lower() in text.lower(), writer="llm")
+        declined = DECLINE.lower() in text.lower()
+        shown = items[: self.max_items]
+        cited = dict.fromkeys(int(n) for n in re.findall(r"\[(\d+)\]", text) if 1 <= int(n) <= len(shown))
+        quotes = [] if declined else [{"event_id": shown[n - 1].get("event_id"), "sentence": None, "score": None}
+                                      for n in cited]
+        return Answer(text, declined=declined, quotes=quotes, writer="llm")
 
 
 ANSWERERS = {"extractive": ExtractiveAnswerer, "llm": LLMAnswerer}

@@ -1,6 +1,6 @@
 """The ``memkit`` command.
 
-    memkit eval --dataset DIR [--config FILE ...] [--run-out FILE] [--answers-out FILE] [--no-mlflow]
+    memkit eval --dataset DIR [--config FILE ...] [--run-out FILE] [--answers-out FILE] [--answers] [--no-mlflow]
     memkit eval --all                       # every dataset found (what `make eval` runs)
     memkit convert locomo FILE OUT
     memkit convert beir DIR OUT --split test
@@ -67,7 +67,7 @@ def eval_dataset(path: Path, configs: list[dict], fields: list[str], args) -> li
     for config in configs:
         for field in fields:
             res = evaluate_config(config, ds, k=args.k, query_field=field, sequential=args.sequential,
-                                  answers=False if args.no_answers else None)
+                                  answers=False if args.no_answers else True if args.answers else None)
             results.append(res)
             print(f"  {res.name}: {res.seconds:.1f} s", file=sys.stderr, flush=True)
     out = Path(args.out) / ds.name
@@ -120,22 +120,22 @@ def eval_dataset(path: Path, configs: list[dict], fields: list[str], args) -> li
 
 
 def answer_table(results) -> str:
-    """Answer metrics by category: token F1 (the LoCoMo paper's), gold-answer token recall,
-    date accuracy (temporal), declines."""
+    """Answer measures by group (memkit.evaluation.answers): evidence post quoted, declined,
+    median words, date accuracy (temporal), token F1 (the LoCoMo paper's), gold-answer
+    token recall."""
     lines = ["Answers (answer writer on the top 10; LoCoMo paper, gpt-3.5-turbo: F1 38.8-41.0, 43.3 with observations):\n",
-             "| config | group | F1 | gold recall | date accuracy | declined | n |", "|---|---|---:|---:|---:|---:|---:|"]
+             "| config | group | evidence quoted | declined | median words | date accuracy | F1 | gold recall | n |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
 
-    def cell(values, key):
-        return f"{values[key]:.3f}" if key in values else "—"
+    def cell(values, key, fmt=".3f"):
+        return f"{values[key]:{fmt}}" if key in values else "—"
 
     for r in results:
         for group, values in r.answer_summary.items():
             label = group.split(":", 1)[-1]
-            lines.append(f"| {r.name} | {label} | {cell(values, 'f1')} | {cell(values, 'gold_recall')} | "
-                         f"{cell(values, 'date_ok')} | {cell(values, 'declined')} | {values.get('declined_n', '')} |")
-        ev = r.answer_summary.get("answerable", {}).get("declined_with_evidence@10")
-        if ev is not None:
-            lines.append(f"| {r.name} | answerable, evidence in top 10 | | | | {ev:.3f} | |")
+            lines.append(f"| {r.name} | {label} | {cell(values, 'evidence_quoted')} | {cell(values, 'declined')} | "
+                         f"{cell(values, 'words', '.0f')} | {cell(values, 'date_ok')} | {cell(values, 'f1')} | "
+                         f"{cell(values, 'gold_recall')} | {values.get('declined_n', '')} |")
     return "\n".join(lines) + "\n"
 
 
@@ -281,7 +281,9 @@ def main(argv=None) -> int:
     p.add_argument("--sequential", action="store_true",
                    help="ask each conversation's (first floor's) questions in order as one user (follow-up check)")
     p.add_argument("--k", type=int, default=100, help="run depth")
-    p.add_argument("--answers-out", help="write each query's answer here as JSON lines (query_id, answer)")
+    p.add_argument("--answers-out", help="write each query's answer here as JSON lines (query_id, answer, quoted, declined)")
+    p.add_argument("--answers", action="store_true",
+                   help="write and score answers on datasets without gold answers too (declines, evidence quoted, length)")
     p.add_argument("--no-answers", action="store_true", help="skip writing and scoring answers")
     p.add_argument("--out", default=str(PROJECT / "eval" / "out"), help="reports and plots")
     p.set_defaults(func=cmd_eval)

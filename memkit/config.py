@@ -22,6 +22,15 @@ def load_config(path: str | Path) -> dict:
         raise ValidationError("config", f"{path}: {exc}") from None
     if "retriever" not in config:
         raise ValidationError("config", f"{path}: needs a [retriever] table")
+    for section, table in list(config.items()):
+        if isinstance(table, dict) and "from" in table:  # the same table of another config, e.g. its trained models
+            source = path.parent / table["from"]
+            if source.resolve() == path.resolve():
+                raise ValidationError(f"{section}.from", f"{path}: a table cannot come from its own file")
+            base = load_config(source).get(section)
+            if not isinstance(base, dict):
+                raise ValidationError(f"{section}.from", f"{source} has no [{section}] table")
+            config[section] = {**base, **{k: v for k, v in table.items() if k != "from"}}
     config.setdefault("name", path.stem)
     return config
 

@@ -8,10 +8,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from memkit.answer import DECLINE, ExtractiveAnswerer, build_answerer
+from memkit.answer import DECLINE, ExtractiveAnswerer, build_answerer, question_type, wants_list
 from memkit.encoders import get_encoder
 from memkit.errors import ValidationError
-from memkit.pipeline import Pipeline
+from memkit.pipeline import DEFAULT_CONFIG, Pipeline
 from tests.helpers import make_events
 
 ITEMS = [
@@ -168,3 +168,87 @@ def test_gate_drops_semantic_only_rankings_below_the_threshold(events):
     assert hybrid.query(word, k=5).relevant  # a term match counts whatever the similarity
     with pytest.raises(ValidationError, match="relevance.min_similarity"):
         Pipeline.from_config({"retriever": {"type": "bm25"}, "relevance": {"min_similarity": "high"}})
+
+
+# -- the writer with its trained models (eval/configs/default.toml) ------------------------------
+@pytest.fixture(scope="module")
+def trained():
+    writer = Pipeline.from_config(DEFAULT_CONFIG).answerer
+    assert writer.select is not None and writer.decline_model is not None
+    return writer
+
+
+def test_question_types_and_lists():
+    assert question_type("When did Caroline go to the LGBTQ support group?") == "when"
+    assert question_type("How many times has Jon been to Paris?") == "count"
+    assert question_type("How long has Melanie been creating art?") == "duration"
+    assert question_type("Where did Joanna go for a road trip?") == "where"
+    assert question_type("Who organised the trip to Zion?") == "who"
+    assert question_type("Would Caroline pursue writing as a career?") == "yesno"
+    assert question_type("What colour is the jacket?") == "what"
+    assert wants_list("What activities does Melanie partake in?") and wants_list("Where has Melanie camped?")
+    assert not wants_list("What did Melanie realize after the charity race?")
+
+
+def test_trained_writer_quotes_one_post_never_a_question(trained):
+    posts = [{"event_id": "j", "speaker": "Ann", "created_at": "2024-05-07T10:00:00", "block_title": "Feed",
+              "text": "Someone left a blue Patagonia jacket in meeting room 4 after the stand-up. Is it yours?"},
+             {"event_id": "p", "speaker": "Ann", "created_at": "2024-05-10T12:30:00", "block_title": "Feed",
+              "text": "We ordered pizza for the team lunch on Friday."}]
+    trained.prepare(posts)
+    written = trained.write("What colour is the jacket?", posts, summary=True)
+    assert written.quoted == ["j"] and "blue Patagonia jacket" in written.text and "Is it yours" not in written.text
+    # the first writer (no models) quoted the question and padded with the other post
+    old = ExtractiveAnswerer(max_words=None)
+    old.bind(get_encoder())
+    assert old.write("What colour is the jacket?", posts, summary=True).quoted == ["j", "p"]
+
+
+def test_trained_writer_declines_a_fact_never_posted_and_quotes_nothing(trained):
+    posts = [{"event_id": "p", "speaker": "Ann", "created_at": "2024-05-10T12:30:00",
+              "text": "We ordered pizza for the team lunch on Friday and it was gone in ten minutes."},
+             {"event_id": "b", "speaker": "Ann", "created_at": "2024-03-02T10:00:00",
+              "text": "I adopted a puppy named Biscuit; she loves running on the beach."}]
+    trained.prepare(posts)
+    written = trained.write("What is Ann's favourite pizza topping?", posts, summary=True)
+    assert written.declined and written.quoted == [] and written.text.startswith(DECLINE)
+    answered = trained.write("What did Ann order for the team lunch?", posts, summary=True)
+    assert not answered.declined and answered.quoted == ["p"]
+
+
+def test_a_long_sentence_is_cut_to_the_clause_that_answers():
+    writer = lexical(max_words=12)
+    sentence = ("After the long meeting on Tuesday we all walked down to the harbour together, "
+                "and Maya showed us the red kayak she bought last spring, which was lovely.")
+    span = writer.span("What colour is the kayak Maya bought?", sentence)
+    assert "red kayak" in span and len(span.split()) <= 12 and span.startswith("…")
+    assert writer.span("short question?", "A short sentence stays whole.") == "A short sentence stays whole."
+
+
+def test_a_list_question_quotes_several_posts(trained):
+    posts = [{"event_id": f"e{i}", "speaker": "Mel", "created_at": f"2023-05-0{i + 1}T10:00:00", "text": text} for i, text in enumerate(["Pottery is a hobby I took up this spring.",
+                                                       "Camping in the mountains with the kids is my other hobby.",
+                                                       "Painting sunsets is the hobby that relaxes me most."])]
+    trained.prepare(posts)
+    written = trained.write("What hobbies does Mel have?", posts, summary=True)
+    assert len(written.quoted) >= 2 and len(set(written.quoted)) == len(written.quoted)
+
+
+def test_bad_models_are_named():
+    with pytest.raises(ValidationError, match="answer.select"):
+        build_answerer({"type": "extractive", "select": {"features": ["cos"], "coef": [1.0]}})
+    with pytest.raises(ValidationError, match="answer.decline.features"):
+        build_answerer({"type": "extractive", "decline": {"features": ["colour"], "coef": [1.0], "intercept": 0.0,
+                                                          "mean": [0.0], "scale": [1.0], "threshold": 0.0}})
+
+
+def test_a_config_table_can_come_from_another_config(tmp_path):
+    from memkit.config import CONFIG_DIR, load_config
+
+    assert load_config(CONFIG_DIR / "postgres.toml")["answer"] == load_config(CONFIG_DIR / "default.toml")["answer"]
+    (tmp_path / "base.toml").write_text('[retriever]\ntype = "bm25"\n[answer]\ntype = "extractive"\nmax_items = 5\n')
+    (tmp_path / "child.toml").write_text('[retriever]\ntype = "bm25"\n[answer]\nfrom = "base.toml"\nmax_items = 7\n')
+    assert load_config(tmp_path / "child.toml")["answer"] == {"type": "extractive", "max_items": 7}
+    (tmp_path / "bad.toml").write_text('[retriever]\ntype = "bm25"\n[relevance]\nfrom = "base.toml"\n')
+    with pytest.raises(ValidationError, match="relevance.from"):
+        load_config(tmp_path / "bad.toml")

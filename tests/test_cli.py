@@ -84,6 +84,18 @@ def test_eval_scores_answers_and_writes_them_as_json_lines(tmp_path, capsys):
     queries = load_any(DEMO).queries
     assert [x["query_id"] for x in lines] == queries["query_id"].to_list()
     assert all(isinstance(x["answer"], str) and x["answer"] for x in lines)
+    assert all(set(x) == {"query_id", "answer", "quoted", "declined"} and isinstance(x["declined"], bool)
+               and isinstance(x["quoted"], list) for x in lines)
+    assert all(x["quoted"] == [] for x in lines if x["declined"])  # a decline quotes nothing
+    assert all(x["quoted"] for x in lines if not x["declined"])
     res = evaluate_config(load_config(CONFIG_DIR / "default.toml"), load_any(DEMO))
     assert res.answer_summary["answerable"]["gold_recall_n"] == queries["answer"].drop_nulls().len()
+    # evidence quoted: the quoted ids checked against the qrels by hand
+    gold = {}
+    for qid, eid in load_any(DEMO).qrels.select("query_id", "event_id").iter_rows():
+        gold.setdefault(qid, set()).add(eid)
+    table = res.answers.filter(pl.col("evidence_quoted").is_not_nan())
+    assert table.height and all(v == float(bool(set(q) & gold[qid])) for qid, q, v in
+                                table.select("query_id", "quoted", "evidence_quoted").iter_rows())
+    assert "| default | answerable | " in printed and "median words" in printed
     assert evaluate_config(load_config(CONFIG_DIR / "bm25.toml"), load_any(DEMO), answers=False).answers is None

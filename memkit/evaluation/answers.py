@@ -11,11 +11,16 @@ of the run, the relevance gate, the pipeline's answer writer) and scores it:
   answer contains;
 - ``date_ok`` (temporal questions whose gold answer names a date): the first date the
   answer writes (memkit.timeref.read_span) matches the gold date at least as precisely;
-- ``declined``: the answer says memory holds nothing (LoCoMo's test: "no information
-  available" or "not mentioned" in it; also memkit's fallback when nothing was found,
-  "couldn't find anything"). For adversarial questions that is the right
-  answer; for the others it should be rare when the evidence is in the top 10
-  (``evidence@10``).
+- ``declined``: the writer said memory holds nothing on it (its own flag; for answers read
+  from elsewhere, LoCoMo's test: "no information available" or "not mentioned" in it, or
+  memkit's fallback "couldn't find anything"). For adversarial questions that is the
+  right answer; for the others it should be rare;
+- ``evidence_quoted`` (questions with evidence): the answer quotes one of the question's
+  evidence posts (``quoted``, the event ids the writer quotes, in order);
+- ``words``: the answer's length in words (reported as the median).
+
+``--answers-out`` writes one JSON line per query: ``query_id``, ``answer``, ``quoted``,
+``declined``.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from nltk.stem import PorterStemmer
 from memkit.timeref import read_span
 
 _STEM = PorterStemmer()
+UNANSWERABLE = {"adversarial", "unknown fact"}  # categories whose right answer is a decline (eval/train_answers.py)
 _PUNCT = set(string.punctuation)
 
 
@@ -75,10 +81,11 @@ def declined(prediction) -> bool:
 
 
 def score_answer(answer: str, gold: str | None, category: str | None) -> dict:
-    """One answer's metrics (NaN where they do not apply)."""
+    """One answer's metrics that need only its text (NaN where they do not apply)."""
     nan = float("nan")
-    out = {"f1": nan, "gold_recall": nan, "date_ok": nan, "declined": float(declined(answer))}
-    if category == "adversarial" or gold is None:
+    out = {"f1": nan, "gold_recall": nan, "date_ok": nan, "declined": float(declined(answer)),
+           "words": float(len(str(answer).split()))}
+    if category in UNANSWERABLE or gold is None:
         return out
     gold = str(gold)
     if category == "open-domain":
@@ -105,52 +112,85 @@ def items_from_events(events: pl.DataFrame) -> dict[str, dict]:
     return out
 
 
-def write_answers(pipeline, dataset, run: pl.DataFrame, k: int = 10) -> pl.DataFrame:
+ANSWER_SCHEMA = {"query_id": pl.Utf8, "answer": pl.Utf8, "quoted": pl.List(pl.Utf8), "declined": pl.Boolean,
+                 "evidence@10": pl.Boolean}
+
+
+def write_answers(pipeline, dataset, run: pl.DataFrame, k: int = 10, answerer=None) -> pl.DataFrame:
     """The answer to every query from its top ``k`` items, as ``Pipeline.query`` writes it
-    (the relevance gate first): query_id, answer, declined, evidence@10."""
-    items = items_from_events(dataset.events)
-    pipeline.answerer.prepare(list(items.values()))  # with the authors' names, as the service does
-    top = run.filter(pl.col("rank") <= k).sort("query_id", "rank")
-    ranked = {q: ids for q, ids in top.group_by("query_id").agg(pl.col("event_id")).iter_rows()}
+    (the relevance gate first): query_id, answer, quoted, declined, evidence@10.
+    ``answerer``: another writer than the pipeline's (eval/train_answers.py)."""
+    writer = answerer or pipeline.answerer
+    items = answer_items(pipeline, dataset, run, k, writer)
     gold = {q: set(ids) for q, ids in dataset.qrels.filter(pl.col("relevance") > 0)
             .group_by("query_id").agg(pl.col("event_id")).iter_rows()}
     rows = []
     for q in dataset.queries.iter_rows(named=True):
-        ids = ranked.get(q["query_id"], [])
-        if ids and not pipeline.relevant(top.filter(pl.col("query_id") == q["query_id"]), q["text"]):
-            ids = []
-        written = pipeline.answerer.write(q["text"], [items[i] for i in ids if i in items], True)
-        rows.append({"query_id": q["query_id"], "answer": written.text, "strength": written.strength, "rival": written.rival,
-                     "evidence@10": bool(gold.get(q["query_id"], set()) & set(ids[:10]))})
-    return pl.DataFrame(rows, schema={"query_id": pl.Utf8, "answer": pl.Utf8, "strength": pl.Float64, "rival": pl.Float64,
-                                      "evidence@10": pl.Boolean})
+        shown = items.get(q["query_id"], [])
+        written = writer.write(q["text"], shown, True)
+        rows.append({"query_id": q["query_id"], "answer": written.text, "quoted": written.quoted,
+                     "declined": written.declined,
+                     "evidence@10": bool(gold.get(q["query_id"], set()) & {i["event_id"] for i in shown[:10]})})
+    return pl.DataFrame(rows, schema=ANSWER_SCHEMA)
 
 
-def score_answers(answers: pl.DataFrame, queries: pl.DataFrame) -> tuple[pl.DataFrame, dict]:
-    """Per-query answer metrics and their means: overall (categories but adversarial), per
-    category, and the decline rates the answer goal names."""
-    q = queries.select("query_id", "category", "answer").rename({"answer": "gold"})
+def answer_items(pipeline, dataset, run: pl.DataFrame, k: int = 10, answerer=None) -> dict[str, list[dict]]:
+    """Each query's top ``k`` items as the writer reads them (none when the relevance gate
+    finds nothing). The writer learns the authors' names, as the service does, and the
+    sentences of these items are encoded in one batch."""
+    writer = answerer or pipeline.answerer
+    events = items_from_events(dataset.events)
+    writer.prepare(list(events.values()), encode=False)
+    top = run.filter(pl.col("rank") <= k).sort("query_id", "rank")
+    texts = dict(dataset.queries.select("query_id", "text").iter_rows())
+    out = {}
+    for (qid,), part in top.group_by("query_id", maintain_order=True):
+        if qid in texts and pipeline.relevant(part, texts[qid]):
+            out[qid] = [events[i] for i in part["event_id"] if i in events]
+    if hasattr(writer, "encode_sentences"):
+        writer.encode_sentences([i for shown in out.values() for i in shown])
+    return out
+
+
+MEASURES = ("evidence_quoted", "declined", "words", "date_ok", "f1", "gold_recall")
+
+
+def score_answers(answers: pl.DataFrame, queries: pl.DataFrame, qrels: pl.DataFrame | None = None) -> tuple[pl.DataFrame, dict]:
+    """Per-query answer metrics and their summaries: for answerable questions (all
+    categories but adversarial), per category, and for the answerable ones whose evidence
+    was in the top 10. Each group has the mean of every measure (``words``: the median)
+    and how many questions it counts (``<measure>_n``)."""
+    q = queries.select("query_id", *(pl.col(c) if c in queries.columns else pl.lit(None, pl.Utf8).alias(c)
+                                     for c in ("category", "answer"))).rename({"answer": "gold"})
     table = answers.join(q, on="query_id", how="left")
     scored = [score_answer(a, g, c) for a, g, c in table.select("answer", "gold", "category").iter_rows()]
-    table = pl.concat([table, pl.DataFrame(scored, schema={k: pl.Float64 for k in
-                                                           ("f1", "gold_recall", "date_ok", "declined")})], how="horizontal")
+    scored = pl.DataFrame(scored, schema={k: pl.Float64 for k in ("f1", "gold_recall", "date_ok", "declined", "words")})
+    if "declined" in table.columns:  # the writer's own word beats reading its text
+        scored = scored.drop("declined")
+    table = pl.concat([table, scored], how="horizontal").with_columns(pl.col("declined").cast(pl.Float64))
+    evidence = {} if qrels is None else {qid: set(ids) for qid, ids in qrels.filter(pl.col("relevance") > 0)
+                                         .group_by("query_id").agg(pl.col("event_id")).iter_rows()}
+    quoted = table["quoted"].to_list() if "quoted" in table.columns else [None] * table.height
+    table = table.with_columns(pl.Series("evidence_quoted", [
+        float(bool(set(qs or []) & evidence[qid])) if qid in evidence and cat not in UNANSWERABLE else float("nan")
+        for qid, qs, cat in zip(table["query_id"], quoted, table["category"])], dtype=pl.Float64))
 
     def means(frame: pl.DataFrame) -> dict:
         out = {}
-        for m in ("f1", "gold_recall", "date_ok", "declined"):
+        for m in MEASURES:
             col = frame[m].drop_nans().drop_nulls()
             if col.len():
-                out[m] = float(col.mean())
+                out[m] = float(col.median() if m == "words" else col.mean())
                 out[f"{m}_n"] = int(col.len())
         return out
 
-    answerable = table.filter(pl.col("category") != "adversarial")
+    answerable = table.filter(~pl.col("category").fill_null("").is_in(list(UNANSWERABLE)))
     summary = {"answerable": means(answerable)}
-    with_evidence = answerable.filter(pl.col("evidence@10"))
-    if with_evidence.height:
-        summary["answerable"]["declined_with_evidence@10"] = float(with_evidence["declined"].mean())
+    if "evidence@10" in table.columns:
+        summary["answerable with evidence in top 10"] = means(answerable.filter(pl.col("evidence@10")))
     for (cat,), part in table.group_by("category", maintain_order=True):
-        summary[f"category:{cat}"] = means(part)
+        if cat is not None:
+            summary[f"category:{cat}"] = means(part)
     return table, summary
 
 
@@ -158,6 +198,6 @@ def write_answers_jsonl(answers: pl.DataFrame, path: str | Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", encoding="utf-8") as fh:
-        for r in answers.select("query_id", "answer").iter_rows(named=True):
+        for r in answers.select("query_id", "answer", "quoted", pl.col("declined").cast(pl.Boolean)).iter_rows(named=True):
             fh.write(json.dumps(r, ensure_ascii=False) + "\n")
     return path

@@ -85,7 +85,8 @@ def evaluate_pipeline(pipeline: Pipeline, dataset: Dataset, k: int = 100, query_
                       metrics=METRICS, name: str | None = None, fit: bool = True, sequential: bool = False,
                       answers: bool | None = None) -> EvalResult:
     """Score a pipeline's rankings; with ``answers`` (default: when the dataset has gold
-    answers) also write every query's answer and score it (memkit.evaluation.answers)."""
+    answers) also write every query's answer and score it (memkit.evaluation.answers;
+    without gold answers only declines, evidence quoted and length can be scored)."""
     t = time.perf_counter()
     if fit:
         pipeline.fit(dataset.events)
@@ -97,7 +98,7 @@ def evaluate_pipeline(pipeline: Pipeline, dataset: Dataset, k: int = 100, query_
     name = name or pipeline.name + ("" if query_field == "text" else f"+{query_field}") + ("+sequential" if sequential else "")
     answer_table, answer_summary = None, {}
     if answers if answers is not None else has_gold_answers(dataset):
-        answer_table, answer_summary = score_answers(write_answers(pipeline, dataset, run), dataset.queries)
+        answer_table, answer_summary = score_answers(write_answers(pipeline, dataset, run), dataset.queries, dataset.qrels)
     return EvalResult(name=name, dataset=dataset.name, config=pipeline.config, run=run, per_query=table,
                       summary=summary, seconds=time.perf_counter() - t, effective_queries=eff,
                       answers=answer_table, answer_summary=answer_summary)

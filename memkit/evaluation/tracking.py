@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import tempfile
 from pathlib import Path
+
+import polars as pl
 
 from memkit.config import flatten
 
@@ -29,8 +32,9 @@ def git_commit() -> str:
 
 
 def metric_key(name: str) -> str:
-    """MLflow metric names allow letters, digits, ``_ - . / `` and spaces; ``@`` is not."""
-    return name.replace("@", "_at_").replace(":", "/")
+    """MLflow metric names allow letters, digits, ``_ - . / `` and spaces: ``@`` becomes
+    ``_at_``, ``:`` a ``/``, anything else ``_``."""
+    return re.sub(r"[^\w\-. /]", "_", name.replace("@", "_at_").replace(":", "/"))
 
 
 def log_result(result, artifacts: list[Path] = (), experiment: str | None = None) -> str:
@@ -63,7 +67,10 @@ def log_result(result, artifacts: list[Path] = (), experiment: str | None = None
             result.write_run(tmp / f"{result.name}.run")
             result.per_query.write_csv(tmp / "per_query.csv")
             if getattr(result, "answers", None) is not None:
-                result.answers.write_csv(tmp / "answers.csv")
+                answers = result.answers
+                if "quoted" in answers.columns:  # CSV holds no lists: the quoted ids, space-separated
+                    answers = answers.with_columns(pl.col("quoted").list.join(" "))
+                answers.write_csv(tmp / "answers.csv")
                 artifacts = [*artifacts, tmp / "answers.csv"]
             (tmp / "summary.json").write_text(json.dumps(result.summary, indent=2))
             for p in [tmp / f"{result.name}.run", tmp / "per_query.csv", tmp / "summary.json", *artifacts]:

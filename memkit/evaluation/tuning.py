@@ -61,3 +61,21 @@ def simplex_grid(parts: int, step: float = 0.1, minimum: float = 0.1) -> list[tu
         return [(i, *rest) for i in range(lo, left + 1) for rest in rec(left - i, k - 1)]
 
     return [tuple(round(i * step, 10) for i in w) for w in rec(n, parts)]
+
+
+def training_args(doc: str, argv=None, written: str = "the model"):
+    """The command line of the eval/train_*.py scripts: ``--config`` (default:
+    the default config), ``--data`` (LoCoMo-dev under ``$MEMKIT_DATA`` or ../shared) and
+    ``--write`` (put what was trained on all conversations into the config)."""
+    import argparse
+    import os
+    from pathlib import Path
+
+    from memkit.config import CONFIG_DIR
+
+    data = Path(os.environ.get("MEMKIT_DATA", Path(__file__).resolve().parents[3] / "shared" / "datasets"))
+    p = argparse.ArgumentParser(description=doc.split("\n")[0])
+    p.add_argument("--config", default=str(CONFIG_DIR / "default.toml"))
+    p.add_argument("--data", default=str(data / "locomo" / "locomo-dev.json"))
+    p.add_argument("--write", action="store_true", help=f"write {written} trained on all conversations into the config")
+    return p.parse_args(argv)

@@ -23,6 +23,7 @@ import numpy as np
 import polars as pl
 
 from memkit.errors import ValidationError
+from memkit.linear import check_linear, linear_score
 from memkit.retrievers.base import Retriever, normalize_queries, query_filters
 from memkit.retrievers.hybrid import HybridRetriever
 from memkit.tables import RUN_SCHEMA
@@ -47,7 +48,7 @@ class LearnedRetriever(Retriever):
         if isinstance(candidates, bool) or not isinstance(candidates, int) or candidates < 1:
             raise ValidationError("retriever.candidates", f"expected a positive integer, got {candidates!r}")
         self.candidates = candidates
-        self.model = _check_model(model, self.feature_names()) if model is not None else None
+        self.model = check_linear(model, self.feature_names(), "retriever.model") if model is not None else None
         self._posts: dict[str, tuple[str, float, float]] = {}
 
     def feature_names(self) -> list[str]:
@@ -173,9 +174,7 @@ class LearnedRetriever(Retriever):
         return self._score(cand.select(self.model["features"]).to_numpy())
 
     def _score(self, x: np.ndarray) -> np.ndarray:
-        m = self.model
-        z = (x - np.asarray(m["mean"])) / np.asarray(m["scale"])
-        return z @ np.asarray(m["coef"]) + m["intercept"]
+        return linear_score(self.model, x)
 
     def search(self, queries, k: int = 10, filters=None) -> pl.DataFrame:
         frame = normalize_queries(queries)
@@ -237,19 +236,3 @@ def _convex_weights(hybrid: HybridRetriever) -> list[float]:
 
 def _kind(kinds: set) -> str:
     return "hybrid" if len(kinds) > 1 or "hybrid" in kinds else next(iter(kinds))
-
-
-def _check_model(model: dict, names: list[str]) -> dict:
-    need = {"features", "coef", "intercept", "mean", "scale"}
-    if not isinstance(model, dict) or set(model) != need:
-        raise ValidationError("retriever.model", f"expected a table with exactly {sorted(need)}")
-    n = len(model["features"])
-    unknown = set(model["features"]) - set(names)
-    if unknown:
-        raise ValidationError("retriever.model.features", f"unknown feature(s) {sorted(unknown)}; known: {names}")
-    for key in ("coef", "mean", "scale"):
-        if len(model[key]) != n:
-            raise ValidationError(f"retriever.model.{key}", f"expected {n} numbers (one per feature)")
-    if any(s <= 0 for s in model["scale"]):
-        raise ValidationError("retriever.model.scale", "expected positive numbers")
-    return {k: (list(v) if isinstance(v, list) else float(v)) if k != "features" else list(v) for k, v in model.items()}

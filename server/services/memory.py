@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import threading
 from dataclasses import dataclass
 
@@ -166,14 +165,13 @@ def parse_query(data: dict) -> QueryRequest:
         app_id=app_id)
 
 
-def authors_named(conn, floor_ids: list[str], question: str) -> list[str]:
-    """The names of the people who posted in these floors whose first name the question
-    contains: who the answer writer may take the question to be about. Only these floors'
-    authors, so whether someone posted elsewhere (privately, say) changes no answer."""
-    words = set(re.findall(r"\w+", question.casefold()))
+def floor_authors(conn, floor_ids: list[str]) -> list[str]:
+    """The names of the people who posted in these floors: the authors the answer writer
+    knows of (who a question may be about, which capitalised words are names). Only these
+    floors' authors, so whether someone posted elsewhere (privately, say) changes no answer."""
     posted = sa.select(events.c.user_id).where(events.c.floor_id.in_(floor_ids)).distinct()
     names = conn.execute(sa.select(users.c.name).where(users.c.id.in_(posted))).scalars()
-    return sorted({n.strip() for n in names if n.split() and n.split()[0].casefold() in words})
+    return sorted({n.strip() for n in names if isinstance(n, str) and n.strip()})
 
 
 def _iso(dt) -> str | None:
@@ -264,7 +262,7 @@ class Memory:
         req = parse_query(data)
         with self.engine.connect() as conn:
             self._authorize(conn, caller, req)
-            authors = authors_named(conn, req.floor_ids, req.query)
+            authors = floor_authors(conn, req.floor_ids)
         index = self.index
         index.sync(req.floor_ids)  # every write to these floors committed before this query is in the index
         with index.reading():  # queries of this process run side by side
