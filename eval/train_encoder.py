@@ -1,0 +1,180 @@
+"""Teach the encoder, and score it honestly: dense retrieval alone over "speaker: text".
+
+    .venv/bin/python eval/train_encoder.py [--part loco|lodo|adapt|settings|all] [--hard-negatives]
+
+Every model is trained by memkit.training and kept in the cache by what made it, so a
+second run trains nothing and encodes nothing (vectors are cached by model too).
+
+- ``loco``: LoCoMo-dev, supervised on four conversations' question -> evidence pairs and
+  scored on the fifth, for each conversation in turn (leave one conversation out);
+  recall@5/10 for categories 1-4 and per category.
+- ``lodo``: every dev set, scored with a model trained on the *other* dev sets' qrels
+  (leave one data set out: LoCoMo-dev, CAsT 2021, SciFact's train split, MADial-Bench).
+- ``adapt``: every dev set, with the packaged model (and each ``lodo`` model) adapted on
+  that data set's own events (no labels), with the settings of ``ADAPT``.
+- ``settings``: how ``ADAPT`` was chosen: a few self-supervised settings on LoCoMo-dev.
+
+The pipeline is ``[representation]`` (one neighbour each side) and one dense retriever over
+``{line}``; each data set is asked as ``memkit eval`` asks it (CAsT turns in order).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from dataclasses import replace
+
+import polars as pl
+
+from memkit.cli import data_root
+from memkit.datasets import load_any
+from memkit.evaluation.harness import evaluate_pipeline
+from memkit.evaluation.tuning import question_table
+from memkit.pipeline import Pipeline
+from memkit.representation import Representation
+from memkit.retrievers import DenseRetriever
+from memkit.tables import Dataset
+from memkit.training import (
+    ADAPT,
+    SUPERVISED,
+    model_info,
+    structure_pairs,
+    supervised_pairs,
+    train,
+)
+
+CATS = ["single-hop", "multi-hop", "temporal", "open-domain"]
+# (path under the data root, split to train on, split to score, headline (group, metric))
+DEV = {
+    "locomo-dev": ("locomo/locomo-dev.json", "test", "test", ("headline", "recall@10")),
+    "cast2021": ("cast2021", "test", "test", ("all", "mrr@10")),
+    "scifact": ("scifact", "train", "test", ("all", "ndcg@10")),
+    "madial-bench-en": ("madial-bench-en", "test", "test", ("all", "ndcg@10")),
+}
+
+
+def dense(name: str = "minilm") -> Pipeline:
+    return Pipeline(DenseRetriever(doc_template="{line}"), representation=Representation(1, 1)).use_encoder(name)
+
+
+def score(name: str, ds: Dataset):
+    return evaluate_pipeline(dense(name), ds, answers=False)
+
+
+def subset(ds: Dataset, keep) -> Dataset:
+    """The dataset with only the questions whose conversation (first floor) ``keep`` accepts."""
+    q = ds.queries.filter(pl.col("floor_ids").list.first().map_elements(keep, return_dtype=pl.Boolean))
+    return Dataset(ds.name, ds.events, q, ds.qrels.filter(pl.col("query_id").is_in(q["query_id"].to_list())), ds.info)
+
+
+def row(label: str, t: pl.DataFrame, note: str = "") -> str:
+    cells = [f"{t['recall@5'].mean():.4f}", f"{t['recall@10'].mean():.4f}"]
+    cells += [f"{t.filter(pl.col('category') == c)['recall@10'].mean():.4f}" for c in CATS]
+    return f"| {label} | " + " | ".join(cells) + f" | {note} |"
+
+
+def seconds(*names: str) -> str:
+    return " + ".join(f"{model_info(n)['train_seconds']:.0f} s" for n in names)
+
+
+def loco(ds: Dataset, hard: bool, threads) -> None:
+    """Leave one conversation out, supervised (and then adapted on the conversations' events)."""
+    print("\n| LoCoMo-dev, dense over speaker: text | R@5 1-4 | R@10 1-4 | " + " | ".join(f"R@10 {c}" for c in CATS)
+          + " | training |")
+    print("|---|" + "---:|" * (2 + len(CATS)) + "---|")
+    base = question_table(score("minilm", ds).run, ds, ["recall@5", "recall@10"])
+    print(row("none (packaged MiniLM)", base), flush=True)
+    held, adapted, names = [], [], []
+    convs = sorted(ds.queries["floor_ids"].list.first().unique().to_list())
+    for conv in convs:
+        pairs = supervised_pairs(subset(ds, lambda c, conv=conv: c != conv), hard_negatives=hard)
+        name = train(pairs, "minilm", SUPERVISED, ["locomo-dev minus " + conv], threads=threads)
+        names.append(name)
+        test = subset(ds, lambda c, conv=conv: c == conv)
+        held.append(question_table(score(name, test).run, test, ["recall@5", "recall@10"]))
+        ada = train(structure_pairs(ds.events), name, ADAPT, ["locomo-dev events"], threads=threads)
+        adapted.append(question_table(score(ada, test).run, test, ["recall@5", "recall@10"]))
+        print(f"  {conv}: {name} R@10 {held[-1]['recall@10'].mean():.4f}, adapted {ada} "
+              f"{adapted[-1]['recall@10'].mean():.4f}", file=sys.stderr, flush=True)
+    label = "supervised, hard negatives" if hard else "supervised"
+    print(row(f"{label}, leave one conversation out", pl.concat(held), f"{len(names)} folds, {seconds(names[0])} each"))
+    print(row(f"{label} (leave one conversation out), then adapted on the events", pl.concat(adapted)))
+
+
+def lodo(hard: bool, threads, adapt: bool) -> None:
+    """Each dev set with the packaged model, a model trained on the other dev sets, and
+    both adapted on the set's own events."""
+    sets = {n: (load_any(data_root() / p, split_test), load_any(data_root() / p, split_train), metric)
+            for n, (p, split_train, split_test, metric) in DEV.items() if (data_root() / p).exists()}
+    pairs = {n: supervised_pairs(train_ds, hard_negatives=hard) for n, (_, train_ds, _) in sets.items()}
+    rows = {}
+    for n, (test, _, (group, metric)) in sets.items():
+        others = [o for o in sets if o != n]
+        sup = train(pl.concat([pairs[o] for o in others]), "minilm", SUPERVISED, others, threads=threads)
+        models = {"none (packaged MiniLM)": "minilm", "supervised on the other dev sets": sup}
+        if adapt:
+            ev = structure_pairs(test.events)
+            models["adapted on its own events"] = train(ev, "minilm", ADAPT, [n + " events"], threads=threads)
+            models["supervised on the others, then adapted"] = train(ev, sup, ADAPT, [n + " events"], threads=threads)
+        for label, name in models.items():
+            t = time.perf_counter()
+            res = score(name, test)
+            rows.setdefault(label, {})[n] = (res.summary[group][metric], name, time.perf_counter() - t)
+            print(f"  {n}: {label} ({name}): {metric} {res.summary[group][metric]:.4f}", file=sys.stderr, flush=True)
+    names = list(sets)
+    heads = [f"{n} {DEV[n][3][1]}{' 1-4' if DEV[n][3][0] == 'headline' else ''}" for n in names]
+    print("\n| dense over speaker: text | " + " | ".join(heads) + " |")
+    print("|---|" + "---:|" * len(names))
+    base = rows["none (packaged MiniLM)"]
+    for label, cells in rows.items():
+        out = []
+        for n in names:
+            value = cells[n][0]
+            delta = "" if label.startswith("none") else f" ({value - base[n][0]:+.4f})"
+            out.append(f"{value:.4f}{delta}")
+        print(f"| {label} | " + " | ".join(out) + " |")
+    print("\nTraining (pairs, seconds):")
+    for label, cells in rows.items():
+        for n in names:
+            name = cells[n][1]
+            if name != "minilm":
+                info = model_info(name)
+                print(f"- {label}, scoring {n}: {name}: {info['pairs_used']} pairs ({info['kinds']}), "
+                      f"{info['train_seconds']:.0f} s")
+
+
+def settings_grid(ds: Dataset, threads) -> None:
+    """Self-supervised settings tried on LoCoMo-dev (no labels are used to train; the
+    labels only pick the settings, which are then applied as is to every corpus)."""
+    grid = {"1 epoch, anchor -> positive (ADAPT)": ADAPT,
+            "1 epoch, 1,000 pairs": replace(ADAPT, max_pairs=1000),
+            "1 epoch, both directions": replace(ADAPT, symmetric=True),
+            "2 epochs": replace(ADAPT, epochs=2)}
+    print("\n| LoCoMo-dev, adapted on its events | R@5 1-4 | R@10 1-4 | " + " | ".join(f"R@10 {c}" for c in CATS)
+          + " | training |")
+    print("|---|" + "---:|" * (2 + len(CATS)) + "---|")
+    pairs = structure_pairs(ds.events)
+    for label, s in grid.items():
+        name = train(pairs, "minilm", s, ["locomo-dev events"], threads=threads)
+        print(row(label, question_table(score(name, ds).run, ds, ["recall@5", "recall@10"]), seconds(name)), flush=True)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--part", default="all", choices=["loco", "lodo", "adapt", "settings", "all"])
+    p.add_argument("--hard-negatives", action="store_true", help="add a BM25 miss to each supervised pair")
+    p.add_argument("--threads", type=int, help="PyTorch threads while training (1 is faster on shared cores)")
+    args = p.parse_args(argv)
+    locomo = load_any(data_root() / DEV["locomo-dev"][0])
+    if args.part in ("settings", "all"):
+        settings_grid(locomo, args.threads)
+    if args.part in ("loco", "all"):
+        loco(locomo, args.hard_negatives, args.threads)
+    if args.part in ("lodo", "adapt", "all"):
+        lodo(args.hard_negatives, args.threads, adapt=args.part != "lodo")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
