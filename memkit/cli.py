@@ -308,6 +308,28 @@ def cmd_train_encoder(args) -> int:
     return 0
 
 
+def cmd_adapt(args) -> int:
+    """The service's maintenance command (server/search/adapt.py)."""
+    from server.search.adapt import adapt
+    from server.services.memory import Memory
+    from server.settings import Settings
+    from server.store import connect
+
+    settings = Settings.load({"database_url": args.db} if args.db else {})
+    engine = connect(settings.database_url)
+    try:
+        r = adapt(Memory(engine, settings), batch=args.batch, threads=args.threads,
+                  progress=lambda m: print(m, file=sys.stderr, flush=True))
+    finally:
+        engine.dispose()
+    if not r.switched:
+        print(f"{r.encoder} (version {r.version}) already learned these {r.events:,} posts: nothing to switch")
+        return 0
+    print(f"version {r.version} active: {r.encoder}, trained on {r.pairs:,} pairs of {r.events:,} posts\n"
+          f"training {r.train_seconds:.1f} s, re-encoding {r.encode_seconds:.1f} s, switch {r.switch_seconds:.2f} s")
+    return 0
+
+
 def main(argv=None) -> int:
     from memkit.errors import MemkitError
 
@@ -363,6 +385,12 @@ def main(argv=None) -> int:
         p.add_argument(f"--{name}", type=kind, help="training setting (defaults: memkit.training)")
     p.add_argument("--threads", type=int, help="PyTorch threads while training (1 is faster on busy shared cores)")
     p.set_defaults(func=cmd_train_encoder)
+
+    p = sub.add_parser("adapt", help="the service: adapt the encoder to the store's posts, re-encode, switch")
+    p.add_argument("--db", help="database URL (default: MEMKIT_DATABASE_URL, as for serve)")
+    p.add_argument("--batch", type=int, default=500, help="events per transaction when re-encoding PostgreSQL rows")
+    p.add_argument("--threads", type=int, help="PyTorch threads while training (1 is faster on busy shared cores)")
+    p.set_defaults(func=cmd_adapt)
 
     args = parser.parse_args(argv)
     try:

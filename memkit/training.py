@@ -348,6 +348,7 @@ class EncoderStage:
     def __init__(self, model: str = "minilm", supervised: dict | None = None, adapt: dict | None = None):
         if not isinstance(model, str) or not model:
             raise ValidationError("encoder.model", f"expected 'minilm' or a trained model's name, got {model!r}")
+        self.spec = {"model": model, "supervised": supervised, "adapt": adapt}  # as given
         self.model = model
         self.supervised = self._section(supervised, "supervised", {"datasets", "doc_template", "query_field",
                                                                      "hard_negatives"}, SUPERVISED)
@@ -357,7 +358,7 @@ class EncoderStage:
                 raise ValidationError("encoder.supervised.datasets", f"expected a list of dataset paths, got {sets!r}")
         self.adapt = self._section(adapt, "adapt", {"kinds"}, ADAPT)
         if self.adapt is not None:
-            kinds = self.adapt.get("kinds", list(KINDS))
+            kinds = self.adapt.setdefault("kinds", list(KINDS))
             if not isinstance(kinds, list) or not kinds or any(k not in KINDS for k in kinds):
                 raise ValidationError("encoder.adapt.kinds", f"expected a list of some of {list(KINDS)}, got {kinds!r}")
 
@@ -405,24 +406,24 @@ class EncoderStage:
         return names, pl.concat(frames) if frames else _pairs(pl.DataFrame(schema=PAIRS_SCHEMA))
 
     def resolve(self, events: pl.DataFrame | None = None, hold_out: str | None = None,
-                allow_training: bool = True) -> str:
+                allow_training: bool = True, threads: int | None = None) -> str:
         """The encoder's name; see the class docstring. ``allow_training=False`` raises
         instead of training a model that is not in the cache (the service's query path)."""
         name = self.model
         if self.supervised is not None:
             sources, pairs = self.supervised_pairs(hold_out)
             if pairs.height:
-                name = self._train(pairs, name, self.supervised["settings"], sources, allow_training)
+                name = self._train(pairs, name, self.supervised["settings"], sources, allow_training, threads)
         if self.adapt is not None and events is not None and events.height:
-            pairs = structure_pairs(events, self.adapt.get("kinds", KINDS))
+            pairs = structure_pairs(events, self.adapt["kinds"])
             if pairs.height:
-                name = self._train(pairs, name, self.adapt["settings"], ["events"], allow_training)
+                name = self._train(pairs, name, self.adapt["settings"], ["events"], allow_training, threads)
         return name
 
     @staticmethod
-    def _train(pairs, base, settings, sources, allow_training) -> str:
+    def _train(pairs, base, settings, sources, allow_training, threads) -> str:
         wanted = model_name(base, pairs, settings)
         if not allow_training and not is_trained(wanted):
             raise ValidationError("encoder", f"model {wanted} is not trained yet: run `memkit adapt` (or an eval "
                                   "with this config) where the data is")
-        return train(pairs, base, settings, sources)
+        return train(pairs, base, settings, sources, threads=threads)
