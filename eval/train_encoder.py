@@ -164,8 +164,12 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--part", default="all", choices=["loco", "lodo", "adapt", "settings", "all"])
     p.add_argument("--hard-negatives", action="store_true", help="add a BM25 miss to each supervised pair")
-    p.add_argument("--threads", type=int, help="PyTorch threads while training (1 is faster on shared cores)")
+    p.add_argument("--threads", type=int, help="PyTorch threads (1 is faster on cores other processes share)")
     args = p.parse_args(argv)
+    if args.threads:  # for encoding too: on cores other processes share, extra threads only wait for each other
+        import torch
+
+        torch.set_num_threads(args.threads)
     locomo = load_any(data_root() / DEV["locomo-dev"][0])
     if args.part in ("settings", "all"):
         settings_grid(locomo, args.threads)

