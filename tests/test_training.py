@@ -16,8 +16,10 @@ import polars as pl
 import pytest
 
 from memkit.cli import main
+from memkit.datasets import load_any
 from memkit.encoders import MiniLMEncoder, get_encoder, models_dir, trained_model_path
 from memkit.errors import ValidationError
+from memkit.evaluation.harness import evaluate_config
 from memkit.pipeline import Pipeline
 from memkit.tables import Dataset, events_frame, qrels_frame, queries_frame
 from memkit.training import (
@@ -199,6 +201,10 @@ def test_supervised_stage_never_learns_from_the_held_out_dataset(tmp_path, monke
                                                      "epochs": 1, "batch_size": 8, "max_length": 16}})
     held = stage.resolve(hold_out="alpha")
     assert model_info(held)["sources"] == ["beta"] and model_info(held)["pairs"] == 8
+    # memkit eval scores alpha with the model that never saw alpha's labels
+    config = {"name": "sup", "representation": {}, "retriever": {"type": "dense", "doc_template": "{line}"},
+              "encoder": {"supervised": stage.spec["supervised"]}}
+    assert evaluate_config(config, load_any(tmp_path / "alpha"), answers=False).encoder == held
     both = stage.resolve()
     assert model_info(both)["sources"] == ["alpha", "beta"] and both != held
     assert stage.resolve(hold_out="beta") not in (held, both)
