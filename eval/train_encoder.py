@@ -149,8 +149,7 @@ def settings_grid(ds: Dataset, threads) -> None:
     labels only pick the settings, which are then applied as is to every corpus)."""
     grid = {"1 epoch, anchor -> positive (ADAPT)": ADAPT,
             "1 epoch, 1,000 pairs": replace(ADAPT, max_pairs=1000),
-            "1 epoch, both directions": replace(ADAPT, symmetric=True),
-            "2 epochs": replace(ADAPT, epochs=2)}
+            "1 epoch, both directions": replace(ADAPT, symmetric=True)}
     print("\n| LoCoMo-dev, adapted on its events | R@5 1-4 | R@10 1-4 | " + " | ".join(f"R@10 {c}" for c in CATS)
           + " | training |")
     print("|---|" + "---:|" * (2 + len(CATS)) + "---|")
