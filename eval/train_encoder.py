@@ -7,12 +7,15 @@ second run trains nothing and encodes nothing (vectors are cached by model too).
 
 - ``loco``: LoCoMo-dev, supervised on four conversations' question -> evidence pairs and
   scored on the fifth, for each conversation in turn (leave one conversation out);
-  recall@5/10 for categories 1-4 and per category.
+  recall@5/10 for categories 1-4 and per category; and adapted on the posts (no labels).
 - ``lodo``: every dev set, scored with a model trained on the *other* dev sets' qrels
   (leave one data set out: LoCoMo-dev, CAsT 2021, SciFact's train split, MADial-Bench).
 - ``adapt``: every dev set, with the packaged model (and each ``lodo`` model) adapted on
   that data set's own events (no labels), with the settings of ``ADAPT``.
 - ``settings``: how ``ADAPT`` was chosen: a few self-supervised settings on LoCoMo-dev.
+- ``end-to-end``: the default config (eval/configs/default.toml) with the encoder swapped
+  in, its learned re-ranker not retrained: supervised (leave one conversation out) and
+  adapted, on LoCoMo-dev.
 
 The pipeline is ``[representation]`` (one neighbour each side) and one dense retriever over
 ``{line}``; each data set is asked as ``memkit eval`` asks it (CAsT turns in order).
@@ -78,28 +81,52 @@ def seconds(*names: str) -> str:
     return " + ".join(f"{model_info(n)['train_seconds']:.0f} s" for n in names)
 
 
+def loco_models(ds: Dataset, hard: bool, threads) -> dict[str, str]:
+    """Conversation -> the model trained on the other conversations' labels."""
+    convs = sorted(ds.queries["floor_ids"].list.first().unique().to_list())
+    return {conv: train(supervised_pairs(subset(ds, lambda c, conv=conv: c != conv), hard_negatives=hard), "minilm",
+                        SUPERVISED, ["locomo-dev minus " + conv], threads=threads) for conv in convs}
+
+
 def loco(ds: Dataset, hard: bool, threads) -> None:
-    """Leave one conversation out, supervised (and then adapted on the conversations' events)."""
+    """Leave one conversation out, supervised."""
     print("\n| LoCoMo-dev, dense over speaker: text | R@5 1-4 | R@10 1-4 | " + " | ".join(f"R@10 {c}" for c in CATS)
           + " | training |")
     print("|---|" + "---:|" * (2 + len(CATS)) + "---|")
     base = question_table(score("minilm", ds).run, ds, ["recall@5", "recall@10"])
     print(row("none (packaged MiniLM)", base), flush=True)
-    held, adapted, names = [], [], []
-    convs = sorted(ds.queries["floor_ids"].list.first().unique().to_list())
-    for conv in convs:
-        pairs = supervised_pairs(subset(ds, lambda c, conv=conv: c != conv), hard_negatives=hard)
-        name = train(pairs, "minilm", SUPERVISED, ["locomo-dev minus " + conv], threads=threads)
-        names.append(name)
+    held = []
+    models = loco_models(ds, hard, threads)
+    for conv, name in models.items():
         test = subset(ds, lambda c, conv=conv: c == conv)
         held.append(question_table(score(name, test).run, test, ["recall@5", "recall@10"]))
-        ada = train(structure_pairs(ds.events), name, ADAPT, ["locomo-dev events"], threads=threads)
-        adapted.append(question_table(score(ada, test).run, test, ["recall@5", "recall@10"]))
-        print(f"  {conv}: {name} R@10 {held[-1]['recall@10'].mean():.4f}, adapted {ada} "
-              f"{adapted[-1]['recall@10'].mean():.4f}", file=sys.stderr, flush=True)
+        print(f"  {conv}: {name} R@10 {held[-1]['recall@10'].mean():.4f}", file=sys.stderr, flush=True)
     label = "supervised, hard negatives" if hard else "supervised"
-    print(row(f"{label}, leave one conversation out", pl.concat(held), f"{len(names)} folds, {seconds(names[0])} each"))
-    print(row(f"{label} (leave one conversation out), then adapted on the events", pl.concat(adapted)))
+    print(row(f"{label}, leave one conversation out", pl.concat(held),
+              f"{len(models)} folds, " + ", ".join(f"{model_info(n)['train_seconds']:.0f}" for n in models.values()) + " s"))
+    adapted = train(structure_pairs(ds.events), "minilm", ADAPT, ["locomo-dev events"], threads=threads)
+    print(row("adapted on the conversations' own posts (no labels)",
+              question_table(score(adapted, ds).run, ds, ["recall@5", "recall@10"]), seconds(adapted)))
+
+
+def end_to_end(ds: Dataset, hard: bool, threads) -> None:
+    """The default config with the encoder swapped in (its learned ranker not retrained):
+    each conversation scored with the model that never saw its labels."""
+    from memkit.config import CONFIG_DIR
+
+    def default(name: str, test: Dataset) -> pl.DataFrame:
+        pipe = Pipeline.from_config(CONFIG_DIR / "default.toml").use_encoder(name)
+        return question_table(evaluate_pipeline(pipe, test, answers=False).run, test, ["recall@5", "recall@10"])
+
+    print("\n| LoCoMo-dev, the default config | R@5 1-4 | R@10 1-4 | " + " | ".join(f"R@10 {c}" for c in CATS) + " | |")
+    print("|---|" + "---:|" * (2 + len(CATS)) + "---|")
+    print(row("packaged MiniLM (the default as it is)", default("minilm", ds)), flush=True)
+    held = []
+    for conv, name in loco_models(ds, hard, threads).items():
+        held.append(default(name, subset(ds, lambda c, conv=conv: c == conv)))
+    print(row("supervised encoder, leave one conversation out", pl.concat(held)), flush=True)
+    adapted = train(structure_pairs(ds.events), "minilm", ADAPT, ["locomo-dev events"], threads=threads)
+    print(row("adapted encoder (no labels)", default(adapted, ds)), flush=True)
 
 
 def lodo(hard: bool, threads, adapt: bool) -> None:
@@ -161,7 +188,7 @@ def settings_grid(ds: Dataset, threads) -> None:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--part", default="all", choices=["loco", "lodo", "adapt", "settings", "all"])
+    p.add_argument("--part", default="all", choices=["loco", "lodo", "adapt", "settings", "end-to-end", "all"])
     p.add_argument("--hard-negatives", action="store_true", help="add a BM25 miss to each supervised pair")
     p.add_argument("--threads", type=int, help="PyTorch threads (1 is faster on cores other processes share)")
     args = p.parse_args(argv)
@@ -176,6 +203,8 @@ def main(argv=None) -> int:
         loco(locomo, args.hard_negatives, args.threads)
     if args.part in ("lodo", "adapt", "all"):
         lodo(args.hard_negatives, args.threads, adapt=args.part != "lodo")
+    if args.part in ("end-to-end", "all"):
+        end_to_end(locomo, args.hard_negatives, args.threads)
     return 0
 
 

@@ -206,7 +206,9 @@ class Memory:
         with self.engine.connect() as conn:
             version = versions.active(conn)
         with self._init_lock:
-            if self._index is None or version != self._version:
+            # Only forward: a thread that read the version just before a switch must not
+            # take this process back to the old one.
+            if self._index is None or version.number > self._version.number:
                 self._index = self.open(version)
                 self._version = version
             return self._index
