@@ -145,6 +145,10 @@ def test_adapt_switches_every_process_at_its_next_query(tmp_path, tmp_path_facto
     assert new_id in [i["event_id"] for i in ask("krestin")]
     assert np.allclose(dense.vectors[dense.catalog.position[new_id]],
                        get_encoder(name).encode(["Ann: The krestin sang all night"])[0], atol=1e-5)
+
+    # A thread that read the active version just before the switch does not take the process back.
+    monkeypatch.setattr(versions, "active", lambda conn: versions.Version(0))
+    assert memory.index is after
     app.extensions["memkit"]["engine"].dispose()
 
 
