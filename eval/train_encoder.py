@@ -174,9 +174,9 @@ def lodo(hard: bool, threads, adapt: bool) -> None:
 def settings_grid(ds: Dataset, threads) -> None:
     """Self-supervised settings tried on LoCoMo-dev (no labels are used to train; the
     labels only pick the settings, which are then applied as is to every corpus)."""
-    grid = {"1 epoch, anchor -> positive (ADAPT)": ADAPT,
-            "1 epoch, 1,000 pairs": replace(ADAPT, max_pairs=1000),
-            "1 epoch, both directions": replace(ADAPT, symmetric=True)}
+    grid = {"1 epoch, up to 3,000 pairs, one direction": replace(ADAPT, symmetric=False),
+            "1 epoch, 1,000 pairs, one direction": replace(ADAPT, symmetric=False, max_pairs=1000),
+            "**1 epoch, up to 3,000 pairs, both directions (ADAPT)**": ADAPT}
     print("\n| LoCoMo-dev, adapted on its events | R@5 1-4 | R@10 1-4 | " + " | ".join(f"R@10 {c}" for c in CATS)
           + " | training |")
     print("|---|" + "---:|" * (2 + len(CATS)) + "---|")
