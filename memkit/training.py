@@ -97,8 +97,9 @@ class TrainSettings:
                 raise ValidationError(name, f"expected an integer from {lo} to {hi}, got {v!r}")
         for name, lo, hi in (("lr", 0.0, 0.01), ("warmup", 0.0, 1.0), ("scale", 0.0, 100.0)):
             v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not lo <= v <= hi or (name != "warmup" and v == 0):
-                raise ValidationError(name, f"expected a number in ({lo}, {hi}], got {v!r}")
+            zero = name == "warmup"  # no warm-up is fine; no learning rate or scale is not
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not lo <= v <= hi or (v == 0 and not zero):
+                raise ValidationError(name, f"expected a number in {'[' if zero else '('}{lo}, {hi}], got {v!r}")
         if not isinstance(self.symmetric, bool):
             raise ValidationError("symmetric", f"expected true or false, got {self.symmetric!r}")
 
