@@ -8,10 +8,11 @@ second run trains nothing and encodes nothing (vectors are cached by model too).
 - ``loco``: LoCoMo-dev, supervised on four conversations' question -> evidence pairs and
   scored on the fifth, for each conversation in turn (leave one conversation out);
   recall@5/10 for categories 1-4 and per category; and adapted on the posts (no labels).
+- ``adapt``: every dev set, with the packaged model adapted on that data set's own events
+  (no labels), with the settings of ``ADAPT``.
 - ``lodo``: every dev set, scored with a model trained on the *other* dev sets' qrels
   (leave one data set out: LoCoMo-dev, CAsT 2021, SciFact's train split, MADial-Bench).
-- ``adapt``: every dev set, with the packaged model (and each ``lodo`` model) adapted on
-  that data set's own events (no labels), with the settings of ``ADAPT``.
+- ``combined``: every dev set, with its ``lodo`` model adapted on its own events.
 - ``settings``: how ``ADAPT`` was chosen: a few self-supervised settings on LoCoMo-dev.
 - ``end-to-end``: the default config (eval/configs/default.toml) with the encoder swapped
   in, its learned re-ranker not retrained: supervised (leave one conversation out) and
@@ -25,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from dataclasses import replace
 
 import polars as pl
@@ -129,25 +129,31 @@ def end_to_end(ds: Dataset, hard: bool, threads) -> None:
     print(row("adapted encoder (no labels)", default(adapted, ds)), flush=True)
 
 
-def lodo(hard: bool, threads, adapt: bool) -> None:
-    """Each dev set with the packaged model, a model trained on the other dev sets, and
-    both adapted on the set's own events."""
+def per_dataset(rows_wanted: set[str], hard: bool, threads) -> None:
+    """Each dev set with the packaged model and the models of ``rows_wanted``: ``adapted``
+    (on the set's own events), ``supervised`` (on the other dev sets' qrels: leave one data
+    set out), ``combined`` (supervised on the others, then adapted on the set's events)."""
     sets = {n: (load_any(data_root() / p, split_test), load_any(data_root() / p, split_train), metric)
             for n, (p, split_train, split_test, metric) in DEV.items() if (data_root() / p).exists()}
     pairs = {n: supervised_pairs(train_ds, hard_negatives=hard) for n, (_, train_ds, _) in sets.items()}
     rows = {}
     for n, (test, _, (group, metric)) in sets.items():
         others = [o for o in sets if o != n]
-        sup = train(pl.concat([pairs[o] for o in others]), "minilm", SUPERVISED, others, threads=threads)
-        models = {"none (packaged MiniLM)": "minilm", "supervised on the other dev sets": sup}
-        if adapt:
-            ev = structure_pairs(test.events)
-            models["adapted on its own events"] = train(ev, "minilm", ADAPT, [n + " events"], threads=threads)
-            models["supervised on the others, then adapted"] = train(ev, sup, ADAPT, [n + " events"], threads=threads)
+        ev = structure_pairs(test.events)
+        models = {"none (packaged MiniLM)": "minilm"}
+        if "adapted" in rows_wanted:  # (a corpus whose structure gives no pair keeps the packaged model)
+            models["self-supervised on its own posts (no labels)"] = (
+                train(ev, "minilm", ADAPT, [n + " events"], threads=threads) if ev.height else "minilm")
+        if rows_wanted & {"supervised", "combined"}:
+            sup = train(pl.concat([pairs[o] for o in others]), "minilm", SUPERVISED, others, threads=threads)
+            if "supervised" in rows_wanted:
+                models["supervised on the other dev sets (leave this one out)"] = sup
+            if "combined" in rows_wanted:
+                models["supervised on the others, then self-supervised on its posts"] = (
+                    train(ev, sup, ADAPT, [n + " events"], threads=threads) if ev.height else sup)
         for label, name in models.items():
-            t = time.perf_counter()
             res = score(name, test)
-            rows.setdefault(label, {})[n] = (res.summary[group][metric], name, time.perf_counter() - t)
+            rows.setdefault(label, {})[n] = (res.summary[group][metric], name)
             print(f"  {n}: {label} ({name}): {metric} {res.summary[group][metric]:.4f}", file=sys.stderr, flush=True)
     names = list(sets)
     heads = [f"{n} {DEV[n][3][1]}{' 1-4' if DEV[n][3][0] == 'headline' else ''}" for n in names]
@@ -188,7 +194,8 @@ def settings_grid(ds: Dataset, threads) -> None:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--part", default="all", choices=["loco", "lodo", "adapt", "settings", "end-to-end", "all"])
+    p.add_argument("--part", default="all",
+                   choices=["settings", "loco", "adapt", "lodo", "combined", "end-to-end", "all"])
     p.add_argument("--hard-negatives", action="store_true", help="add a BM25 miss to each supervised pair")
     p.add_argument("--threads", type=int, help="PyTorch threads (1 is faster on cores other processes share)")
     args = p.parse_args(argv)
@@ -201,8 +208,10 @@ def main(argv=None) -> int:
         settings_grid(locomo, args.threads)
     if args.part in ("loco", "all"):
         loco(locomo, args.hard_negatives, args.threads)
-    if args.part in ("lodo", "adapt", "all"):
-        lodo(args.hard_negatives, args.threads, adapt=args.part != "lodo")
+    wanted = {"adapt": {"adapted"}, "lodo": {"supervised"}, "combined": {"combined"},
+              "all": {"adapted", "supervised", "combined"}}.get(args.part)
+    if wanted:
+        per_dataset(wanted, args.hard_negatives, args.threads)
     if args.part in ("end-to-end", "all"):
         end_to_end(locomo, args.hard_negatives, args.threads)
     return 0
