@@ -31,38 +31,19 @@ pytestmark = pytest.mark.slow
 
 Q = "/agent/memory/query"
 ADAPT = "\n".join(f"{k} = {str(v).lower() if isinstance(v, bool) else v}" for k, v in SETTINGS.__dict__.items())
-MEMORY_CONFIG = f"""
-name = "adapt-memory"
-[representation]
-before = 1
-after = 0
-[retriever]
-type = "hybrid"
-method = "convex"
-weights = [0.5, 0.5]
-[[retriever.retrievers]]
-type = "bm25"
-doc_template = "{{line}}"
-[[retriever.retrievers]]
-type = "dense"
-doc_template = "{{line}}"
-[encoder.adapt]
-{ADAPT}
-"""
-POSTGRES_CONFIG = f"""
-name = "adapt-postgres"
-[retriever]
-type = "hybrid"
-method = "convex"
-weights = [0.5, 0.5]
-[[retriever.retrievers]]
-type = "pgtext"
-[[retriever.retrievers]]
-type = "pgvector"
-[encoder.adapt]
-{ADAPT}
-"""
 
+
+def served(name: str, parts: list[str], representation: bool) -> str:
+    """A served config: a convex hybrid of ``parts`` (TOML tables), adapted with SETTINGS."""
+    head = f'name = "{name}"\n' + ("[representation]\nbefore = 1\nafter = 0\n" if representation else "")
+    tables = "".join(f"[[retriever.retrievers]]\n{part}\n" for part in parts)
+    return (f'{head}[retriever]\ntype = "hybrid"\nmethod = "convex"\nweights = [0.5, 0.5]\n{tables}'
+            f"[encoder.adapt]\n{ADAPT}\n")
+
+
+MEMORY_CONFIG = served("adapt-memory", ['type = "bm25"\ndoc_template = "{line}"', 'type = "dense"\ndoc_template = "{line}"'],
+                       representation=True)
+POSTGRES_CONFIG = served("adapt-postgres", ['type = "pgtext"', 'type = "pgvector"'], representation=False)
 
 def post_exchanges(c, ann, floor, block, rounds, first_day: int = 0) -> list[str]:
     """Each exchange of ``rounds`` on a day of its own (a session of two posts)."""

