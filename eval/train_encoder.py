@@ -1,6 +1,7 @@
 """Teach the encoder, and score it honestly: dense retrieval alone over "speaker: text".
 
-    .venv/bin/python eval/train_encoder.py [--part loco|lodo|adapt|settings|all] [--hard-negatives]
+    .venv/bin/python eval/train_encoder.py [--part loco|adapt|transfer|lodo|combined|settings|end-to-end|all]
+                                           [--hard-negatives] [--threads 1]
 
 Every model is trained by memkit.training and kept in the cache by what made it, so a
 second run trains nothing and encodes nothing (vectors are cached by model too).
@@ -10,6 +11,9 @@ second run trains nothing and encodes nothing (vectors are cached by model too).
   recall@5/10 for categories 1-4 and per category; and adapted on the posts (no labels).
 - ``adapt``: every dev set, with the packaged model adapted on that data set's own events
   (no labels), with the settings of ``ADAPT``.
+- ``transfer``: the issue's table: every dev set, scored with a model trained on LoCoMo-dev's
+  question -> evidence pairs (LoCoMo-dev itself with the ``loco`` folds: leave one
+  conversation out).
 - ``lodo``: every dev set, scored with a model trained on the *other* dev sets' qrels
   (leave one data set out: LoCoMo-dev, CAsT 2021, SciFact's train split, MADial-Bench).
 - ``combined``: every dev set, with its ``lodo`` model adapted on its own events.
@@ -131,8 +135,9 @@ def end_to_end(ds: Dataset, hard: bool, threads) -> None:
 
 def per_dataset(rows_wanted: set[str], hard: bool, threads) -> None:
     """Each dev set with the packaged model and the models of ``rows_wanted``: ``adapted``
-    (on the set's own events), ``supervised`` (on the other dev sets' qrels: leave one data
-    set out), ``combined`` (supervised on the others, then adapted on the set's events)."""
+    (on the set's own events), ``transfer`` (on LoCoMo-dev's qrels; LoCoMo-dev itself leaving
+    one conversation out), ``supervised`` (on the other dev sets' qrels: leave one data set
+    out), ``combined`` (supervised on the others, then adapted on the set's events)."""
     sets = {n: (load_any(data_root() / p, split_test), load_any(data_root() / p, split_train), metric)
             for n, (p, split_train, split_test, metric) in DEV.items() if (data_root() / p).exists()}
     pairs = {n: supervised_pairs(train_ds, hard_negatives=hard) for n, (_, train_ds, _) in sets.items()}
@@ -151,10 +156,20 @@ def per_dataset(rows_wanted: set[str], hard: bool, threads) -> None:
             if "combined" in rows_wanted:
                 models["supervised on the others, then self-supervised on its posts"] = (
                     train(ev, sup, ADAPT, [n + " events"], threads=threads) if ev.height else sup)
+        if "transfer" in rows_wanted and n != "locomo-dev" and "locomo-dev" in pairs:
+            models["supervised on LoCoMo-dev's qrels"] = train(pairs["locomo-dev"], "minilm", SUPERVISED,
+                                                               ["locomo-dev"], threads=threads)
         for label, name in models.items():
             res = score(name, test)
             rows.setdefault(label, {})[n] = (res.summary[group][metric], name)
             print(f"  {n}: {label} ({name}): {metric} {res.summary[group][metric]:.4f}", file=sys.stderr, flush=True)
+        if "transfer" in rows_wanted and n == "locomo-dev":  # its own labels: only other conversations'
+            held = []
+            for conv, name in loco_models(test, hard, threads).items():
+                fold = subset(test, lambda c, conv=conv: c == conv)
+                held.append(question_table(score(name, fold).run, fold, [metric]))
+            rows.setdefault("supervised on LoCoMo-dev's qrels", {})[n] = (
+                pl.concat(held)[metric].mean(), "5 models, leave one conversation out")
     names = list(sets)
     heads = [f"{n} {DEV[n][3][1]}{' 1-4' if DEV[n][3][0] == 'headline' else ''}" for n in names]
     print("\n| dense over speaker: text | " + " | ".join(heads) + " |")
@@ -163,6 +178,9 @@ def per_dataset(rows_wanted: set[str], hard: bool, threads) -> None:
     for label, cells in rows.items():
         out = []
         for n in names:
+            if n not in cells:
+                out.append("-")
+                continue
             value = cells[n][0]
             delta = "" if label.startswith("none") else f" ({value - base[n][0]:+.4f})"
             out.append(f"{value:.4f}{delta}")
@@ -170,8 +188,10 @@ def per_dataset(rows_wanted: set[str], hard: bool, threads) -> None:
     print("\nTraining (pairs, seconds):")
     for label, cells in rows.items():
         for n in names:
-            name = cells[n][1]
-            if name != "minilm":
+            name = cells.get(n, ("", "minilm"))[1]
+            if name.startswith("5 models"):
+                print(f"- {label}, scoring {n}: {name} (the loco part's folds)")
+            elif name != "minilm":
                 info = model_info(name)
                 print(f"- {label}, scoring {n}: {name}: {info['pairs_used']} pairs ({info['kinds']}), "
                       f"{info['train_seconds']:.0f} s")
@@ -195,7 +215,7 @@ def settings_grid(ds: Dataset, threads) -> None:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--part", default="all",
-                   choices=["settings", "loco", "adapt", "lodo", "combined", "end-to-end", "all"])
+                   choices=["settings", "loco", "adapt", "transfer", "lodo", "combined", "end-to-end", "all"])
     p.add_argument("--hard-negatives", action="store_true", help="add a BM25 miss to each supervised pair")
     p.add_argument("--threads", type=int, help="PyTorch threads (1 is faster on cores other processes share)")
     args = p.parse_args(argv)
@@ -208,8 +228,8 @@ def main(argv=None) -> int:
         settings_grid(locomo, args.threads)
     if args.part in ("loco", "all"):
         loco(locomo, args.hard_negatives, args.threads)
-    wanted = {"adapt": {"adapted"}, "lodo": {"supervised"}, "combined": {"combined"},
-              "all": {"adapted", "supervised", "combined"}}.get(args.part)
+    wanted = {"adapt": {"adapted"}, "transfer": {"transfer"}, "lodo": {"supervised"}, "combined": {"combined"},
+              "all": {"adapted", "transfer", "supervised", "combined"}}.get(args.part)
     if wanted:
         per_dataset(wanted, args.hard_negatives, args.threads)
     if args.part in ("end-to-end", "all"):
