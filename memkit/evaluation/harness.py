@@ -34,6 +34,7 @@ class EvalResult:
     effective_queries: pl.DataFrame = field(default_factory=pl.DataFrame)
     answers: pl.DataFrame | None = None  # per query: answer and its metrics (datasets with gold answers)
     answer_summary: dict = field(default_factory=dict)  # {"answerable": {...}, "category:x": {...}}
+    encoder: str | None = None  # the model the dense parts used (a trained one: minilm-ft-...)
 
     def write_run(self, path: str | Path) -> Path:
         write_trec_run(self.run, path, tag=self.name.replace(" ", "_"))
@@ -88,8 +89,8 @@ def evaluate_pipeline(pipeline: Pipeline, dataset: Dataset, k: int = 100, query_
     answers) also write every query's answer and score it (memkit.evaluation.answers;
     without gold answers only declines, evidence quoted and length can be scored)."""
     t = time.perf_counter()
-    if fit:
-        pipeline.fit(dataset.events)
+    if fit:  # an [encoder] section never learns from the labels of the data set it is scored on
+        pipeline.fit(dataset.events, hold_out=dataset.name)
     queries = as_sequence(dataset.queries) if sequential else dataset.queries
     run, eff = run_queries(pipeline, queries, k, query_field)
     table = per_query(run, dataset.qrels, metrics)
@@ -101,7 +102,7 @@ def evaluate_pipeline(pipeline: Pipeline, dataset: Dataset, k: int = 100, query_
         answer_table, answer_summary = score_answers(write_answers(pipeline, dataset, run), dataset.queries, dataset.qrels)
     return EvalResult(name=name, dataset=dataset.name, config=pipeline.config, run=run, per_query=table,
                       summary=summary, seconds=time.perf_counter() - t, effective_queries=eff,
-                      answers=answer_table, answer_summary=answer_summary)
+                      answers=answer_table, answer_summary=answer_summary, encoder=pipeline.encoder_name())
 
 
 def evaluate_config(config: dict, dataset: Dataset, **kw) -> EvalResult:

@@ -51,7 +51,8 @@ def log_result(result, artifacts: list[Path] = (), experiment: str | None = None
     with mlflow.start_run(run_name=result.name) as run:
         params = {k: json.dumps(v) if isinstance(v, (list, dict)) else v for k, v in flatten(result.config).items()}
         mlflow.log_params({k: str(v)[:6000] for k, v in params.items()})
-        mlflow.set_tags({"dataset": result.dataset, "git_commit": git_commit(), "config": result.name})
+        mlflow.set_tags({"dataset": result.dataset, "git_commit": git_commit(), "config": result.name,
+                         **({"encoder": result.encoder} if getattr(result, "encoder", None) else {})})
         metrics = {}
         for group, values in result.summary.items():
             prefix = "" if group == "all" else metric_key(group) + "/"

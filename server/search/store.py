@@ -58,7 +58,7 @@ class StoreSearch:
     started_from = "store"
     applied_rows = 0
 
-    def __init__(self, engine: sa.Engine, pipeline: Pipeline):
+    def __init__(self, engine: sa.Engine, pipeline: Pipeline, kinds: tuple[str, ...] | None = None):
         if engine.dialect.name != "postgresql":
             raise ValueError("search_backend = 'postgres' needs a PostgreSQL database_url")
         others = in_memory_parts(pipeline.retriever)
@@ -70,7 +70,9 @@ class StoreSearch:
             raise ValidationError("representation", "search_backend = 'postgres' does not support [representation]")
         self.engine = engine
         self.pipeline = pipeline
-        self.parts = postgres_parts(pipeline.retriever)
+        # ``kinds``: only these retriever types, e.g. ("pgvector",) to re-encode a new
+        # encoder version's vector tables while the text tables stay as they are.
+        self.parts = [p for p in postgres_parts(pipeline.retriever) if kinds is None or p.type_name in kinds]
         url = engine.url.render_as_string(hide_password=False)
         for r in self.parts:
             r.url = url  # the service's own database: the foreign keys and the write transaction need it

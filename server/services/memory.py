@@ -33,10 +33,11 @@ import sqlalchemy as sa
 
 from memkit.config import CONFIG_DIR
 from memkit.pipeline import Pipeline
-from memkit.retrievers import Filters
+from memkit.retrievers import Filters, PgVectorRetriever
+from memkit.retrievers.postgres import postgres_parts
 from memkit.tables import parse_time
 from server.errors import NotFound, Unprocessable
-from server.search import SearchIndex, StoredConversations
+from server.search import SearchIndex, StoredConversations, versions
 from server.search.store import StoreSearch
 from server.services.floors import BLOCK_TYPES, readable_floor
 from server.store.schema import apps, blocks, events, floors, stored_media, stored_tags, users
@@ -186,12 +187,18 @@ class Memory:
     The pipeline (model, index) is built on the first query, not at app start: accounts
     and floors work without loading the model. With ``search_backend = "postgres"`` the
     index is in the store (server/search/store.py): writes index their events inside their
-    own transaction (``indexer``) and queries run side by side, with nothing to catch up."""
+    own transaction (``indexer``) and queries run side by side, with nothing to catch up.
+
+    The encoder is the active version's (server/search/versions.py: `memkit adapt` trains
+    one on the store's posts and switches to it); each query reads which version is active
+    and, if this process holds another, opens that one first."""
 
     def __init__(self, engine: sa.Engine, settings):
         self.engine = engine
         self.settings = settings
         self._index: SearchIndex | None = None
+        self._version: versions.Version | None = None
+        self._builders: dict[int, StoreSearch] = {}  # postgres: versions being built, kept up to date by writes
         self._init_lock = threading.Lock()
 
     @property
@@ -205,24 +212,66 @@ class Memory:
 
     @property
     def index(self) -> SearchIndex | StoreSearch:
+        """The index of the active encoder version. A process holding an older one opens
+        the new one before answering (loaded from its saved folder, or built from the store
+        with vectors the adapt run left in the embedding cache); queries that started
+        before keep the old one they hold, so no query mixes two models."""
+        with self.engine.connect() as conn:
+            version = versions.active(conn)
         with self._init_lock:
-            if self._index is None:
-                pipeline = Pipeline.from_config(self.config_path)
-                pipeline.conversations = StoredConversations(self.engine, idle_expiry=pipeline.conversations.idle_expiry)
-                if self.stateless:
-                    self._index = StoreSearch(self.engine, pipeline).start()
-                else:
-                    self._index = SearchIndex(self.engine, pipeline, folder=self.settings.index_dir or None).start()
-                    if self.settings.catch_up_seconds > 0:
-                        self._index.follow(self.settings.catch_up_seconds)
+            # Only forward: a thread that read the version just before a switch must not
+            # take this process back to the old one.
+            if self._index is None or version.number > self._version.number:
+                self._index = self.open(version)
+                self._version = version
             return self._index
+
+    def pipeline_for(self, version: versions.Version) -> Pipeline:
+        """The served config's pipeline with a version's model and vector tables. Version 0
+        (no `memkit adapt` yet) uses the config's own model: ``[encoder] model`` and, if the
+        config asks, its supervised model (trained beforehand, never on the query path)."""
+        pipeline = Pipeline.from_config(self.config_path)
+        pipeline.conversations = StoredConversations(self.engine, idle_expiry=pipeline.conversations.idle_expiry)
+        encoder = version.encoder
+        if encoder is None and pipeline.encoder_stage is not None:
+            encoder = pipeline.encoder_stage.resolve(allow_training=False)
+        if encoder is not None:
+            with self.engine.connect() as conn:
+                versions.ensure_model(conn, encoder)
+            pipeline.use_encoder(encoder)
+        for part in postgres_parts(pipeline.retriever):
+            if isinstance(part, PgVectorRetriever):
+                part.table = version.table(part.table)
+        return pipeline
+
+    def open(self, version: versions.Version) -> SearchIndex | StoreSearch:
+        pipeline = self.pipeline_for(version)
+        if self.stateless:
+            return StoreSearch(self.engine, pipeline).start()
+        index = SearchIndex(self.engine, pipeline, folder=version.folder(self.settings.index_dir)).start()
+        if self.settings.catch_up_seconds > 0:
+            index.follow(self.settings.catch_up_seconds)  # the thread ends with the index it holds
+        return index
 
     def indexer(self, conn, event_ids) -> None:
         """The Events service's hook inside each write's transaction: the PostgreSQL
-        backend writes the events' vectors and text rows there; the memory one does nothing
-        (its index catches up from the log)."""
+        backend writes the events' vectors and text rows there (and, while `memkit adapt`
+        re-encodes the store, into the new version's vector tables too); the memory one
+        does nothing (its index catches up from the log)."""
         if self.stateless:
+            conn.execute(sa.text("SELECT pg_advisory_xact_lock_shared(:k)"), {"k": versions.SWITCH_LOCK})
             self.index.index(conn, event_ids)
+            new = versions.building(conn)
+            if new is not None:
+                self.builder(new).index(conn, event_ids)
+
+    def builder(self, version: versions.Version) -> StoreSearch:
+        """The vector tables of a version being built (PostgreSQL)."""
+        with self._init_lock:
+            if version.number not in self._builders:
+                search = StoreSearch(self.engine, self.pipeline_for(version), kinds=("pgvector",))
+                self._builders = {version.number: search.start()}  # only the newest build is kept up to date
+            return self._builders[version.number]
 
     def warm(self) -> "SearchIndex":
         """Build (or load) the index now rather than on the first query."""

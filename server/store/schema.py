@@ -121,6 +121,21 @@ conversation_turns = sa.Table(
     sqlite_autoincrement=True,
 )
 
+# The encoder the search index uses, one row per model the store was re-encoded with by
+# `memkit adapt` (server/search/versions.py). Queries use the newest 'active' row (none: the
+# config's own model); a 'building' row is being re-encoded while the active one serves.
+# ``model`` carries the trained model's files, so processes on other machines can load it.
+encoder_versions = sa.Table(
+    "encoder_versions", metadata,
+    sa.Column("version", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("encoder", sa.String(200), nullable=False),
+    sa.Column("state", sa.String(20), nullable=False),  # building, active, retired, failed
+    sa.Column("model", sa.LargeBinary),
+    sa.Column("created_at", TS, nullable=False),
+    sa.Column("switched_at", TS),
+    sqlite_autoincrement=True,
+)
+
 tables = {t.name: t for t in metadata.sorted_tables}
 
 
