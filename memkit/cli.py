@@ -9,6 +9,9 @@
     memkit train-encoder --dataset DIR [--dataset DIR ...]   # fine-tune MiniLM on datasets' qrels
     memkit train-encoder --events DIR       # adapt it to a dataset's posts (no labels)
     memkit adapt [--db URL]                 # the service: adapt to the store's posts, re-encode, switch
+
+``serve``, ``app`` and ``adapt`` belong to the service and come from the ``memkit.commands``
+entry point group (server/cli.py): the library never imports the service.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import argparse
 import os
 import sys
 import time
+from importlib.metadata import entry_points
 from pathlib import Path
 
 PROJECT = Path(__file__).resolve().parents[1]
@@ -240,31 +244,6 @@ def cmd_convert(args) -> int:
     return 0
 
 
-def cmd_serve(args) -> int:
-    """The service on Werkzeug's server: for trying the API. Production: gunicorn "server:create_app()"."""
-    from server import create_app
-
-    overrides = {"database_url": args.db} if args.db else {}
-    app = create_app(overrides)
-    settings = app.extensions["memkit"]["settings"]
-    print(f"memkit service on http://{args.host}:{args.port}  store: {settings.database_url}\n"
-          f"codes are written to {settings.outbox_dir} (no SMTP host set)" if not settings.smtp_host else "")
-    index = app.extensions["memkit"]["memory"].index  # load the model and index the store before the first query
-    where = "in PostgreSQL" if settings.search_backend == "postgres" else "in this process"
-    print(f"search index ({where}): {index.pipeline.name} over {len(index.pipeline.retriever)} events")
-    app.run(host=args.host, port=args.port, debug=False, threaded=True)
-    return 0
-
-
-def cmd_app(args) -> int:
-    from server import create_app
-
-    app = create_app({"database_url": args.db} if args.db else {})
-    app_id, secret = app.extensions["memkit"]["accounts"].register_app(args.name)
-    print(f"app_id: {app_id}\nsecret: {secret}\n(the secret is shown once; send both as X-App-Id and X-App-Secret)")
-    return 0
-
-
 def cmd_train_encoder(args) -> int:
     """Train a model from dataset folders (supervised) or a dataset's events (adapted)."""
     from dataclasses import fields
@@ -308,28 +287,6 @@ def cmd_train_encoder(args) -> int:
     return 0
 
 
-def cmd_adapt(args) -> int:
-    """The service's maintenance command (server/search/adapt.py)."""
-    from server.search.adapt import adapt
-    from server.services.memory import Memory
-    from server.settings import Settings
-    from server.store import connect
-
-    settings = Settings.load({"database_url": args.db} if args.db else {})
-    engine = connect(settings.database_url)
-    try:
-        r = adapt(Memory(engine, settings), batch=args.batch, threads=args.threads,
-                  progress=lambda m: print(m, file=sys.stderr, flush=True))
-    finally:
-        engine.dispose()
-    if not r.switched:
-        print(f"{r.encoder} (version {r.version}) already learned these {r.events:,} posts: nothing to switch")
-        return 0
-    print(f"version {r.version} active: {r.encoder}, trained on {r.pairs:,} pairs of {r.events:,} posts\n"
-          f"training {r.train_seconds:.1f} s, re-encoding {r.encode_seconds:.1f} s, switch {r.switch_seconds:.2f} s")
-    return 0
-
-
 def main(argv=None) -> int:
     from memkit.errors import MemkitError
 
@@ -363,18 +320,6 @@ def main(argv=None) -> int:
     p.add_argument("--split", default="test", help="BEIR split")
     p.set_defaults(func=cmd_convert)
 
-    p = sub.add_parser("serve", help="run the service (SQLite store in ./instance by default)")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8080)
-    p.add_argument("--db", help="database URL (default: sqlite:///instance/memkit.db; postgresql://... works too)")
-    p.set_defaults(func=cmd_serve)
-
-    p = sub.add_parser("app", help="register an application that may register external users")
-    p.add_argument("action", choices=["add"])
-    p.add_argument("name")
-    p.add_argument("--db", help="database URL (as for serve)")
-    p.set_defaults(func=cmd_app)
-
     p = sub.add_parser("train-encoder", help="fine-tune the encoder on datasets' qrels or a dataset's posts")
     p.add_argument("--dataset", action="append", help="dataset to learn its qrels from (repeatable; path[:split] "
                    "as given or under $MEMKIT_DATA; BEIR split default train)")
@@ -388,11 +333,8 @@ def main(argv=None) -> int:
     p.add_argument("--threads", type=int, help="PyTorch threads while training (1 is faster on busy shared cores)")
     p.set_defaults(func=cmd_train_encoder)
 
-    p = sub.add_parser("adapt", help="the service: adapt the encoder to the store's posts, re-encode, switch")
-    p.add_argument("--db", help="database URL (default: MEMKIT_DATABASE_URL, as for serve)")
-    p.add_argument("--batch", type=int, default=500, help="events per transaction when re-encoding PostgreSQL rows")
-    p.add_argument("--threads", type=int, help="PyTorch threads while training (1 is faster on busy shared cores)")
-    p.set_defaults(func=cmd_adapt)
+    for command in entry_points(group="memkit.commands"):  # the service's: serve, app, adapt (server/cli.py)
+        command.load()(sub)
 
     args = parser.parse_args(argv)
     try:

@@ -1,0 +1,79 @@
+"""The service's ``memkit`` subcommands: ``serve``, ``app add`` and ``adapt``.
+
+The library never imports the service (a test checks it), so the ``memkit`` command
+(memkit/cli.py) finds these through the ``memkit.commands`` entry point group, which
+pyproject.toml points at :func:`register`. A library installed without the service
+simply has fewer commands.
+"""
+
+from __future__ import annotations
+
+import sys
+
+
+def register(sub) -> None:
+    """Add the service's subcommands to the ``memkit`` parser's subparsers."""
+    p = sub.add_parser("serve", help="run the service (SQLite store in ./instance by default)")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8080)
+    p.add_argument("--db", help="database URL (default: sqlite:///instance/memkit.db; postgresql://... works too)")
+    p.set_defaults(func=cmd_serve)
+
+    p = sub.add_parser("app", help="register an application that may register external users")
+    p.add_argument("action", choices=["add"])
+    p.add_argument("name")
+    p.add_argument("--db", help="database URL (as for serve)")
+    p.set_defaults(func=cmd_app)
+
+    p = sub.add_parser("adapt", help="the service: adapt the encoder to the store's posts, re-encode, switch")
+    p.add_argument("--db", help="database URL (default: MEMKIT_DATABASE_URL, as for serve)")
+    p.add_argument("--batch", type=int, default=500, help="events per transaction when re-encoding PostgreSQL rows")
+    p.add_argument("--threads", type=int, help="PyTorch threads while training (1 is faster on busy shared cores)")
+    p.set_defaults(func=cmd_adapt)
+
+
+def cmd_serve(args) -> int:
+    """The service on Werkzeug's server: for trying the API. Production: gunicorn "server:create_app()"."""
+    from server import create_app
+
+    overrides = {"database_url": args.db} if args.db else {}
+    app = create_app(overrides)
+    settings = app.extensions["memkit"]["settings"]
+    print(f"memkit service on http://{args.host}:{args.port}  store: {settings.database_url}\n"
+          f"codes are written to {settings.outbox_dir} (no SMTP host set)" if not settings.smtp_host else "")
+    index = app.extensions["memkit"]["memory"].index  # load the model and index the store before the first query
+    where = "in PostgreSQL" if settings.search_backend == "postgres" else "in this process"
+    print(f"search index ({where}): {index.pipeline.name} over {len(index.pipeline.retriever)} events")
+    app.run(host=args.host, port=args.port, debug=False, threaded=True)
+    return 0
+
+
+def cmd_app(args) -> int:
+    from server import create_app
+
+    app = create_app({"database_url": args.db} if args.db else {})
+    app_id, secret = app.extensions["memkit"]["accounts"].register_app(args.name)
+    print(f"app_id: {app_id}\nsecret: {secret}\n(the secret is shown once; send both as X-App-Id and X-App-Secret)")
+    return 0
+
+
+def cmd_adapt(args) -> int:
+    """The service's maintenance command (server/search/adapt.py)."""
+    from server.search.adapt import adapt
+    from server.services.memory import Memory
+    from server.settings import Settings
+    from server.store import connect
+
+    settings = Settings.load({"database_url": args.db} if args.db else {})
+    engine = connect(settings.database_url)
+    try:
+        r = adapt(Memory(engine, settings), batch=args.batch, threads=args.threads,
+                  progress=lambda m: print(m, file=sys.stderr, flush=True))
+    finally:
+        engine.dispose()
+    if not r.switched:
+        print(f"{r.encoder} (version {r.version}) already learned these {r.events:,} posts: nothing to switch")
+        return 0
+    print(f"version {r.version} active: {r.encoder}, trained on {r.pairs:,} pairs of {r.events:,} posts\n"
+          f"training {r.train_seconds:.1f} s, re-encoding {r.encode_seconds:.1f} s, switch {r.switch_seconds:.2f} s")
+    return 0

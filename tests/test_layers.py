@@ -1,0 +1,37 @@
+"""The library and the service are linked one way: ``server`` imports ``memkit``, never the
+reverse, so the library can be installed, read and tested without the service."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import memkit
+
+IMPORT_ALL = """
+import importlib, pkgutil, sys
+import memkit
+names = [m.name for m in pkgutil.walk_packages(memkit.__path__, "memkit.")]
+for name in names:
+    importlib.import_module(name)
+print(len(names))
+print(sorted(m for m in sys.modules if m == "server" or m.startswith("server.")))
+"""
+
+
+def test_no_memkit_module_imports_the_service():
+    # A fresh interpreter: this test process may already hold server modules from other tests.
+    out = subprocess.run([sys.executable, "-c", IMPORT_ALL], capture_output=True, text=True, check=True,
+                         cwd=Path(memkit.__file__).parents[1]).stdout.splitlines()
+    assert int(out[0]) > 20  # every module was walked (cli, config, retrievers, evaluation, ...)
+    assert out[1] == "[]"
+
+
+def test_the_service_commands_come_from_the_entry_point(capsys):
+    from memkit.cli import main
+
+    try:
+        main(["--help"])
+    except SystemExit:
+        pass
+    usage = capsys.readouterr().out
+    assert all(command in usage for command in ("eval", "serve", "app", "adapt"))
