@@ -1,15 +1,23 @@
 """Experiment configurations: one TOML file names a configuration; eval and the service
-both load it, so what eval measured is what the service serves."""
+both load it, so what eval measured is what the service serves.
+
+The configs ship inside the package (``memkit/configs``, package data), found through
+``importlib.resources``, so a wheel or ``pip install .`` carries its own default;
+``eval/configs`` in the repository is a symlink to them, so paths in the README and
+eval/RESULTS.md keep working."""
 
 from __future__ import annotations
 
 import tomllib
+from importlib import resources
 from pathlib import Path
 
 from memkit.errors import ValidationError
 from memkit.retrievers import Retriever, build
 
-CONFIG_DIR = Path(__file__).resolve().parents[1] / "eval" / "configs"
+# A real folder: memkit is installed as files (never zipped), so the resource is a path
+# that glob, parent and ``from = "..."`` between configs can use.
+CONFIG_DIR = Path(str(resources.files("memkit") / "configs"))
 
 
 def load_config(path: str | Path) -> dict:

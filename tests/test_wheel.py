@@ -1,0 +1,47 @@
+"""A wheel built from the repository carries its configs: installed in a fresh virtualenv
+and run from another folder, ``memkit eval`` finds its default config and scores the demo set."""
+
+import shutil
+import site
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from memkit.cli import DEMO
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.slow
+
+
+def run(*cmd, cwd=None) -> str:
+    done = subprocess.run([str(c) for c in cmd], cwd=cwd, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
+    return done.stdout
+
+
+def test_a_wheel_in_a_fresh_virtualenv_runs_eval_with_its_own_default_config(tmp_path):
+    # Build from a copy, so the build's own files never land in the working tree.
+    source = tmp_path / "source"
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(
+        ".venv", ".git", "__pycache__", "*.egg-info", "build", "eval", "notebooks", "tests", "instance", "mlruns*"))
+    run(sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", tmp_path / "dist", source)
+    (wheel,) = (tmp_path / "dist").glob("memkit-*.whl")
+
+    # A fresh virtualenv that sees this one's dependencies (torch, polars, ...) but not its
+    # editable memkit: a plain path line, so the .pth files there (the editable finder) are not run.
+    venv = tmp_path / "venv"
+    run(sys.executable, "-m", "venv", "--without-pip", venv)
+    (purelib,) = (venv / "lib").glob("python3.*/site-packages")
+    (purelib / "deps.pth").write_text("\n".join(site.getsitepackages()) + "\n")
+    run(sys.executable, "-m", "pip", "--python", venv / "bin" / "python", "install", "--no-deps", "--no-index", wheel)
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    where = run(venv / "bin" / "python", "-c", "import memkit.config as c; print(c.CONFIG_DIR)", cwd=elsewhere)
+    assert Path(where.strip()).is_relative_to(purelib)  # the wheel's memkit, not the repository's
+    out = run(venv / "bin" / "memkit", "eval", "--dataset", DEMO, "--no-mlflow", "--no-answers",
+              "--out", tmp_path / "out", cwd=elsewhere)
+    assert "| default |" in out
+    assert (tmp_path / "out" / "demo" / "report.md").exists()
