@@ -16,12 +16,11 @@ eval/train_ranker.py.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-from pathlib import Path
 
 import polars as pl
 
+from memkit.datasets import data_root
 from memkit.datasets.locomo import read_locomo
 from memkit.evaluation.tuning import cross_validate, fusion_tables, question_table, simplex_grid
 from memkit.representation import add_context
@@ -58,7 +57,7 @@ def cross_validated_fusion(runs, ds, grid=None) -> tuple[pl.DataFrame, list]:
 
 
 def main(argv=None) -> int:
-    default = Path(os.environ.get("MEMKIT_DATA", Path(__file__).resolve().parents[2] / "shared" / "datasets"))
+    default = data_root()
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--data", default=str(default / "locomo" / "locomo-dev.json"))
     args = p.parse_args(argv)

@@ -34,8 +34,7 @@ from dataclasses import replace
 
 import polars as pl
 
-from memkit.cli import data_root
-from memkit.datasets import load_any
+from memkit.datasets import data_root, load_any
 from memkit.evaluation.harness import evaluate_pipeline
 from memkit.evaluation.tuning import question_table
 from memkit.pipeline import Pipeline

@@ -24,16 +24,13 @@ from importlib.metadata import entry_points
 from pathlib import Path
 
 PROJECT = Path(__file__).resolve().parents[1]
-DEFAULT_DATA = PROJECT.parent / "shared" / "datasets"
 DEMO = PROJECT / "datasets" / "demo"
-
-
-def data_root() -> Path:
-    return Path(os.environ.get("MEMKIT_DATA", DEFAULT_DATA))
 
 
 def found_datasets() -> list[tuple[Path, list[str]]]:
     """(path, query fields to ask) for every dataset under the data root; else the demo."""
+    from memkit.datasets import data_root
+
     root = data_root()
     found = []
     if root.is_dir():
@@ -250,7 +247,7 @@ def cmd_train_encoder(args) -> int:
 
     import polars as pl
 
-    from memkit.datasets import load_any
+    from memkit.datasets import data_root, load_any
     from memkit.errors import ValidationError
     from memkit.training import (
         ADAPT,

@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-SHARED = Path(os.environ.get("MEMKIT_DATA", Path(__file__).resolve().parents[2] / "shared" / "datasets"))
+from memkit.datasets import data_root
+
+SHARED = data_root()
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -34,7 +34,7 @@ from jsonschema import Draft202012Validator
 from memkit.config import CONFIG_DIR
 from memkit.pipeline import Pipeline
 from server.api.openapi import spec
-from server.services.accounts import new_id, now
+from server.services.common import new_id, now
 from server.store.changes import log_event_changes
 from server.store.schema import blocks, events, floors, users
 from tests.helpers import FLOORS, make_events

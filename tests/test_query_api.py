@@ -329,7 +329,7 @@ def test_index_waits_for_a_commit_that_lands_out_of_order(app):
         pytest.skip("SQLite serialises writers: rows always land in order")
     if stateless(app):
         pytest.skip("the in-memory index's log catch-up: the PostgreSQL search backend reads no log")
-    from server.services.accounts import new_id, now
+    from server.services.common import new_id, now
     from server.store.changes import log_event_changes
 
     c = app.test_client()

@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from memkit.datasets.beir import read_beir
 from memkit.datasets.locomo import read_locomo
 from memkit.errors import DatasetError
 from memkit.tables import Dataset, read_dataset
+
+# The shared data sets sit beside the repository (../shared/datasets) in development.
+DEFAULT_DATA = Path(__file__).resolve().parents[3] / "shared" / "datasets"
+
+
+def data_root() -> Path:
+    """Where data sets named by a relative path are found: ``$MEMKIT_DATA``, else
+    ../shared/datasets beside the repository. The one place that default is written."""
+    return Path(os.environ.get("MEMKIT_DATA", DEFAULT_DATA))
 
 
 def load_any(path: str | Path, split: str = "test") -> Dataset:
@@ -27,4 +37,4 @@ def load_any(path: str | Path, split: str = "test") -> Dataset:
                          "not a dataset: expected events.jsonl (memkit), corpus.jsonl (BEIR) or a LoCoMo .json")])
 
 
-__all__ = ["Dataset", "load_any", "read_beir", "read_dataset", "read_locomo"]
+__all__ = ["Dataset", "data_root", "load_any", "read_beir", "read_dataset", "read_locomo"]

@@ -68,12 +68,11 @@ def training_args(doc: str, argv=None, written: str = "the model"):
     the default config), ``--data`` (LoCoMo-dev under ``$MEMKIT_DATA`` or ../shared) and
     ``--write`` (put what was trained on all conversations into the config)."""
     import argparse
-    import os
-    from pathlib import Path
 
     from memkit.config import CONFIG_DIR
+    from memkit.datasets import data_root
 
-    data = Path(os.environ.get("MEMKIT_DATA", Path(__file__).resolve().parents[3] / "shared" / "datasets"))
+    data = data_root()
     p = argparse.ArgumentParser(description=doc.split("\n")[0])
     p.add_argument("--config", default=str(CONFIG_DIR / "default.toml"))
     p.add_argument("--data", default=str(data / "locomo" / "locomo-dev.json"))

@@ -9,7 +9,6 @@ from datetime import datetime, timedelta, timezone
 import sqlalchemy as sa
 
 from memkit.conversation import ConversationStore, Turn
-from server.services.accounts import _aware
 from server.store.schema import conversation_turns as turns
 
 
@@ -27,7 +26,7 @@ class StoredConversations(ConversationStore):
             rows = conn.execute(sa.select(turns).where(turns.c.user_id == user_id)
                                 .order_by(turns.c.id.desc()).limit(self.max_turns)).mappings().all()
         out = [Turn(query=r["query"], effective_query=r["effective_query"], event_ids=list(r["event_ids"]),
-                    answer=r["answer"], time=_aware(r["created_at"])) for r in reversed(rows)]
+                    answer=r["answer"], time=r["created_at"]) for r in reversed(rows)]
         now = now or datetime.now(timezone.utc)
         if out and now - out[-1].time > self.idle_expiry:
             return []

@@ -129,15 +129,8 @@ def _session(block_id: str, day: date | None):
 
 
 def _day(at: datetime | None) -> date | None:
-    """The UTC day of a stored time (one without a zone is UTC)."""
-    if at is None:
-        return None
-    if at.tzinfo is None:
-        return at.date()
-    try:
-        return at.astimezone(timezone.utc).date()
-    except OverflowError:  # within hours of the first or last time Python holds
-        return at.date()
+    """The day of a stored time (the store gives UTC times: server/store/schema.py)."""
+    return None if at is None else at.date()
 
 
 class ReadWriteLock:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 
 import phonenumbers
 import sqlalchemy as sa
@@ -34,6 +34,7 @@ from argon2.exceptions import InvalidHashError, VerificationError
 from email_validator import EmailNotValidError, validate_email
 
 from server.errors import ApiError, BadRequest, Conflict, Forbidden, NotFound, Unauthorized
+from server.services.common import check_fields, new_id, now
 from server.services.delivery import Sender
 from server.settings import Settings
 from server.store.changes import log_event_changes
@@ -47,37 +48,6 @@ MODES = {
 }
 DEFAULT_BLOCKS = [("feed", "Feed"), ("blog", "Blog"), ("forum", "Forum"), ("quiz", "Quiz")]
 _hasher = PasswordHasher()
-
-
-def now() -> datetime:
-    return datetime.now(timezone.utc)
-
-
-def new_id(prefix: str) -> str:
-    return f"{prefix}_{secrets.token_hex(8)}"
-
-
-def _aware(dt: datetime) -> datetime:
-    return dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)  # SQLite drops the zone
-
-
-# -- request checking -------------------------------------------------------------------
-def check_fields(data, required: dict[str, type], optional: dict[str, type] | None = None) -> dict:
-    """Unknown fields, missing fields and wrong types are refused, each naming the field."""
-    optional = optional or {}
-    if not isinstance(data, dict):
-        raise BadRequest("expected a JSON object", code="invalid_body")
-    for name in data:
-        if name not in required and name not in optional:
-            raise BadRequest(f"unknown field {name!r}", field=name, code="unknown_field")
-    for name, kind in {**required, **optional}.items():
-        if name not in data or data[name] is None:
-            if name in required:
-                raise BadRequest(f"{name} is required", field=name, code="missing_field")
-            continue
-        if not isinstance(data[name], kind) or isinstance(data[name], bool) and kind is not bool:
-            raise BadRequest(f"{name} must be a {kind.__name__}", field=name, code="invalid_type")
-    return data
 
 
 def normalize_email(value: str, field: str = "email") -> str:
@@ -116,7 +86,7 @@ class Accounts:
                                 .where(floors.c.owner_id == user_id)).scalar()
         return {
             "user_id": u["id"], "name": u["name"], "email": u["email"], "mobile": u["mobile"],
-            "validated": u["validated"], "created_at": _aware(u["created_at"]).isoformat(),
+            "validated": u["validated"], "created_at": u["created_at"].isoformat(),
             "external_id": u["external_id"],
             "floor_count_info": {"permitted": u["floor_quota"], "remaining": max(0, u["floor_quota"] - n_floors)},
             "block_count_info": {"permitted": u["block_quota"], "remaining": max(0, u["block_quota"] - n_blocks)},
@@ -146,7 +116,7 @@ class Accounts:
             raise Unauthorized("a bearer token is required", code="missing_token")
         with self.engine.connect() as conn:
             row = conn.execute(sa.select(tokens).where(tokens.c.hash == _sha(header[7:].strip()))).mappings().first()
-        if row is None or row["revoked_at"] is not None or _aware(row["expires_at"]) <= now():
+        if row is None or row["revoked_at"] is not None or row["expires_at"] <= now():
             raise Unauthorized("the bearer token is invalid, expired or revoked", code="invalid_token")
         return row["user_id"]
 
@@ -190,7 +160,7 @@ class Accounts:
                 problem = ("no code was sent for this", "code_invalid")
             elif row["used_at"] is not None:
                 problem = ("this code was already used or replaced", "code_used")
-            elif _aware(row["expires_at"]) <= at:
+            elif row["expires_at"] <= at:
                 problem = ("this code has expired; ask for a new one", "code_expired")
             elif not hmac.compare_digest(row["destination"], destination):
                 problem = ("this code was not sent to that address", "code_invalid")
@@ -223,7 +193,7 @@ class Accounts:
             return "this code was already used or replaced", "code_used"
         if row["attempts"] >= self.settings.code_max_attempts:
             return "this code is burned after too many tries; ask for a new one", "code_burned"
-        if _aware(row["expires_at"]) <= now():
+        if row["expires_at"] <= now():
             return "this code has expired; ask for a new one", "code_expired"
         return ("too many code checks for this account in the last hour; try again later", "too_many_tries")
 

@@ -16,7 +16,7 @@ import sqlalchemy as sa
 
 from memkit.tables import parse_time
 from server.errors import BadRequest, Forbidden, NotFound
-from server.services.accounts import check_fields, new_id, now
+from server.services.common import check_fields, new_id, now
 from server.services.floors import BLOCK_TYPES, readable_floor
 from server.store.changes import log_event_changes
 from server.store.schema import blocks, events, floors, stored_media, stored_tags
@@ -27,15 +27,11 @@ MAX_BATCH = 1000  # events in one bulk create
 MAX_MEDIA, MAX_URL, MAX_CAPTION = 20, 2000, 1000
 
 
-def _iso(dt: datetime) -> str:
-    return dt.isoformat() if dt.tzinfo else dt.isoformat() + "+00:00"
-
-
 def event_response(e, b) -> dict:
     return {"event_id": e["id"], "floor_uid": e["floor_id"], "from_floor_uid": e["from_floor_id"] or e["floor_id"],
             "block_id": e["block_id"], "block_type": BLOCK_TYPES.get(b["type"], 0), "block_type_name": b["type"],
             "user_id": e["user_id"], "text": e["text"], "tags": stored_tags(e["tags"]), "media": stored_media(e["media"]),
-            "reply_to": e["reply_to"], "created_at": _iso(e["created_at"]), "updated_at": _iso(e["updated_at"])}
+            "reply_to": e["reply_to"], "created_at": e["created_at"].isoformat(), "updated_at": e["updated_at"].isoformat()}
 
 
 def _tags(value) -> list[str]:

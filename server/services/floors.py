@@ -10,16 +10,12 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from server.errors import BadRequest, Forbidden, NotFound
-from server.services.accounts import check_fields, new_id, now
+from server.services.common import check_fields, new_id, now
 from server.store.schema import blocks, floors, users
 
 # Block types and the numbers the query endpoint reports for them (0 for a type this
 # version does not know, e.g. one stored by another version: reported, never a crash).
 BLOCK_TYPES = {"feed": 1, "blog": 2, "forum": 3, "quiz": 4}
-
-
-def _iso(dt):
-    return dt.isoformat() if dt.tzinfo else dt.isoformat() + "+00:00"
 
 
 def readable_floor(conn, floor_id: str, user_id: str):
@@ -41,7 +37,7 @@ def owned_floor(conn, floor_id: str, user_id: str):
 
 def block_details(b) -> dict:
     return {"block_id": b["id"], "block_type": b["type"], "block_type_code": BLOCK_TYPES.get(b["type"], 0),
-            "block_title": b["title"], "block_details": b["details"], "created_at": _iso(b["created_at"])}
+            "block_title": b["title"], "block_details": b["details"], "created_at": b["created_at"].isoformat()}
 
 
 class Floors:
@@ -52,7 +48,7 @@ class Floors:
         bl = conn.execute(sa.select(blocks).where(blocks.c.floor_id == f["id"]).order_by(blocks.c.created_at, blocks.c.id)
                           ).mappings().all()
         return {"floor_uid": f["id"], "owner_id": f["owner_id"], "title": f["title"], "details": f["details"],
-                "avatar": f["avatar"], "is_private": f["is_private"], "created_at": _iso(f["created_at"]),
+                "avatar": f["avatar"], "is_private": f["is_private"], "created_at": f["created_at"].isoformat(),
                 "blocks": [block_details(b) for b in bl]}
 
     def get(self, user_id: str, floor_id: str) -> dict:

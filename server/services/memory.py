@@ -175,12 +175,6 @@ def floor_authors(conn, floor_ids: list[str]) -> list[str]:
     return sorted({n.strip() for n in names if isinstance(n, str) and n.strip()})
 
 
-def _iso(dt) -> str | None:
-    if dt is None:
-        return None
-    return dt.isoformat() if dt.tzinfo else dt.isoformat() + "+00:00"
-
-
 class Memory:
     """Answers conversational queries over the store's events with the configured pipeline.
 
@@ -360,7 +354,7 @@ class Memory:
                 "metadata": {"source": {"floor_title": r["ftitle"], "block_type_name": r["btype"],
                                         "reply_to": r["reply_to"], "repost": r["from_floor_id"] is not None,
                                         "media": stored_media(r["media"])},
-                             "created_at": _iso(r["created_at"]), "updated_at": _iso(r["updated_at"]),
+                             "created_at": r["created_at"].isoformat(), "updated_at": r["updated_at"].isoformat(),
                              "tags": stored_tags(r["tags"])},
             })
         return out

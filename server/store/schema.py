@@ -3,10 +3,36 @@ Secrets (passwords, tokens, codes, app secrets) are stored only as hashes."""
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
+
 import sqlalchemy as sa
 
+
+class UTCDateTime(sa.types.TypeDecorator):
+    """Times go in and come out as aware UTC datetimes on every backend, so no code past
+    the store checks for a missing zone. PostgreSQL's ``timestamptz`` keeps the instant
+    (sessions run in UTC, server/store/db.py); SQLite keeps text without a zone, so a
+    time is turned to UTC before it is written and read back as UTC. A naive time given
+    to the store is UTC."""
+
+    impl = sa.DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect) -> datetime | None:
+        if value is None or value.tzinfo is None or value.tzinfo is timezone.utc:
+            return value
+        return value.astimezone(timezone.utc)
+
+    def process_result_value(self, value: datetime | None, dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None or value.utcoffset() == timezone.utc.utcoffset(None):
+            return value.replace(tzinfo=timezone.utc)
+        return value.astimezone(timezone.utc)
+
+
 metadata = sa.MetaData()
-TS = sa.DateTime(timezone=True)
+TS = UTCDateTime()
 
 users = sa.Table(
     "users", metadata,
