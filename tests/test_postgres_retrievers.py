@@ -156,3 +156,49 @@ def test_built_from_config_with_the_url_from_the_environment(pg_url, monkeypatch
         len(build({"type": "pgtext", "url": "env:MEMKIT_TEST_PG", "table": "text_env2"}))
     with pytest.raises(Exception, match="table"):
         build({"type": "pgvector", "url": pg_url, "table": "x; DROP TABLE users"})
+
+
+# -- connections: psycopg_pool, one pool per process --------------------------------------
+def _sessions(url: str) -> set[int]:
+    """The server processes behind every connection of this process's pool, each one
+    taken out at once and asked."""
+    from contextlib import ExitStack
+
+    from memkit.retrievers.postgres import pool
+
+    p = pool(url)
+    with ExitStack() as stack:
+        conns = [stack.enter_context(p.connection()) for _ in range(max(1, p.get_stats()["pool_size"]))]
+        return {c.execute("SELECT pg_backend_pid()").fetchone()[0] for c in conns}
+
+
+def test_a_failed_block_rolls_back_and_returns_its_connection(pg_url):
+    from memkit.retrievers.postgres import pool
+
+    with pool(pg_url).connection() as conn:
+        conn.execute("CREATE TABLE IF NOT EXISTS pool_check (n int)")
+    before = _sessions(pg_url)
+    with pytest.raises(ZeroDivisionError), pool(pg_url).connection() as conn:
+        conn.execute("INSERT INTO pool_check VALUES (1)")
+        raise ZeroDivisionError
+    with pool(pg_url).connection() as conn:
+        assert conn.execute("SELECT count(*) FROM pool_check").fetchone()[0] == 0
+    assert _sessions(pg_url) == before
+
+
+def test_a_forked_child_opens_its_own_connections(pg_url):
+    import os
+
+    parent = _sessions(pg_url)
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # the child (a gunicorn worker, say): report its sessions, leave without cleanup
+        try:
+            os.write(write, " ".join(map(str, _sessions(pg_url))).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    got = {int(x) for x in os.read(read, 1000).split()}
+    os.waitpid(child, 0)
+    assert got and not got & parent
+    assert _sessions(pg_url) == parent  # the parent's sessions were neither used nor closed by the child

@@ -36,8 +36,8 @@ pay for it.
 
 The connection URL comes from ``url``: a ``postgresql://`` URL, or ``"env:NAME"`` to read
 it from the environment variable ``NAME`` when the first connection is made (the default
-is ``env:MEMKIT_DATABASE_URL``). Connections are pooled per process (a small idle list;
-a forked child starts its own). ``add``/``remove`` accept ``conn=`` (a psycopg connection)
+is ``env:MEMKIT_DATABASE_URL``). Connections come from a ``psycopg_pool`` pool per process
+(a forked child opens its own); a block that raises rolls its transaction back. ``add``/``remove`` accept ``conn=`` (a psycopg connection)
 to write inside a transaction the caller owns, e.g. the service writing an event and its
 vectors in one transaction. The tables and indexes are created on first use
 (``ensure_schema``, serialised by an advisory lock; ``CREATE EXTENSION vector`` needs a
@@ -49,6 +49,7 @@ table and indexes the given events.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import re
@@ -56,7 +57,7 @@ import threading
 from contextlib import contextmanager
 from datetime import timezone
 from pathlib import Path
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
 import numpy as np
 import polars as pl
@@ -71,9 +72,13 @@ from memkit.retrievers.base import (
 )
 from memkit.tables import RUN_SCHEMA
 
+if TYPE_CHECKING:
+    from psycopg_pool import ConnectionPool
+
 _TABLE = re.compile(r"^[a-z_][a-z0-9_]{0,50}$")
 _DDL_LOCK = 0x6D656D6B  # advisory lock key ("memk") serialising schema changes across processes
 MAX_EF_SEARCH = 1000
+MAX_CONNECTIONS = 16  # per process and database; a caller past it waits (30 s at most) for one
 
 
 def resolve_url(url: str | None) -> str:
@@ -98,56 +103,28 @@ def _safe(url: str) -> str:
     return re.sub(r"(://[^:/@]*):[^@]*@", r"\1:***@", url)
 
 
-class _Pool:
-    """Idle psycopg connections of this process, reused across calls and threads."""
-
-    def __init__(self, dsn: str, max_idle: int = 8):
-        self.dsn = dsn
-        self.max_idle = max_idle
-        self.idle: list = []
-        self.inherited: list = []  # a parent's connections after a fork: kept, never used nor closed
-        self.lock = threading.Lock()
-        self.pid = os.getpid()
-
-    @contextmanager
-    def connection(self):
-        import psycopg
-
-        with self.lock:
-            if self.pid != os.getpid():  # a forked child must not use (or close) its parent's sockets
-                self.inherited += self.idle
-                self.idle, self.pid = [], os.getpid()
-            conn = self.idle.pop() if self.idle else None
-        if conn is None or conn.closed:
-            conn = psycopg.connect(self.dsn)
-        ok = False
-        try:
-            yield conn
-            conn.commit()
-            ok = True
-        finally:
-            if not ok:
-                try:
-                    conn.rollback()
-                except Exception:  # noqa: BLE001 - a broken connection is closed below
-                    conn.close()
-            with self.lock:
-                keep = not conn.closed and len(self.idle) < self.max_idle and self.pid == os.getpid()
-                if keep:
-                    self.idle.append(conn)
-            if not keep:
-                conn.close()
-
-
-_POOLS: dict[str, _Pool] = {}
+_POOLS: dict[tuple[int, str], "ConnectionPool"] = {}
 _POOLS_LOCK = threading.Lock()
 
 
-def pool(dsn: str) -> _Pool:
+def pool(dsn: str) -> "ConnectionPool":
+    """This process's psycopg pool for a database. A forked child (a gunicorn worker)
+    opens its own: it must not use its parent's sockets, nor close them."""
+    from psycopg_pool import ConnectionPool
+
+    key = (os.getpid(), dsn)
     with _POOLS_LOCK:
-        if dsn not in _POOLS:
-            _POOLS[dsn] = _Pool(dsn)
-        return _POOLS[dsn]
+        if key not in _POOLS:
+            _POOLS[key] = ConnectionPool(dsn, min_size=1, max_size=MAX_CONNECTIONS, open=True,
+                                         name=f"memkit-{len(_POOLS)}")
+        return _POOLS[key]
+
+
+@atexit.register
+def _close_pools() -> None:
+    for (pid, _), p in list(_POOLS.items()):
+        if pid == os.getpid():
+            p.close()
 
 
 def _where(f: Filters | None) -> tuple[str, list]:
@@ -201,7 +178,7 @@ class PostgresRetriever(Retriever):
         return {"url": url, "table": self.table, "doc_template": self.doc_template}
 
     # -- connections and schema ----------------------------------------------------------
-    def _pool(self) -> _Pool:
+    def _pool(self) -> "ConnectionPool":
         return pool(resolve_url(self.url))
 
     @contextmanager
