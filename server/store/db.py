@@ -1,15 +1,24 @@
 """Engine creation. SQLite runs in WAL mode with foreign keys on; PostgreSQL is used as is.
 Every service operation runs in one transaction (``engine.begin()``): a failed request
-changes nothing."""
+changes nothing.
+
+Connecting upgrades the store's schema (server/store/migrate.py). Processes starting at
+once on one store (gunicorn's workers) take turns: the upgrade runs in one transaction
+that first takes the store's write lock (PostgreSQL: an advisory lock; SQLite: ``BEGIN
+IMMEDIATE``). Both keep DDL inside the transaction, so the next process finds the upgrade
+done, or, if it failed, nothing half done."""
 
 from __future__ import annotations
 
-import time
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import sqlalchemy as sa
 
-from server.store.schema import metadata
+from server.store.migrate import upgrade
+
+_LOCK = 0x6D656D6D  # advisory lock key ("memm") for schema upgrades
 
 
 def connect(url: str) -> sa.Engine:
@@ -17,47 +26,51 @@ def connect(url: str) -> sa.Engine:
         url = "postgresql+psycopg://" + url[len("postgresql://"):]
     if url.startswith("sqlite:///") and not url.startswith("sqlite:///:memory:"):
         Path(url[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
+    engine = _engine(url)
+    with _locked(engine) as conn:
+        upgrade(conn)
+    return engine
+
+
+def _engine(url: str, **options) -> sa.Engine:
     # hide_parameters: an SQL error's message (which may reach the log) never carries the
     # values bound into the statement: hashes, codes' destinations, text people posted.
     # PostgreSQL sessions in UTC: times come back in UTC, so a stored time near the first or
     # last day Python can hold is never shifted out of its range by the server's zone.
     extra = {"connect_args": {"options": "-c timezone=UTC"}} if url.startswith("postgresql") else {}
-    engine = sa.create_engine(url, future=True, pool_pre_ping=True, hide_parameters=True, **extra)
+    engine = sa.create_engine(url, pool_pre_ping=True, hide_parameters=True, **extra, **options)
     if engine.dialect.name == "sqlite":
-        @sa.event.listens_for(engine, "connect")
-        def _pragmas(dbapi_conn, _record):
-            cur = dbapi_conn.cursor()
-            cur.execute("PRAGMA journal_mode=WAL")
-            cur.execute("PRAGMA foreign_keys=ON")
-            cur.execute("PRAGMA busy_timeout=10000")
-            cur.close()
-    _create_tables(engine)
+        sa.event.listen(engine, "connect", _sqlite_pragmas)
     return engine
 
 
-def _create_tables(engine: sa.Engine, tries: int = 10) -> None:
-    """Create missing tables and columns. Several processes starting at once on a new
-    store (gunicorn's workers) race between "does it exist?" and "create it": the loser
-    gets "already exists" and simply looks again."""
-    for attempt in range(tries):
-        try:
-            metadata.create_all(engine)
-            _add_missing_columns(engine)
-            return
-        except (sa.exc.OperationalError, sa.exc.ProgrammingError, sa.exc.IntegrityError) as exc:
-            if "exist" not in str(exc).lower() and "duplicate" not in str(exc).lower() or attempt == tries - 1:
-                raise
-            time.sleep(0.05 * (attempt + 1))
+def _sqlite_pragmas(dbapi_conn, _record) -> None:
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA busy_timeout=10000")  # first: the next two may wait for another process
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.close()
 
 
-def _add_missing_columns(engine: sa.Engine) -> None:
-    """Stores created by an earlier version lack columns added since; add them (nullable
-    columns only, so no existing row needs a value). create_all never alters a table."""
-    inspector = sa.inspect(engine)
-    with engine.begin() as conn:
-        for table in metadata.sorted_tables:
-            have = {c["name"] for c in inspector.get_columns(table.name)}
-            for col in table.columns:
-                if col.name not in have and col.nullable:
-                    kind = col.type.compile(dialect=engine.dialect)
-                    conn.execute(sa.text(f'ALTER TABLE {table.name} ADD COLUMN "{col.name}" {kind}'))
+@contextmanager
+def _locked(engine: sa.Engine) -> Iterator[sa.Connection]:
+    """A transaction holding the store's write lock until it commits."""
+    if engine.dialect.name == "postgresql":
+        with engine.begin() as conn:
+            conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _LOCK})
+            yield conn
+        return
+    if engine.url.database in (None, "", ":memory:"):  # one connection's own database: nobody to wait for
+        with engine.begin() as conn:
+            yield conn
+        return
+    # Python's sqlite3 commits before DDL on its own; with its transaction handling off,
+    # BEGIN IMMEDIATE makes the whole upgrade one transaction that holds the write lock.
+    own = _engine(engine.url.render_as_string(hide_password=False), poolclass=sa.pool.NullPool)
+    sa.event.listen(own, "connect", lambda dbapi_conn, _record: setattr(dbapi_conn, "isolation_level", None))
+    sa.event.listen(own, "begin", lambda conn: conn.exec_driver_sql("BEGIN IMMEDIATE"))
+    try:
+        with own.begin() as conn:
+            yield conn
+    finally:
+        own.dispose()
