@@ -1,5 +1,6 @@
-"""A wheel built from the repository carries its configs: installed in a fresh virtualenv
-and run from another folder, ``memkit eval`` finds its default config and scores the demo set."""
+"""A wheel built from the repository carries its configs and the store's migrations:
+installed in a fresh virtualenv and run from another folder, ``memkit eval`` finds its
+default config and scores the demo set, and the service makes a new store."""
 
 import shutil
 import site
@@ -45,3 +46,6 @@ def test_a_wheel_in_a_fresh_virtualenv_runs_eval_with_its_own_default_config(tmp
               "--out", tmp_path / "out", cwd=elsewhere)
     assert "| default |" in out
     assert (tmp_path / "out" / "demo" / "report.md").exists()
+    store = run(venv / "bin" / "python", "-c", "import sqlalchemy as sa; from server.store import connect; "
+                "print(sa.inspect(connect('sqlite:///new.db')).get_table_names())", cwd=elsewhere)
+    assert "alembic_version" in store and "events" in store
