@@ -3,6 +3,7 @@ changes are alembic revisions applied when a process connects, so a store made b
 alembic (by main's schema, or by an older one lacking the event log's newest columns) is
 upgraded on start and keeps its rows; the revisions and schema.py agree."""
 
+import sqlite3
 import subprocess
 import sys
 import types
@@ -131,4 +132,20 @@ def test_processes_starting_together_on_a_new_store_take_turns(tmp_path):
     assert revision(engine) == "0001" and differences(engine) == []
     with engine.connect() as conn:
         assert conn.execute(sa.text("SELECT count(*) FROM apps")).scalar_one() == 6
+    engine.dispose()
+
+
+def test_a_store_from_before_event_log_block_id_gains_the_column(tmp_path):
+    path = tmp_path / "old.db"
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE event_log (seq INTEGER PRIMARY KEY AUTOINCREMENT, event_id VARCHAR(40) NOT NULL, "
+               "at DATETIME NOT NULL)")
+    db.execute("INSERT INTO event_log (event_id, at) VALUES ('e_old', '2024-01-01 00:00:00')")
+    db.commit()
+    db.close()
+    engine = connect(f"sqlite:///{path}")
+    connect(f"sqlite:///{path}").dispose()  # a second start changes nothing
+    assert "block_id" in {c["name"] for c in sa.inspect(engine).get_columns("event_log")}
+    with engine.connect() as conn:
+        assert conn.execute(sa.text("SELECT event_id, block_id FROM event_log")).all() == [("e_old", None)]
     engine.dispose()
