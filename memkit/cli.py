@@ -23,14 +23,14 @@ import time
 from importlib.metadata import entry_points
 from pathlib import Path
 
+from memkit.datasets import data_root  # the notebooks import it from here too
+
 PROJECT = Path(__file__).resolve().parents[1]
 DEMO = PROJECT / "datasets" / "demo"
 
 
 def found_datasets() -> list[tuple[Path, list[str]]]:
     """(path, query fields to ask) for every dataset under the data root; else the demo."""
-    from memkit.datasets import data_root
-
     root = data_root()
     found = []
     if root.is_dir():
@@ -247,7 +247,7 @@ def cmd_train_encoder(args) -> int:
 
     import polars as pl
 
-    from memkit.datasets import data_root, load_any
+    from memkit.datasets import load_any
     from memkit.errors import ValidationError
     from memkit.training import (
         ADAPT,

@@ -316,8 +316,7 @@ def dataset_pairs(spec: str, template: str, query_field: str, hard_negatives: bo
     """(dataset name, its supervised pairs) for ``path[:split]``: a dataset folder, BEIR
     folder or LoCoMo file, as given or under the data root; ``split`` is a BEIR split
     (default ``train``: SciFact's test claims stay for scoring)."""
-    from memkit.cli import data_root
-    from memkit.datasets import load_any
+    from memkit.datasets import data_root, load_any
 
     path, _, split = spec.partition(":")
     p = Path(path)
