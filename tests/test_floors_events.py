@@ -59,7 +59,7 @@ def test_floor_and_block_quotas(app):
     assert profile["block_count_info"] == {"permitted": "20", "remaining": "16"}
     b = c.post(f"/floors/{floor}/blocks", headers=ann, json={"block_type": 3, "title": "Questions"})
     assert b.status_code == 200 and b.get_json()["block_type"] == 3 and b.get_json()["block_type_name"] == "forum"
-    assert c.get("/auth-service/profile", headers=ann).get_json()["profile"]["block_count_info"]["remaining"] == 15
+    assert c.get("/auth-service/profile", headers=ann).get_json()["profile"]["block_count_info"]["remaining"] == "15"
     r = c.post(f"/floors/{floor}/blocks", headers=ann, json={"block_type": 9, "title": "x"})
     assert r.status_code == 400 and error_of(r)["field"] == "block_type"
 
