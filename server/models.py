@@ -219,11 +219,19 @@ class FloorCreate(Request):
     is_private: bool = False
 
 
+def _no_default(schema: dict) -> None:
+    schema.pop("default", None)
+
+
+# An optional field that may not be null: absent means "unchanged" (the document shows no default).
+UNCHANGED = Field(None, json_schema_extra=_no_default)
+
+
 class FloorEdit(Request):
     """Only the fields given change (null is not "unchanged"; an avatar may be null: none)."""
 
-    title: Title = None
-    details: Details = None
+    title: Title = UNCHANGED
+    details: Details = UNCHANGED
     avatar: Annotated[str, StringConstraints(max_length=MAX_AVATAR)] | None = None
 
     @model_validator(mode="after")
@@ -263,9 +271,9 @@ class PostBatch(Request):
 
 
 class EventEdit(Request):
-    text: Annotated[str, StringConstraints(min_length=1, max_length=MAX_TEXT), AfterValidator(_not_blank)] = None
-    tags: Tags = None
-    media: Annotated[list[Media], Field(max_length=MAX_MEDIA)] = None
+    text: Annotated[str, StringConstraints(min_length=1, max_length=MAX_TEXT), AfterValidator(_not_blank)] = UNCHANGED
+    tags: Tags = UNCHANGED
+    media: Annotated[list[Media], Field(max_length=MAX_MEDIA)] = UNCHANGED
 
     @model_validator(mode="after")
     def _something(self):
