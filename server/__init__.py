@@ -51,8 +51,9 @@ def create_app(config: dict | None = None) -> Flask:
     errors.register(app)
 
     from server.api import auth, floors, memory, openapi
+    from server.api.limits import make_limits
 
-    app.register_blueprint(auth.make_blueprint(limiter, settings))
+    app.register_blueprint(auth.make_blueprint(make_limits(limiter, settings)))
     app.register_blueprint(floors.bp)
     app.register_blueprint(floors.events_bp)
     app.register_blueprint(memory.bp)

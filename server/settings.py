@@ -26,11 +26,13 @@ class Settings:
     mail_from: str = "memkit <no-reply@memkit.invalid>"
     outbox_dir: str = str(INSTANCE / "outbox")
     phone_region: str = ""  # e.g. "GB" to accept national numbers; empty: +E.164 only
+    # Rate limits per account (server/api/limits.py); per client address: these times rate_limit_address_factor.
     rate_limit_send_code: str = "5 per minute;30 per hour"
     rate_limit_change_email: str = "10 per minute"
     rate_limit_sign_in: str = "20 per minute"
     rate_limit_sign_up: str = "5 per minute;30 per hour"
     rate_limit_check_code: str = "10 per minute;60 per hour"  # validate, reset/password, change/mobile
+    rate_limit_address_factor: int = 5
     rate_limit_storage: str = "memory://"
     max_body_bytes: int = 1_000_000
     index_dir: str = ""  # where the search index is saved after a build and loaded at start; empty: rebuilt

@@ -90,7 +90,7 @@ def user(client, app, name):
                                                         "password": PW}).get_json()
     h = {"Authorization": f"Bearer {r['token']}"}
     pod = client.get("/auth-service/profile", headers=h).get_json()["pod_info"]
-    return h, pod["floor_uid"], {b["block_type"]: b["block_id"] for b in pod["blocks"]}
+    return h, pod["floor_uid"], {b["type"]: b["block_id"] for b in pod["blocks"]}
 
 
 def all_rows(app, skip: tuple[str, ...] = ()) -> dict[str, list[tuple]]:

@@ -48,7 +48,7 @@ def test_failed_requests_change_nothing(app):
         ("post", "/floors", {"headers": h, "json": {"title": ""}}, 400),
         ("patch", f"/floors/{floor}", {"headers": h, "json": {"title": "x" * 201}}, 400),
         ("post", f"/floors/{floor}/rename", {"headers": h, "json": {"name": "x"}}, 400),
-        ("post", f"/floors/{floor}/blocks", {"headers": h, "json": {"block_type": "wiki", "title": "x"}}, 400),
+        ("post", f"/floors/{floor}/blocks", {"headers": h, "json": {"block_type": 9, "title": "x"}}, 400),
         ("post", f"/floors/{floor}/blocks/{block}/events", {"headers": h, "json": {"text": "x", "tags": [1]}}, 400),
         ("post", f"/floors/{floor}/blocks/{block}/events", {"headers": h, "json": {"text": "x", "reply_to": "e_nope"}}, 404),
         ("patch", f"/events/{event}", {"headers": h, "json": {"text": ""}}, 400),

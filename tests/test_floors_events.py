@@ -55,12 +55,12 @@ def test_floor_and_block_quotas(app):
     assert r.status_code == 403 and error_of(r)["code"] == "quota_exceeded"
     assert count(app, floors) == before
     profile = c.get("/auth-service/profile", headers=ann).get_json()["profile"]
-    assert profile["floor_count_info"] == {"permitted": 5, "remaining": 0}
-    assert profile["block_count_info"] == {"permitted": 20, "remaining": 16}
-    b = c.post(f"/floors/{floor}/blocks", headers=ann, json={"block_type": "forum", "title": "Questions"})
-    assert b.status_code == 200 and b.get_json()["block_type_code"] == 3
-    assert c.get("/auth-service/profile", headers=ann).get_json()["profile"]["block_count_info"]["remaining"] == 15
-    r = c.post(f"/floors/{floor}/blocks", headers=ann, json={"block_type": "wiki", "title": "x"})
+    assert profile["floor_count_info"] == {"permitted": "5", "remaining": "0"}
+    assert profile["block_count_info"] == {"permitted": "20", "remaining": "16"}
+    b = c.post(f"/floors/{floor}/blocks", headers=ann, json={"block_type": 3, "title": "Questions"})
+    assert b.status_code == 200 and b.get_json()["block_type"] == 3 and b.get_json()["block_type_name"] == "forum"
+    assert c.get("/auth-service/profile", headers=ann).get_json()["profile"]["block_count_info"]["remaining"] == "15"
+    r = c.post(f"/floors/{floor}/blocks", headers=ann, json={"block_type": 9, "title": "x"})
     assert r.status_code == 400 and error_of(r)["field"] == "block_type"
 
 
@@ -171,4 +171,4 @@ def test_change_mobile_by_code(app):
     r = c.post("/auth-service/change/mobile", headers=ann, json={"new_mobile": "+447911123456", "code": "999999" if code != "999999" else "000000"})
     assert r.status_code == 400
     r = c.post("/auth-service/change/mobile", headers=ann, json={"new_mobile": "+447911123456", "code": code})
-    assert r.status_code == 200 and r.get_json()["profile"]["mobile"] == "+447911123456"
+    assert r.status_code == 200 and r.get_json()["profile"]["mobile_number"] == "+447911123456"

@@ -12,7 +12,7 @@ def check(app, client, method, path, status, body_json, **kw):
     assert resp.status_code == status, (path, resp.get_json())
     rule, _ = app.url_map.bind("localhost").match(path.split("?")[0], method=method.upper(), return_rule=True)
     template = rule.rule.replace("<", "{").replace(">", "}")
-    doc = spec()
+    doc = spec(app)
     schema = doc["paths"][template][method]["responses"][str(status)]["content"]["application/json"]["schema"]
     Draft202012Validator({**schema, "components": doc["components"]}).validate(resp.get_json())
     return resp.get_json()
@@ -50,11 +50,11 @@ def test_responses_match_the_document(app):
                json={"text": "hello", "tags": ["t"], "media": [{"url": "https://x/y.png"}]})
     check(app, c, "get", f"/floors/{floor}/events?limit=5", 200, None, headers=h)
     check(app, c, "patch", f"/events/{ev['event_id']}", 200, None, headers=h, json={"text": "hello again"})
-    check(app, c, "post", f"/floors/{floor}/blocks", 200, None, headers=h, json={"block_type": "quiz", "title": "Q"})
+    check(app, c, "post", f"/floors/{floor}/blocks", 200, None, headers=h, json={"block_type": 4, "title": "Q"})
     check(app, c, "post", "/floors", 200, None, headers=h, json={"title": "second"})
     check(app, c, "post", "/auth-service/send/validation/code", 200, None, json={"mode": "reset_password", "email": "x@example.com"})
     uid = me["profile"]["user_id"]
-    doc = spec()
+    doc = spec(app)
     request_schema = Draft202012Validator({**doc["components"]["schemas"]["QueryRequest"], "components": doc["components"]})
     for extra in ({"include_metadata": "1", "summary_needed": "0"}, {"filters": {"tags": ["t"]}, "k": 3}, {}):
         body = {"user_id": uid, "query": "hello", "floor_ids": [floor], **extra}

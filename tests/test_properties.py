@@ -34,6 +34,7 @@ from jsonschema import Draft202012Validator
 from memkit.config import CONFIG_DIR
 from memkit.pipeline import Pipeline
 from server.api.openapi import spec
+from server.models import BLOCK_TYPES
 from server.services.common import new_id, now
 from server.store.changes import log_event_changes
 from server.store.schema import blocks, events, floors, users
@@ -123,7 +124,7 @@ def signed_up(c, app, name: str) -> tuple[dict, str, str, dict]:
     h = {"Authorization": f"Bearer {token}"}
     me = c.get("/auth-service/profile", headers=h).get_json()
     return h, me["profile"]["user_id"], me["pod_info"]["floor_uid"], {
-        b["block_type"]: b["block_id"] for b in me["pod_info"]["blocks"]}
+        b["type"]: b["block_id"] for b in me["pod_info"]["blocks"]}
 
 
 def write(c, h, floor, blocks_of, items) -> None:
@@ -138,7 +139,7 @@ def public_floor(c, h) -> tuple[str, dict]:
     ids = {}
     for btype in ("feed", "blog", "forum"):
         ids[btype] = c.post(f"/floors/{f['floor_uid']}/blocks", headers=h,
-                            json={"block_type": btype, "title": btype}).get_json()["block_id"]
+                            json={"block_type": BLOCK_TYPES[btype], "title": btype}).get_json()["block_id"]
     return f["floor_uid"], ids
 
 
@@ -238,9 +239,9 @@ def store_odd(app, row: dict) -> str:
     return fid
 
 
-def documented(path: str, method: str = "post"):
+def documented(app, path: str, method: str = "post"):
     """A validator of the 200 body the OpenAPI document promises for an operation."""
-    doc = spec()
+    doc = spec(app)
     schema = doc["paths"][path][method]["responses"]["200"]["content"]["application/json"]["schema"]
     return Draft202012Validator({**schema, "components": doc["components"]})
 
@@ -251,7 +252,8 @@ def test_no_stored_value_makes_a_later_request_of_anyone_else_fail(open_app):
     victim, victim_id, own, own_blocks = signed_up(c, open_app, "Vic Tim")
     write(c, victim, own, own_blocks, [("feed", "my own lake diary", 1, [])])
     sqlite = open_app.extensions["memkit"]["engine"].dialect.name == "sqlite"
-    query_doc, list_doc = documented("/agent/memory/query"), documented("/floors/{floor_id}/events", "get")
+    query_doc, list_doc = documented(open_app, "/agent/memory/query"), documented(open_app, "/floors/{floor_id}/events",
+                                                                                      "get")
     public: list[str] = []
     n = itertools.count()
 

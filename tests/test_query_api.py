@@ -361,7 +361,7 @@ def test_answers_say_who_and_when_and_resolve_relative_times(world):
     r = c.post(f"/floors/{floor}/blocks/{feed}/events", headers=ann,
                json={"text": "Took Biscuit to the vet yesterday for her shots.", "created_at": "2024-03-12T09:00:00Z"})
     assert r.status_code == 200
-    body = ask(world, query="When did Biscuit go to the vet?", k=5).get_json()
+    body = ask(world, query="When did Biscuit go to the vet?", k=5, summary_needed="1").get_json()
     assert body["answer"].startswith("On 11 March 2024 — “yesterday” in what Ann wrote on 12 March 2024 in “"), body["answer"]
     assert "“Took Biscuit to the vet yesterday for her shots.”" in body["answer"]
     assert r.get_json()["event_id"] in [i["event_id"] for i in body["items"]]  # the quote is among the items

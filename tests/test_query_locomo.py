@@ -43,7 +43,7 @@ def test_api_rankings_equal_eval_rankings(tmp_path):
     uid = c.get("/auth-service/profile", headers=h).get_json()["profile"]["user_id"]
     sessions = {}  # a block per session, as in the dataset (posts' neighbours stay within it)
     for b in events["block_id"].unique(maintain_order=True).to_list():
-        r = c.post(f"/floors/{floor}/blocks", headers=h, json={"block_type": "feed", "title": b.split("/")[-1]})
+        r = c.post(f"/floors/{floor}/blocks", headers=h, json={"block_type": 1, "title": b.split("/")[-1]})
         assert r.status_code == 200, r.get_json()
         sessions[b] = r.get_json()["block_id"]
     original = {}  # API event id -> dataset event id

@@ -138,7 +138,7 @@ def sign_up(port: int, folder: Path, name: str) -> User:
     assert status == 200, body
     me = Client(port, body["token"]).call("GET", "/auth-service/profile")[1]
     return User(body["token"], me["profile"]["user_id"], me["pod_info"]["floor_uid"],
-                {b["block_type"]: b["block_id"] for b in me["pod_info"]["blocks"]})
+                {b["type"]: b["block_id"] for b in me["pod_info"]["blocks"]})
 
 
 def floor_events(port: int, user: User, floor: str) -> list[dict]:

@@ -1,109 +1,116 @@
 """``/auth-service/...``: accounts. Bodies are JSON; change of e-mail also takes multipart
-form parts, as the interface specification describes."""
+form parts, as the interface specification describes (section 2.3)."""
 
 from __future__ import annotations
 
-from flask import Blueprint, current_app, jsonify, request
+from flask import Blueprint, current_app, request
 
+from server import models as m
+from server.api.openapi import body, operation
 from server.errors import BadRequest, Unauthorized
+from server.services.accounts import bearer_token
 
 
 def svc():
     return current_app.extensions["memkit"]["accounts"]
 
 
-def json_body() -> dict:
-    if not request.is_json:
-        raise BadRequest("expected a JSON body (Content-Type: application/json)", code="invalid_body")
-    data = request.get_json(silent=True)
-    if not isinstance(data, dict):
-        raise BadRequest("the body is not a JSON object", code="invalid_body")
-    return data
-
-
 def current_user() -> str:
     return svc().authenticate(request.headers.get("Authorization"))
-
-
-def bearer_token() -> str | None:
-    header = request.headers.get("Authorization") or ""
-    return header[7:].strip() if header.startswith("Bearer ") else None
 
 
 def optional_user() -> str | None:
     return current_user() if request.headers.get("Authorization") else None
 
 
-def make_blueprint(limiter, settings) -> Blueprint:
+def make_blueprint(limits) -> Blueprint:
+    """``limits``: the rate limits per account and per address (server/api/limits.py)."""
     bp = Blueprint("auth", __name__, url_prefix="/auth-service")
 
     @bp.post("/signup")
-    @limiter.limit(settings.rate_limit_sign_up, deduct_when=lambda response: response.status_code == 200)
-    def signup():  # counts the sign-ups that send a message, like send/validation/code
-        return jsonify(svc().sign_up(json_body()))
+    @operation(summary="Sign up with e-mail and/or mobile number; sends a validation code", response=m.SignUpResponse,
+               body=m.SignUpRequest, auth="none", errors=("400", "409", "429", "503"))
+    @limits("sign_up", account=("email", "mobile"), only_success=True)  # counts the sign-ups that send a message
+    def signup():
+        return svc().sign_up(body())
 
     @bp.post("/send/validation/code")
-    @limiter.limit(settings.rate_limit_send_code)
+    @operation(summary="Send a validation code for a mode (signup and reset_password need no token, the same answer "
+                       "either way)", response=m.CodeSent, body=m.SendCodeRequest, auth="none",
+               errors=("400", "401", "429", "503"))
+    @limits("send_code", account=("email", "mobile", "new_email_id", "new_mobile"))
     def send_code():
-        return jsonify(svc().send_code(json_body(), optional_user()))
+        return svc().send_code(body(), optional_user())
 
     @bp.post("/validate")
-    @limiter.limit(settings.rate_limit_check_code)
+    @operation(summary="Validate a new account with its code and the password chosen at sign-up",
+               response=m.SignInResponse, body=m.ValidateRequest, auth="none", errors=("400", "401", "429"))
+    @limits("check_code", account=("email", "mobile"))
     def validate():
-        return jsonify(svc().validate(json_body()))
+        return svc().validate(body())
 
     @bp.post("/signin/email")
-    @limiter.limit(settings.rate_limit_sign_in)
+    @operation(summary="Sign in with e-mail and password", response=m.SignInResponse, body=m.SignInEmailRequest,
+               auth="none", errors=("400", "401", "403", "429"))
+    @limits("sign_in", account=("email",))
     def signin_email():
-        return jsonify(svc().sign_in(json_body(), "email"))
+        return svc().sign_in(body(), "email")
 
     @bp.post("/signin/mobile")
-    @limiter.limit(settings.rate_limit_sign_in)
+    @operation(summary="Sign in with mobile number and password", response=m.SignInResponse,
+               body=m.SignInMobileRequest, auth="none", errors=("400", "401", "403", "429"))
+    @limits("sign_in", account=("mobile",))
     def signin_mobile():
-        return jsonify(svc().sign_in(json_body(), "mobile"))
+        return svc().sign_in(body(), "mobile")
 
     @bp.post("/change/password")
+    @operation(summary="Change password; revokes every earlier token", response=m.PasswordChanged,
+               body=m.ChangePasswordRequest)
     def change_password():
-        return jsonify(svc().change_password(current_user(), json_body()))
+        return svc().change_password(current_user(), body())
 
     @bp.post("/reset/password")
-    @limiter.limit(settings.rate_limit_check_code)
+    @operation(summary="Reset a forgotten password with a code; revokes every token", response=m.PasswordChanged,
+               body=m.ResetPasswordRequest, auth="none", errors=("400", "401", "429"))
+    @limits("check_code", account=("email", "mobile"))
     def reset_password():
-        return jsonify(svc().reset_password(json_body()))
+        return svc().reset_password(body())
 
     @bp.post("/change/email")
-    @limiter.limit(settings.rate_limit_change_email)
+    @operation(summary="Change e-mail with a code sent to the new address (JSON or multipart); revokes every other "
+                       "token and tells the old address; every failure is a 400", response=m.ChangeEmailResponse,
+               body=m.ChangeEmailRequest, form=True, errors=("400", "429"))
+    @limits("change_email", account="token")
     def change_email():
         # Every failure of this operation is a 400, a missing or bad token included.
         try:
             user = current_user()
         except Unauthorized as exc:  # a 400 here, as the specification asks; the code stays precise
             raise BadRequest(exc.message, code=exc.code) from None
-        if request.mimetype == "multipart/form-data":
-            unknown = [k for k in list(request.form) + list(request.files) if k not in ("new_email_id", "activation_code")]
-            if unknown:
-                raise BadRequest(f"unknown field {unknown[0]!r}", field=unknown[0], code="unknown_field")
-            data = {k: request.form.get(k) for k in ("new_email_id", "activation_code") if k in request.form}
-        else:
-            data = json_body()
-        return jsonify(svc().change_email(user, data, bearer_token()))
+        return svc().change_email(user, body(), bearer_token(request.headers.get("Authorization")))
 
     @bp.post("/change/mobile")
-    @limiter.limit(settings.rate_limit_check_code)
+    @operation(summary="Change mobile number with a code sent to it; revokes every other token and tells the old "
+                       "number", response=m.ProfileResponse, body=m.ChangeMobileRequest, errors=("400", "401", "429"))
+    @limits("check_code", account="token")
     def change_mobile():
-        return jsonify(svc().change_mobile(current_user(), json_body(), bearer_token()))
+        return svc().change_mobile(current_user(), body(), bearer_token(request.headers.get("Authorization")))
 
     @bp.post("/external/register")
+    @operation(summary="An application registers, or finds, its user by external id (idempotent)",
+               response=m.ExternalUserResponse, body=m.ExternalRegisterRequest, auth="app")
     def register_external():
         app_id = svc().authenticate_app(request.headers.get("X-App-Id"), request.headers.get("X-App-Secret"))
-        return jsonify(svc().register_external(app_id, json_body()))
+        return svc().register_external(app_id, body())
 
     @bp.delete("/account")
+    @operation(summary="Delete the account and everything it owns", response=m.Deleted, body=m.DeleteAccountRequest)
     def delete_account():
-        return jsonify(svc().delete_account(current_user(), json_body()))
+        return svc().delete_account(current_user(), body())
 
     @bp.get("/profile")
+    @operation(summary="The signed-in user's profile and own floor", response=m.ProfileResponse)
     def profile():
-        return jsonify(svc().get_profile(current_user()))
+        return svc().get_profile(current_user())
 
     return bp

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from flask import Blueprint, current_app, jsonify, request
+from flask import Blueprint, current_app, request
 
-from server.errors import ApiError, BadRequest
+from server import models as m
+from server.api.openapi import body, operation
+from server.errors import ApiError
 from server.services.memory import Caller
 
 bp = Blueprint("memory", __name__, url_prefix="/agent/memory")
@@ -19,13 +21,13 @@ def _caller() -> Caller:
 
 
 @bp.post("/query")
+@operation(summary="Ask in natural language over some floors; returns an answer and the ranked items that ground it. "
+                   "Follow-ups of the same user_id build on earlier queries", response=m.QueryResponse,
+           body=m.QueryRequest, auth="either", errors=("400", "401", "415", "422"), tag="memory", invalid_status=422)
 def query():
     caller = _caller()
     if not request.is_json:
         raise ApiError("send the query as a JSON body (Content-Type: application/json); multipart and form bodies "
                        f"are not accepted (got {request.mimetype or 'no content type'})", code="unsupported_media_type",
                        status=415)
-    data = request.get_json(silent=True)
-    if not isinstance(data, dict):
-        raise BadRequest("the body is not a JSON object", code="invalid_body")
-    return jsonify(current_app.extensions["memkit"]["memory"].query(caller, data))
+    return current_app.extensions["memkit"]["memory"].query(caller, body())

@@ -1,6 +1,7 @@
 """Accounts: sign-up, validation codes, sign-in, bearer tokens, password and e-mail changes.
 
-No Flask here: functions take plain dicts and raise typed errors (server.errors). Every
+No Flask here: functions take requests validated by their models (server/models.py) and
+raise typed errors (server.errors). Every
 operation runs in one transaction, so a failed request changes nothing, with one
 deliberate exception: every check of a code is counted (in its own transaction) so that
 guessing is bounded.
@@ -33,21 +34,25 @@ from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 from email_validator import EmailNotValidError, validate_email
 
+from server import models as m
 from server.errors import ApiError, BadRequest, Conflict, Forbidden, NotFound, Unauthorized
-from server.services.common import check_fields, new_id, now
+from server.models import MODES
+from server.services.common import new_id, now
 from server.services.delivery import Sender
 from server.settings import Settings
 from server.store.changes import log_event_changes
 from server.store.schema import apps, blocks, codes, events, floors, tokens, users
 
-MODES = {
-    "signup": "validate a new account (sent to its e-mail, else its mobile number)",
-    "reset_password": "reset a forgotten password (sent to the account's e-mail or mobile number)",
-    "change_email": "confirm a new e-mail address (sent to the new address; bearer token and password required)",
-    "change_mobile": "confirm a new mobile number (sent to the new number; bearer token and password required)",
-}
 DEFAULT_BLOCKS = [("feed", "Feed"), ("blog", "Blog"), ("forum", "Forum"), ("quiz", "Quiz")]
 _hasher = PasswordHasher()
+
+
+# -- request checking (the shapes are the models' in server/models.py) ---------------------
+def bearer_token(header: str | None) -> str | None:
+    """The token of an ``Authorization: Bearer <token>`` header; the scheme name is
+    case-insensitive (RFC 7235), so ``bearer`` works too."""
+    scheme, _, token = (header or "").strip().partition(" ")
+    return token.strip() or None if scheme.lower() == "bearer" and len(header) <= 200 else None
 
 
 def normalize_email(value: str, field: str = "email") -> str:
@@ -68,40 +73,39 @@ def normalize_mobile(value: str, region: str = "", field: str = "mobile") -> str
     return phonenumbers.format_number(number, phonenumbers.PhoneNumberFormat.E164)
 
 
-def check_password(value: str, field: str = "password") -> str:
-    if not 8 <= len(value) <= 256:
-        raise BadRequest(f"{field} must be 8 to 256 characters long", field=field, code="weak_password")
-    return value
-
-
 class Accounts:
     def __init__(self, engine: sa.Engine, settings: Settings, mailer: Sender, sms: Sender):
         self.engine, self.settings, self.mailer, self.sms = engine, settings, mailer, sms
 
     # -- shapes ---------------------------------------------------------------------------
     def profile(self, conn, user_id: str) -> dict:
+        """Interface 2.4's ``profile`` (server/models.py UserDetails says where each value comes from)."""
         u = conn.execute(sa.select(users).where(users.c.id == user_id)).mappings().one()
         n_floors = conn.execute(sa.select(sa.func.count()).select_from(floors).where(floors.c.owner_id == user_id)).scalar()
         n_blocks = conn.execute(sa.select(sa.func.count()).select_from(blocks).join(floors)
                                 .where(floors.c.owner_id == user_id)).scalar()
+        own = _own_floor(conn, user_id) or {}
         return {
-            "user_id": u["id"], "name": u["name"], "email": u["email"], "mobile": u["mobile"],
+            "floor_id": own.get("id", ""),
+            "floor_count_info": {"permitted": str(u["floor_quota"]), "remaining": str(max(0, u["floor_quota"] - n_floors))},
+            "block_count_info": {"permitted": str(u["block_quota"]), "remaining": str(max(0, u["block_quota"] - n_blocks))},
+            "FID": own.get("id", ""), "title": own.get("title", ""), "name": u["name"], "email": u["email"] or "",
+            "mobile_number": u["mobile"] or "", "user_id": u["id"], "avatar": _avatar(own.get("avatar")),
             "validated": u["validated"], "created_at": u["created_at"].isoformat(),
             "external_id": u["external_id"],
-            "floor_count_info": {"permitted": u["floor_quota"], "remaining": max(0, u["floor_quota"] - n_floors)},
-            "block_count_info": {"permitted": u["block_quota"], "remaining": max(0, u["block_quota"] - n_blocks)},
         }
 
     def pod_info(self, conn, user_id: str) -> dict:
-        """The user's own floor (the first one created for them) and its blocks."""
-        f = conn.execute(sa.select(floors).where(floors.c.owner_id == user_id).order_by(floors.c.created_at, floors.c.id)
-                         .limit(1)).mappings().first()
-        if f is None:
-            return {}
-        bl = conn.execute(sa.select(blocks).where(blocks.c.floor_id == f["id"]).order_by(blocks.c.created_at, blocks.c.id)
-                          ).mappings().all()
-        return {"floor_uid": f["id"], "title": f["title"], "is_private": f["is_private"],
-                "blocks": [{"block_id": b["id"], "block_type": b["type"], "block_title": b["title"]} for b in bl]}
+        """Interface 2.4's ``pod_info``: the user's own floor (the first one created for
+        them) and its blocks (every user has one; empty values if it were ever missing)."""
+        f = _own_floor(conn, user_id) or {}
+        bl = conn.execute(sa.select(blocks).where(blocks.c.floor_id == f.get("id")).order_by(blocks.c.created_at,
+                                                                                          blocks.c.id)).mappings().all()
+        app_id = conn.execute(sa.select(users.c.app_id).where(users.c.id == user_id)).scalar()
+        return {"floor_id": f.get("id", ""), "is_owner": "1", "app_id": app_id or "", "title": f.get("title", ""),
+                "details": f.get("details") or "", "floor_uid": f.get("id", ""),
+                "blocks": [{"block_id": b["id"], "type": b["type"], "title": b["title"]} for b in bl],
+                "avatar": _avatar(f.get("avatar"))}
 
     # -- tokens -----------------------------------------------------------------------------
     def _issue_token(self, conn, user_id: str) -> dict:
@@ -112,13 +116,20 @@ class Accounts:
 
     def authenticate(self, header: str | None) -> str:
         """The user id behind an ``Authorization: Bearer ...`` header, or 401."""
-        if not header or not header.startswith("Bearer ") or len(header) > 200:
+        token = bearer_token(header)
+        if token is None:
             raise Unauthorized("a bearer token is required", code="missing_token")
         with self.engine.connect() as conn:
-            row = conn.execute(sa.select(tokens).where(tokens.c.hash == _sha(header[7:].strip()))).mappings().first()
+            row = conn.execute(sa.select(tokens).where(tokens.c.hash == _sha(token))).mappings().first()
         if row is None or row["revoked_at"] is not None or row["expires_at"] <= now():
             raise Unauthorized("the bearer token is invalid, expired or revoked", code="invalid_token")
         return row["user_id"]
+
+    def check_app(self, conn, app_id: str | None, field: str = "app_id") -> None:
+        """An ``app_id`` in a body must name a registered application (or be absent)."""
+        if app_id is not None and conn.execute(sa.select(apps.c.id).where(apps.c.id == app_id)).first() is None:
+            raise BadRequest(f"{field}: no such application (register one with `memkit app add NAME`)", field=field,
+                             code="invalid_app")
 
     # -- codes --------------------------------------------------------------------------------
     def _code_hash(self, code: str) -> str:
@@ -204,20 +215,16 @@ class Accounts:
             raise BadRequest("this code was already used or replaced", field=field, code="code_used")
 
     # -- operations ---------------------------------------------------------------------------
-    def sign_up(self, data: dict) -> dict:
+    def sign_up(self, data: m.SignUpRequest) -> dict:
         """A new, unvalidated account. An address held by another unvalidated account is
         taken over by this sign-up (that registration is deleted with its code): nobody
         proved it was theirs, and refusing would let a squatter block the owner."""
-        check_fields(data, {"name": str, "password": str}, {"email": str, "mobile": str})
-        if not data.get("email") and not data.get("mobile"):
+        if not data.email and not data.mobile:
             raise BadRequest("an e-mail address or a mobile number is required", field="email", code="missing_field")
-        name = data["name"].strip()
-        if not 1 <= len(name) <= 200:
-            raise BadRequest("name must be 1 to 200 characters", field="name", code="invalid_name")
-        email = normalize_email(data["email"]) if data.get("email") else None
-        mobile = normalize_mobile(data["mobile"], self.settings.phone_region) if data.get("mobile") else None
-        password = check_password(data["password"])
-        password_hash = _hasher.hash(password)
+        name = data.name
+        email = normalize_email(data.email) if data.email else None
+        mobile = normalize_mobile(data.mobile, self.settings.phone_region) if data.mobile else None
+        password_hash = _hasher.hash(data.password)
         with self.engine.begin() as conn:
             stale = []
             for column, value, what in ((users.c.email, email, "email"), (users.c.mobile, mobile, "mobile")):
@@ -252,30 +259,27 @@ class Accounts:
             conn.execute(blocks.insert().values(id=new_id("b"), floor_id=fid, type=btype, title=title, details="",
                                                 created_at=now()))
 
-    def _address(self, data: dict) -> tuple[str, str]:
+    def _address(self, data) -> tuple[str, str]:
         """(``email`` or ``mobile``, its normalised value) of a body naming an account."""
-        if data.get("email"):
-            return "email", normalize_email(data["email"])
-        if data.get("mobile"):
-            return "mobile", normalize_mobile(data["mobile"], self.settings.phone_region)
+        if getattr(data, "email", None):
+            return "email", normalize_email(data.email)
+        if getattr(data, "mobile", None):
+            return "mobile", normalize_mobile(data.mobile, self.settings.phone_region)
         raise BadRequest("an e-mail address or a mobile number is required", field="email", code="missing_field")
 
-    def _find_user(self, conn, data: dict) -> dict | None:
+    def _find_user(self, conn, data) -> dict | None:
         kind, value = self._address(data)
         return conn.execute(sa.select(users).where(users.c[kind] == value)).mappings().first()
 
-    def send_code(self, data: dict, user_id: str | None) -> dict:
+    def send_code(self, data: m.SendCodeRequest, user_id: str | None) -> dict:
         """Send a code for ``mode``. For signup and reset_password the answer is the same
         whether or not the account exists (it echoes the address as normalised from what
         was typed), so it cannot be used to find accounts. A change of e-mail or mobile
         number needs the account's password as well as the token: a stolen token alone
         cannot move the account to another address."""
-        check_fields(data, {"mode": str}, {"email": str, "mobile": str, "new_email_id": str, "new_mobile": str,
-                                           "user_id": str, "app_id": str, "password": str})
-        mode = data["mode"]
-        if mode not in MODES:
-            raise BadRequest(f"mode must be one of {sorted(MODES)}", field="mode", code="invalid_mode")
+        mode = data.mode
         with self.engine.begin() as conn:
+            self.check_app(conn, data.app_id)
             if mode in ("signup", "reset_password"):
                 kind, dest = self._address(data)
                 user = conn.execute(sa.select(users).where(users.c[kind] == dest)).mappings().first()
@@ -285,25 +289,25 @@ class Accounts:
                 return {"mode": mode, "message": f"if an account matches, a code was sent to {dest}"}
             if user_id is None:
                 raise BadRequest("this mode needs a bearer token", field="mode", code="missing_token")
-            if data.get("user_id") not in (None, user_id):
+            if data.user_id not in (None, user_id):
                 raise BadRequest("user_id does not match the bearer token", field="user_id", code="user_mismatch")
             kind, field = ("email", "new_email_id") if mode == "change_email" else ("mobile", "new_mobile")
-            if not data.get(field):
+            if not getattr(data, field):
                 raise BadRequest(f"{field} is required", field=field, code="missing_field")
-            dest = (normalize_email(data[field], field) if kind == "email"
-                    else normalize_mobile(data[field], self.settings.phone_region, field))
+            dest = (normalize_email(getattr(data, field), field) if kind == "email"
+                    else normalize_mobile(getattr(data, field), self.settings.phone_region, field))
             if conn.execute(sa.select(users.c.id).where(users.c[kind] == dest)).first():
                 raise BadRequest(f"this {_ADDRESS[kind]} is already in use", field=field, code=f"{kind}_in_use")
-            if not isinstance(data.get("password"), str):
+            if data.password is None:
                 raise BadRequest(f"password is required to change the {_ADDRESS[kind]}", field="password",
                                  code="missing_field")
             stored = conn.execute(sa.select(users.c.password_hash).where(users.c.id == user_id)).scalar()
-            if not verify_password(stored, data["password"]):
+            if not verify_password(stored, data.password):
                 raise BadRequest("password is wrong", field="password", code="bad_credentials")
             self._issue_code(conn, user_id, mode, dest, self.mailer if kind == "email" else self.sms)
             return {"mode": mode, "message": f"a code was sent to {dest}"}
 
-    def _account_code(self, data: dict, mode: str) -> tuple[dict, str]:
+    def _account_code(self, data: m.ValidateRequest | m.ResetPasswordRequest, mode: str) -> tuple[dict, str]:
         """The account named by ``email`` or ``mobile`` and its checked ``code`` for ``mode``
         (a reset only for a validated account, a validation only for one still to be
         validated; any other account is answered as if it had no code)."""
@@ -311,41 +315,37 @@ class Accounts:
             user = self._find_user(conn, data)
         if user is None or user["validated"] != (mode == "reset_password"):
             raise BadRequest("no code was sent for this", field="code", code="code_invalid")
-        dest = user["email"] if data.get("email") else user["mobile"]
-        return user, self._use_code(user["id"], mode, dest, data["code"], "code")
+        dest = user["email"] if data.email else user["mobile"]
+        return user, self._use_code(user["id"], mode, dest, data.code, "code")
 
-    def validate(self, data: dict) -> dict:
+    def validate(self, data: m.ValidateRequest) -> dict:
         """The code sent at sign-up and the password chosen there: both are needed, so the
         account becomes usable only by whoever chose its password *and* holds its mailbox."""
-        check_fields(data, {"code": str, "password": str}, {"email": str, "mobile": str})
         user, code_id = self._account_code(data, "signup")
-        if not verify_password(user["password_hash"], data["password"]):  # the code's check is counted
+        if not verify_password(user["password_hash"], data.password):  # the code's check is counted
             raise BadRequest("password is not the one chosen at sign-up (sign up again to choose another)",
                              field="password", code="bad_credentials")
         with self.engine.begin() as conn:
             self._consume(conn, code_id, "code")
             conn.execute(users.update().where(users.c.id == user["id"]).values(validated=True))
-            return {"profile": self.profile(conn, user["id"]), **self._issue_token(conn, user["id"])}
+            return {"user_id": user["id"], "profile": self.profile(conn, user["id"]), **self._issue_token(conn, user["id"])}
 
-    def sign_in(self, data: dict, by: str) -> dict:
-        check_fields(data, {by: str, "password": str})
+    def sign_in(self, data: m.SignInEmailRequest | m.SignInMobileRequest, by: str) -> dict:
         with self.engine.begin() as conn:
-            user = self._find_user(conn, {by: data[by]})
-            if not verify_password(user["password_hash"] if user else None, data["password"]):
+            user = self._find_user(conn, data)
+            if not verify_password(user["password_hash"] if user else None, data.password):
                 raise Unauthorized(f"wrong {'e-mail address' if by == 'email' else 'mobile number'} or password",
                                    code="bad_credentials")
             if not user["validated"]:
                 raise Forbidden("validate the account first (POST /auth-service/validate)", code="not_validated")
             return {"user_id": user["id"], "profile": self.profile(conn, user["id"]), **self._issue_token(conn, user["id"])}
 
-    def change_password(self, user_id: str, data: dict) -> dict:
-        check_fields(data, {"old_password": str, "new_password": str})
-        check_password(data["new_password"], "new_password")
+    def change_password(self, user_id: str, data: m.ChangePasswordRequest) -> dict:
         with self.engine.begin() as conn:
             row = conn.execute(sa.select(users.c.password_hash).where(users.c.id == user_id)).first()
-            if not verify_password(row[0], data["old_password"]):
+            if not verify_password(row[0], data.old_password):
                 raise BadRequest("old_password is wrong", field="old_password", code="bad_credentials")
-            return self._set_password(conn, user_id, data["new_password"])
+            return self._set_password(conn, user_id, data.new_password)
 
     def _set_password(self, conn, user_id: str, password: str) -> dict:
         conn.execute(users.update().where(users.c.id == user_id).values(password_hash=_hasher.hash(password)))
@@ -353,30 +353,29 @@ class Accounts:
                      .values(revoked_at=now()))  # every old token stops working at once
         return {"message": "password changed; every earlier token is revoked", **self._issue_token(conn, user_id)}
 
-    def reset_password(self, data: dict) -> dict:
-        check_fields(data, {"code": str, "new_password": str}, {"email": str, "mobile": str})
-        check_password(data["new_password"], "new_password")
+    def reset_password(self, data: m.ResetPasswordRequest) -> dict:
         user, code_id = self._account_code(data, "reset_password")
         with self.engine.begin() as conn:
             self._consume(conn, code_id, "code")
-            return self._set_password(conn, user["id"], data["new_password"])
+            return self._set_password(conn, user["id"], data.new_password)
 
-    def change_email(self, user_id: str, data: dict, token: str | None = None) -> dict:
-        """The seed's change of e-mail: ``new_email_id`` and ``activation_code`` (multipart
-        or JSON; JSON may also carry ``user_id`` and ``app_id``). Every failure is a 400."""
-        check_fields(data, {"new_email_id": str, "activation_code": str}, {"user_id": str, "app_id": str})
-        if data.get("user_id") not in (None, user_id):
+    def change_email(self, user_id: str, data: m.ChangeEmailRequest, token: str | None = None) -> dict:
+        """The interface's change of e-mail (sections 2.3, 2.4): ``new_email_id`` and
+        ``activation_code`` (multipart or JSON; JSON may also carry ``user_id`` and
+        ``app_id``, a registered application's). Every failure is a 400."""
+        if data.user_id not in (None, user_id):
             raise BadRequest("user_id does not match the bearer token", field="user_id", code="user_mismatch")
-        email = normalize_email(data["new_email_id"], "new_email_id")
-        self._change_address(user_id, "email", email, data["activation_code"], "new_email_id", "activation_code", token)
+        with self.engine.connect() as conn:
+            self.check_app(conn, data.app_id)
+        email = normalize_email(data.new_email_id, "new_email_id")
+        self._change_address(user_id, "email", email, data.activation_code, "new_email_id", "activation_code", token)
         with self.engine.connect() as conn:
             return {"profile": self.profile(conn, user_id), "pod_info": self.pod_info(conn, user_id),
-                    "app_id": data.get("app_id")}
+                    "app_id": data.app_id or ""}
 
-    def change_mobile(self, user_id: str, data: dict, token: str | None = None) -> dict:
-        check_fields(data, {"new_mobile": str, "code": str})
-        mobile = normalize_mobile(data["new_mobile"], self.settings.phone_region, "new_mobile")
-        self._change_address(user_id, "mobile", mobile, data["code"], "new_mobile", "code", token)
+    def change_mobile(self, user_id: str, data: m.ChangeMobileRequest, token: str | None = None) -> dict:
+        mobile = normalize_mobile(data.new_mobile, self.settings.phone_region, "new_mobile")
+        self._change_address(user_id, "mobile", mobile, data.code, "new_mobile", "code", token)
         with self.engine.connect() as conn:
             return {"profile": self.profile(conn, user_id), "pod_info": self.pod_info(conn, user_id)}
 
@@ -387,8 +386,8 @@ class Accounts:
         address is told, so a change nobody asked for is noticed. If the notice cannot be
         sent nothing changes (503), as with codes."""
         in_use = BadRequest(f"this {_ADDRESS[kind]} is already in use", field=field, code=f"{kind}_in_use")
-        with self.engine.connect() as conn:
-            if conn.execute(sa.select(users.c.id).where(users.c[kind] == value)).first():
+        with self.engine.connect() as conn:  # the account's own address: its code was used (code_used below)
+            if conn.execute(sa.select(users.c.id).where(users.c[kind] == value, users.c.id != user_id)).first():
                 raise in_use
         code_id = self._use_code(user_id, f"change_{kind}", value, code, code_field)
         with self.engine.begin() as conn:
@@ -427,14 +426,11 @@ class Accounts:
             raise Unauthorized("unknown application or wrong secret", code="bad_app_credentials")
         return app_id
 
-    def register_external(self, app_id: str, data: dict) -> dict:
+    def register_external(self, app_id: str, data: m.ExternalRegisterRequest) -> dict:
         """Register, or find, the application's user with this external id (idempotent,
         also when two requests for the same id arrive at once)."""
-        check_fields(data, {"external_id": str}, {"name": str})
-        ext = data["external_id"].strip()
-        if not 1 <= len(ext) <= 200:
-            raise BadRequest("external_id must be 1 to 200 characters", field="external_id", code="invalid")
-        name = ((data.get("name") or "").strip() or ext)[:200]
+        ext = data.external_id
+        name = ((data.name or "").strip() or ext)[:200]
         for attempt in range(2):
             try:
                 with self.engine.begin() as conn:
@@ -455,12 +451,11 @@ class Accounts:
                 if attempt:
                     raise
 
-    def delete_account(self, user_id: str, data: dict) -> dict:
+    def delete_account(self, user_id: str, data: m.DeleteAccountRequest) -> dict:
         """Delete the account and everything it owns: floors, blocks, events, tokens, codes."""
-        check_fields(data, {"password": str})
         with self.engine.begin() as conn:
             row = conn.execute(sa.select(users.c.password_hash).where(users.c.id == user_id)).first()
-            if not verify_password(row[0] if row else None, data["password"]):
+            if not verify_password(row[0] if row else None, data.password):
                 raise BadRequest("password is wrong", field="password", code="bad_credentials")
             gone = _delete_user(conn, user_id)
         return {"deleted": user_id, "events_deleted": gone}
@@ -495,6 +490,16 @@ def _delete_user(conn, user_id: str) -> int:
 
 
 _ADDRESS = {"email": "e-mail address", "mobile": "mobile number"}
+
+
+def _own_floor(conn, user_id: str):
+    """The user's own floor: the first one created for them."""
+    return conn.execute(sa.select(floors).where(floors.c.owner_id == user_id).order_by(floors.c.created_at, floors.c.id)
+                        .limit(1)).mappings().first()
+
+
+def _avatar(url: str | None) -> dict:
+    return {"url": url or "", "type": "image" if url else ""}
 
 
 def _sha(token: str) -> str:

@@ -14,17 +14,13 @@ from datetime import datetime
 
 import sqlalchemy as sa
 
-from memkit.tables import parse_time
+from server import models as m
 from server.errors import BadRequest, Forbidden, NotFound
-from server.services.common import check_fields, new_id, now
-from server.services.floors import BLOCK_TYPES, readable_floor
+from server.models import BLOCK_TYPES
+from server.services.common import new_id, now
+from server.services.floors import readable_floor
 from server.store.changes import log_event_changes
 from server.store.schema import blocks, events, floors, stored_media, stored_tags
-
-MAX_TEXT = 20_000
-MAX_TAGS = 20
-MAX_BATCH = 1000  # events in one bulk create
-MAX_MEDIA, MAX_URL, MAX_CAPTION = 20, 2000, 1000
 
 
 def event_response(e, b) -> dict:
@@ -32,54 +28,6 @@ def event_response(e, b) -> dict:
             "block_id": e["block_id"], "block_type": BLOCK_TYPES.get(b["type"], 0), "block_type_name": b["type"],
             "user_id": e["user_id"], "text": e["text"], "tags": stored_tags(e["tags"]), "media": stored_media(e["media"]),
             "reply_to": e["reply_to"], "created_at": e["created_at"].isoformat(), "updated_at": e["updated_at"].isoformat()}
-
-
-def _tags(value) -> list[str]:
-    if not isinstance(value, list) or not all(isinstance(t, str) and 1 <= len(t) <= 50 for t in value):
-        raise BadRequest("tags must be a list of strings of 1 to 50 characters", field="tags", code="invalid_type")
-    if len(value) > MAX_TAGS:
-        raise BadRequest(f"at most {MAX_TAGS} tags", field="tags", code="too_many")
-    return list(dict.fromkeys(value))
-
-
-def _media(value) -> list[dict]:
-    if not isinstance(value, list):
-        raise BadRequest("media must be a list of objects", field="media", code="invalid_type")
-    if len(value) > MAX_MEDIA:
-        raise BadRequest(f"at most {MAX_MEDIA} media items", field="media", code="too_many")
-    out = []
-    for i, m in enumerate(value):
-        if not isinstance(m, dict) or not isinstance(m.get("url"), str):
-            raise BadRequest("each media item needs a url (string)", field=f"media[{i}].url", code="invalid_type")
-        unknown = set(m) - {"url", "type", "caption"}
-        if unknown:
-            raise BadRequest(f"unknown field {sorted(unknown)[0]!r}", field=f"media[{i}]", code="unknown_field")
-        for name, most in (("url", MAX_URL), ("type", 50), ("caption", MAX_CAPTION)):
-            if m.get(name) is not None and (not isinstance(m[name], str) or len(m[name]) > most):
-                raise BadRequest(f"{name} must be a string of at most {most} characters", field=f"media[{i}].{name}",
-                                 code="invalid_type")
-        out.append({"url": m["url"], "type": m.get("type", "image"), "caption": m.get("caption")})
-    return out
-
-
-def _text(value: str) -> str:
-    if not value.strip():
-        raise BadRequest("text must not be empty", field="text", code="empty")
-    if len(value) > MAX_TEXT:
-        raise BadRequest(f"text must be at most {MAX_TEXT} characters", field="text", code="too_long")
-    return value
-
-
-def _parse_new(data) -> dict:
-    """A new event's fields, checked (every refusal names its field)."""
-    check_fields(data, {"text": str}, {"tags": list, "media": list, "reply_to": str, "repost_of": str,
-                                       "created_at": str})
-    try:  # absent (or null): now; "" is not a time
-        created = parse_time(data["created_at"]) if data.get("created_at") is not None else now()
-    except ValueError as exc:
-        raise BadRequest(f"created_at must be an ISO 8601 time ({exc})", field="created_at", code="invalid_time") from None
-    return {"text": _text(data["text"]), "tags": _tags(data.get("tags", [])), "media": _media(data.get("media", [])),
-            "created_at": created, "reply_to": data.get("reply_to"), "repost_of": data.get("repost_of")}
 
 
 class Events:
@@ -110,8 +58,7 @@ class Events:
             raise NotFound("no such block in this floor", field="block_id")
         return b
 
-    def create(self, user_id: str, floor_id: str, block_id: str, data: dict) -> dict:
-        item = _parse_new(data)
+    def create(self, user_id: str, floor_id: str, block_id: str, item: m.PostAdd) -> dict:
         with self.engine.begin() as conn:
             b = self._postable(conn, user_id, floor_id, block_id)
             out = self._insert(conn, user_id, floor_id, b, item)
@@ -119,27 +66,14 @@ class Events:
         self._committed(floor_id)
         return out
 
-    def create_many(self, user_id: str, floor_id: str, block_id: str, data: dict) -> dict:
-        """Bulk ingest: ``{"events": [event, ...]}``, 1 to MAX_BATCH events of the same
+    def create_many(self, user_id: str, floor_id: str, block_id: str, data: m.PostBatch) -> dict:
+        """Bulk ingest: ``{"events": [event, ...]}``, 1 to 1,000 events of the same
         shape as a single create, written in one transaction: all are stored or, if any is
         refused (the error names ``events[i].field``), none is."""
-        check_fields(data, {"events": list})
-        items = data["events"]
-        if not 1 <= len(items) <= MAX_BATCH:
-            raise BadRequest(f"events must hold 1 to {MAX_BATCH} events, got {len(items)}", field="events",
-                             code="out_of_range")
-        parsed = []
-        for i, item in enumerate(items):
-            try:
-                parsed.append(_parse_new(item))
-            except BadRequest as exc:
-                exc.field = f"events[{i}]" + (f".{exc.field}" if exc.field else "")
-                exc.message = f"events[{i}]: {exc.message}"
-                raise
         with self.engine.begin() as conn:
             b = self._postable(conn, user_id, floor_id, block_id)
             out = []
-            for i, item in enumerate(parsed):
+            for i, item in enumerate(data.events):
                 try:
                     out.append(self._insert(conn, user_id, floor_id, b, item))
                 except NotFound as exc:
@@ -155,49 +89,38 @@ class Events:
         readable_floor(conn, floor_id, user_id)
         return self._block(conn, floor_id, block_id)
 
-    def _insert(self, conn, user_id: str, floor_id: str, b, item: dict) -> dict:
+    def _insert(self, conn, user_id: str, floor_id: str, b, item: m.PostAdd) -> dict:
         from_floor = None
-        if item["reply_to"]:
-            parent = conn.execute(sa.select(events.c.floor_id).where(events.c.id == item["reply_to"])).first()
+        if item.reply_to:
+            parent = conn.execute(sa.select(events.c.floor_id).where(events.c.id == item.reply_to)).first()
             if parent is None or parent[0] != floor_id:
                 raise NotFound("reply_to names no event of this floor", field="reply_to")
-        if item["repost_of"]:
+        if item.repost_of:
             src = conn.execute(sa.select(events, floors.c.is_private, floors.c.owner_id).join(floors)
-                               .where(events.c.id == item["repost_of"])).mappings().first()
+                               .where(events.c.id == item.repost_of)).mappings().first()
             if src is None or (src["is_private"] and src["owner_id"] != user_id):  # the same answer for both
                 raise NotFound("repost_of names no event you can read", field="repost_of")
             from_floor = src["from_floor_id"] or src["floor_id"]
         eid = new_id("e")
-        row = dict(id=eid, floor_id=floor_id, block_id=b["id"], user_id=user_id, text=item["text"], tags=item["tags"],
-                   media=item["media"], reply_to=item["reply_to"], from_floor_id=from_floor,
-                   created_at=item["created_at"], updated_at=now())
+        row = dict(id=eid, floor_id=floor_id, block_id=b["id"], user_id=user_id, text=item.text, tags=item.tags,
+                   media=[md.model_dump() for md in item.media], reply_to=item.reply_to, from_floor_id=from_floor,
+                   created_at=item.created_at or now(), updated_at=now())
         conn.execute(events.insert().values(**row))
         return event_response(row, b)
 
-    def recent(self, user_id: str, floor_id: str, args: dict) -> dict:
-        allowed = {"block_id", "type", "limit", "cursor"}
-        for k in args:
-            if k not in allowed:
-                raise BadRequest(f"unknown parameter {k!r}", field=k, code="unknown_field")
-        try:
-            limit = int(args.get("limit", 20))
-        except ValueError:
-            raise BadRequest("limit must be an integer", field="limit", code="invalid_type") from None
-        if not 1 <= limit <= 100:
-            raise BadRequest("limit must be between 1 and 100", field="limit", code="out_of_range")
+    def recent(self, user_id: str, floor_id: str, args: m.RecentEvents) -> dict:
+        limit = args.limit
         with self.engine.connect() as conn:
             readable_floor(conn, floor_id, user_id)
             q = (sa.select(events, blocks.c.type.label("btype"), blocks.c.title.label("btitle"))
                  .join(blocks, blocks.c.id == events.c.block_id).where(events.c.floor_id == floor_id))
-            if args.get("block_id"):
-                q = q.where(events.c.block_id == args["block_id"])
-            if args.get("type"):
-                if args["type"] not in BLOCK_TYPES:
-                    raise BadRequest(f"type must be one of {list(BLOCK_TYPES)}", field="type", code="invalid_type")
-                q = q.where(blocks.c.type == args["type"])
-            if args.get("cursor"):
+            if args.block_id:
+                q = q.where(events.c.block_id == args.block_id)
+            if args.type:
+                q = q.where(blocks.c.type == args.type)
+            if args.cursor:
                 try:
-                    ts, eid = base64.urlsafe_b64decode(args["cursor"].encode()).decode().split("|", 1)
+                    ts, eid = base64.urlsafe_b64decode(args.cursor.encode()).decode().split("|", 1)
                     t = datetime.fromisoformat(ts)
                 except (ValueError, UnicodeDecodeError):
                     raise BadRequest("cursor is not one this service gave out", field="cursor", code="invalid_cursor") from None
@@ -219,17 +142,8 @@ class Events:
             raise Forbidden("only the author or the floor's owner may change this event", code="not_allowed")
         return e
 
-    def edit(self, user_id: str, event_id: str, data: dict) -> dict:
-        check_fields(data, {}, {"text": str, "tags": list, "media": list})
-        if not data:
-            raise BadRequest("nothing to change: give text, tags or media", code="missing_field")
-        values = {"updated_at": now()}
-        if "text" in data:
-            values["text"] = _text(data["text"])
-        if "tags" in data:
-            values["tags"] = _tags(data["tags"])
-        if "media" in data:
-            values["media"] = _media(data["media"])
+    def edit(self, user_id: str, event_id: str, data: m.EventEdit) -> dict:
+        values = {"updated_at": now(), **data.model_dump(exclude_unset=True)}
         with self.engine.begin() as conn:
             e = self._editable(conn, user_id, event_id)
             conn.execute(events.update().where(events.c.id == event_id).values(**values))

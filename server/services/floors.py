@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from server.errors import BadRequest, Forbidden, NotFound
-from server.services.common import check_fields, new_id, now
+from server import models as m
+from server.errors import Forbidden, NotFound
+from server.models import BLOCK_TYPES
+from server.services.common import new_id, now
 from server.store.schema import blocks, floors, users
 
-# Block types and the numbers the query endpoint reports for them (0 for a type this
-# version does not know, e.g. one stored by another version: reported, never a crash).
-BLOCK_TYPES = {"feed": 1, "blog": 2, "forum": 3, "quiz": 4}
+TYPE_NAMES = {number: name for name, number in BLOCK_TYPES.items()}
 
 
 def readable_floor(conn, floor_id: str, user_id: str):
@@ -36,7 +36,7 @@ def owned_floor(conn, floor_id: str, user_id: str):
 
 
 def block_details(b) -> dict:
-    return {"block_id": b["id"], "block_type": b["type"], "block_type_code": BLOCK_TYPES.get(b["type"], 0),
+    return {"block_id": b["id"], "block_type": BLOCK_TYPES.get(b["type"], 0), "block_type_name": b["type"],
             "block_title": b["title"], "block_details": b["details"], "created_at": b["created_at"].isoformat()}
 
 
@@ -67,34 +67,19 @@ class Floors:
         if used >= permitted:
             raise Forbidden(f"{what} quota used up ({permitted} permitted, 0 remaining)", code="quota_exceeded")
 
-    def create(self, user_id: str, data: dict) -> dict:
-        check_fields(data, {"title": str}, {"details": str, "avatar": str, "is_private": bool})
-        _lengths(data)
-        title = _title(data["title"])
+    def create(self, user_id: str, data: m.FloorCreate) -> dict:
         with self.engine.begin() as conn:
             self._quota(conn, user_id, "floor")
             fid = new_id("f")
-            conn.execute(floors.insert().values(id=fid, owner_id=user_id, title=title, details=data.get("details", ""),
-                                                avatar=data.get("avatar"), is_private=data.get("is_private", False),
-                                                created_at=now()))
+            conn.execute(floors.insert().values(id=fid, owner_id=user_id, created_at=now(), **data.model_dump()))
             return self.info(conn, conn.execute(sa.select(floors).where(floors.c.id == fid)).mappings().one())
 
-    def edit(self, user_id: str, floor_id: str, data: dict) -> dict:
-        check_fields(data, {}, {"title": str, "details": str, "avatar": str})
-        if not data:
-            raise BadRequest("nothing to change: give title, details or avatar", code="missing_field")
-        _lengths(data)
-        values = {k: v for k, v in data.items()}
-        if "title" in values:
-            values["title"] = _title(values["title"])
+    def edit(self, user_id: str, floor_id: str, data: m.FloorEdit | m.FloorRename) -> dict:
+        """Change the fields the request gave (a rename gives only the title)."""
         with self.engine.begin() as conn:
             owned_floor(conn, floor_id, user_id)
-            conn.execute(floors.update().where(floors.c.id == floor_id).values(**values))
+            conn.execute(floors.update().where(floors.c.id == floor_id).values(**data.model_dump(exclude_unset=True)))
             return self.info(conn, conn.execute(sa.select(floors).where(floors.c.id == floor_id)).mappings().one())
-
-    def rename(self, user_id: str, floor_id: str, data: dict) -> dict:
-        check_fields(data, {"title": str})
-        return self.edit(user_id, floor_id, {"title": data["title"]})
 
     def set_private(self, user_id: str, floor_id: str, private: bool) -> dict:
         with self.engine.begin() as conn:
@@ -102,32 +87,11 @@ class Floors:
             conn.execute(floors.update().where(floors.c.id == floor_id).values(is_private=private))
             return self.info(conn, conn.execute(sa.select(floors).where(floors.c.id == floor_id)).mappings().one())
 
-    def add_block(self, user_id: str, floor_id: str, data: dict) -> dict:
-        check_fields(data, {"block_type": str, "title": str}, {"details": str})
-        _lengths(data)
-        if data["block_type"] not in BLOCK_TYPES:
-            raise BadRequest(f"block_type must be one of {list(BLOCK_TYPES)}", field="block_type", code="invalid_type")
+    def add_block(self, user_id: str, floor_id: str, data: m.BlockCreate) -> dict:
         with self.engine.begin() as conn:
             owned_floor(conn, floor_id, user_id)
             self._quota(conn, user_id, "block")
             bid = new_id("b")
-            conn.execute(blocks.insert().values(id=bid, floor_id=floor_id, type=data["block_type"],
-                                                title=_title(data["title"]), details=data.get("details", ""),
-                                                created_at=now()))
+            conn.execute(blocks.insert().values(id=bid, floor_id=floor_id, type=TYPE_NAMES[data.block_type],
+                                                title=data.title, details=data.details, created_at=now()))
             return block_details(conn.execute(sa.select(blocks).where(blocks.c.id == bid)).mappings().one())
-
-
-MAX_DETAILS, MAX_AVATAR = 5000, 2000  # characters (the OpenAPI document states them too)
-
-
-def _lengths(data: dict) -> None:
-    for name, most in (("details", MAX_DETAILS), ("avatar", MAX_AVATAR)):
-        if isinstance(data.get(name), str) and len(data[name]) > most:
-            raise BadRequest(f"{name} must be at most {most} characters", field=name, code="too_long")
-
-
-def _title(value: str) -> str:
-    value = value.strip()
-    if not 1 <= len(value) <= 200:
-        raise BadRequest("title must be 1 to 200 characters", field="title", code="invalid_title")
-    return value

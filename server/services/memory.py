@@ -1,30 +1,22 @@
 """The conversational query: ``POST /agent/memory/query``.
 
-Request (JSON only):
+The request is ``QueryRequest`` (server/models.py, interface section 2.1): ``user_id``,
+``query``, ``floor_ids``, ``filters`` (``time_from``, ``time_to``, ``types``, ``tags``; an
+object or absent), ``k`` (1 to 50, default 10), ``include_metadata`` and ``summary_needed``
+("0" or "1", both default "0"), ``app_id``; ``filter_types`` and ``filter_tags`` are
+aliases of ``filters.types`` and ``filters.tags`` (not both spellings at once).
 
-| field              | type              | rule                                                        |
-|--------------------|-------------------|-------------------------------------------------------------|
-| `user_id`          | string, required  | the token's user (or the calling application's own user)    |
-| `query`            | string, required  | not empty, at most 2,000 characters                          |
-| `floor_ids`        | array, required   | 1 to 50 floor ids, each readable by the user                 |
-| `filters`          | object            | `time_from`, `time_to` (ISO 8601, on the event's own time, inclusive), `types` (block type names), `tags` (an event matches if it has any); anything but an object (`[]`, `""`, `0`, `false`, `null`) is refused |
-| `k`                | integer           | how many items, 1 to 50; default 10                          |
-| `include_metadata` | "0" or "1"        | default "0"                                                  |
-| `summary_needed`   | "0" or "1"        | default "1": a written answer; "0": a one-line account       |
-| `app_id`           | string            | the calling application; must match its credentials if given |
-
-``filter_types`` and ``filter_tags`` are accepted as aliases of ``filters.types`` and
-``filters.tags`` (not both spellings at once).
-
-Every refusal is a 422 naming the field, except a missing or bad token (401) and a body
-that is not JSON (415, or 400 when it does not parse). A floor that does not exist and
-another user's private floor get the same 422, so no error reveals that a private floor
-exists. Each query is recorded in the user's conversation state.
+Here: who may ask (``user_id`` is the token's user, or a user the calling application
+registered; ``app_id`` a registered application, the caller's own with application
+credentials; every floor readable by the user) and the answer. Every refusal is a 422
+naming the field, except a missing or bad token (401) and a body that is not JSON (415,
+or 400 when it does not parse). A floor that does not exist and another user's private
+floor get the same 422, so no error reveals that a private floor exists. Each query is
+recorded in the user's conversation state.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from dataclasses import dataclass
@@ -35,21 +27,15 @@ from memkit.config import CONFIG_DIR
 from memkit.pipeline import Pipeline
 from memkit.retrievers import Filters, PgVectorRetriever
 from memkit.retrievers.postgres import postgres_parts
-from memkit.tables import parse_time
+from server import models as m
 from server.errors import NotFound, Unprocessable
+from server.models import BLOCK_TYPES
 from server.search import SearchIndex, StoredConversations, versions
 from server.search.store import StoreSearch
-from server.services.floors import BLOCK_TYPES, readable_floor
+from server.services.floors import readable_floor
 from server.store.schema import apps, blocks, events, floors, stored_media, stored_tags, users
 
 log = logging.getLogger(__name__)
-
-DEFAULT_K, MAX_K = 10, 50
-MAX_QUERY, MAX_FLOORS = 2000, 50
-FIELDS = {"user_id", "query", "floor_ids", "filters", "k", "include_metadata", "summary_needed", "app_id",
-          "filter_types", "filter_tags"}
-FILTER_FIELDS = {"time_from", "time_to", "types", "tags"}
-
 
 @dataclass
 class Caller:
@@ -59,111 +45,8 @@ class Caller:
     app_id: str | None = None
 
 
-@dataclass
-class QueryRequest:
-    user_id: str
-    query: str
-    floor_ids: list[str]
-    filters: Filters
-    k: int
-    include_metadata: bool
-    summary_needed: bool
-    app_id: str | None
-
-
 def _bad(field: str, message: str, code: str = "invalid") -> Unprocessable:
     return Unprocessable(f"{field}: {message}", field=field, code=code)
-
-
-def _flag(data: dict, name: str, default: str) -> bool:
-    value = data.get(name, default)
-    if value not in ("0", "1"):
-        raise _bad(name, f'expected the string "0" or "1", got {value!r}')
-    return value == "1"
-
-
-def _strings(value, field: str, max_items: int = 50) -> list[str]:
-    if not isinstance(value, list):
-        raise _bad(field, f"expected an array of strings, got {type(value).__name__}", "invalid_type")
-    for i, v in enumerate(value):
-        if not isinstance(v, str) or not v.strip():
-            raise _bad(f"{field}[{i}]", "expected a non-empty string", "invalid_type")
-    if len(value) > max_items:
-        raise _bad(field, f"at most {max_items} items", "too_many")
-    return list(dict.fromkeys(value))
-
-
-def parse_query(data: dict) -> QueryRequest:
-    """Check a query body; every problem is a 422 that names its field."""
-    for name in data:
-        if name not in FIELDS:
-            raise _bad(name, "unknown field", "unknown_field")
-    user_id = data.get("user_id")
-    if not isinstance(user_id, str) or not user_id.strip():
-        raise _bad("user_id", "required, a non-empty string", "missing_field" if user_id is None else "invalid_type")
-    query = data.get("query")
-    if not isinstance(query, str):
-        raise _bad("query", "required, a string", "missing_field" if query is None else "invalid_type")
-    if not query.strip():
-        raise _bad("query", "must not be empty", "empty")
-    if len(query) > MAX_QUERY:
-        raise _bad("query", f"at most {MAX_QUERY} characters", "too_long")
-    if "floor_ids" not in data:
-        raise _bad("floor_ids", "required, an array of floor ids", "missing_field")
-    floor_ids = _strings(data["floor_ids"], "floor_ids", MAX_FLOORS)
-    if not floor_ids:
-        raise _bad("floor_ids", "name at least one floor", "empty")
-
-    raw = data.get("filters", {})  # [], "", 0, false or null are not "no filter": they are wrong
-    if not isinstance(raw, dict):
-        raise _bad("filters", f"expected an object, got {json.dumps(raw)}", "invalid_type")
-    raw = dict(raw)
-    for name in raw:
-        if name not in FILTER_FIELDS:
-            raise _bad(f"filters.{name}", f"unknown filter (expected one of {sorted(FILTER_FIELDS)})", "unknown_field")
-    field_of = {"types": "filters.types", "tags": "filters.tags"}  # where each came from, for errors
-    for alias, name in (("filter_types", "types"), ("filter_tags", "tags")):
-        if alias in data:
-            if raw.get(name) is not None:
-                raise _bad(alias, f"give {name} once: filters.{name} or {alias}", "duplicate")
-            raw[name] = data[alias]
-            field_of[name] = alias
-    times = {}
-    for name in ("time_from", "time_to"):
-        value = raw.get(name)
-        if value is not None:
-            try:
-                if not isinstance(value, str):
-                    raise TypeError
-                times[name] = parse_time(value)
-            except (TypeError, ValueError) as exc:
-                raise _bad(f"filters.{name}", f"expected an ISO 8601 time such as 2024-05-01T12:00:00Z, got {value!r}"
-                           + (f" ({exc})" if "range" in str(exc) else ""), "invalid_time") from None
-    if len(times) == 2 and times["time_from"] > times["time_to"]:
-        raise _bad("filters.time_from", "must not be after filters.time_to", "invalid_range")
-    types = tags = None
-    if raw.get("types") is not None:
-        field = field_of["types"]
-        types = _strings(raw["types"], field)
-        for i, t in enumerate(types):
-            if t not in BLOCK_TYPES:
-                raise _bad(f"{field}[{i}]", f"unknown type {t!r} (expected one of {list(BLOCK_TYPES)})", "invalid_type")
-    if raw.get("tags") is not None:
-        tags = _strings(raw["tags"], field_of["tags"])
-
-    k = data.get("k", DEFAULT_K)
-    if isinstance(k, bool) or not isinstance(k, int):
-        raise _bad("k", f"expected an integer from 1 to {MAX_K}, got {k!r}", "invalid_type")
-    if not 1 <= k <= MAX_K:
-        raise _bad("k", f"expected an integer from 1 to {MAX_K}, got {k}", "out_of_range")
-    app_id = data.get("app_id")
-    if app_id is not None and (not isinstance(app_id, str) or not app_id.strip()):
-        raise _bad("app_id", "expected a non-empty string", "invalid_type")
-    return QueryRequest(
-        user_id=user_id, query=query, floor_ids=floor_ids,
-        filters=Filters(types=types, tags=tags, time_from=times.get("time_from"), time_to=times.get("time_to")),
-        k=k, include_metadata=_flag(data, "include_metadata", "0"), summary_needed=_flag(data, "summary_needed", "1"),
-        app_id=app_id)
 
 
 def floor_authors(conn, floor_ids: list[str]) -> list[str]:
@@ -282,7 +165,7 @@ class Memory:
                 log.exception("catch-up after a committed write failed; the next query retries it")
 
     # -- who may ask --------------------------------------------------------------------
-    def _authorize(self, conn, caller: Caller, req: QueryRequest) -> None:
+    def _authorize(self, conn, caller: Caller, req: m.QueryRequest) -> None:
         user = conn.execute(sa.select(users.c.id, users.c.app_id).where(users.c.id == req.user_id)).first()
         if caller.user_id is not None:
             if req.user_id != caller.user_id or user is None:
@@ -301,16 +184,19 @@ class Memory:
                 raise _bad(f"floor_ids[{i}]", f"no floor {fid!r} that you can read", "invalid_floor") from None
 
     # -- the query ----------------------------------------------------------------------
-    def query(self, caller: Caller, data: dict) -> dict:
-        req = parse_query(data)
+    def query(self, caller: Caller, req: m.QueryRequest) -> dict:
+        f = req.filters
+        filters = Filters(types=f.types, tags=f.tags, time_from=f.time_from, time_to=f.time_to)
+        include_metadata = req.include_metadata == "1"
         with self.engine.connect() as conn:
             self._authorize(conn, caller, req)
             authors = floor_authors(conn, req.floor_ids)
         index = self.index
         index.sync(req.floor_ids)  # every write to these floors committed before this query is in the index
         with index.reading():  # queries of this process run side by side
-            result = index.pipeline.query(req.query, user_id=req.user_id, floor_ids=req.floor_ids, filters=req.filters,
-                                          k=req.k, lookup=self._lookup, summary=req.summary_needed, authors=authors)
+            result = index.pipeline.query(req.query, user_id=req.user_id, floor_ids=req.floor_ids, filters=filters,
+                                          k=req.k, lookup=self._lookup, summary=req.summary_needed == "1",
+                                          authors=authors)
         scores = dict(zip(result.run["event_id"].to_list(), result.run["score"].to_list()))
         kinds = dict(zip(result.run["event_id"].to_list(), result.run["match_type"].to_list()))
         items = []
@@ -318,12 +204,12 @@ class Memory:
             out = {k: v for k, v in item.items() if k not in ("metadata", "block_type_name", "created_at", "speaker")}
             out["score"] = round(float(scores[item["event_id"]]), 6)
             out["match_type"] = kinds[item["event_id"]]
-            if req.include_metadata:
+            if include_metadata:
                 out["metadata"] = item["metadata"]
             items.append(out)
         body = {"user_id": req.user_id, "query": req.query, "effective_query": result.effective_query,
                 "answer": result.answer, "items": items, "app_id": req.app_id}
-        if req.include_metadata:  # what was understood: the searched query and the context behind it
+        if include_metadata:  # what was understood: the searched query and the context behind it
             body["metadata"] = {"effective_query": result.effective_query, "context_turns": result.history,
                                 "contextualizer": index.pipeline.contextualizer.params(), "pipeline": index.pipeline.name}
         return body
