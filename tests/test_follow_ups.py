@@ -95,3 +95,36 @@ def test_a_conversation_through_the_api(tmp_path):
     assert fresh["effective_query"] == "When is the checkup?" and fresh["metadata"]["context_turns"] == 0
     assert "metadata" not in ask(cy, "When is the checkup?", meta="0")
     app.extensions["memkit"]["engine"].dispose()
+
+
+TRIP = ["Maya organised our trip to Zion National Park.", "They go to the gym every morning before work.",
+        "We drove to Zion in the second week of October.", "Tom fixed the leaking kitchen tap on Sunday."]
+
+
+def test_the_served_default_carries_a_follow_up(app):
+    """The served default (both stores): the second turn ("and when did they go?") finds
+    the Zion post only with the first turn's words; a new user asking it gets what the bare
+    question finds; the third turn, self-contained, gets its own answer."""
+    c = app.test_client()
+    ann, floor, blocks = user(c, app, "Ann")
+    cy, _, _ = user(c, app, "Cy")
+    c.post(f"/floors/{floor}/public", headers=ann)
+    ids = [c.post(f"/floors/{floor}/blocks/{blocks['feed']}/events", headers=ann, json={"text": t}).get_json()["event_id"]
+           for t in TRIP]
+
+    def ask(h, q):
+        uid = c.get("/auth-service/profile", headers=h).get_json()["profile"]["user_id"]
+        r = c.post("/agent/memory/query", headers=h, json={"user_id": uid, "query": q, "floor_ids": [floor],
+                                                            "include_metadata": "1"})
+        assert r.status_code == 200, r.get_json()
+        return r.get_json()
+
+    assert ask(ann, "Who organised the trip to Zion?")["items"][0]["event_id"] == ids[0]
+    follow = ask(ann, "and when did they go?")
+    assert follow["metadata"]["pipeline"] == "default" and follow["metadata"]["contextualizer"]["type"] == "carry"
+    assert "Zion" in follow["metadata"]["effective_query"]
+    assert follow["items"][0]["event_id"] == ids[2]
+    fresh = ask(cy, "and when did they go?")  # a new user: no context, the bare question's best match
+    assert fresh["metadata"]["context_turns"] == 0 and fresh["effective_query"] == "and when did they go?"
+    assert not fresh["items"] or fresh["items"][0]["event_id"] != ids[2]
+    assert ask(ann, "Who fixed the kitchen tap?")["items"][0]["event_id"] == ids[3]
