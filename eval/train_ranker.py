@@ -6,8 +6,10 @@ The config's retriever must be ``type = "learned"``. The dev sets are LoCoMo-dev
 and, found next to it under the data root, CAsT 2021, SciFact's train split and
 MADial-Bench-en. Each is indexed with the config's representation, so every post is a chat
 line or stands alone (memkit/representation.py): chat lines train ``[retriever.model]``,
-posts that stand alone ``[retriever.passage_model]`` (two logistic regressions on the same
-features; memkit/retrievers/learned.py says why two). Training questions are asked as
+posts that stand alone a passage model (two logistic regressions on the same features;
+memkit/retrievers/learned.py says why two). A ``[retriever.passage_model]`` the config sets
+itself (the default: the hybrid's fixed 0.5/0.5 fusion, which scored higher) is kept: the
+learned one is then only reported. Training questions are asked as
 self-contained ones: CAsT's by its human rewrite (training data only; CAsT is scored on its
 raw turns in order, through the config's contextualizer, as ``memkit eval`` asks them).
 
@@ -21,8 +23,9 @@ Reported, per dev set, with the set's headline metric:
 - leave one data set out: models trained on the other sets only;
 - trained on all (in-sample for every set but SciFact: it flatters).
 
-With ``--write`` the models trained on all replace the config's model tables (kept last in
-the file): a few dozen numbers each, no data.
+With ``--write`` the chat model trained on all (and the passage model, if the config sets
+none) replaces the config's model tables (kept last in the file): a few dozen numbers each,
+no data.
 """
 
 from __future__ import annotations
@@ -113,16 +116,19 @@ def held_out(dev: DevSet, models, query_ids: list[str]) -> pl.DataFrame:
 
 
 def headline(dev: DevSet, table: pl.DataFrame) -> str:
+    """The set's metric, R@5 and R@10 (LoCoMo: categories 1-4), and R@10 per category."""
     table = table.filter(pl.col("category").is_null() | (pl.col("category") != "adversarial"))
     extra = f" R@5 {table['recall@5'].mean():.4f} R@10 {table['recall@10'].mean():.4f}"
-    return f"{dev.metric} {table[dev.metric].mean():.4f}{extra} ({table.height} q)"
+    cats = sorted(c for c in table["category"].unique().to_list() if c is not None)
+    per = "".join(f"; {c} {table.filter(pl.col('category') == c)['recall@10'].mean():.4f}" for c in cats)
+    return f"{dev.metric} {table[dev.metric].mean():.4f}{extra} ({table.height} q{per})"
 
 
 def main(argv=None) -> int:
     args = training_args(__doc__, argv, "the models")
     config = load_config(args.config)
     config["retriever"].pop("model", None)
-    config["retriever"].pop("passage_model", None)
+    kept = config["retriever"].pop("passage_model", None)
     if config["retriever"].get("type") != "learned":
         print(f"{args.config}: the retriever is not type = \"learned\"", file=sys.stderr)
         return 2
@@ -158,10 +164,11 @@ def main(argv=None) -> int:
 
     if args.write:
         chat, passage = models
+        passage = None if kept is not None else passage
         text = Path(args.config).read_text()
         tables = toml_table("retriever.model", chat) + ("\n" + toml_table("retriever.passage_model", passage) if passage else "")
         Path(args.config).write_text(text.split(MARK)[0].rstrip() + "\n\n" + MARK + "\n" + tables)
-        print(f"models written to {args.config}")
+        print(f"models written to {args.config}" + (" (its own passage model kept)" if kept is not None else ""))
     return 0
 
 
