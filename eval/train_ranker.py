@@ -1,77 +1,175 @@
-"""Train the learned re-ranker of a config, report its cross-validated score, write its model.
+"""Train the learned re-ranker of a config on every dev set, report it held out, write it.
 
     .venv/bin/python eval/train_ranker.py [--config eval/configs/default.toml] [--data PATH/locomo-dev.json] [--write]
 
-The config's retriever must be ``type = "learned"``. Its candidates and features are
-computed once; a logistic regression (scikit-learn, standardised features) is then
-trained on four conversations and scored on the fifth, for each conversation in turn:
-that held-out score is the estimate to report. Finally it is trained on all five; with
-``--write`` its numbers replace the config's ``[retriever.model]`` table (kept last in
-the file). The model is 58 numbers (coefficient, mean and scale of 19 features, an intercept); no data is stored.
+The config's retriever must be ``type = "learned"``. The dev sets are LoCoMo-dev (``--data``)
+and, found next to it under the data root, CAsT 2021, SciFact's train split and
+MADial-Bench-en. Each is indexed with the config's representation, so every post is a chat
+line or stands alone (memkit/representation.py): chat lines train ``[retriever.model]``,
+posts that stand alone a passage model (two logistic regressions on the same features;
+memkit/retrievers/learned.py says why two). A ``[retriever.passage_model]`` the config sets
+itself is kept: the learned one is then only reported. (The hybrid's fixed 0.5/0.5 fusion
+scored higher on CAsT and SciFact but its scores are not on the chat model's scale, so on a
+floor with both shapes every passage outranked every chat line; eval/RESULTS.md.) Training questions are asked as
+self-contained ones: CAsT's by its human rewrite (training data only; CAsT is scored on its
+raw turns in order, through the config's contextualizer, as ``memkit eval`` asks them).
+
+Reported, per dev set, with the set's headline metric:
+
+- the first stage alone (no model);
+- leave one group out: for each conversation (LoCoMo, CAsT) or person (MADial's two floors),
+  models trained on every other group of every set score it; SciFact's test claims are
+  scored by models trained on everything else (its train claims included: the split is
+  the hold-out);
+- leave one data set out: models trained on the other sets only;
+- trained on all (in-sample for every set but SciFact: it flatters).
+
+With ``--write`` the chat model trained on all (and the passage model, if the config sets
+none) replaces the config's model tables (kept last in the file): a few dozen numbers each,
+no data.
 """
 
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import polars as pl
 
 from memkit.config import load_config
-from memkit.datasets.locomo import read_locomo
-from memkit.evaluation.tuning import question_table, training_args
-from memkit.linear import fit_linear, linear_score, toml_table
+from memkit.datasets import load_any
+from memkit.evaluation.harness import run_queries
+from memkit.evaluation.metrics import per_query
+from memkit.evaluation.tuning import training_args
+from memkit.linear import fit_linear, toml_table
 from memkit.pipeline import Pipeline
 from memkit.retrievers import LearnedRetriever
+from memkit.tables import Dataset
 
-MARK = "# [retriever.model] is written by eval/train_ranker.py --write"
-CATS = ["single-hop", "multi-hop", "temporal", "open-domain"]
-
-
-def ranked(cand: pl.DataFrame, scores: np.ndarray) -> pl.DataFrame:
-    return (cand.select("query_id", "event_id", "match_type").with_columns(pl.Series("score", scores, pl.Float64))
-            .sort(["query_id", "score", "event_id"], descending=[False, True, False])
-            .with_columns(pl.col("score").cum_count().over("query_id").cast(pl.Int64).alias("rank")))
+MARK = "# [retriever.model] and [retriever.passage_model] are written by eval/train_ranker.py --write"
+OTHERS = [("cast2021", "cast2021", "mrr@10"), ("scifact", "scifact", "ndcg@10"), ("madial-bench-en", "madial", "recall@10")]
 
 
-def report(name: str, table: pl.DataFrame) -> str:
-    cats = " ".join(f"{c} {table.filter(pl.col('category') == c)['recall@10'].mean():.4f}" for c in CATS)
-    return f"{name}: R@5 {table['recall@5'].mean():.4f} R@10 {table['recall@10'].mean():.4f} (R@10 {cats})"
+@dataclass
+class DevSet:
+    """One dev set: the pipeline indexing it, the questions it trains on (with features and
+    labels) and the data set it is scored on."""
+
+    name: str
+    metric: str
+    pipeline: Pipeline
+    cand: pl.DataFrame  # training candidates: query_id, event_id, group, chat, y, features
+    scored: Dataset  # what the held-out figures are measured on
+    groups: dict[str, str]  # scored query_id -> its group (conversation, person; "test" for SciFact)
+    in_order: bool  # scored through the contextualizer, turns in order (CAsT)
+
+
+def dev_set(name: str, metric: str, config: dict, train: Dataset, scored: Dataset, field: str = "text") -> DevSet:
+    pipeline = Pipeline.from_config(config)
+    pipeline.fit(scored.events, hold_out=scored.name)
+    q = train.queries.with_columns(pl.coalesce(pl.col(field), pl.col("text")).alias("text")) if field in train.queries.columns \
+        else train.queries
+    cand = pipeline.retriever.features(q.select("query_id", "text", "floor_ids"))
+    rel = train.qrels.filter(pl.col("relevance") > 0).select("query_id", "event_id", pl.lit(1).alias("y"))
+    cand = (cand.join(rel, on=["query_id", "event_id"], how="left").with_columns(pl.col("y").fill_null(0))
+            .join(group_of(train), on="query_id")
+            .with_columns(pl.Series("chat", pipeline.retriever.is_chat(cand["event_id"].to_list()))))
+    in_order = "conversation_id" in scored.queries.columns
+    groups = dict(group_of(scored).iter_rows()) if train is scored else {qid: "test" for qid in scored.queries["query_id"]}
+    return DevSet(name, metric, pipeline, cand, scored, groups, in_order)
+
+
+def group_of(ds: Dataset) -> pl.DataFrame:
+    """query_id -> group: the conversation if queries have one, else the first floor."""
+    conv = pl.col("conversation_id") if "conversation_id" in ds.queries.columns else pl.lit(None, pl.Utf8)
+    return ds.queries.select("query_id", pl.coalesce(conv, pl.col("floor_ids").list.first()).alias("group"))
+
+
+def fit_models(rows: list[pl.DataFrame], names: list[str]) -> tuple[dict | None, dict | None]:
+    """(chat model, passage model) fitted on the given candidate rows (None: no rows of that shape)."""
+    data = pl.concat(rows)
+    out = []
+    for chat in (True, False):
+        part = data.filter(pl.col("chat") == chat)
+        out.append(fit_linear(part.select(names).to_numpy(), part["y"].to_numpy(), names)
+                   if part.height and part["y"].sum() > 0 else None)
+    return out[0], out[1]
+
+
+def use(retriever: LearnedRetriever, models: tuple[dict | None, dict | None]) -> None:
+    chat, passage = models
+    retriever.model = chat or passage
+    retriever.passage_model = passage if chat is not None else None
+
+
+def held_out(dev: DevSet, models, query_ids: list[str]) -> pl.DataFrame:
+    """Per-query metrics of these scored queries, ranked with these models, asked as
+    ``memkit eval`` asks them."""
+    use(dev.pipeline.retriever, models)
+    queries = dev.scored.queries.filter(pl.col("query_id").is_in(query_ids))
+    if not dev.in_order:
+        queries = queries.drop("conversation_id", strict=False)
+    run, _ = run_queries(dev.pipeline, queries, 10)
+    table = per_query(run, dev.scored.qrels.filter(pl.col("query_id").is_in(query_ids)))
+    return table.join(dev.scored.queries.select("query_id", "category") if "category" in dev.scored.queries.columns
+                      else dev.scored.queries.select("query_id", pl.lit(None, pl.Utf8).alias("category")), on="query_id")
+
+
+def headline(dev: DevSet, table: pl.DataFrame) -> str:
+    """The set's metric, R@5 and R@10 (LoCoMo: categories 1-4), and R@10 per category."""
+    table = table.filter(pl.col("category").is_null() | (pl.col("category") != "adversarial"))
+    extra = f" R@5 {table['recall@5'].mean():.4f} R@10 {table['recall@10'].mean():.4f}"
+    cats = sorted(c for c in table["category"].unique().to_list() if c is not None)
+    per = "".join(f"; {c} {table.filter(pl.col('category') == c)['recall@10'].mean():.4f}" for c in cats)
+    return f"{dev.metric} {table[dev.metric].mean():.4f}{extra} ({table.height} q{per})"
 
 
 def main(argv=None) -> int:
-    args = training_args(__doc__, argv, "the model")
-
+    args = training_args(__doc__, argv, "the models")
     config = load_config(args.config)
     config["retriever"].pop("model", None)
-    pipeline = Pipeline.from_config(config)
-    if not isinstance(pipeline.retriever, LearnedRetriever):
+    kept = config["retriever"].pop("passage_model", None)
+    if config["retriever"].get("type") != "learned":
         print(f"{args.config}: the retriever is not type = \"learned\"", file=sys.stderr)
         return 2
-    ds = read_locomo(args.data, "locomo-dev")
-    pipeline.fit(ds.events)
-    cand = pipeline.retriever.features(ds.queries.select("query_id", "text", "floor_ids"))
-    rel = ds.qrels.filter(pl.col("relevance") > 0).select("query_id", "event_id", pl.lit(1).alias("y"))
-    conv = ds.queries.select("query_id", pl.col("floor_ids").list.first().alias("conv"))
-    cand = cand.join(rel, on=["query_id", "event_id"], how="left").with_columns(pl.col("y").fill_null(0)).join(conv, on="query_id")
-    names = pipeline.retriever.feature_names()
-    x, y = cand.select(names).to_numpy(), cand["y"].to_numpy()
+    root = Path(args.data).resolve().parents[1]
+    locomo = load_any(args.data)
+    devs = [dev_set("locomo-dev", "recall@10", config, locomo, locomo)]
+    for folder, name, metric in OTHERS:
+        if not (root / folder).exists():
+            print(f"{root / folder}: not found, left out")
+            continue
+        if name == "scifact":
+            devs.append(dev_set(name, metric, config, load_any(root / folder, "train"), load_any(root / folder, "test")))
+        else:
+            ds = load_any(root / folder)
+            devs.append(dev_set(name, metric, config, ds, ds, field="rewrite"))
+        print(f"{name}: {devs[-1].cand.height} training candidates", flush=True)
+    names = devs[0].pipeline.retriever.feature_names()
 
-    print(report("first stage (the hybrid alone)", question_table(ranked(cand, cand["fused"].to_numpy()), ds)))
-    held = np.zeros(cand.height)
-    for c in sorted(cand["conv"].unique().to_list()):
-        train_rows = (cand["conv"] != c).to_numpy()
-        held[~train_rows] = linear_score(fit_linear(x[train_rows], y[train_rows], names), x[~train_rows])
-    print(report("re-ranked, leave-one-conversation-out", question_table(ranked(cand, held), ds)))
-    model = fit_linear(x, y, names)
-    print(report("re-ranked, trained on all (in-sample, flatters)", question_table(ranked(cand, linear_score(model, x)), ds)))
+    for dev in devs:
+        every = dev.scored.queries["query_id"].to_list()
+        print(f"\n{dev.name}")
+        print("  first stage alone:       ", headline(dev, held_out(dev, (None, None), every)))
+        tables = []
+        for g in sorted(set(dev.groups.values())):
+            rows = [d.cand.filter(pl.col("group") != g) if d is dev else d.cand for d in devs]
+            tables.append(held_out(dev, fit_models(rows, names), [q for q, gg in dev.groups.items() if gg == g]))
+        print("  leave one group out:     ", headline(dev, pl.concat(tables)))
+        models = fit_models([d.cand for d in devs if d is not dev], names)
+        print("  leave this data set out: ", headline(dev, held_out(dev, models, every)), flush=True)
+    models = fit_models([d.cand for d in devs], names)
+    for dev in devs:
+        print(f"{dev.name} trained on all (in-sample but SciFact):", headline(dev, held_out(dev, models, dev.scored.queries["query_id"].to_list())))
 
     if args.write:
+        chat, passage = models
+        passage = None if kept is not None else passage
         text = Path(args.config).read_text()
-        text = text.split(MARK)[0].rstrip() + "\n\n" + MARK + "\n" + toml_table("retriever.model", model)
-        Path(args.config).write_text(text)
-        print(f"model written to {args.config}")
+        tables = toml_table("retriever.model", chat) + ("\n" + toml_table("retriever.passage_model", passage) if passage else "")
+        Path(args.config).write_text(text.split(MARK)[0].rstrip() + "\n\n" + MARK + "\n" + tables)
+        print(f"models written to {args.config}" + (" (its own passage model kept)" if kept is not None else ""))
     return 0
 
 

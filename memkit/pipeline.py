@@ -242,10 +242,10 @@ def _only(frame: pl.DataFrame, event_ids) -> pl.DataFrame:
 def _representation(spec: dict | None) -> Representation | None:
     if spec is None:
         return None
-    unknown = set(spec) - {"before", "after", "max_session"}
+    unknown = set(spec) - {"before", "after", "max_session", "chat_types", "chat_max_chars"}
     if unknown:
         raise ValidationError(f"representation.{sorted(unknown)[0]}",
-                              "unknown setting (expected before, after, max_session)")
+                              "unknown setting (expected before, after, max_session, chat_types, chat_max_chars)")
     return Representation(**spec)
 
 

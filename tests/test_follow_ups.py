@@ -95,3 +95,37 @@ def test_a_conversation_through_the_api(tmp_path):
     assert fresh["effective_query"] == "When is the checkup?" and fresh["metadata"]["context_turns"] == 0
     assert "metadata" not in ask(cy, "When is the checkup?", meta="0")
     app.extensions["memkit"]["engine"].dispose()
+
+
+TRIP = ["Maya organised our trip to Zion National Park.", "The coffee grinder broke again.",
+        "The Zion trip cost us 900 dollars in total.", "The tomatoes are finally ripe.",
+        "Tom's new bike cost 400 dollars."]
+
+
+def test_the_served_default_carries_a_follow_up(app):
+    """The served default (both stores): the second turn ("and how much did it cost?") finds
+    the Zion post only with the first turn's words; a new user asking it gets what the bare
+    question finds; the third turn, self-contained, gets its own answer."""
+    c = app.test_client()
+    ann, floor, blocks = user(c, app, "Ann")
+    cy, _, _ = user(c, app, "Cy")
+    c.post(f"/floors/{floor}/public", headers=ann)
+    ids = [c.post(f"/floors/{floor}/blocks/{blocks['feed']}/events", headers=ann, json={"text": t}).get_json()["event_id"]
+           for t in TRIP]
+
+    def ask(h, q):
+        uid = c.get("/auth-service/profile", headers=h).get_json()["profile"]["user_id"]
+        r = c.post("/agent/memory/query", headers=h, json={"user_id": uid, "query": q, "floor_ids": [floor],
+                                                            "include_metadata": "1"})
+        assert r.status_code == 200, r.get_json()
+        return r.get_json()
+
+    assert ask(ann, "Who organised the trip to Zion?")["items"][0]["event_id"] == ids[0]
+    follow = ask(ann, "and how much did it cost?")
+    assert follow["metadata"]["pipeline"] == "default" and follow["metadata"]["contextualizer"]["type"] == "carry"
+    assert "Zion" in follow["metadata"]["effective_query"]
+    assert follow["items"][0]["event_id"] == ids[2]
+    fresh = ask(cy, "and how much did it cost?")  # a new user: no context, the bare question's best match
+    assert fresh["metadata"]["context_turns"] == 0 and fresh["effective_query"] == "and how much did it cost?"
+    assert not fresh["items"] or fresh["items"][0]["event_id"] != ids[2]
+    assert ask(ann, "What bike did Tom buy?")["items"][0]["event_id"] == ids[4]

@@ -90,3 +90,21 @@ def test_features_equal_the_joins_of_the_runs(plain, query, filters):
 def test_the_first_stage_must_fuse_by_convex_min_max():
     with pytest.raises(ValidationError, match="retriever.first"):
         build({"type": "learned", "first": {**FIRST, "method": "rrf"}})
+
+
+def test_posts_that_stand_alone_are_scored_by_the_passage_model(plain):
+    """With a ``chat`` column (memkit/representation.py), chat lines take ``model`` and
+    the other posts ``passage_model``: here opposite orders by length, so each shape's
+    order shows which model scored it."""
+    events = EVENTS.with_columns((EVENTS["block_type"] != "blog").alias("chat"))
+    r = build({"type": "learned", "first": FIRST, "extra": EXTRA, "candidates": 30,
+               "model": model_for(plain, {"log_length": -1.0}),
+               "passage_model": model_for(plain, {"log_length": 1.0})}).fit(events)
+    run = r.search("dog shoes", k=30)
+    chat = dict(zip(events["event_id"], events["chat"]))
+    lengths = {e: len(t) for e, t in zip(EVENTS["event_id"], EVENTS["text"])}
+    lines = [lengths[e] for e in run["event_id"] if chat[e]]
+    alone = [lengths[e] for e in run["event_id"] if not chat[e]]
+    assert lines and alone and lines == sorted(lines) and alone == sorted(alone, reverse=True)
+    with pytest.raises(ValidationError, match="retriever.passage_model"):
+        build({"type": "learned", "first": FIRST, "extra": EXTRA, "passage_model": model_for(plain, {})})

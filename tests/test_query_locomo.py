@@ -28,7 +28,8 @@ def test_api_rankings_equal_eval_rankings(tmp_path):
     qrels = ds.qrels.filter(pl.col("query_id").is_in(queries["query_id"].implode()))
     one = Dataset(f"locomo-{CONVERSATION}", events, queries, qrels)
     one.write(tmp_path / "data")
-    assert main(["eval", "--dataset", str(tmp_path / "data"), "--config", str(DEFAULT_CONFIG), "--k", str(K),
+    # One user asks every question in order, as below: eval --sequential asks them so.
+    assert main(["eval", "--dataset", str(tmp_path / "data"), "--config", str(DEFAULT_CONFIG), "--k", str(K), "--sequential",
                  "--no-mlflow", "--run-out", str(tmp_path / "run.trec"), "--out", str(tmp_path / "out")]) == 0
     eval_run = read_trec_run(tmp_path / "run.trec")
 

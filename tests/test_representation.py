@@ -136,3 +136,20 @@ def test_a_new_post_re_indexes_its_run_not_its_whole_day(tmp_path):
     # Its run's posts share its session text; posts of earlier runs do not.
     assert {i["text"] for i in items} == {"the flamingo arrived"} | {f"post number {i}" for i in range(96, 100)}
     app.extensions["memkit"]["engine"].dispose()
+
+
+def test_only_posts_shaped_like_chat_lines_get_context():
+    """With chat_types, a post of another block type, or a long one, stands alone: its
+    text, no neighbours, no session; the chat lines around it keep theirs."""
+    events = chat().with_columns(pl.Series("block_type", ["feed", "blog", "feed", "feed"]))
+    long = "Ann's essay. " + "word " * 120
+    events = events.with_columns(pl.when(pl.col("event_id") == "e2").then(pl.lit(long)).otherwise(pl.col("text")).alias("text"))
+    ctx = add_context(events, 1, 1, chat_types=["feed", "forum"], chat_max_chars=500)
+    assert ctx["chat"].to_list() == [True, False, False, True]
+    assert ctx["line"][1] == "Congrats! Where?" and ctx["prev_lines"][1] == "" and ctx["next_lines"][1] == ""
+    assert ctx["session_text"][1] == "" and ctx["line"][2] == long and ctx["session_text"][2] == ""
+    assert ctx["next_lines"][0] == "Congrats! Where?"  # a chat line's neighbour is any post
+    assert ctx["line"][0] == "Ann: Guess what, I got a new job!" and ctx["session_text"][3] == "Bo: My sister visited."
+    assert add_context(events, 1, 1)["chat"].all()  # without chat_types every post is a chat line
+    with pytest.raises(ValidationError, match="representation.chat_max_chars"):
+        add_context(events, chat_types=["feed"], chat_max_chars=0)

@@ -6,8 +6,15 @@ ones: each run's min-max score and ``1 / (rank + 5)``, absent = 0), plus whether
 question names the post's speaker, the post's log length and whether it is an image,
 and orders them by a linear model (a logistic regression: standardised features times
 coefficients). The model is plain numbers in the config's ``[retriever.model]`` table,
-written by ``eval/train_ranker.py``, which also reports its leave-one-conversation-out
-score. Without a model it ranks exactly as ``first``.
+written by ``eval/train_ranker.py``, which also reports its cross-validated score. Without
+a model it ranks exactly as ``first``.
+
+Two shapes, two models: with a ``[representation]`` that tells chat lines from posts that
+stand alone (its ``chat`` column), ``passage_model`` scores the posts that stand alone and
+``model`` the chat lines. The same feature means different things on the two shapes (dense
+similarity to a four-word chat line is weak evidence, to a passage strong; a passage has
+no neighbours or session), so one linear model fitted on both compromises on each; both
+estimate the chance that a post is relevant, so their scores share one ranking.
 
 Filters reach every retriever before its top k, as everywhere in memkit.
 """
@@ -36,7 +43,7 @@ class LearnedRetriever(Retriever):
     match_type = "hybrid"
 
     def __init__(self, first: dict | HybridRetriever, extra: Sequence[dict | Retriever] = (), candidates: int = 100,
-                 model: dict | None = None):
+                 model: dict | None = None, passage_model: dict | None = None):
         super().__init__()
         from memkit.retrievers import build
 
@@ -49,7 +56,11 @@ class LearnedRetriever(Retriever):
             raise ValidationError("retriever.candidates", f"expected a positive integer, got {candidates!r}")
         self.candidates = candidates
         self.model = check_linear(model, self.feature_names(), "retriever.model") if model is not None else None
-        self._posts: dict[str, tuple[str, float, float]] = {}
+        self.passage_model = (check_linear(passage_model, self.feature_names(), "retriever.passage_model")
+                              if passage_model is not None else None)
+        if self.passage_model is not None and self.model is None:
+            raise ValidationError("retriever.passage_model", "needs a [retriever.model] for chat lines too")
+        self._posts: dict[str, tuple[str, float, float, bool]] = {}
 
     def feature_names(self) -> list[str]:
         names = ["fused", "fused_r"]
@@ -59,7 +70,7 @@ class LearnedRetriever(Retriever):
 
     def get_params(self) -> dict:
         return {"candidates": self.candidates, "first": self.first.params(), "extra": [r.params() for r in self.extra],
-                "model": self.model}
+                "model": self.model, "passage_model": self.passage_model}
 
     # -- the index: every retriever holds every event -------------------------------
     def _all(self) -> list[Retriever]:
@@ -68,8 +79,9 @@ class LearnedRetriever(Retriever):
     def _describe(self, events: pl.DataFrame) -> None:
         speakers = (events["speaker"] if "speaker" in events.columns else events["user_id"]).fill_null("").to_list()
         texts = events["text"].to_list()
-        for eid, spk, text in zip(events["event_id"].to_list(), speakers, texts):
-            self._posts[eid] = (spk, math.log1p(len(text)), float("[image:" in text))
+        chat = events["chat"].to_list() if "chat" in events.columns else [True] * events.height
+        for eid, spk, text, c in zip(events["event_id"].to_list(), speakers, texts, chat):
+            self._posts[eid] = (spk, math.log1p(len(text)), float("[image:" in text), bool(c))
 
     def fit(self, events):
         for r in self._all():
@@ -127,6 +139,10 @@ class LearnedRetriever(Retriever):
         for text, f in zip(frame["text"].to_list(), per):
             yield self._features_one(text, f, depth)
 
+    def is_chat(self, event_ids) -> np.ndarray:
+        """Per event: whether it is a chat line (scored by ``model``) or stands alone."""
+        return np.array([self._posts.get(e, ("", 0.0, 0.0, True))[3] for e in event_ids], bool)
+
     def _features_one(self, text: str, f, depth: int) -> tuple[list[str], list[str], np.ndarray]:
         """One query's candidates: event ids, match types and the feature matrix (rows in
         the first stage's order, columns as ``feature_names``)."""
@@ -161,7 +177,7 @@ class LearnedRetriever(Retriever):
                     x[i, 2 + 2 * j] = v
                     x[i, 3 + 2 * j] = 1.0 / (rank + 5)
         eids = [ids[p] for p in order]
-        posts = [self._posts.get(e, ("", 0.0, 0.0)) for e in eids]
+        posts = [self._posts.get(e, ("", 0.0, 0.0, True)) for e in eids]
         c = 2 + 2 * len(parts)
         x[:, c] = [float(bool(p[0]) and p[0] in text) for p in posts]
         x[:, c + 1] = [p[1] for p in posts]
@@ -169,20 +185,27 @@ class LearnedRetriever(Retriever):
         return eids, [_kind(kinds[p]) for p in order], x
 
     def score(self, cand: pl.DataFrame) -> np.ndarray:
-        if self.model is None:
-            return cand["fused"].to_numpy()
-        return self._score(cand.select(self.model["features"]).to_numpy())
+        """Scores of a ``features`` table's rows (all feature columns present)."""
+        return self._score(cand.select(self.feature_names()).to_numpy(), cand["event_id"].to_list())
 
-    def _score(self, x: np.ndarray) -> np.ndarray:
-        return linear_score(self.model, x)
+    def _score(self, x: np.ndarray, event_ids) -> np.ndarray:
+        """Scores of candidate rows (columns as ``feature_names``): each post by its shape's model."""
+        if self.model is None:
+            return x[:, 0]
+        names = self.feature_names()
+        out = linear_score(self.model, x[:, [names.index(n) for n in self.model["features"]]])
+        if self.passage_model is not None:
+            alone = ~self.is_chat(event_ids)
+            if alone.any():
+                cols = [names.index(n) for n in self.passage_model["features"]]
+                out[alone] = linear_score(self.passage_model, x[alone][:, cols])
+        return out
 
     def search(self, queries, k: int = 10, filters=None) -> pl.DataFrame:
         frame = normalize_queries(queries)
-        names = self.feature_names()
-        cols = [names.index(n) for n in self.model["features"]] if self.model is not None else None
         qids, eids, scores, ranks, kinds = [], [], [], [], []
         for qid, (ids, types, x) in zip(frame["query_id"].to_list(), self._candidates(frame, filters)):
-            s = x[:, 0] if cols is None else self._score(x[:, cols])
+            s = self._score(x, ids)
             order = sorted(range(len(ids)), key=lambda i: (-s[i], ids[i]))[:k]
             qids.extend([qid] * len(order))
             eids.extend(ids[i] for i in order)
@@ -200,16 +223,18 @@ class LearnedRetriever(Retriever):
         the spec (candidates and model), so a service starts without re-encoding."""
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
-        spec = {"type": self.type_name, "candidates": self.candidates, "model": self.model}
+        spec = {"type": self.type_name, "candidates": self.candidates, "model": self.model,
+                "passage_model": self.passage_model}
         (folder / "retriever.json").write_text(json.dumps(spec, indent=2))
         self.first.save(folder / "first")
         for i, r in enumerate(self.extra):
             r.save(folder / f"extra{i}")
         ids = list(self._posts)
         pl.DataFrame({"event_id": ids, "speaker": [self._posts[e][0] for e in ids],
-                      "log_length": [self._posts[e][1] for e in ids], "image": [self._posts[e][2] for e in ids]},
+                      "log_length": [self._posts[e][1] for e in ids], "image": [self._posts[e][2] for e in ids],
+                      "chat": [self._posts[e][3] for e in ids]},
                      schema={"event_id": pl.Utf8, "speaker": pl.Utf8, "log_length": pl.Float64,
-                             "image": pl.Float64}).write_parquet(folder / "posts.parquet")
+                             "image": pl.Float64, "chat": pl.Boolean}).write_parquet(folder / "posts.parquet")
         return folder
 
     @classmethod
@@ -220,9 +245,11 @@ class LearnedRetriever(Retriever):
         spec = json.loads((folder / "retriever.json").read_text())
         extra = sorted(folder.glob("extra*"), key=lambda p: int(p.name[5:]))
         obj = cls(load_any(folder / "first"), [load_any(p) for p in extra], candidates=spec["candidates"],
-                  model=spec["model"])
+                  model=spec["model"], passage_model=spec.get("passage_model"))
         posts = pl.read_parquet(folder / "posts.parquet")
-        obj._posts = {e: (s, ll, im) for e, s, ll, im in posts.iter_rows()}
+        if "chat" not in posts.columns:  # saved before posts had a shape
+            posts = posts.with_columns(pl.lit(True).alias("chat"))
+        obj._posts = {e: (s, ll, im, c) for e, s, ll, im, c in posts.select("event_id", "speaker", "log_length", "image", "chat").iter_rows()}
         obj.catalog = obj.first.catalog
         return obj
 
