@@ -14,12 +14,18 @@ import sqlalchemy as sa
 
 import server.services.accounts as accounts
 from server.store.schema import codes, tokens, users
-from tests.service_fixtures import PW, error_of, make_app, outbox_code, outbox_message, user
+from tests.service_fixtures import (
+    NO_LIMITS,
+    PW,
+    error_of,
+    make_app,
+    outbox_code,
+    outbox_message,
+    user,
+)
 
 SIGNUP, SEND, VALIDATE, RESET = ("/auth-service/signup", "/auth-service/send/validation/code", "/auth-service/validate",
                                  "/auth-service/reset/password")
-NO_LIMITS = {f"rate_limit_{n}": "10000 per second" for n in ("send_code", "sign_in", "sign_up", "check_code",
-                                                             "change_email")}
 
 
 def bearer(token: str) -> dict:
@@ -48,14 +54,6 @@ def at_once(n: int, call) -> list:
     for t in threads:
         t.join()
     return out
-
-
-@pytest.fixture
-def open_app(request, tmp_path, tmp_path_factory):
-    """The app on both stores with the per-address rate limits off (they are tested apart)."""
-    application = make_app(request.param, tmp_path, tmp_path_factory, **NO_LIMITS)
-    yield application
-    application.extensions["memkit"]["engine"].dispose()
 
 
 both_stores = pytest.mark.parametrize("open_app", ["sqlite", "postgresql"], indirect=True)

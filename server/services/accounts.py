@@ -135,7 +135,10 @@ class Accounts:
     def _code_hash(self, code: str) -> str:
         return hmac.new(self.settings.secret_key.encode(), code.encode(), hashlib.sha256).hexdigest()
 
-    def _issue_code(self, conn, user_id: str, mode: str, destination: str, channel: Sender) -> None:
+    def _issue_code(self, conn, user_id: str, mode: str, destination: str, channel: Sender,
+                    notice: str | None = None) -> None:
+        """Store a new code (one live code per user and mode) and send it, or, given a
+        ``notice``, send that instead: the code is then one nobody knows."""
         conn.execute(codes.update().where(codes.c.user_id == user_id, codes.c.mode == mode, codes.c.used_at.is_(None))
                      .values(used_at=now()))  # one live code per user and mode
         code = f"{secrets.randbelow(10**6):06d}"
@@ -143,9 +146,12 @@ class Accounts:
             id=new_id("c"), user_id=user_id, mode=mode, destination=destination, code_hash=self._code_hash(code),
             attempts=0, created_at=now(), expires_at=now() + timedelta(minutes=self.settings.code_ttl_minutes)))
         minutes = int(self.settings.code_ttl_minutes)
-        self._deliver(channel, destination, f"Your memkit code: {code}",
-                      f"Your memkit code is {code}. It is for: {MODES[mode]}.\n"
-                      f"It expires in {minutes} minutes and works once.")
+        if notice is not None:
+            self._deliver(channel, destination, "About your memkit account", notice)
+        else:
+            self._deliver(channel, destination, f"Your memkit code: {code}",
+                          f"Your memkit code is {code}. It is for: {MODES[mode]}.\n"
+                          f"It expires in {minutes} minutes and works once.")
 
     def _deliver(self, channel: Sender, destination: str, subject: str, text: str) -> None:
         """Send inside the caller's transaction: if it fails, the transaction rolls back."""
@@ -226,6 +232,7 @@ class Accounts:
         mobile = normalize_mobile(data.mobile, self.settings.phone_region) if data.mobile else None
         password_hash = _hasher.hash(data.password)
         with self.engine.begin() as conn:
+            self._forget_stale_sign_ups(conn)
             stale = []
             for column, value, what in ((users.c.email, email, "email"), (users.c.mobile, mobile, "mobile")):
                 held = conn.execute(sa.select(users.c.id, users.c.validated).where(column == value)).first() if value else None
@@ -269,7 +276,24 @@ class Accounts:
 
     def _find_user(self, conn, data) -> dict | None:
         kind, value = self._address(data)
-        return conn.execute(sa.select(users).where(users.c[kind] == value)).mappings().first()
+        return self._holder(conn, kind, value)
+
+    def _holder(self, conn, kind: str, value: str) -> dict | None:
+        """The account holding this e-mail address or mobile number: a validated one, or a
+        sign-up nobody has validated for less than ``signup_ttl_hours`` (an older one is as
+        good as gone, and is deleted by the next write that needs the address)."""
+        return conn.execute(sa.select(users).where(users.c[kind] == value, sa.or_(
+            users.c.validated, users.c.created_at > self._stale_before()))).mappings().first()
+
+    def _stale_before(self) -> datetime:
+        return now() - timedelta(hours=self.settings.signup_ttl_hours)
+
+    def _forget_stale_sign_ups(self, conn) -> None:
+        """Delete the sign-ups nobody validated in time (they never had a token, so they own
+        nothing but their empty floor)."""
+        for old in conn.execute(sa.select(users.c.id).where(~users.c.validated,
+                                                            users.c.created_at <= self._stale_before())).scalars().all():
+            _delete_user(conn, old)
 
     def send_code(self, data: m.SendCodeRequest, user_id: str | None) -> dict:
         """Send a code for ``mode``. For signup and reset_password the answer is the same
@@ -282,7 +306,7 @@ class Accounts:
             self.check_app(conn, data.app_id)
             if mode in ("signup", "reset_password"):
                 kind, dest = self._address(data)
-                user = conn.execute(sa.select(users).where(users.c[kind] == dest)).mappings().first()
+                user = self._holder(conn, kind, dest)
                 # signup: only an account still to be validated; reset: only a validated one
                 if user is not None and user["validated"] == (mode == "reset_password"):
                     self._issue_code(conn, user["id"], mode, dest, self.mailer if kind == "email" else self.sms)
@@ -296,15 +320,25 @@ class Accounts:
                 raise BadRequest(f"{field} is required", field=field, code="missing_field")
             dest = (normalize_email(getattr(data, field), field) if kind == "email"
                     else normalize_mobile(getattr(data, field), self.settings.phone_region, field))
-            if conn.execute(sa.select(users.c.id).where(users.c[kind] == dest)).first():
-                raise BadRequest(f"this {_ADDRESS[kind]} is already in use", field=field, code=f"{kind}_in_use")
             if data.password is None:
                 raise BadRequest(f"password is required to change the {_ADDRESS[kind]}", field="password",
                                  code="missing_field")
-            stored = conn.execute(sa.select(users.c.password_hash).where(users.c.id == user_id)).scalar()
-            if not verify_password(stored, data.password):
+            me = conn.execute(sa.select(users.c.password_hash, users.c[kind]).where(users.c.id == user_id)).one()
+            if not verify_password(me[0], data.password):
                 raise BadRequest("password is wrong", field="password", code="bad_credentials")
-            self._issue_code(conn, user_id, mode, dest, self.mailer if kind == "email" else self.sms)
+            if me[1] == dest:
+                raise BadRequest(f"this is already your {_ADDRESS[kind]}", field=field, code=f"{kind}_in_use")
+            channel = self.mailer if kind == "email" else self.sms
+            holder = self._holder(conn, kind, dest)
+            if holder is not None and holder["validated"]:
+                # Someone else's account: its owner is told instead of sent a code, and a code
+                # nobody receives is stored, so what follows (checks of a code, the answer, the
+                # time a message takes) is the same as for a free address.
+                self._issue_code(conn, user_id, mode, dest, channel, notice=(
+                    f"Someone asked to move another memkit account to this {_ADDRESS[kind]}. It already "
+                    "belongs to your account, so nothing was changed. You need not do anything."))
+            else:  # free, or held by a sign-up nobody validated (which the change will replace)
+                self._issue_code(conn, user_id, mode, dest, channel)
             return {"mode": mode, "message": f"a code was sent to {dest}"}
 
     def _account_code(self, data: m.ValidateRequest | m.ResetPasswordRequest, mode: str) -> tuple[dict, str]:
@@ -313,10 +347,17 @@ class Accounts:
         validated; any other account is answered as if it had no code)."""
         with self.engine.connect() as conn:
             user = self._find_user(conn, data)
+        unusable = BadRequest("the code is wrong, expired or already used; ask for a new one", field="code",
+                              code="code_invalid")
         if user is None or user["validated"] != (mode == "reset_password"):
-            raise BadRequest("no code was sent for this", field="code", code="code_invalid")
+            raise unusable
         dest = user["email"] if data.email else user["mobile"]
-        return user, self._use_code(user["id"], mode, dest, data.code, "code")
+        try:
+            return user, self._use_code(user["id"], mode, dest, data.code, "code")
+        except BadRequest as exc:  # whether a code was sent must not tell whether the account exists
+            if exc.code in ("code_invalid", "code_used", "code_expired"):
+                raise unusable from None
+            raise
 
     def validate(self, data: m.ValidateRequest) -> dict:
         """The code sent at sign-up and the password chosen there: both are needed, so the
@@ -386,13 +427,18 @@ class Accounts:
         address is told, so a change nobody asked for is noticed. If the notice cannot be
         sent nothing changes (503), as with codes."""
         in_use = BadRequest(f"this {_ADDRESS[kind]} is already in use", field=field, code=f"{kind}_in_use")
-        with self.engine.connect() as conn:  # the account's own address: its code was used (code_used below)
-            if conn.execute(sa.select(users.c.id).where(users.c[kind] == value, users.c.id != user_id)).first():
-                raise in_use
+        # The code first: only whoever holds the new address learns whether it has an account.
         code_id = self._use_code(user_id, f"change_{kind}", value, code, code_field)
         with self.engine.begin() as conn:
             self._consume(conn, code_id, code_field)
             before = conn.execute(sa.select(users.c.email, users.c.mobile).where(users.c.id == user_id)).mappings().one()
+            self._forget_stale_sign_ups(conn)
+            holder = conn.execute(sa.select(users.c.id, users.c.validated).where(users.c[kind] == value,
+                                                                               users.c.id != user_id)).first()
+            if holder is not None and holder[1]:
+                raise in_use
+            if holder is not None:  # a sign-up nobody validated: whoever holds the address just proved it
+                _delete_user(conn, holder[0])
             try:
                 conn.execute(users.update().where(users.c.id == user_id).values({kind: value}))
             except sa.exc.IntegrityError:  # another account took it since the check above
