@@ -53,9 +53,10 @@ def create_app(config: dict | None = None) -> Flask:
     errors.register(app)
 
     from server.api import auth, floors, memory, openapi
-    from server.api.limits import FailedCredentials, make_limits
+    from server.api.limits import FailedCredentials, RefuseUnchecked, make_limits
 
-    app.extensions["memkit"]["failed_credentials"] = FailedCredentials(limiter, settings)
+    failed = app.extensions["memkit"]["failed_credentials"] = FailedCredentials(limiter, settings)
+    app.wsgi_app = RefuseUnchecked(app.wsgi_app, failed, settings.refused_delay)
     app.register_blueprint(auth.make_blueprint(make_limits(limiter, settings)))
     app.register_blueprint(floors.bp)
     app.register_blueprint(floors.events_bp)

@@ -39,6 +39,10 @@ class Settings:
     rate_limit_password: str = "10 per minute;30 per hour"
     rate_limit_app_secret: str = "20 per minute"
     rate_limit_address_factor: int = 5
+    # Seconds before a refused application-secret request's 429 (server/api/limits.py
+    # RefuseUnchecked): `memkit serve`, a thread per connection, sets 1; keep 0 under a pool of
+    # threads (gunicorn), where a waiting answer would hold a thread.
+    refused_delay: float = 0.0
     rate_limit_storage: str = "memory://"
     max_body_bytes: int = 1_000_000
     index_dir: str = ""  # where the search index is saved after a build and loaded at start; empty: rebuilt

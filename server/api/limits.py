@@ -20,6 +20,7 @@ argon2 check runs, so a flood of wrong secrets costs no argon2 work.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import threading
@@ -122,26 +123,39 @@ class FailedCredentials:
         self._running: Counter[str] = Counter()
         self._lock = threading.Lock()
 
-    def _counts(self, name: str, who: str) -> list[tuple]:
-        """(limit, storage key) of each count a failure of ``name`` by ``who`` adds to."""
+    def _counts(self, name: str, who: str, address: str) -> list[tuple]:
+        """(limit, storage key, running key) of each count a failure of ``name`` by ``who``
+        from ``address`` adds to."""
         per_account = getattr(self.settings, f"rate_limit_{name}")
         per_address = looser(per_account, self.settings.rate_limit_address_factor)
-        return ([(item, f"memkit/failed/{name}/account/{who[:200]}") for item in parse_many(per_account)]
-                + [(item, f"memkit/failed/{name}/address/{get_remote_address()}") for item in parse_many(per_address)])
+        keys = ([(item, f"memkit/failed/{name}/account/{who[:200]}") for item in parse_many(per_account)]
+                + [(item, f"memkit/failed/{name}/address/{address}") for item in parse_many(per_address)])
+        return [(item, key, f"{key}/{item}") for item, key in keys]
+
+    def _wait(self, counts: list[tuple]) -> int | None:
+        """Seconds until every count lets one more failure in; None if they all do now
+        (the caller holds the lock)."""
+        strategy = self.limiter.limiter
+        waits = [max(1, math.ceil(stats.reset_time - time.time())) for item, key, busy in counts
+                 if (stats := strategy.get_window_stats(item, key)).remaining - self._running[busy] <= 0]
+        return max(waits) if waits else None
+
+    def refused(self, name: str, who: str, address: str) -> int | None:
+        """Would ``check`` refuse this now? The seconds to wait, or None (for the early
+        refusal of :class:`RefuseUnchecked`)."""
+        counts = self._counts(name, who, address)
+        with self._lock:
+            return self._wait(counts)
 
     @contextmanager
     def check(self, name: str, who: str):
-        counts = self._counts(name, who)
-        running = [f"{key}/{item}" for item, key in counts]
-        strategy = self.limiter.limiter
+        counts = self._counts(name, who, get_remote_address())
         with self._lock:
-            waits = [max(1, math.ceil(stats.reset_time - time.time()))
-                     for (item, key), busy in zip(counts, running)
-                     if (stats := strategy.get_window_stats(item, key)).remaining - self._running[busy] <= 0]
-            if waits:
+            wait = self._wait(counts)
+            if wait is not None:
                 raise ApiError("too many failed attempts; try again later", code="rate_limited", status=429,
-                               headers={"Retry-After": str(max(waits))})
-            self._running.update(running)
+                               headers={"Retry-After": str(wait)})
+            self._running.update(busy for _, _, busy in counts)
         failed = False
         try:
             yield
@@ -150,9 +164,39 @@ class FailedCredentials:
             raise
         finally:
             with self._lock:
-                for (item, key), busy in zip(counts, running):
+                for item, key, busy in counts:
                     if failed:
-                        strategy.hit(item, key)
+                        self.limiter.limiter.hit(item, key)
                     self._running[busy] -= 1
                     if not self._running[busy]:
                         del self._running[busy]
+
+
+class RefuseUnchecked:
+    """WSGI middleware: a request signed with an application secret whose application id or
+    client address has used up its failures is answered 429 here, before Flask parses it,
+    routes it or logs it: answering a flood of them costs the process as little as it can,
+    which is what keeps other users' requests quick while it lasts (SECURITY.md, round 3).
+    Flask's own check (``FailedCredentials.check``) refuses the same requests otherwise.
+
+    ``refused_delay`` seconds pass before such a 429 is sent (a tarpit: a flood of requests
+    each waiting for its answer slows to a trickle). Only for servers with a thread per
+    connection, such as ``memkit serve``'s: there a waiting answer holds nothing anyone else
+    needs, while in a pool of threads (gunicorn) it would hold a thread, so it is 0 there."""
+
+    BODY = json.dumps({"error": {"code": "rate_limited", "message": "too many failed attempts; try again later",
+                                 "field": None}}).encode()
+
+    def __init__(self, wsgi_app, failed: FailedCredentials, refused_delay: float = 0.0):
+        self.wsgi_app, self.failed, self.refused_delay = wsgi_app, failed, refused_delay
+
+    def __call__(self, environ, start_response):
+        app_id = environ.get("HTTP_X_APP_ID")
+        if app_id and not environ.get("HTTP_AUTHORIZATION"):
+            wait = self.failed.refused("app_secret", app_id.strip(), environ.get("REMOTE_ADDR") or "127.0.0.1")
+            if wait is not None:
+                time.sleep(min(self.refused_delay, wait))
+                start_response("429 TOO MANY REQUESTS", [("Content-Type", "application/json"), ("Retry-After", str(wait)),
+                                                         ("Content-Length", str(len(self.BODY)))])
+                return [self.BODY]
+        return self.wsgi_app(environ, start_response)
