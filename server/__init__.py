@@ -56,7 +56,8 @@ def create_app(config: dict | None = None) -> Flask:
     from server.api.limits import FailedCredentials, RefuseUnchecked, make_limits
 
     failed = app.extensions["memkit"]["failed_credentials"] = FailedCredentials(limiter, settings)
-    app.wsgi_app = RefuseUnchecked(app.wsgi_app, failed, settings.refused_delay)
+    app.wsgi_app = RefuseUnchecked(app.wsgi_app, failed, app.extensions["memkit"]["accounts"].known_app,
+                                   settings.refused_delay)
     app.register_blueprint(auth.make_blueprint(make_limits(limiter, settings)))
     app.register_blueprint(floors.bp)
     app.register_blueprint(floors.events_bp)

@@ -187,14 +187,14 @@ class RefuseUnchecked:
     BODY = json.dumps({"error": {"code": "rate_limited", "message": "too many failed attempts; try again later",
                                  "field": None}}).encode()
 
-    def __init__(self, wsgi_app, failed: FailedCredentials, refused_delay: float = 0.0):
-        self.wsgi_app, self.failed, self.refused_delay = wsgi_app, failed, refused_delay
+    def __init__(self, wsgi_app, failed: FailedCredentials, known_app, refused_delay: float = 0.0):
+        self.wsgi_app, self.failed, self.known_app, self.refused_delay = wsgi_app, failed, known_app, refused_delay
 
     def __call__(self, environ, start_response):
         app_id = environ.get("HTTP_X_APP_ID")
         if app_id and not environ.get("HTTP_AUTHORIZATION"):
             wait = self.failed.refused("app_secret", app_id.strip(), environ.get("REMOTE_ADDR") or "127.0.0.1")
-            if wait is not None:
+            if wait is not None and not self.known_app(app_id, environ.get("HTTP_X_APP_SECRET")):
                 time.sleep(min(self.refused_delay, wait))
                 start_response("429 TOO MANY REQUESTS", [("Content-Type", "application/json"), ("Retry-After", str(wait)),
                                                          ("Content-Length", str(len(self.BODY)))])

@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+import time
 from datetime import datetime, timedelta
 
 import phonenumbers
@@ -44,6 +45,7 @@ from server.store.changes import log_event_changes
 from server.store.schema import apps, blocks, codes, events, floors, tokens, users
 
 DEFAULT_BLOCKS = [("feed", "Feed"), ("blog", "Blog"), ("forum", "Forum"), ("quiz", "Quiz")]
+APP_RECHECK = 600.0  # seconds an application secret argon2 accepted is known (Accounts.known_app)
 _hasher = PasswordHasher()
 
 
@@ -76,6 +78,7 @@ def normalize_mobile(value: str, region: str = "", field: str = "mobile") -> str
 class Accounts:
     def __init__(self, engine: sa.Engine, settings: Settings, mailer: Sender, sms: Sender):
         self.engine, self.settings, self.mailer, self.sms = engine, settings, mailer, sms
+        self._apps_checked: dict[str, tuple[str, float]] = {}  # app id -> (SHA-256 of its secret, when argon2 said so)
 
     # -- shapes ---------------------------------------------------------------------------
     def profile(self, conn, user_id: str) -> dict:
@@ -470,7 +473,17 @@ class Accounts:
             row = conn.execute(sa.select(apps.c.secret_hash).where(apps.c.id == app_id)).first()
         if not verify_password(row[0] if row else None, secret):
             raise Unauthorized("unknown application or wrong secret", code="bad_app_credentials")
+        self._apps_checked[app_id] = (_sha(secret), time.monotonic())
         return app_id
+
+    def known_app(self, app_id: str | None, secret: str | None) -> bool:
+        """Whether argon2 accepted this application's secret in the last ``APP_RECHECK``
+        seconds (then a SHA-256 compare suffices: the secret is 32 random bytes). So an
+        application's queries do not each pay an argon2 check, and wrong secrets sent
+        under its id, which are refused unchecked past their limit, do not lock it out."""
+        seen = self._apps_checked.get(app_id or "")
+        return (seen is not None and bool(secret) and time.monotonic() - seen[1] < APP_RECHECK
+                and hmac.compare_digest(seen[0], _sha(secret)))
 
     def register_external(self, app_id: str, data: m.ExternalRegisterRequest) -> dict:
         """Register, or find, the application's user with this external id (idempotent,
