@@ -76,6 +76,7 @@ class LogRow(NamedTuple):
     event_at: datetime | None
     floor_id: str | None  # None (rows written before the column existed): any floor
     author: str | None = None  # the event's author as the store holds it now (None: deleted since)
+    at: datetime | None = None  # when the change was written
 
 
 def load_events(conn, event_ids: list[str] | None = None, sessions: list[tuple] | None = None,
@@ -361,8 +362,9 @@ class SearchIndex:
         store in the background: ``event_ids`` (what a write wrote) and the rows of events
         by ``author`` (the asker of a query: read your writes). Other users' writes to the
         floors are applied by their own requests and the background thread; a query waits
-        for them at most ``others_wait`` seconds and then searches the index as it is, so
-        nobody's write, however large, holds up someone else's query longer than that."""
+        for them until ``others_wait`` seconds after they were written and then searches
+        the index as it is, so nobody's write, however large, holds up someone else's
+        queries longer than that, all told."""
         rows = self._pending()
         named = None if floors is None else set(floors)
         mine = [r for r in rows if named is None or r.floor_id is None or r.floor_id in named]
@@ -404,18 +406,24 @@ class SearchIndex:
         return changed
 
     def _wait_applied(self, rows: list[LogRow], seconds: float) -> None:
-        """Wait until these rows are applied (or set aside) by whoever applies them, at
-        most ``seconds``."""
-        seqs = {r.seq for r in rows}
+        """Wait until these rows are applied (or set aside) by whoever applies them, but
+        not past ``seconds`` after the newest was written: rows older than that are not
+        waited for at all."""
+        now = datetime.now(timezone.utc)
+        fresh = [r for r in rows if r.at is not None and (r.at - now).total_seconds() + seconds > 0]
+        if not fresh:
+            return
+        seqs = {r.seq for r in fresh}
+        timeout = max((r.at - now).total_seconds() for r in fresh) + seconds
         with self._progress:
-            self._progress.wait_for(lambda: all(s <= self.watermark or s in self._applied for s in seqs), seconds)
+            self._progress.wait_for(lambda: all(s <= self.watermark or s in self._applied for s in seqs), timeout)
 
     def _pending(self) -> list[LogRow]:
         """Log rows above the watermark not applied yet (read without the lock: a row
         applied meanwhile is skipped later, under it)."""
         with self.engine.connect() as conn:
             rows = conn.execute(sa.select(event_log.c.seq, event_log.c.event_id, event_log.c.block_id,
-                                          event_log.c.event_at, event_log.c.floor_id, events.c.user_id)
+                                          event_log.c.event_at, event_log.c.floor_id, events.c.user_id, event_log.c.at)
                                 .outerjoin(events, events.c.id == event_log.c.event_id)
                                 .where(event_log.c.seq > self.watermark).order_by(event_log.c.seq)).all()
         return [LogRow(*r) for r in rows if r[0] not in self._applied]
