@@ -83,29 +83,30 @@ def model_work(app, call) -> int:
     return encoder.encoded - before
 
 
-def test_another_users_posts_and_questions_make_no_query_of_mine_quicker(app):
+def ann_and_bo_with_secrets(app, template: str, numbers: range):
+    """Ann and Bo, the index loaded, Bo's first post's sentences encoded; candidate texts
+    ``template`` of each number (unique to this run, so no earlier test left them in the
+    cache), and the one Ann posts on her own private floor (a blog post: its document is
+    the text alone; its sentences are encoded for answers)."""
     c, u = two_users(app)
     run = uuid.uuid4().hex[:6]
-    candidates = [f"my garage code is {n} ({run})" for n in range(4800, 4825)]
-    secret = candidates[21]
+    candidates = [template.format(n=n, run=run) for n in numbers]
+    secret = candidates[len(candidates) // 2]
     assert post(c, u["bo"], "Bo's notes on the lake").status_code == 200
-    for _ in range(2):  # the index and the model are loaded, Bo's post's sentences encoded
+    for _ in range(2):
         assert query(c, u["bo"], "lake", summary_needed="1").status_code == 200
-    # Ann, on her own private floor: the secret is posted (a blog post: its document is the
-    # text alone; its sentences are encoded for answers) and asked about.
     assert post(c, u["ann"], secret, block="blog").status_code == 200
-    assert query(c, u["ann"], secret, summary_needed="1").status_code == 200
+    return c, u, candidates, secret
+
+
+def test_another_users_posts_and_questions_make_no_query_of_mine_quicker(app):
+    c, u, candidates, secret = ann_and_bo_with_secrets(app, "my garage code is {n} ({run})", range(4800, 4825))
+    assert query(c, u["ann"], secret, summary_needed="1").status_code == 200  # and Ann asks it
     work = {t: model_work(app, lambda t=t: query(c, u["bo"], t, summary_needed="1")) for t in candidates}
     assert work[secret] > 0 and len(set(work.values())) == 1, work  # Ann's text is no cheaper for Bo
 
 
 def test_another_users_posts_make_no_write_of_mine_quicker(app):
-    c, u = two_users(app)
-    run = uuid.uuid4().hex[:6]
-    candidates = [f"the alarm code is {n} ({run})" for n in range(1200, 1210)]
-    secret = candidates[4]
-    assert post(c, u["bo"], "Bo's notes on the lake").status_code == 200
-    assert query(c, u["bo"], "lake").status_code == 200
-    assert post(c, u["ann"], secret, block="blog").status_code == 200
+    c, u, candidates, secret = ann_and_bo_with_secrets(app, "the alarm code is {n} ({run})", range(1200, 1210))
     work = {t: model_work(app, lambda t=t: post(c, u["bo"], t, block="blog")) for t in candidates}
     assert work[secret] > 0 and len(set(work.values())) == 1, work

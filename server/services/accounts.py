@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+import threading
 import time
 from datetime import datetime, timedelta
 
@@ -46,7 +47,27 @@ from server.store.schema import apps, blocks, codes, events, floors, tokens, use
 
 DEFAULT_BLOCKS = [("feed", "Feed"), ("blog", "Blog"), ("forum", "Forum"), ("quiz", "Quiz")]
 APP_RECHECK = 600.0  # seconds an application secret argon2 accepted is known (Accounts.known_app)
-_hasher = PasswordHasher()
+ARGON2_AT_ONCE = 4  # argon2 hashes and checks running at once in a process (_Argon2)
+
+
+class _Argon2:
+    """argon2 with at most ``ARGON2_AT_ONCE`` hashes or checks running at once: each takes
+    64 MiB, so a burst of them (32 wrong secrets sent together: 2.6 GB in issue 26) cannot
+    take the process's memory; on two cores more at once would not finish sooner."""
+
+    def __init__(self):
+        self._hasher, self._slots = PasswordHasher(), threading.BoundedSemaphore(ARGON2_AT_ONCE)
+
+    def hash(self, password: str) -> str:
+        with self._slots:
+            return self._hasher.hash(password)
+
+    def verify(self, stored: str, password: str) -> bool:
+        with self._slots:
+            return self._hasher.verify(stored, password)
+
+
+_hasher = _Argon2()
 
 
 # -- request checking (the shapes are the models' in server/models.py) ---------------------
