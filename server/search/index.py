@@ -5,7 +5,8 @@ that, every create, edit or delete of an event adds a row to ``event_log`` in th
 transaction (server/store/changes.py), and :meth:`SearchIndex.sync` (called before every
 query) applies the rows it has not seen: an event still in the store is (re-)added, one
 that is gone is removed. Any number of processes sharing the store stay in step this
-way, and a query sees every write committed before it (read your writes).
+way: a query sees every write of its asker committed before it (read your writes), and
+other users' within about a second (below).
 
 Applying a log row is idempotent, so rows are tracked by number: ``watermark`` is the
 highest number below which every row has been applied. PostgreSQL hands out sequence
@@ -28,9 +29,12 @@ its events out of other users' results at once.
 No write holds up other users (SECURITY.md). A query catches up only the log rows of the
 floors it names (``sync(floors)``; each row carries its event's floor), because what it
 returns depends on those floors alone; a batch being indexed elsewhere is not its
-business. The slow part of a catch-up, encoding, runs before the index lock is taken,
-and the index itself is changed ``WRITE_CHUNK`` documents at a time, so a search of
-another floor waits at most for one chunk.
+business. Of those rows it applies its asker's own; other users' it leaves to their own
+requests and the background thread, waiting for them only until ``others_wait`` after
+they were written. The slow part of a catch-up, encoding, runs before the index lock is
+taken, and the index itself is changed ``WRITE_CHUNK`` documents at a time, so a search
+waits at most for one chunk. Encodings run in the floor's scope of the embedding cache
+(``floor_scope``): how long one takes tells nobody what other floors hold.
 
 No stored value stops the index (SECURITY.md): what is loaded from the store is made
 well-formed first (``load_events``), and a log row whose change still cannot be applied
