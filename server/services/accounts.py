@@ -18,7 +18,15 @@ that whoever holds the mailbox also chose the password; a squatter who signs up 
 else's address never gets in, and the owner's own sign-up replaces the unvalidated
 registration instead of being refused. Password resets and the e-mail or mobile changes
 work on validated accounts only; a change of address needs the password when its code
-is asked for, revokes every other token and tells the old address.
+is asked for, revokes every other token and tells the old address. A sign-up nobody
+validates within ``signup_ttl_hours`` is as good as gone.
+
+Whether an address has an account is not told by any answer but sign-up's 409 (rate
+limited): asking for a change-of-address code answers the same, after the same work,
+for a taken address (its holder gets a notice, and a code nobody receives is stored), and
+an address's code checks answer one ``code_invalid``. Wrong passwords and application
+secrets are counted, and refused past their limit before argon2 runs, by the API layer
+(server/api/limits.py), which knows the client's address.
 """
 
 from __future__ import annotations
