@@ -141,11 +141,12 @@ def test_concurrent_wrong_guesses_are_each_counted_before_they_are_checked(open_
 @both_stores
 def test_the_right_code_among_concurrent_guesses_passes_only_within_the_five_checks(open_app, monkeypatch):
     answers = guess_at_once(open_app, monkeypatch, first=0)  # answers[0] was the right code
-    checked = [r for r in answers if r.status_code == 200 or error_of(r)["code"] == "code_invalid"]
-    assert 1 <= len(checked) <= 5  # at most five checks, whichever came first; the others refused unchecked
+    # At most five checks, whichever came first; the others refused unchecked. (A code
+    # used meanwhile answers code_invalid too, as a wrong one: issue 26, so count in the store.)
+    assert [r.status_code for r in answers].count(200) <= 1
     assert all(r.status_code == 400 for r in answers[1:])
     with open_app.extensions["memkit"]["engine"].connect() as conn:
-        assert conn.execute(sa.select(sa.func.max(codes.c.attempts))).scalar() <= 5
+        assert 1 <= conn.execute(sa.select(sa.func.max(codes.c.attempts))).scalar() <= 5
 
 
 def test_guesses_are_bounded_per_account_across_new_codes(tmp_path, tmp_path_factory):
