@@ -379,20 +379,22 @@ class SearchIndex:
             is_own = [r.floor_id is None or r.event_id in own or (author is not None and r.author == author) for r in mine]
             others = [r for r, o in zip(mine, is_own) if not o]
             mine = [r for r, o in zip(mine, is_own) if o]
-        changed = self._catch_up(rows, mine, wait_for_encoding=not split)
+        changed = self._catch_up(rows, mine, wait_for_encoding=not (split and event_ids))
         if others and others_wait > 0:
             self._wait_applied(others, others_wait)
         return changed
 
     def _catch_up(self, rows: list[LogRow], mine: list[LogRow], wait_for_encoding: bool) -> int:
-        """Encode and apply ``mine`` (of the pending ``rows``), a slice per floor claim."""
+        """Encode and apply ``mine`` (of the pending ``rows``) a slice at a time, each
+        slice encoded (no lock held) and then applied under its floors' claim; so another
+        thread that needs one of these rows waits for one slice, not for the whole batch."""
         changed = 0
         if mine:
-            self._encode_ahead(mine, wait_for_encoding)
             with self.lock:
                 self._seen.update(r.seq for r in rows if r.seq > self.watermark)
             for i in range(0, len(mine), WRITE_CHUNK):
                 part = mine[i : i + WRITE_CHUNK]
+                self._encode_ahead(part, wait_for_encoding)
                 with self.claims.hold({ALL} if any(r.floor_id is None for r in part) else {r.floor_id for r in part}):
                     with self.lock:
                         todo = [r for r in part if r.seq > self.watermark and r.seq not in self._applied]
@@ -446,9 +448,9 @@ class SearchIndex:
     def _encode_ahead(self, rows: list[LogRow], wait: bool = True) -> None:
         """Encode the rows' documents into the embedding cache before the lock is taken,
         so the index is held only for the quick part. Rows another thread is encoding
-        are waited for, not encoded twice; unless ``wait`` is false (a request's own rows,
-        few: encoding them again costs less than waiting for another thread's batch). A
-        failure here is left to the apply step."""
+        are waited for, not encoded twice; unless ``wait`` is false (what a write wrote:
+        encoding it again costs less than waiting for another thread's slice). A failure
+        here is left to the apply step."""
         done = threading.Event()
         with self._encoding_guard:
             mine = [r for r in rows if r.seq not in self._encoding or not wait]
