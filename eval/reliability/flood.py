@@ -32,10 +32,13 @@ from harness import BACKENDS, Client, Service, sign_up, table
 
 
 class Serve(Service):
-    """``memkit serve`` (Werkzeug, a thread per request) instead of gunicorn."""
+    """``memkit serve`` (Werkzeug, a thread per request) instead of gunicorn. Run as
+    ``python -m memkit.cli`` from the checkout (as gunicorn is), so it serves this
+    checkout's code even when the interpreter's venv has another tree installed editable
+    (its ``memkit`` script would import that tree's)."""
 
     def command(self) -> list[str]:
-        return [str(Path(sys.executable).with_name("memkit")), "serve", "--port", str(self.port)]
+        return [sys.executable, "-m", "memkit.cli", "serve", "--port", str(self.port)]
 
 
 def flood_client(port: int, stop: threading.Event, statuses: Counter, lock: threading.Lock) -> None:
