@@ -7,6 +7,14 @@ from it (memkit/training.py), kept in ``<cache dir>/models/<name>/`` and named b
 it (``minilm-ft-<hash>``). ``CachedEncoder`` wraps any encoder with a SQLite cache keyed by
 (model name, SHA-256 of the text): a second run over the same texts encodes nothing, and a
 trained model never reads the packaged model's vectors.
+
+Whose vectors an encoding may reuse (``cache_scope``): a cache hit is quicker than the
+model, so a cache shared by the users of a service would tell one of them, by timing,
+which texts another had posted or asked. Inside ``cache_scope(reads, writes)`` a lookup
+finds only vectors recorded under the namespaces ``reads`` (the service: the floors a
+request may read, and the asker's own), and the vectors it makes or finds are recorded
+under ``writes``; ``private`` ones stay in this process's memory. Outside any scope (eval,
+training, a build nobody waits on) every vector is found, as before.
 """
 
 from __future__ import annotations
@@ -18,6 +26,9 @@ import re
 import sqlite3
 import threading
 from collections import OrderedDict
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, Sequence, runtime_checkable
 
@@ -248,8 +259,31 @@ def _export_minilm(target: Path) -> None:
     os.replace(tmp, target)
 
 
+@dataclass(frozen=True)
+class CacheScope:
+    reads: frozenset[str] | None  # namespaces whose vectors a lookup may find; None: every vector
+    writes: str | None  # the namespace the vectors made or found are recorded under
+    private: bool = False  # vectors made are kept in this process's memory only
+
+
+_SCOPE: ContextVar[CacheScope | None] = ContextVar("memkit_cache_scope", default=None)
+
+
+@contextmanager
+def cache_scope(reads=None, writes: str | None = None, private: bool = False):
+    """Encodings in this block (this thread's, or this task's) reuse only vectors recorded
+    under ``reads`` (None: any) and record theirs under ``writes``; see the module's
+    docstring."""
+    token = _SCOPE.set(CacheScope(None if reads is None else frozenset(reads), writes, private))
+    try:
+        yield
+    finally:
+        _SCOPE.reset(token)
+
+
 class EmbeddingCache:
-    """A SQLite table of vectors keyed by (model, text hash). Safe across processes."""
+    """A SQLite table of vectors keyed by (model, text hash), and one of the namespaces
+    each vector was made or found for (``cache_scope``). Safe across processes."""
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
@@ -257,6 +291,8 @@ class EmbeddingCache:
         self._local = threading.local()
         with self._conn() as c:
             c.execute("CREATE TABLE IF NOT EXISTS emb (key TEXT PRIMARY KEY, vec BLOB NOT NULL)")
+            c.execute("CREATE TABLE IF NOT EXISTS emb_ns (key TEXT NOT NULL, ns TEXT NOT NULL, PRIMARY KEY (key, ns)) "
+                      "WITHOUT ROWID")
 
     def _conn(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)
@@ -270,24 +306,38 @@ class EmbeddingCache:
     def key(model: str, text: str) -> str:
         return hashlib.sha256(f"{model}\x00{text}".encode()).hexdigest()
 
-    def get_many(self, keys: list[str], dim: int) -> dict[str, np.ndarray]:
+    def get_many(self, keys: list[str], dim: int, within: frozenset[str] | None = None) -> dict[str, np.ndarray]:
+        """The vectors of these keys that are stored (``within``: only those recorded
+        under one of these namespaces)."""
         found: dict[str, np.ndarray] = {}
         conn = self._conn()
         uniq = list(dict.fromkeys(keys))
+        spaces = sorted(within or ())
+        where = (f" AND key IN (SELECT key FROM emb_ns WHERE ns IN ({','.join('?' * len(spaces))}))"
+                 if within is not None else "")
         for i in range(0, len(uniq), 500):
             chunk = uniq[i : i + 500]
             marks = ",".join("?" * len(chunk))
-            for key, blob in conn.execute(f"SELECT key, vec FROM emb WHERE key IN ({marks})", chunk):
+            for key, blob in conn.execute(f"SELECT key, vec FROM emb WHERE key IN ({marks}){where}", chunk + spaces):
                 found[key] = np.frombuffer(blob, dtype=np.float32, count=dim)
         return found
 
-    def put_many(self, items: dict[str, np.ndarray]) -> None:
+    def put_many(self, items: dict[str, np.ndarray], namespace: str | None = None) -> None:
         conn = self._conn()
         with conn:
             conn.executemany(
                 "INSERT OR REPLACE INTO emb (key, vec) VALUES (?, ?)",
                 [(k, np.asarray(v, np.float32).tobytes()) for k, v in items.items()],
             )
+            if namespace is not None:
+                conn.executemany("INSERT OR IGNORE INTO emb_ns (key, ns) VALUES (?, ?)", [(k, namespace) for k in items])
+
+    def record(self, keys, namespace: str) -> None:
+        """Record stored vectors under ``namespace`` too."""
+        conn = self._conn()
+        with conn:
+            conn.executemany("INSERT OR IGNORE INTO emb_ns (key, ns) SELECT key, ? FROM emb WHERE key = ?",
+                             [(namespace, k) for k in dict.fromkeys(keys)])
 
     def __len__(self) -> int:
         return self._conn().execute("SELECT COUNT(*) FROM emb").fetchone()[0]
@@ -299,8 +349,9 @@ class CachedEncoder:
     A query is encoded several times while it is answered (once per dense retriever, by
     the relevance gate, by the answer writer), so a small in-memory LRU of recent texts
     answers those repeats without touching the disk. Texts encoded one or two at a time
-    (queries, not documents: ``store_below``) are kept in memory only, so a query costs no
-    disk write; documents are stored on disk as before."""
+    outside any scope (queries, not documents: ``store_below``) and those of a private
+    scope are kept in memory only, so a query costs no disk write; documents are stored on
+    disk. Both respect the ``cache_scope`` in force: memory entries are kept per namespace."""
 
     def __init__(self, encoder: Encoder, cache: EmbeddingCache | str | Path | None = None, chunk: int = 2048,
                  memory: int = 4096, store_below: int = 3):
@@ -308,7 +359,7 @@ class CachedEncoder:
         self.chunk = chunk
         self.memory = memory
         self.store_below = store_below
-        self._recent: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._recent: OrderedDict[tuple[str | None, str], np.ndarray] = OrderedDict()
         self._recent_lock = threading.Lock()
         self.name = encoder.name
         self.dim = encoder.dim
@@ -318,17 +369,24 @@ class CachedEncoder:
         self.encoded = 0  # texts actually sent to the model, for tests and reports
 
     def encode(self, texts: Sequence[str], show_progress: bool | None = None) -> np.ndarray:
+        scope = _SCOPE.get() or CacheScope(None, None)
         # The tokenizer ignores leading and trailing whitespace, so texts that differ only
         # there (a template whose first field is empty, say) share one vector.
         texts = [t.strip() for t in texts]
         keys = [EmbeddingCache.key(self.name, t) for t in texts]
+        spaces = list(dict.fromkeys([scope.writes, *([None] if scope.reads is None else sorted(scope.reads))]))
         with self._recent_lock:
-            found = {k: self._recent[k] for k in keys if k in self._recent}
+            found = {k: v for k in keys for ns in spaces if (v := self._recent.get((ns, k))) is not None}
         rest = [k for k in keys if k not in found]
         if rest:
-            found.update(self.cache.get_many(rest, self.dim))
+            found.update(self.cache.get_many(rest, self.dim, scope.reads))
+        if scope.writes is not None and scope.reads is None and not scope.private:
+            self.cache.record(keys, scope.writes)  # whatever is stored is now found for this namespace too
         missing = list(dict.fromkeys(k for k in keys if k not in found))
-        if missing and len(texts) < self.store_below:  # a query: the model, then memory only
+        # Queries (a private scope; unscoped, texts one or two at a time): memory only.
+        # Anything recorded for a namespace (documents) goes to disk, however few.
+        memory_only = scope.private or (scope.writes is None and len(texts) < self.store_below)
+        if missing and memory_only:
             first = dict(zip(keys, texts))
             found.update(zip(missing, self.encoder.encode([first[k] for k in missing], False)))
             self.encoded += len(missing)
@@ -342,7 +400,7 @@ class CachedEncoder:
             for i in range(0, len(missing), self.chunk):
                 part = missing[i : i + self.chunk]
                 new = dict(zip(part, self.encoder.encode([first[k] for k in part], False)))
-                self.cache.put_many(new)
+                self.cache.put_many(new, scope.writes)
                 found.update(new)
                 self.encoded += len(part)
                 bar.update(len(part))
@@ -353,8 +411,8 @@ class CachedEncoder:
         if len(keys) <= self.memory:
             with self._recent_lock:
                 for k in keys:
-                    self._recent[k] = found[k]
-                    self._recent.move_to_end(k)
+                    self._recent[(scope.writes, k)] = found[k]
+                    self._recent.move_to_end((scope.writes, k))
                 while len(self._recent) > self.memory:
                     self._recent.popitem(last=False)
         return out

@@ -45,14 +45,19 @@ def create_app(config: dict | None = None) -> Flask:
         "events": Events(engine, indexer=memory.indexer, after_write=memory.catch_up),
         "memory": memory,
     }
-    limiter = Limiter(get_remote_address, app=app, storage_uri=settings.rate_limit_storage, headers_enabled=True,
+    # No X-RateLimit-*/Retry-After headers on every answer: Retry-After goes with a 429
+    # only (server/errors.py), where it says when to try again.
+    limiter = Limiter(get_remote_address, app=app, storage_uri=settings.rate_limit_storage, headers_enabled=False,
                       key_prefix="memkit")
     app.extensions["memkit"]["limiter"] = limiter
     errors.register(app)
 
     from server.api import auth, floors, memory, openapi
-    from server.api.limits import make_limits
+    from server.api.limits import FailedCredentials, RefuseUnchecked, make_limits
 
+    failed = app.extensions["memkit"]["failed_credentials"] = FailedCredentials(limiter, settings)
+    app.wsgi_app = RefuseUnchecked(app.wsgi_app, failed, app.extensions["memkit"]["accounts"].known_app,
+                                   settings.refused_delay)
     app.register_blueprint(auth.make_blueprint(make_limits(limiter, settings)))
     app.register_blueprint(floors.bp)
     app.register_blueprint(floors.events_bp)

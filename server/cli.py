@@ -8,6 +8,7 @@ simply has fewer commands.
 
 from __future__ import annotations
 
+import os
 import sys
 
 
@@ -37,6 +38,8 @@ def cmd_serve(args) -> int:
     from server import create_app
 
     overrides = {"database_url": args.db} if args.db else {}
+    if "MEMKIT_REFUSED_DELAY" not in os.environ:  # a thread per connection: a refused flood can wait
+        overrides["refused_delay"] = 1.0
     app = create_app(overrides)
     settings = app.extensions["memkit"]["settings"]
     print(f"memkit service on http://{args.host}:{args.port}  store: {settings.database_url}\n"

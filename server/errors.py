@@ -7,8 +7,10 @@ Every error body has one shape: ``{"error": {"code": ..., "message": ..., "field
 from __future__ import annotations
 
 import logging
+import math
+import time
 
-from flask import Flask, jsonify
+from flask import Flask, current_app, jsonify
 from werkzeug.exceptions import HTTPException
 
 from memkit.errors import ValidationError as MemkitValidationError
@@ -58,6 +60,12 @@ def body(code: str, message: str, field: str | None = None) -> dict:
     return {"error": {"code": code, "message": message, "field": field}}
 
 
+def retry_after() -> int:
+    """Seconds until the limit flask-limiter found breached lets a request through again."""
+    limit = current_app.extensions["memkit"]["limiter"].current_limit
+    return max(1, math.ceil(limit.reset_at - time.time())) if limit is not None else 60
+
+
 def register(app: Flask) -> None:
     @app.errorhandler(ApiError)
     def _api(err: ApiError):
@@ -79,8 +87,8 @@ def register(app: Flask) -> None:
         message = {404: "no such resource", 413: "request body too large"}.get(err.code, err.description or err.name)
         resp = jsonify(body(code, message))
         resp.status_code = err.code or 500
-        if err.code == 429 and err.response is not None and "Retry-After" in err.response.headers:
-            resp.headers["Retry-After"] = err.response.headers["Retry-After"]
+        if err.code == 429:
+            resp.headers["Retry-After"] = str(retry_after())
         return resp
 
     @app.errorhandler(Exception)

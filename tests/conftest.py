@@ -27,4 +27,4 @@ def shared_dataset(name: str) -> Path:
     return path
 
 
-from tests.service_fixtures import app  # noqa: E402,F401  (the service app, on SQLite and PostgreSQL)
+from tests.service_fixtures import app, open_app  # noqa: E402,F401  (the service app, on SQLite and PostgreSQL)

@@ -58,6 +58,19 @@ def app(request, tmp_path, tmp_path_factory):
     application.extensions["memkit"]["engine"].dispose()
 
 
+NO_LIMITS = {f"rate_limit_{n}": "10000 per second" for n in ("send_code", "sign_in", "sign_up", "check_code",
+                                                             "change_email")}
+
+
+@pytest.fixture
+def open_app(request, tmp_path, tmp_path_factory):
+    """The app on the store ``request.param`` names (parametrize it ``indirect``) with the
+    rate limits per account and address off (they are tested apart)."""
+    application = make_app(request.param, tmp_path, tmp_path_factory, **NO_LIMITS)
+    yield application
+    application.extensions["memkit"]["engine"].dispose()
+
+
 def outbox_message(app, to: str) -> str:
     """The newest message sent to ``to`` (an e-mail address or a mobile number)."""
     folder = Path(app.extensions["memkit"]["settings"].outbox_dir)

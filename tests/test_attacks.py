@@ -14,12 +14,18 @@ import sqlalchemy as sa
 
 import server.services.accounts as accounts
 from server.store.schema import codes, tokens, users
-from tests.service_fixtures import PW, error_of, make_app, outbox_code, outbox_message, user
+from tests.service_fixtures import (
+    NO_LIMITS,
+    PW,
+    error_of,
+    make_app,
+    outbox_code,
+    outbox_message,
+    user,
+)
 
 SIGNUP, SEND, VALIDATE, RESET = ("/auth-service/signup", "/auth-service/send/validation/code", "/auth-service/validate",
                                  "/auth-service/reset/password")
-NO_LIMITS = {f"rate_limit_{n}": "10000 per second" for n in ("send_code", "sign_in", "sign_up", "check_code",
-                                                             "change_email")}
 
 
 def bearer(token: str) -> dict:
@@ -48,14 +54,6 @@ def at_once(n: int, call) -> list:
     for t in threads:
         t.join()
     return out
-
-
-@pytest.fixture
-def open_app(request, tmp_path, tmp_path_factory):
-    """The app on both stores with the per-address rate limits off (they are tested apart)."""
-    application = make_app(request.param, tmp_path, tmp_path_factory, **NO_LIMITS)
-    yield application
-    application.extensions["memkit"]["engine"].dispose()
 
 
 both_stores = pytest.mark.parametrize("open_app", ["sqlite", "postgresql"], indirect=True)
@@ -143,11 +141,12 @@ def test_concurrent_wrong_guesses_are_each_counted_before_they_are_checked(open_
 @both_stores
 def test_the_right_code_among_concurrent_guesses_passes_only_within_the_five_checks(open_app, monkeypatch):
     answers = guess_at_once(open_app, monkeypatch, first=0)  # answers[0] was the right code
-    checked = [r for r in answers if r.status_code == 200 or error_of(r)["code"] == "code_invalid"]
-    assert 1 <= len(checked) <= 5  # at most five checks, whichever came first; the others refused unchecked
+    # At most five checks, whichever came first; the others refused unchecked. (A code
+    # used meanwhile answers code_invalid too, as a wrong one: issue 26, so count in the store.)
+    assert [r.status_code for r in answers].count(200) <= 1
     assert all(r.status_code == 400 for r in answers[1:])
     with open_app.extensions["memkit"]["engine"].connect() as conn:
-        assert conn.execute(sa.select(sa.func.max(codes.c.attempts))).scalar() <= 5
+        assert 1 <= conn.execute(sa.select(sa.func.max(codes.c.attempts))).scalar() <= 5
 
 
 def test_guesses_are_bounded_per_account_across_new_codes(tmp_path, tmp_path_factory):

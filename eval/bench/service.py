@@ -265,8 +265,8 @@ def load_test(port: int, bodies, clients: int, seconds: float, warmup: int) -> d
             "throughput": (len(lat) + min(warmup, len(lat))) / wall}
 
 
-def ingest(port: int, floors: list[str], n: int, batch: int = 500) -> dict:
-    frame = generate_events(n, seed=7)
+def ingest(port: int, floors: list[str], n: int, batch: int = 500, seed: int = 7) -> dict:
+    frame = generate_events(n, seed=seed)
     texts = frame["text"].to_list()
     tags = frame["tags"].to_list()
     times = frame["created_at"].to_list()
@@ -355,6 +355,8 @@ def main(argv=None) -> None:
     ap.add_argument("--ingest", type=int, default=5000)
     ap.add_argument("--query-seed", type=int, default=None,
                     help="queries are drawn fresh each run (no query vector is cached from an earlier run)")
+    ap.add_argument("--ingest-seed", type=int, default=7,
+                    help="the posts step 5 ingests (another seed: posts no earlier run left in the embedding cache)")
     ap.add_argument("--build-only", action="store_true", help="stop after the store and the index are built")
     args = ap.parse_args(argv)
     folder, meta, pg = open_store(args, "bench-service")
@@ -380,7 +382,7 @@ def main(argv=None) -> None:
               f"p99 {load['p99_ms']:.1f} ms, {load['throughput']:.1f} queries/s, {load['errors']} errors "
               f"{load['first_error'] or ''}", flush=True)
         mem = memory_of(workers_of(proc))
-        ing = ingest(port, meta["floors"], args.ingest) if args.ingest else None
+        ing = ingest(port, meta["floors"], args.ingest, seed=args.ingest_seed) if args.ingest else None
         if ing:
             print(f"5. ingest: {ing['ingested']} events in {ing['ingest_s']:.1f} s = {ing['events_per_s']:.0f} events/s",
                   flush=True)

@@ -64,13 +64,15 @@ class Service:
         self.workers, self.threads, self.port, self.proc = workers, threads, free_port(), None
         self.log = open(folder / "gunicorn.log", "a")
 
+    def command(self) -> list[str]:
+        return [str(Path(sys.executable).with_name("gunicorn")), "-w", str(self.workers), "--threads", str(self.threads),
+                "-b", f"127.0.0.1:{self.port}", "--timeout", "600", "--keep-alive", "300", "--log-level", "warning",
+                "server.wsgi:app"]
+
     def start(self, timeout: float = 600) -> float:
         """Start and wait until it answers; returns the seconds that took."""
         t = time.perf_counter()
-        cmd = [str(Path(sys.executable).with_name("gunicorn")), "-w", str(self.workers), "--threads", str(self.threads),
-               "-b", f"127.0.0.1:{self.port}", "--timeout", "600", "--keep-alive", "300", "--log-level", "warning",
-               "server.wsgi:app"]
-        self.proc = subprocess.Popen(cmd, cwd=ROOT, env=self.env, start_new_session=True, stdout=self.log,
+        self.proc = subprocess.Popen(self.command(), cwd=ROOT, env=self.env, start_new_session=True, stdout=self.log,
                                      stderr=subprocess.STDOUT)
         while time.perf_counter() - t < timeout:
             if self.proc.poll() is not None:

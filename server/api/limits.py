@@ -3,23 +3,41 @@
 The first layer counts per account: what the request names (the e-mail address or mobile
 number of a sign-in, a code check or a sign-up; the bearer token's user for the changes of
 address), so one account's failures cost only that account: another user behind the same
-address (an office, a phone network's NAT, an attacker) is not locked out. A request whose
-account is unknown (no usable field, a bad token) counts against its address in this layer.
-The second layer counts per client address at ``rate_limit_address_factor`` times the
-account's limit, bounding one address that tries many accounts. Either answers 429 with
-Retry-After. Limits are named after settings: ``rate_limit_<name>`` (per account).
+address (an office, a phone network's NAT, an attacker) is not locked out. An address is
+counted as the account it names, however it is spelt (``identity``): "Ann@EXAMPLE.com",
+"ann@ｅｘａｍｐｌｅ.com" and "ann@example.com" are one account, and so are "+447911123457"
+and "+44 7911 123457 ext. 5". A request whose account is unknown (no usable field, a bad
+token) counts against its address in this layer. The second layer counts per client
+address at ``rate_limit_address_factor`` times the account's limit, bounding one address
+that tries many accounts. Either answers 429 with Retry-After. Limits are named after
+settings: ``rate_limit_<name>`` (per account).
+
+``limits`` counts every request, before it runs. :class:`FailedCredentials` counts only
+wrong passwords and application secrets, for operations an honest caller repeats at will
+(an application signs every query with its secret), and refuses past the limit before the
+argon2 check runs, so a flood of wrong secrets costs no argon2 work.
 """
 
 from __future__ import annotations
 
+import json
+import math
 import re
+import threading
+import time
+import unicodedata
+from collections import Counter
+from contextlib import contextmanager
 
 from flask import current_app, request
 from flask_limiter import Limiter
 from flask_limiter.util import get_remote_address
+from limits import parse_many
 
 from server.errors import ApiError
-from server.services.accounts import bearer_token
+from server.services.accounts import bearer_token, normalize_email, normalize_mobile
+
+ADDRESS_FIELDS = {"email": "email", "new_email_id": "email", "mobile": "mobile", "new_mobile": "mobile"}
 
 
 def looser(limit: str, factor: int) -> str:
@@ -27,42 +45,158 @@ def looser(limit: str, factor: int) -> str:
     return re.sub(r"(\d+)(\s*(?:per|/))", lambda mo: f"{int(mo.group(1)) * factor}{mo.group(2)}", limit)
 
 
+def identity(kind: str, value: str, region: str = "") -> str:
+    """The account an e-mail address or mobile number names, as the limits count it: an
+    address in Unicode compatibility form (NFKC: full-width letters are the plain ones),
+    normalised as accounts are and in lower case; a number in E.164 (an extension is not
+    part of it). A value that is neither is counted as its NFKC, case-folded text."""
+    text = unicodedata.normalize("NFKC", value).strip()
+    try:
+        return f"{kind}:" + (normalize_email(text) if kind == "email" else normalize_mobile(text, region))
+    except ApiError:
+        return f"{kind}:{text.casefold()}"
+
+
+def _token_user() -> str | None:
+    try:
+        token = bearer_token(request.headers.get("Authorization"))
+        return current_app.extensions["memkit"]["accounts"].authenticate(f"Bearer {token}") if token else None
+    except ApiError:
+        return None
+
+
 def _account(fields) -> str:
-    """Who a request is about: the bearer token's user, or the first account field of the body."""
+    """Who a request is about: the bearer token's user (``"token"``), or the first address
+    field of the body; ``fields`` may be a function of the body giving either."""
+    try:
+        data = request.get_json(silent=True) if request.is_json else request.form.to_dict()
+    except ApiError:  # a body the strict JSON reader refuses: the request fails with that 400 anyway
+        data = None
+    data = data if isinstance(data, dict) else {}
+    if callable(fields):
+        fields = fields(data)
     if fields == "token":
-        try:
-            token = bearer_token(request.headers.get("Authorization"))
-            user = current_app.extensions["memkit"]["accounts"].authenticate(f"Bearer {token}") if token else None
-        except ApiError:
-            user = None
+        user = _token_user()
         if user:
             return f"user:{user}"
     else:
-        try:
-            data = request.get_json(silent=True) if request.is_json else request.form.to_dict()
-        except ApiError:  # a body the strict JSON reader refuses: the request fails with that 400 anyway
-            data = None
+        region = current_app.extensions["memkit"]["settings"].phone_region
         for name in fields:
-            value = data.get(name) if isinstance(data, dict) else None
+            value = data.get(name)
             if isinstance(value, str) and value.strip():
-                return f"{name}:{value.strip().lower()}"
+                return identity(ADDRESS_FIELDS[name], value, region)
     return f"address:{get_remote_address()}"
 
 
 def make_limits(limiter: Limiter, settings):
-    """``limits(name, account=fields or "token", only_success=False)``: a decorator applying both layers."""
+    """``limits(name, account=fields or "token")``: a decorator applying both layers."""
 
-    def limits(name: str, account, only_success: bool = False):
+    def limits(name: str, account):
         value = getattr(settings, f"rate_limit_{name}")
-        when = (lambda response: response.status_code == 200) if only_success else None
 
         def wrap(view):
-            per_account = limiter.shared_limit(value, scope=f"{name}/account", key_func=lambda: _account(account),
-                                               deduct_when=when)
+            per_account = limiter.shared_limit(value, scope=f"{name}/account", key_func=lambda: _account(account))
             per_address = limiter.shared_limit(looser(value, settings.rate_limit_address_factor),
-                                               scope=f"{name}/address", deduct_when=when)
+                                               scope=f"{name}/address")
             return per_address(per_account(view))
 
         return wrap
 
     return limits
+
+
+class FailedCredentials:
+    """Wrong credentials counted per identity (a user, an application id) and per client
+    address, in the limiter's storage (so across processes when it is shared).
+
+    ``check(name, who)`` wraps the one call that checks a credential: if either count has
+    reached ``rate_limit_<name>`` (per address: times ``rate_limit_address_factor``) it
+    answers 429 with Retry-After without calling; a call that fails with
+    ``bad_credentials`` or ``bad_app_credentials`` is counted. A check still running counts
+    as a failure until it ends, so concurrent tries cannot all pass a count taken before
+    any of them failed (within a process)."""
+
+    FAILURES = ("bad_credentials", "bad_app_credentials")
+
+    def __init__(self, limiter: Limiter, settings):
+        self.limiter, self.settings = limiter, settings
+        self._running: Counter[str] = Counter()
+        self._lock = threading.Lock()
+
+    def _counts(self, name: str, who: str, address: str) -> list[tuple]:
+        """(limit, storage key, running key) of each count a failure of ``name`` by ``who``
+        from ``address`` adds to."""
+        per_account = getattr(self.settings, f"rate_limit_{name}")
+        per_address = looser(per_account, self.settings.rate_limit_address_factor)
+        keys = ([(item, f"memkit/failed/{name}/account/{who[:200]}") for item in parse_many(per_account)]
+                + [(item, f"memkit/failed/{name}/address/{address}") for item in parse_many(per_address)])
+        return [(item, key, f"{key}/{item}") for item, key in keys]
+
+    def _wait(self, counts: list[tuple]) -> int | None:
+        """Seconds until every count lets one more failure in; None if they all do now
+        (the caller holds the lock)."""
+        strategy = self.limiter.limiter
+        waits = [max(1, math.ceil(stats.reset_time - time.time())) for item, key, busy in counts
+                 if (stats := strategy.get_window_stats(item, key)).remaining - self._running[busy] <= 0]
+        return max(waits) if waits else None
+
+    def refused(self, name: str, who: str, address: str) -> int | None:
+        """Would ``check`` refuse this now? The seconds to wait, or None (for the early
+        refusal of :class:`RefuseUnchecked`)."""
+        counts = self._counts(name, who, address)
+        with self._lock:
+            return self._wait(counts)
+
+    @contextmanager
+    def check(self, name: str, who: str):
+        counts = self._counts(name, who, get_remote_address())
+        with self._lock:
+            wait = self._wait(counts)
+            if wait is not None:
+                raise ApiError("too many failed attempts; try again later", code="rate_limited", status=429,
+                               headers={"Retry-After": str(wait)})
+            self._running.update(busy for _, _, busy in counts)
+        failed = False
+        try:
+            yield
+        except ApiError as exc:
+            failed = exc.code in self.FAILURES
+            raise
+        finally:
+            with self._lock:
+                for item, key, busy in counts:
+                    if failed:
+                        self.limiter.limiter.hit(item, key)
+                    self._running[busy] -= 1
+                    if not self._running[busy]:
+                        del self._running[busy]
+
+
+class RefuseUnchecked:
+    """WSGI middleware: a request signed with an application secret whose application id or
+    client address has used up its failures is answered 429 here, before Flask parses it,
+    routes it or logs it: answering a flood of them costs the process as little as it can,
+    which is what keeps other users' requests quick while it lasts (SECURITY.md, round 3).
+    Flask's own check (``FailedCredentials.check``) refuses the same requests otherwise.
+
+    ``refused_delay`` seconds pass before such a 429 is sent (a tarpit: a flood of requests
+    each waiting for its answer slows to a trickle). Only for servers with a thread per
+    connection, such as ``memkit serve``'s: there a waiting answer holds nothing anyone else
+    needs, while in a pool of threads (gunicorn) it would hold a thread, so it is 0 there."""
+
+    BODY = json.dumps({"error": {"code": "rate_limited", "message": "too many failed attempts; try again later",
+                                 "field": None}}).encode()
+
+    def __init__(self, wsgi_app, failed: FailedCredentials, known_app, refused_delay: float = 0.0):
+        self.wsgi_app, self.failed, self.known_app, self.refused_delay = wsgi_app, failed, known_app, refused_delay
+
+    def __call__(self, environ, start_response):
+        app_id = environ.get("HTTP_X_APP_ID")
+        if app_id and not environ.get("HTTP_AUTHORIZATION"):
+            wait = self.failed.refused("app_secret", app_id.strip(), environ.get("REMOTE_ADDR") or "127.0.0.1")
+            if wait is not None and not self.known_app(app_id, environ.get("HTTP_X_APP_SECRET")):
+                time.sleep(min(self.refused_delay, wait))
+                start_response("429 TOO MANY REQUESTS", [("Content-Type", "application/json"), ("Retry-After", str(wait)),
+                                                         ("Content-Length", str(len(self.BODY)))])
+                return [self.BODY]
+        return self.wsgi_app(environ, start_response)

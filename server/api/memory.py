@@ -5,6 +5,7 @@ from __future__ import annotations
 from flask import Blueprint, current_app, request
 
 from server import models as m
+from server.api.auth import app_caller
 from server.api.openapi import body, operation
 from server.errors import ApiError
 from server.services.memory import Caller
@@ -17,13 +18,14 @@ def _caller() -> Caller:
     accounts = current_app.extensions["memkit"]["accounts"]
     if request.headers.get("Authorization") or not request.headers.get("X-App-Id"):
         return Caller(user_id=accounts.authenticate(request.headers.get("Authorization")))
-    return Caller(app_id=accounts.authenticate_app(request.headers.get("X-App-Id"), request.headers.get("X-App-Secret")))
+    return Caller(app_id=app_caller())
 
 
 @bp.post("/query")
 @operation(summary="Ask in natural language over some floors; returns an answer and the ranked items that ground it. "
                    "Follow-ups of the same user_id build on earlier queries", response=m.QueryResponse,
-           body=m.QueryRequest, auth="either", errors=("400", "401", "415", "422"), tag="memory", invalid_status=422)
+           body=m.QueryRequest, auth="either", errors=("400", "401", "415", "422", "429"), tag="memory",
+           invalid_status=422)
 def query():
     caller = _caller()
     if not request.is_json:

@@ -34,7 +34,7 @@ from memkit.retrievers import PgVectorRetriever
 from memkit.retrievers.postgres import postgres_parts
 from memkit.training import EncoderStage, model_info
 from server.search import versions
-from server.search.index import SearchIndex, load_events
+from server.search.index import SearchIndex, load_events, per_floor
 from server.store.schema import blocks, events
 
 
@@ -102,7 +102,7 @@ def adapt(memory, batch: int = 500, threads: int | None = None, progress=None) -
                         conn.execute(sa.text(f"DROP TABLE IF EXISTS {old.table(table)}"))
         else:
             index = SearchIndex(engine, memory.pipeline_for(new), folder=new.folder(memory.settings.index_dir)).start()
-            index.pipeline.answerer.encode_sentences(frame)  # answers read vectors, as after ingest
+            per_floor(frame, index.pipeline.answerer.encode_sentences)  # answers read vectors, as after ingest
             encoded = time.perf_counter() - started
             started = time.perf_counter()
             with engine.begin() as conn:

@@ -38,6 +38,11 @@ class StoredConversations(ConversationStore):
         with self.engine.begin() as conn:
             conn.execute(turns.insert().values(user_id=user_id, query=turn.query, effective_query=turn.effective_query,
                                                event_ids=turn.event_ids, answer=turn.answer, created_at=turn.time))
+            # Only the last max_turns are ever read: older ones go, so a user's rows stay bounded
+            # (below the oldest kept row's id; while there are fewer, it is NULL and nothing goes).
+            oldest_kept = (sa.select(turns.c.id).where(turns.c.user_id == user_id).order_by(turns.c.id.desc())
+                           .offset(self.max_turns - 1).limit(1).scalar_subquery())
+            conn.execute(turns.delete().where(turns.c.user_id == user_id, turns.c.id < oldest_kept))
 
     def forget(self, user_id: str) -> None:
         with self.engine.begin() as conn:

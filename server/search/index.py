@@ -5,7 +5,8 @@ that, every create, edit or delete of an event adds a row to ``event_log`` in th
 transaction (server/store/changes.py), and :meth:`SearchIndex.sync` (called before every
 query) applies the rows it has not seen: an event still in the store is (re-)added, one
 that is gone is removed. Any number of processes sharing the store stay in step this
-way, and a query sees every write committed before it (read your writes).
+way: a query sees every write of its asker committed before it (read your writes), and
+other users' within about a second (below).
 
 Applying a log row is idempotent, so rows are tracked by number: ``watermark`` is the
 highest number below which every row has been applied. PostgreSQL hands out sequence
@@ -28,9 +29,12 @@ its events out of other users' results at once.
 No write holds up other users (SECURITY.md). A query catches up only the log rows of the
 floors it names (``sync(floors)``; each row carries its event's floor), because what it
 returns depends on those floors alone; a batch being indexed elsewhere is not its
-business. The slow part of a catch-up, encoding, runs before the index lock is taken,
-and the index itself is changed ``WRITE_CHUNK`` documents at a time, so a search of
-another floor waits at most for one chunk.
+business. Of those rows it applies its asker's own; other users' it leaves to their own
+requests and the background thread, waiting for them only until ``others_wait`` after
+they were written. The slow part of a catch-up, encoding, runs before the index lock is
+taken, and the index itself is changed ``WRITE_CHUNK`` documents at a time, so a search
+waits at most for one chunk. Encodings run in the floor's scope of the embedding cache
+(``floor_scope``): how long one takes tells nobody what other floors hold.
 
 No stored value stops the index (SECURITY.md): what is loaded from the store is made
 well-formed first (``load_events``), and a log row whose change still cannot be applied
@@ -42,6 +46,7 @@ store, without the set-aside events, before the next search.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import logging
 import os
@@ -57,6 +62,7 @@ from typing import NamedTuple
 import polars as pl
 import sqlalchemy as sa
 
+from memkit.encoders import cache_scope
 from memkit.pipeline import Pipeline
 from memkit.tables import events_frame
 from server.store.schema import blocks, event_log, events, stored_tags, users
@@ -73,6 +79,8 @@ class LogRow(NamedTuple):
     block_id: str | None
     event_at: datetime | None
     floor_id: str | None  # None (rows written before the column existed): any floor
+    author: str | None = None  # the event's author as the store holds it now (None: deleted since)
+    at: datetime | None = None  # when the change was written
 
 
 def load_events(conn, event_ids: list[str] | None = None, sessions: list[tuple] | None = None,
@@ -176,27 +184,37 @@ class ReadWriteLock:
 ALL = "*"  # a claim on every floor
 
 
+def _overlap(a: set[str], b: set[str]) -> bool:
+    return bool(a and b) and (ALL in a or ALL in b or bool(a & b))
+
+
 class FloorClaims:
     """Which floors are being caught up, each by one thread at a time. Floors partition
     events and sessions, so threads catching up different floors never touch the same
     documents and go on side by side; a thread waits only for its own floors (``ALL``:
     for every floor, e.g. a rebuild). Claims are taken all at once, so no two threads
-    can wait for each other."""
+    can wait for each other, and in turn: a claim waits for the claims on its floors made
+    before it, never for later ones, so a thread that catches up a long batch a slice at
+    a time lets a claim made meanwhile in after one slice."""
 
     def __init__(self):
         self._cond = threading.Condition()
         self._held: set[str] = set()
+        self._waiting: dict[int, set[str]] = {}  # ticket -> floors, in the order claimed
+        self._tickets = itertools.count()
 
-    def _free(self, floors: set[str]) -> bool:
-        if not self._held:
-            return True
-        return ALL not in self._held and ALL not in floors and not floors & self._held
+    def _free(self, ticket: int, floors: set[str]) -> bool:
+        return not _overlap(floors, self._held) and not any(
+            _overlap(floors, other) for t, other in self._waiting.items() if t < ticket)
 
     @contextmanager
     def hold(self, floors: set[str]):
         with self._cond:
-            while not self._free(floors):
+            ticket = next(self._tickets)
+            self._waiting[ticket] = floors
+            while not self._free(ticket, floors):
                 self._cond.wait()
+            del self._waiting[ticket]
             self._held |= floors
         try:
             yield
@@ -233,6 +251,8 @@ class SearchIndex:
         self._doc_hash: dict[str, int] = {}  # event id -> hash of the document indexed for it
         self._encoding: dict[int, threading.Event] = {}  # log rows being encoded by some thread -> done
         self._encoding_guard = threading.Lock()
+        self._progress = threading.Condition(self.lock)  # notified when rows are applied or set aside
+        self.following = False  # a background thread catches every floor up (follow)
 
     def reading(self):
         """Held while a query searches: changes wait for it, other queries do not."""
@@ -311,6 +331,7 @@ class SearchIndex:
                 self.pipeline.retriever.warm()
             self._broken = False
             self._advance()
+            self._progress.notify_all()
 
     # -- catching up ----------------------------------------------------------------------------
     def follow(self, every: float) -> None:
@@ -318,6 +339,7 @@ class SearchIndex:
         floors nobody here asks about are applied too, off the requests' path. The thread
         holds the index weakly and ends with it."""
         ref = weakref.ref(self)
+        self.following = True
 
         def loop():
             while True:
@@ -333,23 +355,51 @@ class SearchIndex:
 
         threading.Thread(target=loop, name="memkit-catch-up", daemon=True).start()
 
-    def sync(self, floors=None) -> int:
+    def sync(self, floors=None, author: str | None = None, event_ids=(), others_wait: float = 0.0) -> int:
         """Apply the log rows not applied yet, or only those of ``floors``; returns how
         many events changed. A query whose floors have nothing new takes no lock; rows are
-        encoded before their floors are claimed, and the index is changed a chunk at a
-        time, so catching up one floor holds up another floor's searches for one chunk."""
+        encoded before their floors are claimed, and the index is changed a slice of
+        ``WRITE_CHUNK`` rows per claim, so catching up one floor holds up another floor's
+        searches for one chunk, and another catch-up of the same floor for one slice.
+
+        A request's own rows, and only those, are applied by it when the index follows the
+        store in the background: ``event_ids`` (what a write wrote) and the rows of events
+        by ``author`` (the asker of a query: read your writes). Other users' writes to the
+        floors are applied by their own requests and the background thread; a query waits
+        for them until ``others_wait`` seconds after they were written and then searches
+        the index as it is, so nobody's write, however large, holds up someone else's
+        queries longer than that, all told."""
         rows = self._pending()
         named = None if floors is None else set(floors)
         mine = [r for r in rows if named is None or r.floor_id is None or r.floor_id in named]
+        others: list[LogRow] = []
+        split = self.following and (author is not None or bool(event_ids))
+        if split:
+            own = set(event_ids)
+            is_own = [r.floor_id is None or r.event_id in own or (author is not None and r.author == author) for r in mine]
+            others = [r for r, o in zip(mine, is_own) if not o]
+            mine = [r for r, o in zip(mine, is_own) if o]
+        changed = self._catch_up(rows, mine, wait_for_encoding=not (split and event_ids))
+        if others and others_wait > 0:
+            self._wait_applied(others, others_wait)
+        return changed
+
+    def _catch_up(self, rows: list[LogRow], mine: list[LogRow], wait_for_encoding: bool) -> int:
+        """Encode and apply ``mine`` (of the pending ``rows``) a slice at a time, each
+        slice encoded (no lock held) and then applied under its floors' claim; so another
+        thread that needs one of these rows waits for one slice, not for the whole batch."""
         changed = 0
         if mine:
-            self._encode_ahead(mine)
-            with self.claims.hold({ALL} if any(r.floor_id is None for r in mine) else {r.floor_id for r in mine}):
-                with self.lock:
-                    self._seen.update(r.seq for r in rows if r.seq > self.watermark)
-                    todo = [r for r in mine if r.seq > self.watermark and r.seq not in self._applied]
-                if todo and not self._broken:
-                    changed = self._apply_each(todo)
+            with self.lock:
+                self._seen.update(r.seq for r in rows if r.seq > self.watermark)
+            for i in range(0, len(mine), WRITE_CHUNK):
+                part = mine[i : i + WRITE_CHUNK]
+                self._encode_ahead(part, wait_for_encoding)
+                with self.claims.hold({ALL} if any(r.floor_id is None for r in part) else {r.floor_id for r in part}):
+                    with self.lock:
+                        todo = [r for r in part if r.seq > self.watermark and r.seq not in self._applied]
+                    if todo and not self._broken:
+                        changed += self._apply_each(todo)
         if self._broken:  # the store is the truth: start again from it
             with self.claims.hold({ALL}):
                 if self._broken:
@@ -361,12 +411,26 @@ class SearchIndex:
                 self._advance()
         return changed
 
+    def _wait_applied(self, rows: list[LogRow], seconds: float) -> None:
+        """Wait until these rows are applied (or set aside) by whoever applies them, but
+        not past ``seconds`` after the newest was written: rows older than that are not
+        waited for at all."""
+        now = datetime.now(timezone.utc)
+        fresh = [r for r in rows if r.at is not None and (r.at - now).total_seconds() + seconds > 0]
+        if not fresh:
+            return
+        seqs = {r.seq for r in fresh}
+        timeout = max((r.at - now).total_seconds() for r in fresh) + seconds
+        with self._progress:
+            self._progress.wait_for(lambda: all(s <= self.watermark or s in self._applied for s in seqs), timeout)
+
     def _pending(self) -> list[LogRow]:
         """Log rows above the watermark not applied yet (read without the lock: a row
         applied meanwhile is skipped later, under it)."""
         with self.engine.connect() as conn:
             rows = conn.execute(sa.select(event_log.c.seq, event_log.c.event_id, event_log.c.block_id,
-                                          event_log.c.event_at, event_log.c.floor_id)
+                                          event_log.c.event_at, event_log.c.floor_id, events.c.user_id, event_log.c.at)
+                                .outerjoin(events, events.c.id == event_log.c.event_id)
                                 .where(event_log.c.seq > self.watermark).order_by(event_log.c.seq)).all()
         return [LogRow(*r) for r in rows if r[0] not in self._applied]
 
@@ -381,30 +445,33 @@ class SearchIndex:
         sessions = list({(r.block_id, _day(r.event_at)) for r in rows if r.block_id is not None})
         return load_events(conn, sessions=sessions, exclude=skip)
 
-    def _encode_ahead(self, rows: list[LogRow]) -> None:
+    def _encode_ahead(self, rows: list[LogRow], wait: bool = True) -> None:
         """Encode the rows' documents into the embedding cache before the lock is taken,
         so the index is held only for the quick part. Rows another thread is encoding
-        are waited for, not encoded twice. A failure here is left to the apply step."""
+        are waited for, not encoded twice; unless ``wait`` is false (what a write wrote:
+        encoding it again costs less than waiting for another thread's slice). A failure
+        here is left to the apply step."""
         done = threading.Event()
         with self._encoding_guard:
-            mine = [r for r in rows if r.seq not in self._encoding]
-            others = {self._encoding[r.seq] for r in rows if r.seq in self._encoding}
+            mine = [r for r in rows if r.seq not in self._encoding or not wait]
+            others = {self._encoding[r.seq] for r in rows if r.seq in self._encoding and wait}
             for r in mine:
-                self._encoding[r.seq] = done
+                self._encoding.setdefault(r.seq, done)
         try:
             if mine:
                 with self.engine.connect() as conn:
                     frame = self._frame(conn, mine)
                 changed = [e for e, h in self._hashes(frame).items() if self._doc_hash.get(e) != h] if frame.height else []
                 if changed:
-                    self.pipeline.precompute(frame, only=changed)
+                    per_floor(frame, lambda part: self.pipeline.precompute(part, only=changed))
         except Exception:  # noqa: BLE001 - the same work is done again, guarded, under the lock
             log.debug("encoding ahead failed; the catch-up will retry it", exc_info=True)
         finally:
             done.set()
             with self._encoding_guard:
                 for r in mine:
-                    self._encoding.pop(r.seq, None)
+                    if self._encoding.get(r.seq) is done:
+                        del self._encoding[r.seq]
         for other in others:
             other.wait()
 
@@ -445,6 +512,7 @@ class SearchIndex:
         with self.lock:
             self.set_aside[row.seq] = {"event_id": row.event_id, "error": error}
             self._applied.add(row.seq)  # not applied, but never tried again: the watermark may pass it
+            self._progress.notify_all()
 
     def _apply(self, rows: list[LogRow]) -> int:
         """Apply log rows (their floors claimed by this thread): events gone from the store
@@ -458,20 +526,25 @@ class SearchIndex:
         hashes = _row_hashes(docs) if frame.height else {}
         changed = [e for e, h in hashes.items() if self._doc_hash.get(e) != h]
         if changed:
-            self.pipeline.precompute(frame, only=changed)  # cache hits after _encode_ahead
+            per_floor(frame, lambda part: self.pipeline.precompute(part, only=changed))  # hits after _encode_ahead
+        floor_of = dict(zip(docs["event_id"].to_list(), docs["floor_id"].to_list())) if frame.height else {}
+        by_floor: dict[str, list[str]] = {}
+        for e in changed:
+            by_floor.setdefault(floor_of[e], []).append(e)
         try:
             if gone:
                 with self.readers.writing():
                     self.pipeline.remove(gone)
                     for e in gone:
                         self._doc_hash.pop(e, None)
-            for i in range(0, len(changed), WRITE_CHUNK):
-                part = changed[i : i + WRITE_CHUNK]
-                chunk = docs.filter(pl.col("event_id").is_in(part))
-                with self.readers.writing():  # searches go on between chunks
-                    self.pipeline.retriever.add(chunk)  # an event indexed before is replaced
-                    self.pipeline.retriever.warm()
-                    self._doc_hash.update({e: hashes[e] for e in part})
+            for floor, floor_changed in by_floor.items():
+                for i in range(0, len(floor_changed), WRITE_CHUNK):
+                    part = floor_changed[i : i + WRITE_CHUNK]
+                    chunk = docs.filter(pl.col("event_id").is_in(part))
+                    with floor_scope(floor), self.readers.writing():  # searches go on between chunks
+                        self.pipeline.retriever.add(chunk)  # an event indexed before is replaced
+                        self.pipeline.retriever.warm()
+                        self._doc_hash.update({e: hashes[e] for e in part})
         except Exception:
             self._broken = True  # some retriever may hold the change and another not
             raise
@@ -482,6 +555,7 @@ class SearchIndex:
             self.applied_rows += len(rows)
             for seq in [s for s, v in self.set_aside.items() if v["event_id"] in mended]:
                 del self.set_aside[seq]
+            self._progress.notify_all()
         return len(ids)
 
     def _hashes(self, frame: pl.DataFrame) -> dict[str, int]:
@@ -507,6 +581,21 @@ class SearchIndex:
                 break
             self._seen.discard(nxt)
             self.watermark = nxt
+
+
+def floor_scope(floor_id: str):
+    """The embedding cache's scope for encoding a floor's posts: only vectors made for the
+    same floor are reused, so how long a write or a catch-up takes tells nobody what other
+    floors hold (memkit.encoders.cache_scope; SECURITY.md, round 3)."""
+    return cache_scope(reads={f"floor:{floor_id}"}, writes=f"floor:{floor_id}")
+
+
+def per_floor(frame: pl.DataFrame, work) -> None:
+    """``work(part)`` for each floor's events of ``frame`` (sessions never span floors), in
+    that floor's scope."""
+    for (floor_id,), part in frame.group_by("floor_id", maintain_order=True):
+        with floor_scope(floor_id):
+            work(part)
 
 
 def _row_hashes(docs: pl.DataFrame) -> dict[str, int]:

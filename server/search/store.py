@@ -41,7 +41,7 @@ import sqlalchemy as sa
 from memkit.errors import ValidationError
 from memkit.pipeline import Pipeline
 from memkit.retrievers.postgres import _DDL_LOCK, in_memory_parts, postgres_parts
-from server.search.index import load_events
+from server.search.index import load_events, per_floor
 
 log = logging.getLogger(__name__)
 
@@ -97,18 +97,20 @@ class StoreSearch:
                                          f"REFERENCES events (id) ON DELETE CASCADE"))
         return self
 
-    def sync(self, floors=None) -> int:
+    def sync(self, floors=None, author=None, event_ids=(), others_wait: float = 0.0) -> int:
         return 0  # every write is in the store when it commits
 
     # -- writes -----------------------------------------------------------------------------
     def index(self, conn, event_ids: list[str]) -> None:
         """The Events service's indexer: inside the write's transaction, after its rows."""
         frame = load_events(conn, event_ids=list(event_ids))
-        if frame.height == 0:
-            return
-        for r in self.parts:
-            r.add(frame, conn=_driver(conn))
-        self.pipeline.answerer.encode_sentences(frame)  # sentence vectors for answers, at ingest (the encoder's cache)
+
+        def index_floor(part):  # in the floor's scope of the embedding cache (server/search/index.py)
+            for r in self.parts:
+                r.add(part, conn=_driver(conn))
+            self.pipeline.answerer.encode_sentences(part)  # sentence vectors for answers, at ingest
+
+        per_floor(frame, index_floor)
 
     def missing(self, conn, limit: int) -> list[str]:
         """Events lacking a row in some search table (up to ``limit``)."""

@@ -18,7 +18,15 @@ that whoever holds the mailbox also chose the password; a squatter who signs up 
 else's address never gets in, and the owner's own sign-up replaces the unvalidated
 registration instead of being refused. Password resets and the e-mail or mobile changes
 work on validated accounts only; a change of address needs the password when its code
-is asked for, revokes every other token and tells the old address.
+is asked for, revokes every other token and tells the old address. A sign-up nobody
+validates within ``signup_ttl_hours`` is as good as gone.
+
+Whether an address has an account is not told by any answer but sign-up's 409 (rate
+limited): asking for a change-of-address code answers the same, after the same work,
+for a taken address (its holder gets a notice, and a code nobody receives is stored), and
+an address's code checks answer one ``code_invalid``. Wrong passwords and application
+secrets are counted, and refused past their limit before argon2 runs, by the API layer
+(server/api/limits.py), which knows the client's address.
 """
 
 from __future__ import annotations
@@ -26,6 +34,8 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+import threading
+import time
 from datetime import datetime, timedelta
 
 import phonenumbers
@@ -44,7 +54,28 @@ from server.store.changes import log_event_changes
 from server.store.schema import apps, blocks, codes, events, floors, tokens, users
 
 DEFAULT_BLOCKS = [("feed", "Feed"), ("blog", "Blog"), ("forum", "Forum"), ("quiz", "Quiz")]
-_hasher = PasswordHasher()
+APP_RECHECK = 600.0  # seconds an application secret argon2 accepted is known (Accounts.known_app)
+ARGON2_AT_ONCE = 4  # argon2 hashes and checks running at once in a process (_Argon2)
+
+
+class _Argon2:
+    """argon2 with at most ``ARGON2_AT_ONCE`` hashes or checks running at once: each takes
+    64 MiB, so a burst of them (32 wrong secrets sent together: 2.6 GB in issue 26) cannot
+    take the process's memory; on two cores more at once would not finish sooner."""
+
+    def __init__(self):
+        self._hasher, self._slots = PasswordHasher(), threading.BoundedSemaphore(ARGON2_AT_ONCE)
+
+    def hash(self, password: str) -> str:
+        with self._slots:
+            return self._hasher.hash(password)
+
+    def verify(self, stored: str, password: str) -> bool:
+        with self._slots:
+            return self._hasher.verify(stored, password)
+
+
+_hasher = _Argon2()
 
 
 # -- request checking (the shapes are the models' in server/models.py) ---------------------
@@ -76,6 +107,7 @@ def normalize_mobile(value: str, region: str = "", field: str = "mobile") -> str
 class Accounts:
     def __init__(self, engine: sa.Engine, settings: Settings, mailer: Sender, sms: Sender):
         self.engine, self.settings, self.mailer, self.sms = engine, settings, mailer, sms
+        self._apps_checked: dict[str, tuple[str, float]] = {}  # app id -> (SHA-256 of its secret, when argon2 said so)
 
     # -- shapes ---------------------------------------------------------------------------
     def profile(self, conn, user_id: str) -> dict:
@@ -135,7 +167,10 @@ class Accounts:
     def _code_hash(self, code: str) -> str:
         return hmac.new(self.settings.secret_key.encode(), code.encode(), hashlib.sha256).hexdigest()
 
-    def _issue_code(self, conn, user_id: str, mode: str, destination: str, channel: Sender) -> None:
+    def _issue_code(self, conn, user_id: str, mode: str, destination: str, channel: Sender,
+                    notice: str | None = None) -> None:
+        """Store a new code (one live code per user and mode) and send it, or, given a
+        ``notice``, send that instead: the code is then one nobody knows."""
         conn.execute(codes.update().where(codes.c.user_id == user_id, codes.c.mode == mode, codes.c.used_at.is_(None))
                      .values(used_at=now()))  # one live code per user and mode
         code = f"{secrets.randbelow(10**6):06d}"
@@ -143,9 +178,12 @@ class Accounts:
             id=new_id("c"), user_id=user_id, mode=mode, destination=destination, code_hash=self._code_hash(code),
             attempts=0, created_at=now(), expires_at=now() + timedelta(minutes=self.settings.code_ttl_minutes)))
         minutes = int(self.settings.code_ttl_minutes)
-        self._deliver(channel, destination, f"Your memkit code: {code}",
-                      f"Your memkit code is {code}. It is for: {MODES[mode]}.\n"
-                      f"It expires in {minutes} minutes and works once.")
+        if notice is not None:
+            self._deliver(channel, destination, "About your memkit account", notice)
+        else:
+            self._deliver(channel, destination, f"Your memkit code: {code}",
+                          f"Your memkit code is {code}. It is for: {MODES[mode]}.\n"
+                          f"It expires in {minutes} minutes and works once.")
 
     def _deliver(self, channel: Sender, destination: str, subject: str, text: str) -> None:
         """Send inside the caller's transaction: if it fails, the transaction rolls back."""
@@ -226,6 +264,7 @@ class Accounts:
         mobile = normalize_mobile(data.mobile, self.settings.phone_region) if data.mobile else None
         password_hash = _hasher.hash(data.password)
         with self.engine.begin() as conn:
+            self._forget_stale_sign_ups(conn)
             stale = []
             for column, value, what in ((users.c.email, email, "email"), (users.c.mobile, mobile, "mobile")):
                 held = conn.execute(sa.select(users.c.id, users.c.validated).where(column == value)).first() if value else None
@@ -269,7 +308,24 @@ class Accounts:
 
     def _find_user(self, conn, data) -> dict | None:
         kind, value = self._address(data)
-        return conn.execute(sa.select(users).where(users.c[kind] == value)).mappings().first()
+        return self._holder(conn, kind, value)
+
+    def _holder(self, conn, kind: str, value: str) -> dict | None:
+        """The account holding this e-mail address or mobile number: a validated one, or a
+        sign-up nobody has validated for less than ``signup_ttl_hours`` (an older one is as
+        good as gone, and is deleted by the next write that needs the address)."""
+        return conn.execute(sa.select(users).where(users.c[kind] == value, sa.or_(
+            users.c.validated, users.c.created_at > self._stale_before()))).mappings().first()
+
+    def _stale_before(self) -> datetime:
+        return now() - timedelta(hours=self.settings.signup_ttl_hours)
+
+    def _forget_stale_sign_ups(self, conn) -> None:
+        """Delete the sign-ups nobody validated in time (they never had a token, so they own
+        nothing but their empty floor)."""
+        for old in conn.execute(sa.select(users.c.id).where(~users.c.validated,
+                                                            users.c.created_at <= self._stale_before())).scalars().all():
+            _delete_user(conn, old)
 
     def send_code(self, data: m.SendCodeRequest, user_id: str | None) -> dict:
         """Send a code for ``mode``. For signup and reset_password the answer is the same
@@ -282,7 +338,7 @@ class Accounts:
             self.check_app(conn, data.app_id)
             if mode in ("signup", "reset_password"):
                 kind, dest = self._address(data)
-                user = conn.execute(sa.select(users).where(users.c[kind] == dest)).mappings().first()
+                user = self._holder(conn, kind, dest)
                 # signup: only an account still to be validated; reset: only a validated one
                 if user is not None and user["validated"] == (mode == "reset_password"):
                     self._issue_code(conn, user["id"], mode, dest, self.mailer if kind == "email" else self.sms)
@@ -296,15 +352,25 @@ class Accounts:
                 raise BadRequest(f"{field} is required", field=field, code="missing_field")
             dest = (normalize_email(getattr(data, field), field) if kind == "email"
                     else normalize_mobile(getattr(data, field), self.settings.phone_region, field))
-            if conn.execute(sa.select(users.c.id).where(users.c[kind] == dest)).first():
-                raise BadRequest(f"this {_ADDRESS[kind]} is already in use", field=field, code=f"{kind}_in_use")
             if data.password is None:
                 raise BadRequest(f"password is required to change the {_ADDRESS[kind]}", field="password",
                                  code="missing_field")
-            stored = conn.execute(sa.select(users.c.password_hash).where(users.c.id == user_id)).scalar()
-            if not verify_password(stored, data.password):
+            me = conn.execute(sa.select(users.c.password_hash, users.c[kind]).where(users.c.id == user_id)).one()
+            if not verify_password(me[0], data.password):
                 raise BadRequest("password is wrong", field="password", code="bad_credentials")
-            self._issue_code(conn, user_id, mode, dest, self.mailer if kind == "email" else self.sms)
+            if me[1] == dest:
+                raise BadRequest(f"this is already your {_ADDRESS[kind]}", field=field, code=f"{kind}_in_use")
+            channel = self.mailer if kind == "email" else self.sms
+            holder = self._holder(conn, kind, dest)
+            if holder is not None and holder["validated"]:
+                # Someone else's account: its owner is told instead of sent a code, and a code
+                # nobody receives is stored, so what follows (checks of a code, the answer, the
+                # time a message takes) is the same as for a free address.
+                self._issue_code(conn, user_id, mode, dest, channel, notice=(
+                    f"Someone asked to move another memkit account to this {_ADDRESS[kind]}. It already "
+                    "belongs to your account, so nothing was changed. You need not do anything."))
+            else:  # free, or held by a sign-up nobody validated (which the change will replace)
+                self._issue_code(conn, user_id, mode, dest, channel)
             return {"mode": mode, "message": f"a code was sent to {dest}"}
 
     def _account_code(self, data: m.ValidateRequest | m.ResetPasswordRequest, mode: str) -> tuple[dict, str]:
@@ -313,10 +379,17 @@ class Accounts:
         validated; any other account is answered as if it had no code)."""
         with self.engine.connect() as conn:
             user = self._find_user(conn, data)
+        unusable = BadRequest("the code is wrong, expired or already used; ask for a new one", field="code",
+                              code="code_invalid")
         if user is None or user["validated"] != (mode == "reset_password"):
-            raise BadRequest("no code was sent for this", field="code", code="code_invalid")
+            raise unusable
         dest = user["email"] if data.email else user["mobile"]
-        return user, self._use_code(user["id"], mode, dest, data.code, "code")
+        try:
+            return user, self._use_code(user["id"], mode, dest, data.code, "code")
+        except BadRequest as exc:  # whether a code was sent must not tell whether the account exists
+            if exc.code in ("code_invalid", "code_used", "code_expired"):
+                raise unusable from None
+            raise
 
     def validate(self, data: m.ValidateRequest) -> dict:
         """The code sent at sign-up and the password chosen there: both are needed, so the
@@ -386,13 +459,18 @@ class Accounts:
         address is told, so a change nobody asked for is noticed. If the notice cannot be
         sent nothing changes (503), as with codes."""
         in_use = BadRequest(f"this {_ADDRESS[kind]} is already in use", field=field, code=f"{kind}_in_use")
-        with self.engine.connect() as conn:  # the account's own address: its code was used (code_used below)
-            if conn.execute(sa.select(users.c.id).where(users.c[kind] == value, users.c.id != user_id)).first():
-                raise in_use
+        # The code first: only whoever holds the new address learns whether it has an account.
         code_id = self._use_code(user_id, f"change_{kind}", value, code, code_field)
         with self.engine.begin() as conn:
             self._consume(conn, code_id, code_field)
             before = conn.execute(sa.select(users.c.email, users.c.mobile).where(users.c.id == user_id)).mappings().one()
+            self._forget_stale_sign_ups(conn)
+            holder = conn.execute(sa.select(users.c.id, users.c.validated).where(users.c[kind] == value,
+                                                                               users.c.id != user_id)).first()
+            if holder is not None and holder[1]:
+                raise in_use
+            if holder is not None:  # a sign-up nobody validated: whoever holds the address just proved it
+                _delete_user(conn, holder[0])
             try:
                 conn.execute(users.update().where(users.c.id == user_id).values({kind: value}))
             except sa.exc.IntegrityError:  # another account took it since the check above
@@ -424,7 +502,17 @@ class Accounts:
             row = conn.execute(sa.select(apps.c.secret_hash).where(apps.c.id == app_id)).first()
         if not verify_password(row[0] if row else None, secret):
             raise Unauthorized("unknown application or wrong secret", code="bad_app_credentials")
+        self._apps_checked[app_id] = (_sha(secret), time.monotonic())
         return app_id
+
+    def known_app(self, app_id: str | None, secret: str | None) -> bool:
+        """Whether argon2 accepted this application's secret in the last ``APP_RECHECK``
+        seconds (then a SHA-256 compare suffices: the secret is 32 random bytes). So an
+        application's queries do not each pay an argon2 check, and wrong secrets sent
+        under its id, which are refused unchecked past their limit, do not lock it out."""
+        seen = self._apps_checked.get(app_id or "")
+        return (seen is not None and bool(secret) and time.monotonic() - seen[1] < APP_RECHECK
+                and hmac.compare_digest(seen[0], _sha(secret)))
 
     def register_external(self, app_id: str, data: m.ExternalRegisterRequest) -> dict:
         """Register, or find, the application's user with this external id (idempotent,

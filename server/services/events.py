@@ -10,10 +10,10 @@ public floor. Events are stored durably (committed) before the response.
 from __future__ import annotations
 
 import base64
-from datetime import datetime
 
 import sqlalchemy as sa
 
+from memkit.tables import parse_time
 from server import models as m
 from server.errors import BadRequest, Forbidden, NotFound
 from server.models import BLOCK_TYPES
@@ -34,9 +34,9 @@ class Events:
     """``indexer(conn, event_ids)``, if given, runs inside each write's transaction after
     the events are written (a search backend that keeps its index in the store, such as
     PostgreSQL with pgvector, writes the vectors there, so both commit or neither does).
-    ``after_write(floor_ids)``, if given, runs after the commit with the floors written
-    (the process's in-memory index catches them up at once, so the write is searchable
-    when the request returns)."""
+    ``after_write(floor_ids, event_ids)``, if given, runs after the commit with the floors
+    and events written (the process's in-memory index applies them at once, so the write
+    is searchable when the request returns)."""
 
     def __init__(self, engine: sa.Engine, indexer=None, after_write=None):
         self.engine = engine
@@ -48,9 +48,9 @@ class Events:
         if self.indexer is not None:
             self.indexer(conn, event_ids)
 
-    def _committed(self, floor_id: str) -> None:
+    def _committed(self, floor_id: str, event_ids: list[str]) -> None:
         if self.after_write is not None:
-            self.after_write([floor_id])
+            self.after_write([floor_id], event_ids)
 
     def _block(self, conn, floor_id: str, block_id: str):
         b = conn.execute(sa.select(blocks).where(blocks.c.id == block_id, blocks.c.floor_id == floor_id)).mappings().first()
@@ -63,7 +63,7 @@ class Events:
             b = self._postable(conn, user_id, floor_id, block_id)
             out = self._insert(conn, user_id, floor_id, b, item)
             self._written(conn, [out["event_id"]])
-        self._committed(floor_id)
+        self._committed(floor_id, [out["event_id"]])
         return out
 
     def create_many(self, user_id: str, floor_id: str, block_id: str, data: m.PostBatch) -> dict:
@@ -82,7 +82,7 @@ class Events:
                     raise
             ids = [e["event_id"] for e in out]
             self._written(conn, ids)
-        self._committed(floor_id)
+        self._committed(floor_id, ids)
         return {"floor_uid": floor_id, "block_id": block_id, "events": out}
 
     def _postable(self, conn, user_id: str, floor_id: str, block_id: str):
@@ -121,7 +121,7 @@ class Events:
             if args.cursor:
                 try:
                     ts, eid = base64.urlsafe_b64decode(args.cursor.encode()).decode().split("|", 1)
-                    t = datetime.fromisoformat(ts)
+                    t = parse_time(ts)  # a time the store can hold in UTC, or ValueError
                 except (ValueError, UnicodeDecodeError):
                     raise BadRequest("cursor is not one this service gave out", field="cursor", code="invalid_cursor") from None
                 q = q.where(sa.or_(events.c.created_at < t, sa.and_(events.c.created_at == t, events.c.id < eid)))
@@ -146,12 +146,13 @@ class Events:
         values = {"updated_at": now(), **data.model_dump(exclude_unset=True)}
         with self.engine.begin() as conn:
             e = self._editable(conn, user_id, event_id)
-            conn.execute(events.update().where(events.c.id == event_id).values(**values))
+            if conn.execute(events.update().where(events.c.id == event_id).values(**values)).rowcount != 1:
+                raise NotFound("no such event", field="event_id")  # deleted since it was read just above
             row = conn.execute(sa.select(events).where(events.c.id == event_id)).mappings().one()
             b = conn.execute(sa.select(blocks).where(blocks.c.id == e["block_id"])).mappings().one()
             out = event_response(row, b)
             self._written(conn, [event_id])
-        self._committed(e["floor_id"])
+        self._committed(e["floor_id"], [event_id])
         return out
 
     def delete(self, user_id: str, event_id: str) -> dict:
@@ -159,5 +160,5 @@ class Events:
             e = self._editable(conn, user_id, event_id)
             log_event_changes(conn, [event_id])
             conn.execute(events.delete().where(events.c.id == event_id))
-        self._committed(e["floor_id"])
+        self._committed(e["floor_id"], [event_id])
         return {"deleted": event_id}

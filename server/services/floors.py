@@ -56,6 +56,12 @@ class Floors:
             return self.info(conn, readable_floor(conn, floor_id, user_id))
 
     def _quota(self, conn, user_id: str, what: str) -> None:
+        """Refuse a floor or block past the user's quota. The count and the insert that
+        follows must not interleave with another request of the same user's, or two at once
+        both find one left: so the user's row is written first (a no-op update), which
+        makes the next such request wait for this transaction (SQLite's write lock,
+        PostgreSQL's row lock) and then count what it committed."""
+        conn.execute(users.update().where(users.c.id == user_id).values(floor_quota=users.c.floor_quota))
         u = conn.execute(sa.select(users).where(users.c.id == user_id)).mappings().one()
         if what == "floor":
             used = conn.execute(sa.select(sa.func.count()).select_from(floors).where(floors.c.owner_id == user_id)).scalar()

@@ -21,9 +21,11 @@ import logging
 import threading
 from dataclasses import dataclass
 
+import polars as pl
 import sqlalchemy as sa
 
 from memkit.config import CONFIG_DIR
+from memkit.encoders import cache_scope
 from memkit.pipeline import Pipeline
 from memkit.retrievers import Filters, PgVectorRetriever
 from memkit.retrievers.postgres import postgres_parts
@@ -31,6 +33,7 @@ from server import models as m
 from server.errors import NotFound, Unprocessable
 from server.models import BLOCK_TYPES
 from server.search import SearchIndex, StoredConversations, versions
+from server.search.index import per_floor
 from server.search.store import StoreSearch
 from server.services.floors import readable_floor
 from server.store.schema import apps, blocks, events, floors, stored_media, stored_tags, users
@@ -154,13 +157,14 @@ class Memory:
         """Build (or load) the index now rather than on the first query."""
         return self.index
 
-    def catch_up(self, floor_ids) -> None:
-        """After a write commits: an index already built applies that floor's changes now,
-        so the write is searchable when its request returns. A failure is logged, not
-        answered: the write is stored, and the next query of the floor catches up."""
+    def catch_up(self, floor_ids, event_ids) -> None:
+        """After a write commits: an index already built applies the write's changes now,
+        so the write is searchable when its request returns (other users' writes to the
+        floor are not this request's to wait for). A failure is logged, not answered: the
+        write is stored, and the next query of the floor catches up."""
         if self._index is not None:
             try:
-                self._index.sync(floor_ids)
+                self._index.sync(floor_ids, event_ids=event_ids)
             except Exception:  # noqa: BLE001 - see above
                 log.exception("catch-up after a committed write failed; the next query retries it")
 
@@ -192,11 +196,25 @@ class Memory:
             self._authorize(conn, caller, req)
             authors = floor_authors(conn, req.floor_ids)
         index = self.index
-        index.sync(req.floor_ids)  # every write to these floors committed before this query is in the index
-        with index.reading():  # queries of this process run side by side
+        # The asker's own writes to these floors committed before this query are in the index;
+        # other users' are waited for at most others_writes_wait seconds (SECURITY.md).
+        index.sync(req.floor_ids, author=req.user_id, others_wait=self.settings.others_writes_wait)
+        summary = req.summary_needed == "1"
+
+        def lookup(event_ids):
+            items = self._lookup(event_ids)
+            if summary and hasattr(index.pipeline.answerer, "encode_sentences"):  # what the writer reads, per floor
+                per_floor(pl.DataFrame({"floor_id": [i["floor_uid"] for i in items], "text": [i["text"] for i in items]},
+                                       schema={"floor_id": pl.Utf8, "text": pl.Utf8}),
+                          index.pipeline.answerer.encode_sentences)
+            return items
+
+        # The asker's texts are encoded in their own scope: no vector another user's query
+        # or post left in the cache is found, so no timing tells what others wrote or asked.
+        with index.reading(), cache_scope(reads={f"floor:{f}" for f in req.floor_ids} | {f"user:{req.user_id}"},
+                                          writes=f"user:{req.user_id}", private=True):
             result = index.pipeline.query(req.query, user_id=req.user_id, floor_ids=req.floor_ids, filters=filters,
-                                          k=req.k, lookup=self._lookup, summary=req.summary_needed == "1",
-                                          authors=authors)
+                                          k=req.k, lookup=lookup, summary=summary, authors=authors)
         scores = dict(zip(result.run["event_id"].to_list(), result.run["score"].to_list()))
         kinds = dict(zip(result.run["event_id"].to_list(), result.run["match_type"].to_list()))
         items = []
