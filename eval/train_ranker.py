@@ -22,11 +22,15 @@ Reported, per dev set, with the set's headline metric:
   scored by models trained on everything else (its train claims included: the split is
   the hold-out);
 - leave one data set out: models trained on the other sets only;
-- trained on all (in-sample for every set but SciFact: it flatters).
+- trained on all (in-sample for every set but SciFact: it flatters);
+- calibration (memkit/calibration.py): Platt scaling of the models' log-odds, fitted on the
+  top 10 of every training question scored by models that never saw its group; per set,
+  the Brier score and expected calibration error of the ranker's own probabilities, of
+  the calibration fitted on every set, and of one fitted leaving that set out.
 
 With ``--write`` the chat model trained on all (and the passage model, if the config sets
-none) replaces the config's model tables (kept last in the file): a few dozen numbers each,
-no data.
+none) and the calibration fitted on every set replace the config's tables (kept last in the
+file): a few dozen numbers each, no data.
 """
 
 from __future__ import annotations
@@ -35,19 +39,21 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 
+from memkit.calibration import Calibration, brier, expected_calibration_error
 from memkit.config import load_config
 from memkit.datasets import load_any
 from memkit.evaluation.harness import run_queries
 from memkit.evaluation.metrics import per_query
 from memkit.evaluation.tuning import training_args
-from memkit.linear import fit_linear, toml_table
+from memkit.linear import fit_linear, linear_score, toml_table
 from memkit.pipeline import Pipeline
 from memkit.retrievers import LearnedRetriever
 from memkit.tables import Dataset
 
-MARK = "# [retriever.model] and [retriever.passage_model] are written by eval/train_ranker.py --write"
+MARK = "# [retriever.model], [retriever.passage_model] and [calibration] are written by eval/train_ranker.py --write"
 OTHERS = [("cast2021", "cast2021", "mrr@10"), ("scifact", "scifact", "ndcg@10"), ("madial-bench-en", "madial", "recall@10")]
 
 
@@ -103,6 +109,45 @@ def use(retriever: LearnedRetriever, models: tuple[dict | None, dict | None]) ->
     retriever.passage_model = passage if chat is not None else None
 
 
+def logits(cand: pl.DataFrame, models, names: list[str]) -> np.ndarray:
+    """The models' scores (log-odds) of candidate rows: chat lines by the chat model, posts
+    that stand alone by the passage model."""
+    chat, passage = models
+    x = cand.select(names).to_numpy()
+    out = np.zeros(cand.height)
+    is_chat = cand["chat"].to_numpy()
+    for model, rows in ((chat or passage, is_chat), (passage or chat, ~is_chat)):
+        if rows.any():
+            out[rows] = linear_score(model, x[rows][:, [names.index(n) for n in model["features"]]])
+    return out
+
+
+def top_scored(cand: pl.DataFrame, scores: np.ndarray, k: int = 10) -> pl.DataFrame:
+    """Each question's ``k`` best candidates by score: score, label, rank."""
+    return (cand.select("query_id", "y").with_columns(pl.Series("score", scores))
+            .sort(["query_id", "score"], descending=[False, True])
+            .with_columns(pl.int_range(1, pl.len() + 1).over("query_id").alias("rank"))
+            .filter(pl.col("rank") <= k))
+
+
+def calibration_report(rows: pl.DataFrame) -> tuple[Calibration, str]:
+    """Platt scaling fitted on every set's held-out top 10, and per set: Brier score and
+    expected calibration error of the ranker's own probabilities (a = 1, b = 0), of the
+    calibration fitted on all sets, and of one fitted leaving that set out."""
+    fitted = Calibration.fit(rows["score"].to_numpy(), rows["y"].to_numpy())
+    lines = [f"calibration on every set's held-out top 10 ({rows.height} items): a = {fitted.a}, b = {fitted.b}",
+             "| set | items | relevant | Brier (ranker's own) | Brier (all sets) | Brier (leave this set out) "
+             "| ECE (own) | ECE (all) | ECE (leave out) |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for name in rows["set"].unique(maintain_order=True).to_list():
+        mine, rest = rows.filter(pl.col("set") == name), rows.filter(pl.col("set") != name)
+        s, y = mine["score"].to_numpy(), mine["y"].to_numpy()
+        lodo = Calibration.fit(rest["score"].to_numpy(), rest["y"].to_numpy())
+        ps = [Calibration()(s), fitted(s), lodo(s)]
+        lines.append(f"| {name} | {len(y)} | {y.mean():.3f} | " + " | ".join(f"{brier(p, y):.4f}" for p in ps)
+                     + " | " + " | ".join(f"{expected_calibration_error(p, y):.4f}" for p in ps) + " |")
+    return fitted, "\n".join(lines)
+
+
 def held_out(dev: DevSet, models, query_ids: list[str]) -> pl.DataFrame:
     """Per-query metrics of these scored queries, ranked with these models, asked as
     ``memkit eval`` asks them."""
@@ -110,7 +155,7 @@ def held_out(dev: DevSet, models, query_ids: list[str]) -> pl.DataFrame:
     queries = dev.scored.queries.filter(pl.col("query_id").is_in(query_ids))
     if not dev.in_order:
         queries = queries.drop("conversation_id", strict=False)
-    run, _ = run_queries(dev.pipeline, queries, 10)
+    run, _, _ = run_queries(dev.pipeline, queries, 10)
     table = per_query(run, dev.scored.qrels.filter(pl.col("query_id").is_in(query_ids)))
     return table.join(dev.scored.queries.select("query_id", "category") if "category" in dev.scored.queries.columns
                       else dev.scored.queries.select("query_id", pl.lit(None, pl.Utf8).alias("category")), on="query_id")
@@ -129,6 +174,7 @@ def main(argv=None) -> int:
     args = training_args(__doc__, argv, "the models")
     config = load_config(args.config)
     config["retriever"].pop("model", None)
+    config.pop("calibration", None)  # fitted anew below, on the new models' held-out scores
     kept = config["retriever"].pop("passage_model", None)
     if config["retriever"].get("type") != "learned":
         print(f"{args.config}: the retriever is not type = \"learned\"", file=sys.stderr)
@@ -148,26 +194,37 @@ def main(argv=None) -> int:
         print(f"{name}: {devs[-1].cand.height} training candidates", flush=True)
     names = devs[0].pipeline.retriever.feature_names()
 
+    calibration_rows = []
     for dev in devs:
         every = dev.scored.queries["query_id"].to_list()
         print(f"\n{dev.name}")
         print("  first stage alone:       ", headline(dev, held_out(dev, (None, None), every)))
         tables = []
-        for g in sorted(set(dev.groups.values())):
+        for g in sorted(set(dev.groups.values()) | set(dev.cand["group"].unique().to_list())):
             rows = [d.cand.filter(pl.col("group") != g) if d is dev else d.cand for d in devs]
-            tables.append(held_out(dev, fit_models(rows, names), [q for q, gg in dev.groups.items() if gg == g]))
+            models = fit_models(rows, names)
+            mine = dev.cand.filter(pl.col("group") == g)
+            if mine.height:  # the group's training questions, scored by models that never saw them
+                calibration_rows.append(top_scored(mine, logits(mine, models, names))
+                                        .with_columns(pl.lit(dev.name).alias("set")))
+            scored = [q for q, gg in dev.groups.items() if gg == g]
+            if scored:
+                tables.append(held_out(dev, models, scored))
         print("  leave one group out:     ", headline(dev, pl.concat(tables)))
         models = fit_models([d.cand for d in devs if d is not dev], names)
         print("  leave this data set out: ", headline(dev, held_out(dev, models, every)), flush=True)
     models = fit_models([d.cand for d in devs], names)
     for dev in devs:
         print(f"{dev.name} trained on all (in-sample but SciFact):", headline(dev, held_out(dev, models, dev.scored.queries["query_id"].to_list())))
+    calibration, report = calibration_report(pl.concat(calibration_rows))
+    print("\n" + report)
 
     if args.write:
         chat, passage = models
         passage = None if kept is not None else passage
         text = Path(args.config).read_text()
         tables = toml_table("retriever.model", chat) + ("\n" + toml_table("retriever.passage_model", passage) if passage else "")
+        tables += f"\n[calibration]\na = {calibration.a}\nb = {calibration.b}\n"
         Path(args.config).write_text(text.split(MARK)[0].rstrip() + "\n\n" + MARK + "\n" + tables)
         print(f"models written to {args.config}" + (" (its own passage model kept)" if kept is not None else ""))
     return 0

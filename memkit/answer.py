@@ -116,7 +116,9 @@ SENTENCE_FEATURES = ["cos", "cos_rel", "ov", "ov_rel", "ovp", "ovp_rel", "rr", "
                      "lognw", "image", "when_date", "t_count", "t_dur", "t_where", "t_who"]
 QUERY_FEATURES = ["fp_oth", "sp_oth", "s1", "s_own", "c_own", "o_own", "op_own", "gap", "cgap", "ogap", "opgap",
                   "r_own", "named", "top_own", "n_own5", "miss", "capmiss", "s_ab", "c_ab", "abgap", "cabgap",
-                  "ask_own", "ask_oth", "ask_gap"]
+                  "ask_own", "ask_oth", "ask_gap", "p1", "p_pick"]
+# p1: the first item's score (the pipeline's calibrated probability that it answers the
+# question); p_pick: the score of the item holding the sentence selection picks.
 
 
 @dataclass
@@ -162,6 +164,12 @@ def _as_datetime(value) -> datetime | None:
         return datetime.fromisoformat(str(value))
     except ValueError:
         return None
+
+
+def _timestamp(value) -> float:
+    """Seconds since 1970 (an unknown time first), for ordering posts by when they were posted."""
+    value = _as_datetime(value)
+    return value.timestamp() if value is not None else float("-inf")
 
 
 def _when(value) -> str | None:
@@ -246,20 +254,50 @@ class ExtractiveAnswerer:
     def answer(self, query: str, items: list[dict], summary: bool = True) -> str:
         return self.write(query, items, summary).text
 
-    def write(self, query: str, items: list[dict], summary: bool = True, authors=None) -> Answer:
+    def write(self, query: str, items: list[dict], summary: bool = True, authors=None, reading=None,
+              listing: bool = False) -> Answer:
         """``authors``: the names of the people who post where the question is asked (the
         service passes those of the floors searched, so posts elsewhere change nothing);
-        None: every author ``prepare`` has seen."""
+        None: every author ``prepare`` has seen. ``reading``: how the pipeline read the
+        question (memkit.conversation.Reading): its time window, what it carried;
+        ``listing``: the question asks what happened in its window, so the answer lists
+        the posts found there."""
+        if getattr(reading, "kind", None) == "unresolved":
+            return Answer(self.unresolved(query), declined=True)
         if not items:
-            return Answer(self.fallback(query), declined=True)
-        return self.summarize(query, items, authors) if summary else Answer(self.account(query, items))
+            return Answer(self.fallback(query, _window_text(reading)), declined=True)
+        if not summary:
+            return Answer(self.account(query, items))
+        if listing:
+            return self.window_summary(items, _window_text(reading))
+        return self.summarize(query, items, authors)
 
-    def fallback(self, query: str) -> str:
-        return (f"I couldn't find anything about “{query.strip()}” in the floors you asked about. "
+    def unresolved(self, query: str) -> str:
+        return (f"I'm not sure what “{query.strip()}” refers to: this is the start of our conversation. "
+                "Ask me about something first, or say what you mean.")
+
+    def fallback(self, query: str, window: str | None = None) -> str:
+        when = f" from {window}" if window else ""
+        return (f"I couldn't find anything{when} about “{query.strip()}” in the floors you asked about. "
                 "You could try other words, a wider time range or fewer filters.")
 
+    def window_summary(self, items: list, window: str | None, shown: int = 3) -> Answer:
+        """What a question about a time window gets ("What happened last May?"): how many
+        posts there are and the most telling ones, in the order they were posted."""
+        top = sorted(items[:shown], key=lambda i: (_timestamp(i.get("created_at")), i.get("event_id")))
+        lines = []
+        for item in top:
+            first = sentences(item.get("text"))[:1]
+            quote = self.quote("", first[0], item) if first else item.get("text") or ""
+            lines.append(self.attributed(quote, item, first=False, lead=None))
+        head = f"{_plural(len(items), 'post')}{f' from {window}' if window else ''}"
+        more = f" (and {len(items) - len(top)} more)" if len(items) > len(top) else ""
+        return Answer(f"{head}{more}. " + " ".join(lines),
+                      quotes=[{"event_id": i.get("event_id"), "sentence": (sentences(i.get("text")) or [None])[0],
+                               "score": None} for i in top])
+
     def account(self, query: str, items: list[dict]) -> str:
-        kinds = Counter(i.get("block_type_name") or "post" for i in items)
+        kinds = Counter(i.get("block_type") or "post" for i in items)
         parts = ", ".join(_plural(n, f"{kind} post") for kind, n in kinds.most_common())
         top = items[0]
         when = _when(top.get("created_at"))
@@ -294,7 +332,7 @@ class ExtractiveAnswerer:
         quotable = np.flatnonzero(cands.quotable) if cands is not None else []
         if not len(quotable):
             return Answer(self.decline(query, cands.people if cands else set()), declined=True)
-        scores = linear_score(self.select, cands.x)
+        scores = linear_score(self.select, _columns(cands.x, self.select, SENTENCE_FEATURES))
         best = max(quotable, key=lambda i: (scores[i], -cands.rank[i]))
         strength = float(cands.sims[best])
         if self.decline_model is not None or self.max_missing is not None:
@@ -302,7 +340,9 @@ class ExtractiveAnswerer:
             missing = (self.max_missing is not None and len(set(self._analyzer(query))) <= QUESTION_TERMS
                        and q[QUERY_FEATURES.index("miss")] >= self.max_missing)
             if missing or (self.decline_model is not None and
-                           float(linear_score(self.decline_model, q[None, :])[0]) > self.decline_model["threshold"]):
+                           float(linear_score(self.decline_model, _columns(q[None, :], self.decline_model,
+                                                                            QUERY_FEATURES))[0])
+                           > self.decline_model["threshold"]):
                 rival = [i for i in quotable if not cands.about[i]]
                 by = _speaker(cands.item[max(rival, key=lambda i: scores[i])]) if rival and cands.people else None
                 return Answer(self.decline(query, cands.people, by), declined=True, strength=strength)
@@ -320,11 +360,33 @@ class ExtractiveAnswerer:
         """The answer text from (sentence, item, similarity) quotes, best first; a
         when-question leads with the date the first quote gives."""
         lead = self.date_of(quotes[0][0], quotes[0][1]) if _WHEN.search(query) else None
-        lines = [self.attributed(self.span(query, sentence), item, first=n == 0, lead=lead if n == 0 else None)
+        lines = [self.attributed(self.quote(query, sentence, item), item, first=n == 0, lead=lead if n == 0 else None)
                  for n, (sentence, item, _) in enumerate(quotes)]
         return Answer(" ".join(lines), quotes=[{"event_id": item.get("event_id"), "sentence": sentence, "score": sim}
                                                for sentence, item, sim in quotes],
                       date=lead[0] if lead else None, strength=strength, rival=rival)
+
+    def quote(self, query: str, sentence: str, item) -> str:
+        """What is quoted of a post: the chosen sentence and the sentences around it, while
+        they fit in ``max_words`` (a chat line is usually quoted whole: "Yeah she's fine.
+        They've taken the car to Hendry's" answers where the car went only with its second
+        sentence), else the sentence cut to the clause that answers (``span``)."""
+        parts = sentences(item.get("text"))
+        if self.max_words is None or sentence not in parts or len(sentence.split()) > self.max_words:
+            return self.span(query, sentence)
+        lo = hi = parts.index(sentence)
+        size = len(sentence.split())
+        while True:
+            grown = False
+            for a, b in ((lo, hi + 1), (lo - 1, hi)):
+                if 0 <= a and b < len(parts):
+                    extra = len(parts[b if b > hi else a].split())
+                    if size + extra <= self.max_words:
+                        lo, hi, size, grown = a, b, size + extra, True
+                        break
+            if not grown:
+                break
+        return " ".join(parts[lo: hi + 1])
 
     def span(self, query: str, sentence: str) -> str:
         """The sentence, or past ``max_words`` the clause holding most of the question's
@@ -442,6 +504,8 @@ class ExtractiveAnswerer:
         f["abgap"], f["cabgap"] = f["s_nab"] - f["s_ab"], f["c_nab"] - f["c_ab"]
         f["ask_gap"] = f["ask_own"] - f["c_own"]
         f["miss"], f["capmiss"] = self._missing(c)
+        f["p1"] = _score(c.item[0]) if c.item else 0.0
+        f["p_pick"] = _score(c.item[int(np.flatnonzero(ok)[np.argmax(scores[ok])])]) if ok.any() else 0.0
         return np.array([f[name] for name in QUERY_FEATURES])
 
     def _missing(self, c: Candidates) -> tuple[float, float]:
@@ -527,7 +591,7 @@ class ExtractiveAnswerer:
                 found = resolve(text, posted)
                 if found:
                     return found[0].span, f"“{found[0].phrase}”"
-        written = read_span(sentence)
+        written = read_span(sentence, ref=posted)
         if written is not None:
             return written, "as written"
         if posted is not None:
@@ -560,8 +624,31 @@ class ExtractiveAnswerer:
         return f"{DECLINE}: nothing in these floors answers it closely enough."
 
 
+def _window_text(reading) -> str | None:
+    """How the answer names a question's time window ("May 2026"), where it has one."""
+    days = getattr(reading, "days", None)
+    if days is None:
+        return None
+    window = getattr(reading, "window", None)
+    if window is not None:
+        return window.span.text
+    start, end = days
+    return day_text(start) if start == end else f"{day_text(start)} to {day_text(end)}"
+
+
 def _says_when(sentence: str) -> bool:
     return bool(resolve(sentence, datetime(2000, 1, 1))) or read_span(sentence) is not None
+
+
+def _columns(x: np.ndarray, model: dict, names: list[str]) -> np.ndarray:
+    """The columns of ``x`` (one per name in ``names``) that the model reads, in its order."""
+    return x[:, [names.index(f) for f in model["features"]]]
+
+
+def _score(item) -> float:
+    """An item's score where it is a probability (0 to 1), else 0."""
+    value = item.get("score")
+    return float(value) if isinstance(value, (int, float)) and 0.0 <= value <= 1.0 else 0.0
 
 
 def _speaker(item: dict) -> str | None:
@@ -612,9 +699,10 @@ class LLMAnswerer:
         return [{"role": "system", "content": system},
                 {"role": "user", "content": "Posts:\n" + "\n".join(lines) + f"\n\nQuestion: {query}"}]
 
-    def write(self, query: str, items: list[dict], summary: bool = True, authors=None) -> Answer:
-        if not items or not summary:
-            return self.extractive.write(query, items, summary, authors)
+    def write(self, query: str, items: list[dict], summary: bool = True, authors=None, reading=None,
+              listing: bool = False) -> Answer:
+        if not items or not summary or listing or getattr(reading, "kind", None) == "unresolved":
+            return self.extractive.write(query, items, summary, authors, reading, listing)
         body = json.dumps({"model": self.model, "messages": self.messages(query, items),
                            "temperature": self.temperature}).encode()
         headers = {"Content-Type": "application/json"}
@@ -630,7 +718,7 @@ class LLMAnswerer:
                 raise ValueError("empty answer")
         except (OSError, urllib.error.URLError, ValueError, KeyError, IndexError, TypeError) as exc:
             log.warning("LLM answer writer failed (%s: %s); using the extractive writer", type(exc).__name__, exc)
-            return self.extractive.write(query, items, summary, authors)
+            return self.extractive.write(query, items, summary, authors, reading, listing)
         declined = DECLINE.lower() in text.lower()
         shown = items[: self.max_items]
         cited = dict.fromkeys(int(n) for n in re.findall(r"\[(\d+)\]", text) if 1 <= int(n) <= len(shown))
