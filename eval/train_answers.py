@@ -38,7 +38,6 @@ import polars as pl
 
 from memkit.answer import QUERY_FEATURES, SENTENCE_FEATURES, ExtractiveAnswerer
 from memkit.config import load_config
-from memkit.datasets import load_any
 from memkit.datasets.locomo import read_locomo
 from memkit.evaluation.answers import UNANSWERABLE, answer_items, score_answers, write_answers
 from memkit.evaluation.harness import evaluate_pipeline
@@ -46,16 +45,13 @@ from memkit.evaluation.tuning import training_args
 from memkit.linear import fit_linear, linear_score, toml_table
 from memkit.pipeline import Pipeline
 
-SUITE = Path(__file__).resolve().parents[1] / "datasets" / "conversations" / "dev"  # trained on too (by floor)
 BUDGET = 0.09  # the share of answerable training questions the decline threshold may decline (goal: <= 0.10)
 OLD = {"max_items": 3, "max_sentences": 3, "rank_weight": 0.1, "when_bonus": 0.2, "min_score": 0.2, "max_gap": 0.05,
        "max_words": None}  # the writer of issue 8, as it shipped
 MARK_START = "# [answer.select] and [answer.decline] are written by eval/train_answers.py --write"
 MARK_END = "# (end of the answer models)"
 ROWS = ["answerable", "answerable with evidence in top 10", "category:single-hop", "category:multi-hop", "category:temporal",
-        "category:open-domain", "category:adversarial", "category:unknown fact", "category:first", "category:pronoun",
-        "category:ellipsis", "category:switch", "category:return", "category:date", "category:when",
-        "category:unknown", "category:fresh"]
+        "category:open-domain", "category:adversarial", "category:unknown fact"]
 MEASURES = [("evidence_quoted", "evidence quoted", ".3f"), ("declined", "declined", ".3f"),
             ("words", "median words", ".0f"), ("date_ok", "date accuracy", ".3f"), ("gold_recall", "gold recall", ".3f")]
 
@@ -160,26 +156,17 @@ def main(argv=None) -> int:
     run = evaluate_pipeline(pipeline, ds, answers=False).run
     unknown = replace(ds, queries=unknown_facts(ds), qrels=ds.qrels.clear())
     unknown_run = pipeline.search(unknown.queries.select("query_id", "text", "floor_ids"), 10)
-    parts = [ds.queries.select("query_id", "text", "floor_ids", "category", "answer"), unknown.queries.drop("asked_in")]
-    runs, events, qrels = [run, unknown_run], [ds.events], [ds.qrels]
-    if SUITE.exists():  # the conversation suite's turns, asked in order with their context, as the service asks them
-        suite = load_any(SUITE)
-        runs.append(evaluate_pipeline(pipeline, suite, answers=False).run)
-        parts.append(suite.queries.select("query_id", "text", "floor_ids", "category"))
-        events.append(suite.events.select(ds.events.columns))
-        qrels.append(suite.qrels)
-        print(f"{suite.name}: {suite.queries.height} turns, grouped by floor", file=sys.stderr)
-    both = replace(ds, events=pl.concat(events), queries=pl.concat(parts, how="diagonal"), qrels=pl.concat(qrels))
-    items = answer_items(pipeline, both, pl.concat(runs))
+    both = replace(ds, queries=pl.concat([ds.queries.select("query_id", "text", "floor_ids", "category", "answer"),
+                                          unknown.queries.drop("asked_in")], how="diagonal"))
+    items = answer_items(pipeline, both, pl.concat([run, unknown_run]))
     both = replace(both, queries=both.queries.with_columns(
-        pl.Series("asked_in", [q.split("@")[0].split("/")[0] if "@" in q else f for q, f in
-                               zip(both.queries["query_id"], both.queries["floor_ids"].list.first())])))
+        pl.Series("asked_in", [q.split("@")[0].split("/")[0] for q in both.queries["query_id"]])))
     trainer = Trainer(pipeline.answerer, both, items)
 
-    both_run = pl.concat(runs)
+    both_run = pl.concat([run, unknown_run])
 
     def scored(answers: pl.DataFrame) -> dict:
-        return score_answers(answers, both.queries, both.qrels)[1]
+        return score_answers(answers, both.queries, ds.qrels)[1]
 
     results, held = {}, []
     results["old"] = scored(write_answers(pipeline, both, both_run, answerer=writer_for(OLD, encoder)))

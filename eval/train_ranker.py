@@ -22,15 +22,19 @@ Reported, per dev set, with the set's headline metric:
   scored by models trained on everything else (its train claims included: the split is
   the hold-out);
 - leave one data set out: models trained on the other sets only;
-- trained on all (in-sample for every set but SciFact: it flatters);
-- calibration (memkit/calibration.py): Platt scaling of the models' log-odds, fitted on the
-  top 10 of every training question scored by models that never saw its group; per set,
-  the Brier score and expected calibration error of the ranker's own probabilities, of
-  the calibration fitted on every set, and of one fitted leaving that set out.
+- trained on all (in-sample for every set but SciFact: it flatters).
+
+``--calibration`` fits and reports the calibration instead (memkit/calibration.py): the
+top 10 of every training question scored by models that never saw its group, and of the
+development conversation suite's turns (which the ranker never sees); per set, the Brier
+score and expected calibration error of the ranker's own probabilities and of Platt scaling
+fitted leaving that set out. With ``--write`` it writes ``[calibration]`` (Platt scaling
+fitted on every set); the served default has none: the ranker's own probabilities did as
+well held out (eval/RESULTS.md).
 
 With ``--write`` the chat model trained on all (and the passage model, if the config sets
-none) and the calibration fitted on every set replace the config's tables (kept last in the
-file): a few dozen numbers each, no data.
+none) replace the config's model tables (kept last in the file): a few dozen numbers each,
+no data. Retraining the models means refitting the calibration (``--calibration --write``).
 """
 
 from __future__ import annotations
@@ -53,7 +57,8 @@ from memkit.pipeline import Pipeline
 from memkit.retrievers import LearnedRetriever
 from memkit.tables import Dataset
 
-MARK = "# [retriever.model], [retriever.passage_model] and [calibration] are written by eval/train_ranker.py --write"
+MARK = "# [retriever.model] and [retriever.passage_model] are written by eval/train_ranker.py --write"
+SUITE = Path(__file__).resolve().parents[1] / "datasets" / "conversations" / "dev"
 OTHERS = [("cast2021", "cast2021", "mrr@10"), ("scifact", "scifact", "ndcg@10"), ("madial-bench-en", "madial", "recall@10")]
 
 
@@ -130,19 +135,41 @@ def top_scored(cand: pl.DataFrame, scores: np.ndarray, k: int = 10) -> pl.DataFr
             .filter(pl.col("rank") <= k))
 
 
+def calibration_rows(devs: list[DevSet], names: list[str]) -> pl.DataFrame:
+    """Every dev set's training questions' top 10, each scored by models trained without
+    its group (its conversation, person; SciFact: the whole set), with labels and n; and
+    the development conversation suite's turns, asked on their own by models trained on
+    every dev set (the ranker never sees the suite)."""
+    rows = []
+    for dev in devs:
+        for g in sorted(dev.cand["group"].unique().to_list()):
+            models = fit_models([d.cand.filter(pl.col("group") != g) if d is dev else d.cand for d in devs], names)
+            mine = dev.cand.filter(pl.col("group") == g)
+            rows.append(top_scored(mine, logits(mine, models, names)).with_columns(pl.lit(dev.name).alias("set")))
+    if SUITE.exists():
+        suite, pipeline = load_any(SUITE), Pipeline.from_config(devs[0].pipeline.config)
+        use(pipeline.retriever, fit_models([d.cand for d in devs], names))
+        pipeline.fit(suite.events)
+        run = pipeline.retriever.search(suite.queries.select("query_id", "text", "floor_ids"), 10)  # log-odds
+        rel = suite.qrels.filter(pl.col("relevance") > 0).select("query_id", "event_id", pl.lit(1).alias("y"))
+        judged = run.filter(pl.col("query_id").is_in(rel["query_id"].unique().to_list()))
+        rows.append(judged.join(rel, on=["query_id", "event_id"], how="left")
+                    .select("query_id", pl.col("y").fill_null(0), "score", "rank", pl.lit(suite.name).alias("set")))
+    return pl.concat(rows)
+
+
 def calibration_report(rows: pl.DataFrame) -> tuple[Calibration, str]:
-    """Platt scaling fitted on every set's held-out top 10, and per set: Brier score and
-    expected calibration error of the ranker's own probabilities (a = 1, b = 0), of the
-    calibration fitted on all sets, and of one fitted leaving that set out."""
+    """Platt scaling fitted on every set's held-out top 10, and per set the Brier score and
+    expected calibration error of the ranker's own probabilities (a = 1, b = 0) and of a
+    Platt scaling fitted leaving that set out. Returns the one fitted on all sets."""
     fitted = Calibration.fit(rows["score"].to_numpy(), rows["y"].to_numpy())
-    lines = [f"calibration on every set's held-out top 10 ({rows.height} items): a = {fitted.a}, b = {fitted.b}",
-             "| set | items | relevant | Brier (ranker's own) | Brier (all sets) | Brier (leave this set out) "
-             "| ECE (own) | ECE (all) | ECE (leave out) |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [f"Platt scaling on every set's held-out top 10 ({rows.height} items): a = {fitted.a}, b = {fitted.b}",
+             "| set | items | relevant | Brier: ranker's own | Brier: Platt, this set left out "
+             "| ECE: own | ECE: Platt, left out |", "|---|---:|---:|---:|---:|---:|---:|"]
     for name in rows["set"].unique(maintain_order=True).to_list():
         mine, rest = rows.filter(pl.col("set") == name), rows.filter(pl.col("set") != name)
         s, y = mine["score"].to_numpy(), mine["y"].to_numpy()
-        lodo = Calibration.fit(rest["score"].to_numpy(), rest["y"].to_numpy())
-        ps = [Calibration()(s), fitted(s), lodo(s)]
+        ps = [Calibration()(s), Calibration.fit(rest["score"].to_numpy(), rest["y"].to_numpy())(s)]
         lines.append(f"| {name} | {len(y)} | {y.mean():.3f} | " + " | ".join(f"{brier(p, y):.4f}" for p in ps)
                      + " | " + " | ".join(f"{expected_calibration_error(p, y):.4f}" for p in ps) + " |")
     return fitted, "\n".join(lines)
@@ -171,10 +198,11 @@ def headline(dev: DevSet, table: pl.DataFrame) -> str:
 
 
 def main(argv=None) -> int:
-    args = training_args(__doc__, argv, "the models")
+    args = training_args(__doc__, argv, "the models", extra=[("--calibration", "fit and report only the calibration "
+                                                            "(memkit/calibration.py); with --write, write it")])
     config = load_config(args.config)
     config["retriever"].pop("model", None)
-    config.pop("calibration", None)  # fitted anew below, on the new models' held-out scores
+    config.pop("calibration", None)  # the first stage's scores are not the models' log-odds
     kept = config["retriever"].pop("passage_model", None)
     if config["retriever"].get("type") != "learned":
         print(f"{args.config}: the retriever is not type = \"learned\"", file=sys.stderr)
@@ -194,37 +222,42 @@ def main(argv=None) -> int:
         print(f"{name}: {devs[-1].cand.height} training candidates", flush=True)
     names = devs[0].pipeline.retriever.feature_names()
 
-    calibration_rows = []
+    if args.calibration:
+        calibration, report = calibration_report(calibration_rows(devs, names))
+        print(report)
+        if args.write:
+            text = Path(args.config).read_text()
+            table = f"[calibration]\na = {calibration.a}\nb = {calibration.b}\n"
+            if "\n[calibration]\n" in text:  # replace the table, up to the next one
+                before, after = text.split("\n[calibration]\n", 1)
+                rest = after.split("\n[", 1)
+                text = before + "\n" + table + ("\n[" + rest[1] if len(rest) > 1 else "")
+            else:  # before the model tables, which --write replaces from MARK on
+                before, after = text.split(MARK, 1)
+                text = before + table + "\n" + MARK + after
+            Path(args.config).write_text(text)
+            print(f"calibration written to {args.config}")
+        return 0
     for dev in devs:
         every = dev.scored.queries["query_id"].to_list()
         print(f"\n{dev.name}")
         print("  first stage alone:       ", headline(dev, held_out(dev, (None, None), every)))
         tables = []
-        for g in sorted(set(dev.groups.values()) | set(dev.cand["group"].unique().to_list())):
+        for g in sorted(set(dev.groups.values())):
             rows = [d.cand.filter(pl.col("group") != g) if d is dev else d.cand for d in devs]
-            models = fit_models(rows, names)
-            mine = dev.cand.filter(pl.col("group") == g)
-            if mine.height:  # the group's training questions, scored by models that never saw them
-                calibration_rows.append(top_scored(mine, logits(mine, models, names))
-                                        .with_columns(pl.lit(dev.name).alias("set")))
-            scored = [q for q, gg in dev.groups.items() if gg == g]
-            if scored:
-                tables.append(held_out(dev, models, scored))
+            tables.append(held_out(dev, fit_models(rows, names), [q for q, gg in dev.groups.items() if gg == g]))
         print("  leave one group out:     ", headline(dev, pl.concat(tables)))
         models = fit_models([d.cand for d in devs if d is not dev], names)
         print("  leave this data set out: ", headline(dev, held_out(dev, models, every)), flush=True)
     models = fit_models([d.cand for d in devs], names)
     for dev in devs:
         print(f"{dev.name} trained on all (in-sample but SciFact):", headline(dev, held_out(dev, models, dev.scored.queries["query_id"].to_list())))
-    calibration, report = calibration_report(pl.concat(calibration_rows))
-    print("\n" + report)
 
     if args.write:
         chat, passage = models
         passage = None if kept is not None else passage
         text = Path(args.config).read_text()
         tables = toml_table("retriever.model", chat) + ("\n" + toml_table("retriever.passage_model", passage) if passage else "")
-        tables += f"\n[calibration]\na = {calibration.a}\nb = {calibration.b}\n"
         Path(args.config).write_text(text.split(MARK)[0].rstrip() + "\n\n" + MARK + "\n" + tables)
         print(f"models written to {args.config}" + (" (its own passage model kept)" if kept is not None else ""))
     return 0

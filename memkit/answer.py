@@ -102,6 +102,11 @@ _VOCATIVE = (r"(?:^|[.!?]\s+|\b(?:hey|hi|hello|thanks|thank you|congrats|congrat
              r"|and|but|haha|ha)\b,?\s*){name}\s*[,!.?]")
 
 
+# Words that say what kind of answer a question wants rather than what it is about.
+_ANSWER_TYPE_TERMS = frozenset(Analyzer()("cost costs price much many time times long often date day year month week "
+                                          "kind type sort happened happen"))
+
+
 def question_type(query: str) -> str:
     """count, duration, when, where, who, yesno or what."""
     return next((name for name, pattern in _TYPES if pattern.search(query)), "what")
@@ -116,9 +121,7 @@ SENTENCE_FEATURES = ["cos", "cos_rel", "ov", "ov_rel", "ovp", "ovp_rel", "rr", "
                      "lognw", "image", "when_date", "t_count", "t_dur", "t_where", "t_who"]
 QUERY_FEATURES = ["fp_oth", "sp_oth", "s1", "s_own", "c_own", "o_own", "op_own", "gap", "cgap", "ogap", "opgap",
                   "r_own", "named", "top_own", "n_own5", "miss", "capmiss", "s_ab", "c_ab", "abgap", "cabgap",
-                  "ask_own", "ask_oth", "ask_gap", "p1", "p_pick"]
-# p1: the first item's score (the pipeline's calibrated probability that it answers the
-# question); p_pick: the score of the item holding the sentence selection picks.
+                  "ask_own", "ask_oth", "ask_gap"]
 
 
 @dataclass
@@ -166,6 +169,11 @@ def _as_datetime(value) -> datetime | None:
         return None
 
 
+def _around(text: str, at: int, before: int = 5, after: int = 4) -> str:
+    """The words just before position ``at`` and from it on (a time phrase and its verb)."""
+    return " ".join(text[:at].split()[-before:] + text[at:].split()[:after])
+
+
 def _timestamp(value) -> float:
     """Seconds since 1970 (an unknown time first), for ordering posts by when they were posted."""
     value = _as_datetime(value)
@@ -199,7 +207,7 @@ class ExtractiveAnswerer:
                  min_score: float | None = None, max_gap: float | None = None, margin: float = 1.0,
                  people: bool = True, rank_weight: float = 0.1, when_bonus: float = 0.2,
                  select: dict | None = None, decline: dict | None = None, max_list: int = 3,
-                 max_words: int | None = 30, max_missing: float | None = None):
+                 max_words: int | None = 30, max_missing: float | None = None, unsure_below: float | None = None):
         self.max_sentences = max_sentences
         self.max_items = max_items
         self.max_quote_chars = max_quote_chars
@@ -215,6 +223,7 @@ class ExtractiveAnswerer:
         self.max_list = max_list  # posts quoted when the question asks for several
         self.max_words = max_words  # a longer quoted sentence is cut to the clause that answers; None: never
         self.max_missing = max_missing  # decline when this share of the question's terms is in none of the items
+        self.unsure_below = unsure_below  # a question about no one: see declines()
         self.encoder = None
         self._by_first: dict[str, frozenset[str]] = {}  # authors' names by their first word, lower case
         self._analyzer = Analyzer()
@@ -224,7 +233,8 @@ class ExtractiveAnswerer:
                 "max_quote_chars": self.max_quote_chars, "min_score": self.min_score, "max_gap": self.max_gap,
                 "margin": self.margin, "people": self.people, "rank_weight": self.rank_weight,
                 "when_bonus": self.when_bonus, "select": self.select, "decline": self.decline_model,
-                "max_list": self.max_list, "max_words": self.max_words, "max_missing": self.max_missing}
+                "max_list": self.max_list, "max_words": self.max_words, "max_missing": self.max_missing,
+                "unsure_below": self.unsure_below}
 
     # -- set-up: the pipeline binds its encoder and shows it the events it indexes ---------
     def bind(self, encoder) -> None:
@@ -335,17 +345,10 @@ class ExtractiveAnswerer:
         scores = linear_score(self.select, _columns(cands.x, self.select, SENTENCE_FEATURES))
         best = max(quotable, key=lambda i: (scores[i], -cands.rank[i]))
         strength = float(cands.sims[best])
-        if self.decline_model is not None or self.max_missing is not None:
-            q = self.query_features(cands, scores)
-            missing = (self.max_missing is not None and len(set(self._analyzer(query))) <= QUESTION_TERMS
-                       and q[QUERY_FEATURES.index("miss")] >= self.max_missing)
-            if missing or (self.decline_model is not None and
-                           float(linear_score(self.decline_model, _columns(q[None, :], self.decline_model,
-                                                                            QUERY_FEATURES))[0])
-                           > self.decline_model["threshold"]):
-                rival = [i for i in quotable if not cands.about[i]]
-                by = _speaker(cands.item[max(rival, key=lambda i: scores[i])]) if rival and cands.people else None
-                return Answer(self.decline(query, cands.people, by), declined=True, strength=strength)
+        if self.declines(cands, scores, items):
+            rival = [i for i in quotable if not cands.about[i]]
+            by = _speaker(cands.item[max(rival, key=lambda i: scores[i])]) if rival and cands.people else None
+            return Answer(self.decline(query, cands.people, by), declined=True, strength=strength)
         chosen, posts = [], set()
         for i in sorted(quotable, key=lambda i: (-scores[i], cands.rank[i])):
             if len(chosen) >= (self.max_list if wants_list(query) else 1):
@@ -356,10 +359,42 @@ class ExtractiveAnswerer:
         return self.compose(query, [(cands.sentence[i], cands.item[i], float(cands.sims[i])) for i in chosen],
                             strength=strength)
 
+    def declines(self, cands: Candidates, scores: np.ndarray, items: list) -> bool:
+        """Whether memory holds nothing that answers the question.
+
+        A question about someone (it names one of the authors) is declined by the decline
+        model, trained on LoCoMo's questions about what the *other* person did (speaker
+        attribution is what tells them apart), or when ``max_missing`` of its terms are in
+        none of the items. A question about no one has no such evidence: measured on the
+        conversation suite, the model and the missing-terms guard declined answerable turns
+        about as often as unanswerable ones (eval/RESULTS.md), because people ask in other
+        words than they posted. So it is declined only when nothing found bears on it: none
+        of its content terms (less the words that say what kind of answer it wants: "how
+        much did it cost?" is answered by "£840") is in the items, and the first item's
+        probability of answering it is below ``unsure_below``."""
+        if not cands.people:
+            return (self.unsure_below is not None and self._content_missing(cands)
+                    and _score(items[0]) < self.unsure_below)
+        if self.decline_model is None and self.max_missing is None:
+            return False
+        q = self.query_features(cands, scores)
+        missing = (self.max_missing is not None and len(set(self._analyzer(cands.query))) <= QUESTION_TERMS
+                   and q[QUERY_FEATURES.index("miss")] >= self.max_missing)
+        return missing or (self.decline_model is not None and float(linear_score(
+            self.decline_model, _columns(q[None, :], self.decline_model, QUERY_FEATURES))[0])
+            > self.decline_model["threshold"])
+
+    def _content_missing(self, c: Candidates) -> bool:
+        """None of the question's content terms (not names, not answer-type words) is in its items."""
+        name_terms = {t for n in c.known for t in self._analyzer(n)}
+        terms = set(self._analyzer(c.query)) - name_terms - _ANSWER_TYPE_TERMS
+        pool = {t for it in {id(i): i for i in c.item}.values() for t in self._analyzer(it.get("text") or "")}
+        return bool(terms) and not terms & pool
+
     def compose(self, query: str, quotes: list[tuple[str, dict, float]], strength=None, rival=None) -> Answer:
         """The answer text from (sentence, item, similarity) quotes, best first; a
         when-question leads with the date the first quote gives."""
-        lead = self.date_of(quotes[0][0], quotes[0][1]) if _WHEN.search(query) else None
+        lead = self.date_of(quotes[0][0], quotes[0][1], query) if _WHEN.search(query) else None
         lines = [self.attributed(self.quote(query, sentence, item), item, first=n == 0, lead=lead if n == 0 else None)
                  for n, (sentence, item, _) in enumerate(quotes)]
         return Answer(" ".join(lines), quotes=[{"event_id": item.get("event_id"), "sentence": sentence, "score": sim}
@@ -504,8 +539,6 @@ class ExtractiveAnswerer:
         f["abgap"], f["cabgap"] = f["s_nab"] - f["s_ab"], f["c_nab"] - f["c_ab"]
         f["ask_gap"] = f["ask_own"] - f["c_own"]
         f["miss"], f["capmiss"] = self._missing(c)
-        f["p1"] = _score(c.item[0]) if c.item else 0.0
-        f["p_pick"] = _score(c.item[int(np.flatnonzero(ok)[np.argmax(scores[ok])])]) if ok.any() else 0.0
         return np.array([f[name] for name in QUERY_FEATURES])
 
     def _missing(self, c: Candidates) -> tuple[float, float]:
@@ -581,16 +614,21 @@ class ExtractiveAnswerer:
         return self.compose(query, [(cands[i][2], cands[i][3], float(sims[i])) for i in chosen], strength=strongest,
                             rival=rival)
 
-    def date_of(self, sentence: str, item: dict) -> tuple[Span, str] | None:
+    def date_of(self, sentence: str, item: dict, query: str = "") -> tuple[Span, str] | None:
         """When a quoted sentence says something happened: a relative time in it (or in the
         rest of its post) resolved against the post's time, a date written in it, or else
-        the post's own day. Returns (span, how it was found)."""
+        the post's own day. Returns (span, how it was found). Of several times, the one
+        whose neighbouring words the question shares most ("when does he start?" and "Last
+        week at the Leeds office, start the London job on the 30th": the 30th)."""
         posted = _as_datetime(item.get("created_at"))
         if posted is not None:
+            terms = set(self._analyzer(query))
             for text in (sentence, item.get("text") or ""):
                 found = resolve(text, posted)
                 if found:
-                    return found[0].span, f"“{found[0].phrase}”"
+                    best = max(found, key=lambda m: (len(terms & set(self._analyzer(_around(text, m.start))))
+                                                     , -m.start))
+                    return best.span, f"“{best.phrase}”"
         written = read_span(sentence, ref=posted)
         if written is not None:
             return written, "as written"

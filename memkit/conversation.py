@@ -14,23 +14,32 @@ Contextualizers (``[contextualizer] type = ...``):
 - ``none``: every question stands alone.
 - ``carry``: every follow-up also searched with the words of the conversation's first
   and previous questions (the first version; kept for comparison, eval/RESULTS.md).
-- ``topic`` (the default): a follow-up is read against the *current topic*, the turns
-  since the conversation last changed subject, and what their answers quoted:
+- ``topic`` (the default): a question is read against the *current topic*, the turns since
+  the conversation last changed subject, and what their answers quoted:
 
   * a question that leans on what came before (a pronoun or "that", "what about ...",
-    "and ...?", or at most ``short`` content words of its own) is a **follow-up**: it is
-    searched as asked and, at ``weight``, with the topic's words carried: the words of the
-    topic's first question, of the previous question and of the sentences the previous
-    answer quoted ("and how did they get home?" after "Who bought the Coldplay tickets?"
-    carries "Coldplay tickets" and the answer's "Sam bought them for Saturday's concert");
-  * a question that names its own subject (a name, or more than ``short`` content words)
-    and shares content words with an *earlier* topic but not the current one **returns**
-    to that topic (nothing carried: it says what it is about; it becomes current again);
-  * any other question that names its own subject starts a **new topic** (nothing carried).
+    "and ...?", or at most ``short`` content words that are not people's names) is a
+    **follow-up**: it is searched as asked and with the topic's words carried, the two
+    rankings fused with ``weight`` on the carried one. The words are those of the topic's
+    first question and of the previous one, less past-tense verbs ("organised" in "Who
+    organised the trip to Zion?" is what was asked, not what the topic is); a follow-up
+    with no words of its own ("when was that?") is about what the last answer quoted, so
+    those sentences' words come too, at ``bare_weight`` ("and how did they get home?" after
+    "Who bought the Coldplay tickets?" carries "Coldplay tickets");
+  * an ellipsis naming something the topic's questions never did, with no pronoun ("what
+    about the puppy?"), is checked against the posts found for it (``confirms_topic``): if
+    none ties it to the topic it starts a new topic, carrying nothing;
+  * a question that names its own subject (a time window of its own, more than ``short``
+    content words, or a name with them) carries nothing: it stays in the topic when it
+    shares its words, **returns** to an earlier topic whose words it shares, or starts a
+    **new** one;
+  * a new user's bare follow-up ("and how much did that cost them?") refers to nothing:
+    ``unresolved``, and the pipeline answers so rather than guessing.
 
   Names of the people who post (``names``) do not count as shared words: in a two-person
   chat every question names one of them. A follow-up without a time window of its own
-  keeps the previous turn's ("What happened in May?" ... "who was there?").
+  keeps the previous turn's ("What happened in May?" ... "who was there?"), moved when it
+  says so ("and a year before that?").
 
 The store here keeps turns in memory; the service keeps them in its database
 (server/search/conversations.py) behind the same two methods, ``history`` and ``record``.
@@ -130,7 +139,7 @@ CUE_PHRASES = ("what about", "how about", "and ", "what else", "tell me more", "
 FILLER = frozenset("what when where who whom whose which why how did does do was were is are anything something "
                    "happened happen happening going tell know say said post posted mention mentioned talk talked "
                    "much many write wrote get got thing things stuff people anyone someone go goes went gone come came "
-                   "make made take took give gave put".split())
+                   "make made take took give gave put different question another okay anyway also now".split())
 
 
 def content_words(text: str) -> list[str]:
@@ -333,19 +342,15 @@ _PRONOUN = re.compile(r"\b(?:it|its|it's|they|them|their|this|that|these|those|h
                       re.IGNORECASE)
 
 
-def confirms_topic(reading: Reading, texts: list[str]) -> bool:
-    """Whether posts found for a follow-up's own words (``texts``, the best few) tie its
-    new words to the current topic: one of them holds both a new word and a topic word
-    ("what about the cost?" after the Zion trip: "The Zion cabin cost us 400 dollars").
-    If none does, the question names a new subject ("what about the puppy?")."""
-    if not reading.new_subject:
+def confirms_topic(reading: Reading, first: str, best: float | None = None, sure: float = 0.1) -> bool:
+    """Whether a follow-up's new words still belong to the current topic. ``first``: the
+    best post found for the question as asked; ``best``: its probability. It names a new
+    subject ("what about the puppy?") when the question alone finds a post it is sure of
+    (at least ``sure``) that shares no word with the topic; words found nowhere on their
+    own ("and the cost?" when the posts say "£1,200") are the topic's."""
+    if not reading.new_subject or (best is not None and best < sure):
         return True
-    new, topic = set(reading.new_subject), set(reading.topic_stems)
-    for text in texts:
-        stems = {_stem(w) for w in content_words(text)}
-        if stems & new and stems & topic:
-            return True
-    return False
+    return bool({_stem(w) for w in content_words(first)} & set(reading.topic_stems))
 
 
 def _topic_stems(history: list[Turn], topic: int, named: set[str]) -> set[str]:

@@ -6,31 +6,48 @@ name = "hybrid"
 [retriever]          # memkit.retrievers.build(...)
 type = "hybrid"
 ...
-[contextualizer]     # how follow-ups use earlier turns (default: none)
-type = "none"
+[contextualizer]     # how follow-ups use earlier turns (memkit.conversation; default: none)
+type = "topic"
 [answer]             # how the answer is written (memkit.answer; default: extractive)
 type = "extractive"
 [representation]     # context fields for doc templates (memkit.representation; default: none)
 before = 1
 after = 1
-[relevance]          # when a query counts as having found nothing (default: no gate)
+[relevance]          # when a query counts as having found nothing, and what is cut (default: no gate)
+min_probability = 0.02
 min_similarity = 0.25
+[calibration]        # scores to probabilities (memkit.calibration; the learned ranker's own by default)
+a = 1.0
+b = 0.0
 [encoder]            # the model of every dense part, and how it learns (memkit.training; default: minilm)
 model = "minilm"
 [encoder.adapt]      # e.g. adapt to the events given to ``fit``
 epochs = 1
 ```
 
-``search`` answers independent queries in a batch (what eval does for most datasets);
-``query`` answers one query of one user, contextualised by that user's earlier turns,
-answered, and recorded into their history.
+``ask(QueryRequest)`` answers one question of one user and returns a ``QueryResult``; it
+stores nothing. The request carries everything (the question, the user's earlier turns,
+floors, filters, the time of asking); the result carries the items (with probabilities),
+the answer (with the posts it quotes and whether it declined), what the conversation and
+the question's time words added (``carried``) and the ``Turn`` the caller keeps for the
+next question. The steps, in order:
 
-Relevance: a ranking counts as having found something when any item matched a query term
-(sparse scores are positive only where a term matches) or, for items found only by
-meaning, when the best cosine similarity reaches ``min_similarity``. Otherwise ``query``
-returns no items and the answerer's fallback. Without ``min_similarity`` only an empty
-ranking counts as nothing found. The gate keeps or drops the whole ranking,
-so a query that finds something gets exactly the ranking ``memkit eval`` scores.
+1. **Read** the question (memkit.conversation): its time window (memkit.timeref), whether
+   it follows up the current topic, starts a new one or refers to nothing.
+2. **Search** each variant (as asked; with the topic carried) and fuse them: probabilities
+   by their weighted mean, other scores by min-max. A question naming a time window keeps
+   the posts of those days (posted then, or saying something happened then); one naming
+   only a window lists its posts.
+3. **Gate**: nothing was found when the best probability is below ``min_probability``, or
+   when no item matched a query term and the best cosine is below ``min_similarity``; then
+   no items and the answerer's fallback. The gate keeps or drops the whole ranking, so a
+   query that finds something gets exactly the ranking ``memkit eval`` scores.
+4. **Cut** items below ``min_score`` (the request's, else the config's), then the top ``k``.
+5. **Answer** from the items (memkit.answer).
+
+``query`` is ``ask`` with the history kept in memory (notebooks, the eval harness);
+``search`` answers independent queries in a batch (what eval does for most datasets),
+asking those that name a time window one by one as ``ask`` does.
 
 Encoder: with an ``[encoder]`` section, ``fit`` first resolves the model (training what
 the cache does not hold yet, see memkit.training.EncoderStage) and gives it to every dense
@@ -73,6 +90,7 @@ from memkit.retrievers import (
     build,
     convex,
 )
+from memkit.retrievers.base import normalize_queries, query_filters
 from memkit.tables import RUN_SCHEMA
 from memkit.timeref import dates_in, question_window
 from memkit.training import EncoderStage
@@ -271,10 +289,26 @@ class Pipeline:
 
     # -- asking -------------------------------------------------------------------------
     def search(self, queries, k: int | None = None, filters=None) -> pl.DataFrame:
-        """Independent queries (no context, no time of asking), in one batch; scores are
-        probabilities where the pipeline has a calibration."""
-        run = self.retriever.search(queries, k or self.k, filters)
-        return self._calibrated(run)
+        """Independent queries (no context), in one batch; scores are probabilities where
+        the pipeline has a calibration. A query naming a time window ("What setback did
+        Melanie face in October 2023?", or "last May" with a ``time`` of asking) is asked
+        on its own, as ``ask`` asks it, so eval scores what the service serves."""
+        given = queries if isinstance(queries, pl.DataFrame) else None
+        frame = normalize_queries(queries)
+        k = k or self.k
+        times = given["time"].to_list() if given is not None and "time" in given.columns else [None] * frame.height
+        dated = [self.time_windows and question_window(t, now) is not None for t, now in zip(frame["text"], times)]
+        per = query_filters(frame, filters)
+        runs = []
+        if not all(dated):
+            rest = [f for f, d in zip(per, dated) if not d]
+            runs.append(self._calibrated(self.retriever.search(frame.filter(~pl.Series(dated)), k, rest)))
+        for row, f, now, d in zip(frame.iter_rows(named=True), per, times, dated):
+            if d:
+                res = self.ask(QueryRequest(row["text"], filters=f, now=now, k=k, min_score=0.0, summary=False,
+                                            query_id=row["query_id"]))
+                runs.append(res.run.head(k))
+        return pl.concat(runs) if runs else pl.DataFrame(schema=RUN_SCHEMA)
 
     def ask(self, req: QueryRequest) -> QueryResult:
         """One question: read against the user's earlier turns (``req.history``) and its
@@ -291,17 +325,18 @@ class Pipeline:
         # happened?" with a time filter) asks for the posts of those days.
         filtered = f.time_from is not None or f.time_to is not None
         window_only = (reading.window is not None or filtered) and not _subject_words(reading, authors)
+        best = None  # the best score any reading of the question found
         if reading.kind == "unresolved":
             run = pl.DataFrame(schema=RUN_SCHEMA)
         elif window_only:
             run = self._window_posts(reading, f, req.query_id)
         else:
-            run, reading = self._retrieve(reading, f, k, req.query_id, req.history)
+            run, reading, best = self._retrieve(reading, f, k, req.query_id, req.history)
             if reading.days is not None:
                 run = self._in_window(run, reading, f, k, req.query_id)
         # "What was the band up to in April?": the posts of those days are the answer.
         listing = window_only or (reading.window is not None and asks_what_happened(req.query))
-        relevant = listing and run.height > 0 or self.relevant(run, reading.effective_query)
+        relevant = listing and run.height > 0 or self.relevant(run, reading.effective_query, best)
         if not relevant:
             run = run.clear()
         floor = req.min_score if req.min_score is not None else self.min_score
@@ -341,23 +376,27 @@ class Pipeline:
         return self._calibrated(self.retriever.search(pl.DataFrame({"query_id": [query_id], "text": [text]}), k, f))
 
     def _retrieve(self, reading: Reading, f: Filters, k: int, query_id: str,
-                  history: list[Turn]) -> tuple[pl.DataFrame, Reading]:
+                  history: list[Turn]) -> tuple[pl.DataFrame, Reading, float | None]:
         """The ranking of a question's variants, fused: probabilities by their weighted
-        mean, other scores by min-max (the first version). A follow-up naming something
-        its topic never had is taken as a new topic when no post found for it ties it to
-        the topic (memkit.conversation.confirms_topic)."""
+        mean, other scores by min-max (the first version); and the best score any variant
+        found (what the gate reads: a follow-up's fused probabilities are diluted by the
+        reading that did not find it). A follow-up naming something its topic never had is
+        taken as a new topic when no post found for it ties it to the topic
+        (memkit.conversation.confirms_topic)."""
         depth = k if len(reading.variants) == 1 else max(k, 100)  # fused variants: fuse deeper lists, then cut
         depth = max(depth, WINDOW_DEPTH) if reading.days is not None else depth
         runs = [self._search(text, depth, f, query_id) for text, _ in reading.variants]
         if len(runs) > 1 and reading.new_subject:
-            texts = [i.text for i in self.posts.items(runs[0]["event_id"].head(5).to_list())]
-            if not confirms_topic(reading, texts):
+            first = self.posts.items(runs[0]["event_id"].head(1).to_list())
+            sure = float(runs[0]["score"].max()) if runs[0].height and self.calibration is not None else None
+            if not confirms_topic(reading, first[0].text if first else "", sure):
                 reading = self.contextualizer.new_topic(reading, history)
                 runs = runs[:1]
+        best = max((float(r["score"].max()) for r in runs if r.height), default=None)
         if len(runs) == 1:
-            return runs[0], reading
+            return runs[0], reading, best
         norm = "none" if self.calibration is not None else "minmax"
-        return convex(runs, [w for _, w in reading.variants], norm=norm, top=depth), reading
+        return convex(runs, [w for _, w in reading.variants], norm=norm, top=depth), reading, best
 
     def _in_window(self, run: pl.DataFrame, reading: Reading, f: Filters, k: int, query_id: str) -> pl.DataFrame:
         """Only posts of the question's days: posted then, or saying something happened
@@ -395,17 +434,17 @@ class Pipeline:
                              "score": [1.0] * n, "rank": list(range(1, n + 1)), "match_type": ["time"] * n},
                             schema=RUN_SCHEMA)
 
-    def relevant(self, run: pl.DataFrame, query: str) -> bool:
+    def relevant(self, run: pl.DataFrame, query: str, best: float | None = None) -> bool:
         """Whether a ranking found anything relevant: with calibrated scores, the best
-        reaches ``min_probability``, and (both gates apply when both are set) see the
-        module's docstring for ``min_similarity``. The probability is relative to what the
-        floors hold (the ranker's features are scaled per question), so on a floor of a
-        handful of unrelated posts the best may still look likely: the similarity gate
-        catches that."""
+        (``best``: of any reading of the question, default the run's) reaches
+        ``min_probability``, and (both gates apply when both are set) see the module's
+        docstring for ``min_similarity``. The probability is relative to what the floors
+        hold (the ranker's features are scaled per question), so on a floor of a handful of
+        unrelated posts the best may still look likely: the similarity gate catches that."""
         if run.height == 0:
             return False
-        if (self.calibration is not None and self.min_probability is not None
-                and float(run["score"].max()) < self.min_probability):
+        best = float(run["score"].max()) if best is None else best
+        if self.calibration is not None and self.min_probability is not None and best < self.min_probability:
             return False
         if self.min_similarity is None or (run["match_type"] != "semantic").any():
             return True

@@ -159,9 +159,60 @@ class Mention:
     span: Span
 
 
-def resolve(text: str, when: datetime | date) -> list[Mention]:
+# A weekday or a day of the month with nothing saying which ("on Saturday", "Sunday morning",
+# "on the 20th") points back in a sentence in the past tense ("I broke my wrist at 5-a-side
+# on Saturday") and forward otherwise ("Start on the 20th", "First rehearsal Thursday").
+_BARE_WEEKDAY = re.compile(r"\b(?:on\s+)?(" + "|".join(WEEKDAYS) + r")(?:\s+(?:morning|afternoon|evening|night))?\b"
+                           r"(?!,?\s+(?:the\s+)?\d)", re.IGNORECASE)  # "Saturday 13 June" is a date
+_MONTH_WORDS = "|".join(MONTHS) + r"|jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec"
+_BARE_DAY = re.compile(r"\b(?:on\s+)?the\s+(\d{1,2})(?:st|nd|rd|th)\b(?!\s+(?:of\s+)?(?:" + _MONTH_WORDS + r")\b)",
+                       re.IGNORECASE)
+_PAST = re.compile(r"\b(?:was|were|had|did|went|got|came|saw|took|broke|ran|won|lost|made|ate|left|bought|found|told|"
+                   r"said|met|sent|gave|put|fell|felt|drove|flew|rode|wrote|sang|swam|began|brought|caught|thought|"
+                   r"spent|paid|kept|held|sat|stood|heard|knew|became|born|been|back from|[a-z]{3,}ed)\b", re.IGNORECASE)
+_FUTURE = re.compile(r"\b(?:will|'ll|shall|going to|gonna|next|from|until|till|start|starts|opens?|see you|can't wait|"
+                     r"tomorrow|is on|are on|booked for|[a-z]{3,}ing)\b", re.IGNORECASE)
+
+
+def _tensed(text: str, start: int, end: int) -> bool:
+    """Whether the sentence around ``text[start:end]`` speaks of the past: a past tense in
+    it, or, with no tense of its own ("The boat trip on Saturday!!!") and nothing of the
+    future (a will, a from, an -ing: "moving in on the 1st"), in the post."""
+    lo = max(text.rfind(c, 0, start) for c in ".!?\n") + 1
+    his = [i for i in (text.find(c, end) for c in ".!?\n") if i >= 0]
+    sentence = text[lo: start] + " " + text[end: min(his) if his else len(text)]  # "Sunday morning" itself says nothing
+    if _PAST.search(sentence):
+        return True
+    return not _FUTURE.search(sentence) and bool(_PAST.search(text))
+
+
+def _bare(text: str, ref: date) -> list[tuple[re.Match, Span]]:
+    out = []
+    for m in _BARE_WEEKDAY.finditer(text):
+        wd, back = WEEKDAYS.index(m[1].lower()), _tensed(text, m.start(), m.end())
+        d = weekday_before(ref, wd).start if back else weekday_after(ref, wd).start
+        out.append((m, Span(d, d, f"{WEEKDAYS[wd].title()} {day_text(d)}")))
+    for m in _BARE_DAY.finditer(text):
+        dd, back = int(m[1]), _tensed(text, m.start(), m.end())
+        try:
+            this = date(ref.year, ref.month, dd)
+        except ValueError:
+            continue
+        if back and this >= ref:
+            this = month(ref.year, ref.month - 1).start.replace(day=dd) if dd <= 28 else None
+        elif not back and this <= ref:
+            nxt = month(ref.year, ref.month + 1).start
+            this = nxt.replace(day=dd) if dd <= month(nxt.year, nxt.month).end.day else None
+        if this is not None:
+            out.append((m, day(this)))
+    return out
+
+
+def resolve(text: str, when: datetime | date, bare: bool = True) -> list[Mention]:
     """The relative time expressions in ``text``, resolved against ``when`` (the post's
-    time), in reading order; an expression inside a longer one counts once."""
+    time), in reading order; an expression inside a longer one counts once. ``bare``: also
+    weekdays and days of the month with nothing saying which (a post's "on Saturday"; a
+    question's "the Thursday runs" names no day)."""
     ref = when.date() if isinstance(when, datetime) else when
     found: list[Mention] = []
     taken: list[tuple[int, int]] = []
@@ -174,6 +225,14 @@ def resolve(text: str, when: datetime | date) -> list[Mention]:
                 span = make(groups, ref)
             except (OverflowError, ValueError):  # "tomorrow" on 31 December 9999: no such day
                 continue
+            found.append(Mention(m.group(0), m.start(), span))
+            taken.append((m.start(), m.end()))
+    try:
+        loose = _bare(text, ref) if bare else []
+    except (OverflowError, ValueError):  # past the calendar's edges
+        loose = []
+    for m, span in loose:  # last: "last Saturday" is read as such before "Saturday" alone
+        if not any(m.start() < e and s < m.end() for s, e in taken):
             found.append(Mention(m.group(0), m.start(), span))
             taken.append((m.start(), m.end()))
     return sorted(found, key=lambda x: x.start)
@@ -465,7 +524,7 @@ def question_window(text: str, now: datetime | date | None = None) -> Window | N
             if span:
                 found.append(Window(span, m.group(0).strip(), m.start(), m.end()))
     if ref is not None:
-        for mention in resolve(text, ref):  # yesterday, last week, two weeks ago, this year, ...
+        for mention in resolve(text, ref, bare=False):  # yesterday, last week, two weeks ago, this year, ...
             lead = re.search(r"(?:\b(?:in|on|during|from|since|over)\s+)?$", text[: mention.start], re.IGNORECASE)
             start = lead.start() if lead and lead.group(0) else mention.start
             found.append(Window(mention.span, text[start: mention.start + len(mention.phrase)].strip(), start,

@@ -142,3 +142,27 @@ def test_a_day_without_a_year_belongs_to_the_year_around_the_post():
     assert read_span("see you on 3 January", ref=datetime(2025, 12, 20)).start == date(2026, 1, 3)
     spans = dates_in("We got back last night; the builders start on 10 March.", datetime(2026, 2, 22))
     assert [(s.start, s.end) for s in spans] == [(date(2026, 2, 21), date(2026, 2, 21)), (date(2026, 3, 10), date(2026, 3, 10))]
+
+
+@pytest.mark.parametrize("text, posted, want", [
+    ("So... I broke my wrist at 5-a-side on Saturday. Cast for 6 weeks", date(2026, 7, 13), date(2026, 7, 11)),
+    ("Back from Porto, never been so tired. The boat trip on Saturday!!!", date(2026, 5, 18), date(2026, 5, 16)),
+    ("Little girl, Rosie, born Sunday morning, both doing well", date(2026, 9, 8), date(2026, 9, 6)),
+    ("First rehearsal with him Thursday at Berkeley Studios", date(2026, 7, 28), date(2026, 7, 30)),
+    ("Heads up I'm off from Monday for two weeks", date(2026, 10, 20), date(2026, 10, 26)),
+    ("Got the keys!! Flat in Chorlton, moving in on the 1st", date(2026, 7, 19), date(2026, 8, 1)),
+    ("I got the job! Start on the 20th", date(2026, 4, 2), date(2026, 4, 20)),
+    ("The parcel came on the 3rd, finally", date(2026, 4, 2), date(2026, 3, 3)),
+])
+def test_a_bare_weekday_or_day_points_back_in_the_past_tense_and_forward_otherwise(text, posted, want):
+    found = resolve(text, posted)
+    assert [(m.span.start, m.span.end) for m in found] == [(want, want)]
+
+
+def test_a_when_answer_takes_the_time_next_to_what_was_asked():
+    from memkit.answer import build_answerer
+
+    post = {"event_id": "x", "text": "Last week at the Leeds office, start the London job on the 30th", "speaker": "Leo",
+            "created_at": datetime(2026, 3, 16)}
+    span, how = build_answerer(None).date_of(post["text"], post, "when did he start the new job?")
+    assert span.start == date(2026, 3, 30) and how == "“on the 30th”"

@@ -13,7 +13,8 @@ the answer). Qrels name the posts each turn should find. Every turn is scored on
 - ``false_decline``: an answerable turn declined; ``false_answer``: a decline turn answered.
 
 ``checks`` is the share of passed checks over ``post_first`` and ``answer_right``: the
-post ranked first, and what the answer says.
+post ranked first, and what the answer says. Any data set of conversations (CAsT 2021) is
+scored the same way, with the post checks only where it has no expectations.
 """
 
 from __future__ import annotations
@@ -39,7 +40,10 @@ def expectations(queries: pl.DataFrame) -> dict[str, tuple[list[str], bool]]:
 
 
 def has_checks(queries: pl.DataFrame) -> bool:
-    return bool(expectations(queries))
+    """A conversation suite (turns with expectations), or any data set of conversations
+    (CAsT: its turns get the post checks, from its qrels)."""
+    return bool(expectations(queries)) or ("conversation_id" in queries.columns
+                                          and queries["conversation_id"].drop_nulls().len() > 0)
 
 
 def says(answer: str, entry: str) -> bool:

@@ -65,7 +65,8 @@ def run_queries(pipeline: Pipeline, queries: pl.DataFrame, k: int = 100, query_f
     effective = []
     written = {}
     if alone.height:
-        frame = alone.select("query_id", pl.col("_asked").alias("text"), "floor_ids")
+        frame = alone.select("query_id", pl.col("_asked").alias("text"), "floor_ids",
+                             *(["time"] if "time" in alone.columns else []))
         runs.append(pipeline.search(frame, k))
         effective += list(zip(alone["query_id"], alone["_asked"]))
     if has_conv:
