@@ -1,11 +1,13 @@
 """How much weight a follow-up's carried topic gets: a grid on CAsT 2021 (raw turns in
 order, MRR@10) and the development conversation suite (a relevant post first, in the top 5).
 
-    .venv/bin/python eval/tune_follow_ups.py [--grid 0.4:0.7,0.6:0.8]
+    .venv/bin/python eval/tune_follow_ups.py [--grid 0.4:0.7,0.4:0.7:0.5]
 
-Each grid point is ``weight:bare_weight`` of the default's ``[contextualizer]`` (type
-``topic``, memkit/conversation.py): ``weight`` for a follow-up with words of its own ("and
-how much did it cost?"), ``bare_weight`` for one with none ("when was that?"). Chosen on
+Each grid point is ``weight:bare_weight[:repeat_weight]`` of the default's
+``[contextualizer]`` (type ``topic``, memkit/conversation.py): ``weight`` for a follow-up
+with words of its own ("and how much did it cost?"), ``bare_weight`` for one with none
+("when was that?"), ``repeat_weight`` the factor on the scores of the posts the last answer
+quoted when a follow-up asks something of its own (default 1: none). Chosen on
 these two sets; the held-out suite (datasets/conversations/heldout) and LoCoMo asked in
 sequence are the checks (eval/RESULTS.md).
 """
@@ -33,13 +35,15 @@ def main(argv=None) -> int:
     sets = [load_any(SUITE)] + ([load_any(data_root() / "cast2021")] if (data_root() / "cast2021").exists() else [])
     rows = []
     for point in args.grid.split(","):
-        weight, bare = (float(x) for x in point.split(":"))
+        weight, bare, *rest = (float(x) for x in point.split(":"))
+        repeat = rest[0] if rest else 1.0
         config = load_config(args.config)
-        config["contextualizer"] = {**config["contextualizer"], "weight": weight, "bare_weight": bare}
-        row = {"weight": weight, "bare_weight": bare}
+        config["contextualizer"] = {**config["contextualizer"], "weight": weight, "bare_weight": bare,
+                                    "repeat_weight": repeat}
+        row = {"weight": weight, "bare_weight": bare, "repeat_weight": repeat}
         for ds in sets:
             r = evaluate_config(config, ds, answers=False)
-            if r.turns is not None:
+            if ds.name.startswith("conversations"):
                 row["suite post first"] = r.turn_summary["all"]["post_first"]
                 row["suite top 5"] = r.turn_summary["all"]["post_top5"]
                 row["suite checks"] = r.turn_summary["all"]["checks"]

@@ -102,6 +102,24 @@ _VOCATIVE = (r"(?:^|[.!?]\s+|\b(?:hey|hi|hello|thanks|thank you|congrats|congrat
              r"|and|but|haha|ha)\b,?\s*){name}\s*[,!.?]")
 
 
+# The past forms of common irregular verbs, to their base: a question asks "when did they
+# drive there?" of a post saying "we drove".
+_IRREGULAR = dict(pair.split(":") for pair in (
+    "drove:drive driven:drive went:go gone:go bought:buy ate:eat eaten:eat got:get gotten:get came:come saw:see "
+    "seen:see took:take taken:take made:make gave:give given:give ran:run won:win lost:lose left:leave found:find "
+    "told:tell said:say met:meet sent:send broke:break broken:break fell:fall felt:feel flew:fly flown:fly rode:ride "
+    "wrote:write written:write sang:sing swam:swim began:begin brought:bring caught:catch thought:think spent:spend "
+    "paid:pay kept:keep held:hold sat:sit stood:stand heard:hear knew:know known:know became:become sold:sell "
+    "built:build chose:choose chosen:choose drank:drink drunk:drink forgot:forget hid:hide hit:hit hurt:hurt "
+    "lent:lend read:read shook:shake slept:sleep spoke:speak stole:steal stolen:steal taught:teach threw:throw "
+    "wore:wear woke:wake").split())
+_IRREGULAR_RE = re.compile(r"\b(" + "|".join(_IRREGULAR) + r")\b", re.IGNORECASE)
+
+
+def _base_forms(text: str) -> str:
+    return _IRREGULAR_RE.sub(lambda m: _IRREGULAR[m.group(1).lower()], text)
+
+
 # Words that say what kind of answer a question wants rather than what it is about.
 _ANSWER_TYPE_TERMS = frozenset(Analyzer()("cost costs price much many time times long often date day year month week "
                                           "kind type sort happened happen"))
@@ -276,11 +294,11 @@ class ExtractiveAnswerer:
             return Answer(self.unresolved(query), declined=True)
         if not items:
             return Answer(self.fallback(query, _window_text(reading)), declined=True)
-        if not summary:
-            return Answer(self.account(query, items))
-        if listing:
-            return self.window_summary(items, _window_text(reading))
-        return self.summarize(query, items, authors)
+        written = self.window_summary(items, _window_text(reading)) if listing else self.summarize(query, items, authors)
+        if not summary:  # the account of what was found, but the turn still knows what an answer would quote,
+            # so a follow-up reads the same whether the question before it asked for a summary or not
+            return Answer(self.account(query, items), quotes=written.quotes)
+        return written
 
     def unresolved(self, query: str) -> str:
         return (f"I'm not sure what “{query.strip()}” refers to: this is the start of our conversation. "
@@ -307,7 +325,7 @@ class ExtractiveAnswerer:
                                "score": None} for i in top])
 
     def account(self, query: str, items: list[dict]) -> str:
-        kinds = Counter(i.get("block_type") or "post" for i in items)
+        kinds = Counter(i.get("block_type") or i.get("block_type_name") or "post" for i in items)
         parts = ", ".join(_plural(n, f"{kind} post") for kind, n in kinds.most_common())
         top = items[0]
         when = _when(top.get("created_at"))
@@ -385,10 +403,12 @@ class ExtractiveAnswerer:
             > self.decline_model["threshold"])
 
     def _content_missing(self, c: Candidates) -> bool:
-        """None of the question's content terms (not names, not answer-type words) is in its items."""
+        """None of the question's content terms (not names, not answer-type words) is in
+        its items; an irregular verb counts in any of its forms ("drive" finds "drove")."""
         name_terms = {t for n in c.known for t in self._analyzer(n)}
-        terms = set(self._analyzer(c.query)) - name_terms - _ANSWER_TYPE_TERMS
-        pool = {t for it in {id(i): i for i in c.item}.values() for t in self._analyzer(it.get("text") or "")}
+        terms = set(self._analyzer(_base_forms(c.query))) - name_terms - _ANSWER_TYPE_TERMS
+        pool = {t for it in {id(i): i for i in c.item}.values()
+                for t in self._analyzer(_base_forms(it.get("text") or ""))}
         return bool(terms) and not terms & pool
 
     def compose(self, query: str, quotes: list[tuple[str, dict, float]], strength=None, rival=None) -> Answer:
@@ -403,9 +423,9 @@ class ExtractiveAnswerer:
 
     def quote(self, query: str, sentence: str, item) -> str:
         """What is quoted of a post: the chosen sentence and the sentences around it, while
-        they fit in ``max_words`` (a chat line is usually quoted whole: "Yeah she's fine.
-        They've taken the car to Hendry's" answers where the car went only with its second
-        sentence), else the sentence cut to the clause that answers (``span``)."""
+        they fit in ``max_words`` and are not questions (a chat line is usually quoted whole:
+        "Yeah she's fine. They've taken the car to Hendry's" answers where the car went only
+        with its second sentence), else the sentence cut to the clause that answers (``span``)."""
         parts = sentences(item.get("text"))
         if self.max_words is None or sentence not in parts or len(sentence.split()) > self.max_words:
             return self.span(query, sentence)
@@ -415,9 +435,9 @@ class ExtractiveAnswerer:
             grown = False
             for a, b in ((lo, hi + 1), (lo - 1, hi)):
                 if 0 <= a and b < len(parts):
-                    extra = len(parts[b if b > hi else a].split())
-                    if size + extra <= self.max_words:
-                        lo, hi, size, grown = a, b, size + extra, True
+                    added = parts[b if b > hi else a]
+                    if size + len(added.split()) <= self.max_words and not added.rstrip().endswith("?"):
+                        lo, hi, size, grown = a, b, size + len(added.split()), True
                         break
             if not grown:
                 break

@@ -258,9 +258,11 @@ class TopicContext:
     type_name = "topic"
 
     def __init__(self, weight: float = 0.4, bare_weight: float = 0.7, short: int = 2, answer_words: int = 8,
-                 window: bool = True, idle_minutes: float = 30.0):
+                 window: bool = True, idle_minutes: float = 30.0, repeat_weight: float = 1.0):
         _check(weight, 1, idle_minutes)
         _check(bare_weight, 1, idle_minutes, "contextualizer.bare_weight")
+        _check(repeat_weight, 1, idle_minutes, "contextualizer.repeat_weight")
+        self.repeat_weight = repeat_weight  # a follow-up asking something new: the last answer's posts' scores times this
         if isinstance(answer_words, bool) or not isinstance(answer_words, int) or answer_words < 0:
             raise ValidationError("contextualizer.answer_words", f"expected a non-negative integer, got {answer_words!r}")
         self.weight, self.bare_weight, self.short, self.answer_words = weight, bare_weight, short, answer_words
@@ -268,7 +270,8 @@ class TopicContext:
 
     def params(self) -> dict:
         return {"type": self.type_name, "weight": self.weight, "bare_weight": self.bare_weight, "short": self.short,
-                "answer_words": self.answer_words, "window": self.window, "idle_minutes": self.idle_minutes}
+                "answer_words": self.answer_words, "window": self.window, "idle_minutes": self.idle_minutes,
+                "repeat_weight": self.repeat_weight}
 
     def read(self, query: str, history: list[Turn], window: Window | None = None, names=()) -> Reading:
         text = _searched(query, window)

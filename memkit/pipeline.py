@@ -39,7 +39,8 @@ next question. The steps, in order:
    the posts of those days (posted then, or saying something happened then); one naming
    only a window lists its posts.
 3. **Gate**: nothing was found when the best probability is below ``min_probability``, or
-   when no item matched a query term and the best cosine is below ``min_similarity``; then
+   when no item matched a query term and the best cosine is below ``min_similarity`` (a
+   post whose cosine reaches ``sure_similarity`` is found whatever its probability); then
    no items and the answerer's fallback. The gate keeps or drops the whole ranking, so a
    query that finds something gets exactly the ranking ``memkit eval`` scores.
 4. **Cut** items below ``min_score`` (the request's, else the config's), then the top ``k``.
@@ -154,7 +155,7 @@ class Pipeline:
                  min_similarity: float | None = None, representation: Representation | None = None,
                  encoder: EncoderStage | None = None, calibration: Calibration | None = None,
                  min_probability: float | None = None, min_score: float | None = None,
-                 posts: ItemSource | None = None, time_windows: bool = True):
+                 posts: ItemSource | None = None, time_windows: bool = True, sure_similarity: float | None = None):
         self.retriever = retriever
         self.encoder_stage = encoder
         self.encoder_fixed = False  # use_encoder() was called: fit keeps the model
@@ -168,6 +169,7 @@ class Pipeline:
             calibration = Calibration()  # the ranker's own logistic output
         self.calibration = calibration
         self.min_probability = min_probability  # nothing found when no item reaches it (calibrated pipelines)
+        self.sure_similarity = sure_similarity  # found whatever the probability when a post's cosine reaches it
         self.min_score = min_score  # items below it are not returned
         self.representation = representation
         self.time_windows = time_windows
@@ -193,7 +195,7 @@ class Pipeline:
             raise ValidationError(sorted(unknown)[0], "unknown configuration section")
         relevance = dict(config.get("relevance", {}))
         bounds = {}
-        for key, lo in (("min_similarity", -1), ("min_probability", 0), ("min_score", 0)):
+        for key, lo in (("min_similarity", -1), ("min_probability", 0), ("min_score", 0), ("sure_similarity", -1)):
             value = relevance.pop(key, None)
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
                                       or not lo <= value <= 1):
@@ -201,7 +203,7 @@ class Pipeline:
             bounds[key] = None if value is None else float(value)
         if relevance:
             raise ValidationError(f"relevance.{sorted(relevance)[0]}",
-                                  "unknown setting (expected min_similarity, min_probability, min_score)")
+                                  "unknown setting (expected min_similarity, min_probability, min_score, sure_similarity)")
         windows = config.get("time_windows", True)
         if not isinstance(windows, bool):
             raise ValidationError("time_windows", f"expected true or false, got {windows!r}")
@@ -224,7 +226,7 @@ class Pipeline:
         return {"name": self.name, "k": self.k, "retriever": self.retriever.params(),
                 "contextualizer": self.contextualizer.params(), "answer": self.answerer.params(),
                 "relevance": {"min_similarity": self.min_similarity, "min_probability": self.min_probability,
-                              "min_score": self.min_score},
+                              "min_score": self.min_score, "sure_similarity": self.sure_similarity},
                 "calibration": self.calibration.params() if self.calibration else None,
                 "time_windows": self.time_windows,
                 "representation": self.representation.params() if self.representation else None,
@@ -332,8 +334,10 @@ class Pipeline:
             run = self._window_posts(reading, f, req.query_id)
         else:
             run, reading, best = self._retrieve(reading, f, k, req.query_id, req.history)
-            if reading.days is not None:
-                run = self._in_window(run, reading, f, k, req.query_id)
+            if reading.days is not None:  # nothing of those days: the closest posts of any day
+                # (people misremember dates; the answer gives each post's own date)
+                windowed = self._in_window(run, reading)
+                run = windowed if windowed.height else run
         # "What was the band up to in April?": the posts of those days are the answer.
         listing = window_only or (reading.window is not None and asks_what_happened(req.query))
         relevant = listing and run.height > 0 or self.relevant(run, reading.effective_query, best)
@@ -372,8 +376,19 @@ class Pipeline:
             return run
         return run.with_columns(pl.Series("score", self.calibration(run["score"].to_numpy()), pl.Float64))
 
-    def _search(self, text: str, k: int, f: Filters, query_id: str) -> pl.DataFrame:
-        return self._calibrated(self.retriever.search(pl.DataFrame({"query_id": [query_id], "text": [text]}), k, f))
+    def _search(self, text: str, k: int, f: Filters, query_id: str, days=None) -> pl.DataFrame:
+        """One text's ranking; with ``days``, the posts of those days the search did not
+        reach are searched for again under a time filter and added (the same text scores a
+        post the same in both searches)."""
+        frame = pl.DataFrame({"query_id": [query_id], "text": [text]})
+        run = self._calibrated(self.retriever.search(frame, k, f))
+        if days is not None:
+            dated = Filters(f.floor_ids, *_day_bounds(*days, f), f.types, f.tags)
+            if dated.time_from is not None and dated.time_to is not None and dated.time_from <= dated.time_to:
+                more = self._calibrated(self.retriever.search(frame, k, dated))
+                run = (pl.concat([run, more]).unique("event_id", keep="first", maintain_order=True)
+                       .sort(["score", "event_id"], descending=[True, False]))
+        return run
 
     def _retrieve(self, reading: Reading, f: Filters, k: int, query_id: str,
                   history: list[Turn]) -> tuple[pl.DataFrame, Reading, float | None]:
@@ -385,7 +400,7 @@ class Pipeline:
         (memkit.conversation.confirms_topic)."""
         depth = k if len(reading.variants) == 1 else max(k, 100)  # fused variants: fuse deeper lists, then cut
         depth = max(depth, WINDOW_DEPTH) if reading.days is not None else depth
-        runs = [self._search(text, depth, f, query_id) for text, _ in reading.variants]
+        runs = [self._search(text, depth, f, query_id, reading.days) for text, _ in reading.variants]
         if len(runs) > 1 and reading.new_subject:
             first = self.posts.items(runs[0]["event_id"].head(1).to_list())
             sure = float(runs[0]["score"].max()) if runs[0].height and self.calibration is not None else None
@@ -396,18 +411,19 @@ class Pipeline:
         if len(runs) == 1:
             return runs[0], reading, best
         norm = "none" if self.calibration is not None else "minmax"
-        return convex(runs, [w for _, w in reading.variants], norm=norm, top=depth), reading, best
+        fused = convex(runs, [w for _, w in reading.variants], norm=norm, top=depth)
+        repeat = getattr(self.contextualizer, "repeat_weight", 1.0)
+        if reading.own_words and reading.posts and repeat != 1.0:  # it asks something new of the topic
+            fused = (fused.with_columns(pl.when(pl.col("event_id").is_in(reading.posts)).then(pl.col("score") * repeat)
+                                        .otherwise(pl.col("score")).alias("score"))
+                     .sort(["score", "event_id"], descending=[True, False])
+                     .with_columns(pl.int_range(1, pl.len() + 1, dtype=pl.Int64).alias("rank")))
+        return fused, reading, best
 
-    def _in_window(self, run: pl.DataFrame, reading: Reading, f: Filters, k: int, query_id: str) -> pl.DataFrame:
+    def _in_window(self, run: pl.DataFrame, reading: Reading) -> pl.DataFrame:
         """Only posts of the question's days: posted then, or saying something happened
-        then ("on 10 February", "last night"). Posts of those days the first search did not
-        reach are searched for under a time filter."""
+        then ("on 10 February", "last night")."""
         start, end = reading.days
-        dated = Filters(f.floor_ids, *_day_bounds(start, end, f), f.types, f.tags)
-        if dated.time_from is not None and dated.time_to is not None and dated.time_from <= dated.time_to:
-            more = self._search(reading.effective_query, max(k, 100), dated, query_id)
-            run = (pl.concat([run, more]).sort("score", descending=True).unique("event_id", keep="first")
-                   .sort(["score", "event_id"], descending=[True, False]))
         keep = [it.event_id for it in self.posts.items(run["event_id"].to_list()) if _in_days(it, start, end)]
         run = run.filter(pl.col("event_id").is_in(keep))
         return run.with_columns(pl.int_range(1, pl.len() + 1, dtype=pl.Int64).alias("rank"))
@@ -440,12 +456,17 @@ class Pipeline:
         ``min_probability``, and (both gates apply when both are set) see the module's
         docstring for ``min_similarity``. The probability is relative to what the floors
         hold (the ranker's features are scaled per question), so on a floor of a handful of
-        unrelated posts the best may still look likely: the similarity gate catches that."""
+        unrelated posts the best may still look likely: the similarity gate catches that.
+        The other way round, twenty near-copies of one post share the probability of being
+        *the* answer, so each looks unlikely: a post whose cosine with the question reaches
+        ``sure_similarity`` counts as found whatever its probability."""
         if run.height == 0:
             return False
         best = float(run["score"].max()) if best is None else best
         if self.calibration is not None and self.min_probability is not None and best < self.min_probability:
-            return False
+            dense = _dense_part(self.retriever) if self.sure_similarity is not None else None
+            return dense is not None and float(
+                dense.similarity(query, run["event_id"].head(100).to_list()).max()) >= self.sure_similarity
         if self.min_similarity is None or (run["match_type"] != "semantic").any():
             return True
         dense = _dense_part(self.retriever)

@@ -175,11 +175,11 @@ _FUTURE = re.compile(r"\b(?:will|'ll|shall|going to|gonna|next|from|until|till|s
 
 
 def _tensed(text: str, start: int, end: int) -> bool:
-    """Whether the sentence around ``text[start:end]`` speaks of the past: a past tense in
+    """Whether the clause around ``text[start:end]`` speaks of the past: a past tense in
     it, or, with no tense of its own ("The boat trip on Saturday!!!") and nothing of the
-    future (a will, a from, an -ing: "moving in on the 1st"), in the post."""
-    lo = max(text.rfind(c, 0, start) for c in ".!?\n") + 1
-    his = [i for i in (text.find(c, end) for c in ".!?\n") if i >= 0]
+    future (a will, a from, an until, an -ing: "moving in on the 1st"), in the post."""
+    lo = max(text.rfind(c, 0, start) for c in ".!?\n,;") + 1  # the clause: "The boiler broke, no hot water
+    his = [i for i in (text.find(c, end) for c in ".!?\n,;") if i >= 0]  # until the engineer comes on Thursday"
     sentence = text[lo: start] + " " + text[end: min(his) if his else len(text)]  # "Sunday morning" itself says nothing
     if _PAST.search(sentence):
         return True

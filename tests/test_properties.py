@@ -181,7 +181,7 @@ def test_what_others_post_or_delete_changes_nothing_in_my_answers(open_app, mine
     memory = open_app.extensions["memkit"]["memory"]
 
     def answer() -> dict:
-        memory.index.pipeline.conversations.forget(ann_id)  # each ask starts a conversation afresh
+        memory.conversations.forget(ann_id)  # each ask starts a conversation afresh
         r = c.post("/agent/memory/query", headers=ann, json=body)
         assert r.status_code == 200, r.get_json()
         return r.get_json()

@@ -104,7 +104,7 @@ def evaluate_pipeline(pipeline: Pipeline, dataset: Dataset, k: int = 100, query_
                       metrics=METRICS, name: str | None = None, fit: bool = True, sequential: bool = False,
                       answers: bool | None = None) -> EvalResult:
     """Score a pipeline's rankings; with ``answers`` (default: when the dataset has gold
-    answers) also write every query's answer and score it (memkit.evaluation.answers;
+    answers or conversation checks; ``False`` never) also write every query's answer and score it (memkit.evaluation.answers;
     without gold answers only declines, evidence quoted and length can be scored)."""
     t = time.perf_counter()
     if fit:  # an [encoder] section never learns from the labels of the data set it is scored on
@@ -117,7 +117,7 @@ def evaluate_pipeline(pipeline: Pipeline, dataset: Dataset, k: int = 100, query_
     name = name or pipeline.name + ("" if query_field == "text" else f"+{query_field}") + ("+sequential" if sequential else "")
     answer_table, answer_summary, turns, turn_summary = None, {}, None, {}
     checks = has_checks(dataset.queries)
-    if checks or (answers if answers is not None else has_gold_answers(dataset)):
+    if answers if answers is not None else (checks or has_gold_answers(dataset)):
         written_all = write_answers(pipeline, dataset, run, written=written)
         answer_table, answer_summary = score_answers(written_all, dataset.queries, dataset.qrels)
         if checks:
