@@ -24,9 +24,17 @@ Reported, per dev set, with the set's headline metric:
 - leave one data set out: models trained on the other sets only;
 - trained on all (in-sample for every set but SciFact: it flatters).
 
+``--calibration`` fits and reports the calibration instead (memkit/calibration.py): the
+top 10 of every training question scored by models that never saw its group, and of the
+development conversation suite's turns (which the ranker never sees); per set, the Brier
+score and expected calibration error of the ranker's own probabilities and of Platt scaling
+fitted leaving that set out. With ``--write`` it writes ``[calibration]`` (Platt scaling
+fitted on every set); the served default has none: the ranker's own probabilities did as
+well held out (eval/RESULTS.md).
+
 With ``--write`` the chat model trained on all (and the passage model, if the config sets
-none) replaces the config's model tables (kept last in the file): a few dozen numbers each,
-no data.
+none) replace the config's model tables (kept last in the file): a few dozen numbers each,
+no data. Retraining the models means refitting the calibration (``--calibration --write``).
 """
 
 from __future__ import annotations
@@ -35,19 +43,22 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 
+from memkit.calibration import Calibration, brier, expected_calibration_error
 from memkit.config import load_config
 from memkit.datasets import load_any
 from memkit.evaluation.harness import run_queries
 from memkit.evaluation.metrics import per_query
 from memkit.evaluation.tuning import training_args
-from memkit.linear import fit_linear, toml_table
+from memkit.linear import fit_linear, linear_score, toml_table
 from memkit.pipeline import Pipeline
 from memkit.retrievers import LearnedRetriever
 from memkit.tables import Dataset
 
 MARK = "# [retriever.model] and [retriever.passage_model] are written by eval/train_ranker.py --write"
+SUITE = Path(__file__).resolve().parents[1] / "datasets" / "conversations" / "dev"
 OTHERS = [("cast2021", "cast2021", "mrr@10"), ("scifact", "scifact", "ndcg@10"), ("madial-bench-en", "madial", "recall@10")]
 
 
@@ -103,6 +114,67 @@ def use(retriever: LearnedRetriever, models: tuple[dict | None, dict | None]) ->
     retriever.passage_model = passage if chat is not None else None
 
 
+def logits(cand: pl.DataFrame, models, names: list[str]) -> np.ndarray:
+    """The models' scores (log-odds) of candidate rows: chat lines by the chat model, posts
+    that stand alone by the passage model."""
+    chat, passage = models
+    x = cand.select(names).to_numpy()
+    out = np.zeros(cand.height)
+    is_chat = cand["chat"].to_numpy()
+    for model, rows in ((chat or passage, is_chat), (passage or chat, ~is_chat)):
+        if rows.any():
+            out[rows] = linear_score(model, x[rows][:, [names.index(n) for n in model["features"]]])
+    return out
+
+
+def top_scored(cand: pl.DataFrame, scores: np.ndarray, k: int = 10) -> pl.DataFrame:
+    """Each question's ``k`` best candidates by score: score, label, rank."""
+    return (cand.select("query_id", "y").with_columns(pl.Series("score", scores))
+            .sort(["query_id", "score"], descending=[False, True])
+            .with_columns(pl.int_range(1, pl.len() + 1).over("query_id").alias("rank"))
+            .filter(pl.col("rank") <= k))
+
+
+def calibration_rows(devs: list[DevSet], names: list[str]) -> pl.DataFrame:
+    """Every dev set's training questions' top 10, each scored by models trained without
+    its group (its conversation, person; SciFact: the whole set), with labels and n; and
+    the development conversation suite's turns, asked on their own by models trained on
+    every dev set (the ranker never sees the suite)."""
+    rows = []
+    for dev in devs:
+        for g in sorted(dev.cand["group"].unique().to_list()):
+            models = fit_models([d.cand.filter(pl.col("group") != g) if d is dev else d.cand for d in devs], names)
+            mine = dev.cand.filter(pl.col("group") == g)
+            rows.append(top_scored(mine, logits(mine, models, names)).with_columns(pl.lit(dev.name).alias("set")))
+    if SUITE.exists():
+        suite, pipeline = load_any(SUITE), Pipeline.from_config(devs[0].pipeline.config)
+        use(pipeline.retriever, fit_models([d.cand for d in devs], names))
+        pipeline.fit(suite.events)
+        run = pipeline.retriever.search(suite.queries.select("query_id", "text", "floor_ids"), 10)  # log-odds
+        rel = suite.qrels.filter(pl.col("relevance") > 0).select("query_id", "event_id", pl.lit(1).alias("y"))
+        judged = run.filter(pl.col("query_id").is_in(rel["query_id"].unique().to_list()))
+        rows.append(judged.join(rel, on=["query_id", "event_id"], how="left")
+                    .select("query_id", pl.col("y").fill_null(0), "score", "rank", pl.lit(suite.name).alias("set")))
+    return pl.concat(rows)
+
+
+def calibration_report(rows: pl.DataFrame) -> tuple[Calibration, str]:
+    """Platt scaling fitted on every set's held-out top 10, and per set the Brier score and
+    expected calibration error of the ranker's own probabilities (a = 1, b = 0) and of a
+    Platt scaling fitted leaving that set out. Returns the one fitted on all sets."""
+    fitted = Calibration.fit(rows["score"].to_numpy(), rows["y"].to_numpy())
+    lines = [f"Platt scaling on every set's held-out top 10 ({rows.height} items): a = {fitted.a}, b = {fitted.b}",
+             "| set | items | relevant | Brier: ranker's own | Brier: Platt, this set left out "
+             "| ECE: own | ECE: Platt, left out |", "|---|---:|---:|---:|---:|---:|---:|"]
+    for name in rows["set"].unique(maintain_order=True).to_list():
+        mine, rest = rows.filter(pl.col("set") == name), rows.filter(pl.col("set") != name)
+        s, y = mine["score"].to_numpy(), mine["y"].to_numpy()
+        ps = [Calibration()(s), Calibration.fit(rest["score"].to_numpy(), rest["y"].to_numpy())(s)]
+        lines.append(f"| {name} | {len(y)} | {y.mean():.3f} | " + " | ".join(f"{brier(p, y):.4f}" for p in ps)
+                     + " | " + " | ".join(f"{expected_calibration_error(p, y):.4f}" for p in ps) + " |")
+    return fitted, "\n".join(lines)
+
+
 def held_out(dev: DevSet, models, query_ids: list[str]) -> pl.DataFrame:
     """Per-query metrics of these scored queries, ranked with these models, asked as
     ``memkit eval`` asks them."""
@@ -110,7 +182,7 @@ def held_out(dev: DevSet, models, query_ids: list[str]) -> pl.DataFrame:
     queries = dev.scored.queries.filter(pl.col("query_id").is_in(query_ids))
     if not dev.in_order:
         queries = queries.drop("conversation_id", strict=False)
-    run, _ = run_queries(dev.pipeline, queries, 10)
+    run, _, _ = run_queries(dev.pipeline, queries, 10)
     table = per_query(run, dev.scored.qrels.filter(pl.col("query_id").is_in(query_ids)))
     return table.join(dev.scored.queries.select("query_id", "category") if "category" in dev.scored.queries.columns
                       else dev.scored.queries.select("query_id", pl.lit(None, pl.Utf8).alias("category")), on="query_id")
@@ -126,9 +198,11 @@ def headline(dev: DevSet, table: pl.DataFrame) -> str:
 
 
 def main(argv=None) -> int:
-    args = training_args(__doc__, argv, "the models")
+    args = training_args(__doc__, argv, "the models", extra=[("--calibration", "fit and report only the calibration "
+                                                            "(memkit/calibration.py); with --write, write it")])
     config = load_config(args.config)
     config["retriever"].pop("model", None)
+    config.pop("calibration", None)  # the first stage's scores are not the models' log-odds
     kept = config["retriever"].pop("passage_model", None)
     if config["retriever"].get("type") != "learned":
         print(f"{args.config}: the retriever is not type = \"learned\"", file=sys.stderr)
@@ -148,6 +222,22 @@ def main(argv=None) -> int:
         print(f"{name}: {devs[-1].cand.height} training candidates", flush=True)
     names = devs[0].pipeline.retriever.feature_names()
 
+    if args.calibration:
+        calibration, report = calibration_report(calibration_rows(devs, names))
+        print(report)
+        if args.write:
+            text = Path(args.config).read_text()
+            table = f"[calibration]\na = {calibration.a}\nb = {calibration.b}\n"
+            if "\n[calibration]\n" in text:  # replace the table, up to the next one
+                before, after = text.split("\n[calibration]\n", 1)
+                rest = after.split("\n[", 1)
+                text = before + "\n" + table + ("\n[" + rest[1] if len(rest) > 1 else "")
+            else:  # before the model tables, which --write replaces from MARK on
+                before, after = text.split(MARK, 1)
+                text = before + table + "\n" + MARK + after
+            Path(args.config).write_text(text)
+            print(f"calibration written to {args.config}")
+        return 0
     for dev in devs:
         every = dev.scored.queries["query_id"].to_list()
         print(f"\n{dev.name}")

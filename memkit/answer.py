@@ -102,6 +102,29 @@ _VOCATIVE = (r"(?:^|[.!?]\s+|\b(?:hey|hi|hello|thanks|thank you|congrats|congrat
              r"|and|but|haha|ha)\b,?\s*){name}\s*[,!.?]")
 
 
+# The past forms of common irregular verbs, to their base: a question asks "when did they
+# drive there?" of a post saying "we drove".
+_IRREGULAR = dict(pair.split(":") for pair in (
+    "drove:drive driven:drive went:go gone:go bought:buy ate:eat eaten:eat got:get gotten:get came:come saw:see "
+    "seen:see took:take taken:take made:make gave:give given:give ran:run won:win lost:lose left:leave found:find "
+    "told:tell said:say met:meet sent:send broke:break broken:break fell:fall felt:feel flew:fly flown:fly rode:ride "
+    "wrote:write written:write sang:sing swam:swim began:begin brought:bring caught:catch thought:think spent:spend "
+    "paid:pay kept:keep held:hold sat:sit stood:stand heard:hear knew:know known:know became:become sold:sell "
+    "built:build chose:choose chosen:choose drank:drink drunk:drink forgot:forget hid:hide hit:hit hurt:hurt "
+    "lent:lend read:read shook:shake slept:sleep spoke:speak stole:steal stolen:steal taught:teach threw:throw "
+    "wore:wear woke:wake").split())
+_IRREGULAR_RE = re.compile(r"\b(" + "|".join(_IRREGULAR) + r")\b", re.IGNORECASE)
+
+
+def _base_forms(text: str) -> str:
+    return _IRREGULAR_RE.sub(lambda m: _IRREGULAR[m.group(1).lower()], text)
+
+
+# Words that say what kind of answer a question wants rather than what it is about.
+_ANSWER_TYPE_TERMS = frozenset(Analyzer()("cost costs price much many time times long often date day year month week "
+                                          "kind type sort happened happen"))
+
+
 def question_type(query: str) -> str:
     """count, duration, when, where, who, yesno or what."""
     return next((name for name, pattern in _TYPES if pattern.search(query)), "what")
@@ -164,6 +187,17 @@ def _as_datetime(value) -> datetime | None:
         return None
 
 
+def _around(text: str, at: int, before: int = 5, after: int = 4) -> str:
+    """The words just before position ``at`` and from it on (a time phrase and its verb)."""
+    return " ".join(text[:at].split()[-before:] + text[at:].split()[:after])
+
+
+def _timestamp(value) -> float:
+    """Seconds since 1970 (an unknown time first), for ordering posts by when they were posted."""
+    value = _as_datetime(value)
+    return value.timestamp() if value is not None else float("-inf")
+
+
 def _when(value) -> str | None:
     value = _as_datetime(value)
     return day_text(value) if value else None
@@ -191,7 +225,7 @@ class ExtractiveAnswerer:
                  min_score: float | None = None, max_gap: float | None = None, margin: float = 1.0,
                  people: bool = True, rank_weight: float = 0.1, when_bonus: float = 0.2,
                  select: dict | None = None, decline: dict | None = None, max_list: int = 3,
-                 max_words: int | None = 30, max_missing: float | None = None):
+                 max_words: int | None = 30, max_missing: float | None = None, unsure_below: float | None = None):
         self.max_sentences = max_sentences
         self.max_items = max_items
         self.max_quote_chars = max_quote_chars
@@ -207,6 +241,7 @@ class ExtractiveAnswerer:
         self.max_list = max_list  # posts quoted when the question asks for several
         self.max_words = max_words  # a longer quoted sentence is cut to the clause that answers; None: never
         self.max_missing = max_missing  # decline when this share of the question's terms is in none of the items
+        self.unsure_below = unsure_below  # a question about no one: see declines()
         self.encoder = None
         self._by_first: dict[str, frozenset[str]] = {}  # authors' names by their first word, lower case
         self._analyzer = Analyzer()
@@ -216,7 +251,8 @@ class ExtractiveAnswerer:
                 "max_quote_chars": self.max_quote_chars, "min_score": self.min_score, "max_gap": self.max_gap,
                 "margin": self.margin, "people": self.people, "rank_weight": self.rank_weight,
                 "when_bonus": self.when_bonus, "select": self.select, "decline": self.decline_model,
-                "max_list": self.max_list, "max_words": self.max_words, "max_missing": self.max_missing}
+                "max_list": self.max_list, "max_words": self.max_words, "max_missing": self.max_missing,
+                "unsure_below": self.unsure_below}
 
     # -- set-up: the pipeline binds its encoder and shows it the events it indexes ---------
     def bind(self, encoder) -> None:
@@ -246,20 +282,50 @@ class ExtractiveAnswerer:
     def answer(self, query: str, items: list[dict], summary: bool = True) -> str:
         return self.write(query, items, summary).text
 
-    def write(self, query: str, items: list[dict], summary: bool = True, authors=None) -> Answer:
+    def write(self, query: str, items: list[dict], summary: bool = True, authors=None, reading=None,
+              listing: bool = False) -> Answer:
         """``authors``: the names of the people who post where the question is asked (the
         service passes those of the floors searched, so posts elsewhere change nothing);
-        None: every author ``prepare`` has seen."""
+        None: every author ``prepare`` has seen. ``reading``: how the pipeline read the
+        question (memkit.conversation.Reading): its time window, what it carried;
+        ``listing``: the question asks what happened in its window, so the answer lists
+        the posts found there."""
+        if getattr(reading, "kind", None) == "unresolved":
+            return Answer(self.unresolved(query), declined=True)
         if not items:
-            return Answer(self.fallback(query), declined=True)
-        return self.summarize(query, items, authors) if summary else Answer(self.account(query, items))
+            return Answer(self.fallback(query, _window_text(reading)), declined=True)
+        written = self.window_summary(items, _window_text(reading)) if listing else self.summarize(query, items, authors)
+        if not summary:  # the account of what was found, but the turn still knows what an answer would quote,
+            # so a follow-up reads the same whether the question before it asked for a summary or not
+            return Answer(self.account(query, items), quotes=written.quotes)
+        return written
 
-    def fallback(self, query: str) -> str:
-        return (f"I couldn't find anything about “{query.strip()}” in the floors you asked about. "
+    def unresolved(self, query: str) -> str:
+        return (f"I'm not sure what “{query.strip()}” refers to: this is the start of our conversation. "
+                "Ask me about something first, or say what you mean.")
+
+    def fallback(self, query: str, window: str | None = None) -> str:
+        when = f" from {window}" if window else ""
+        return (f"I couldn't find anything{when} about “{query.strip()}” in the floors you asked about. "
                 "You could try other words, a wider time range or fewer filters.")
 
+    def window_summary(self, items: list, window: str | None, shown: int = 3) -> Answer:
+        """What a question about a time window gets ("What happened last May?"): how many
+        posts there are and the most telling ones, in the order they were posted."""
+        top = sorted(items[:shown], key=lambda i: (_timestamp(i.get("created_at")), i.get("event_id")))
+        lines = []
+        for item in top:
+            first = sentences(item.get("text"))[:1]
+            quote = self.quote("", first[0], item) if first else item.get("text") or ""
+            lines.append(self.attributed(quote, item, first=False, lead=None))
+        head = f"{_plural(len(items), 'post')}{f' from {window}' if window else ''}"
+        more = f" (and {len(items) - len(top)} more)" if len(items) > len(top) else ""
+        return Answer(f"{head}{more}. " + " ".join(lines),
+                      quotes=[{"event_id": i.get("event_id"), "sentence": (sentences(i.get("text")) or [None])[0],
+                               "score": None} for i in top])
+
     def account(self, query: str, items: list[dict]) -> str:
-        kinds = Counter(i.get("block_type_name") or "post" for i in items)
+        kinds = Counter(i.get("block_type") or i.get("block_type_name") or "post" for i in items)
         parts = ", ".join(_plural(n, f"{kind} post") for kind, n in kinds.most_common())
         top = items[0]
         when = _when(top.get("created_at"))
@@ -294,18 +360,13 @@ class ExtractiveAnswerer:
         quotable = np.flatnonzero(cands.quotable) if cands is not None else []
         if not len(quotable):
             return Answer(self.decline(query, cands.people if cands else set()), declined=True)
-        scores = linear_score(self.select, cands.x)
+        scores = linear_score(self.select, _columns(cands.x, self.select, SENTENCE_FEATURES))
         best = max(quotable, key=lambda i: (scores[i], -cands.rank[i]))
         strength = float(cands.sims[best])
-        if self.decline_model is not None or self.max_missing is not None:
-            q = self.query_features(cands, scores)
-            missing = (self.max_missing is not None and len(set(self._analyzer(query))) <= QUESTION_TERMS
-                       and q[QUERY_FEATURES.index("miss")] >= self.max_missing)
-            if missing or (self.decline_model is not None and
-                           float(linear_score(self.decline_model, q[None, :])[0]) > self.decline_model["threshold"]):
-                rival = [i for i in quotable if not cands.about[i]]
-                by = _speaker(cands.item[max(rival, key=lambda i: scores[i])]) if rival and cands.people else None
-                return Answer(self.decline(query, cands.people, by), declined=True, strength=strength)
+        if self.declines(cands, scores, items):
+            rival = [i for i in quotable if not cands.about[i]]
+            by = _speaker(cands.item[max(rival, key=lambda i: scores[i])]) if rival and cands.people else None
+            return Answer(self.decline(query, cands.people, by), declined=True, strength=strength)
         chosen, posts = [], set()
         for i in sorted(quotable, key=lambda i: (-scores[i], cands.rank[i])):
             if len(chosen) >= (self.max_list if wants_list(query) else 1):
@@ -316,15 +377,71 @@ class ExtractiveAnswerer:
         return self.compose(query, [(cands.sentence[i], cands.item[i], float(cands.sims[i])) for i in chosen],
                             strength=strength)
 
+    def declines(self, cands: Candidates, scores: np.ndarray, items: list) -> bool:
+        """Whether memory holds nothing that answers the question.
+
+        A question about someone (it names one of the authors) is declined by the decline
+        model, trained on LoCoMo's questions about what the *other* person did (speaker
+        attribution is what tells them apart), or when ``max_missing`` of its terms are in
+        none of the items. A question about no one has no such evidence: measured on the
+        conversation suite, the model and the missing-terms guard declined answerable turns
+        about as often as unanswerable ones (eval/RESULTS.md), because people ask in other
+        words than they posted. So it is declined only when nothing found bears on it: none
+        of its content terms (less the words that say what kind of answer it wants: "how
+        much did it cost?" is answered by "£840") is in the items, and the first item's
+        probability of answering it is below ``unsure_below``."""
+        if not cands.people:
+            return (self.unsure_below is not None and self._content_missing(cands)
+                    and _score(items[0]) < self.unsure_below)
+        if self.decline_model is None and self.max_missing is None:
+            return False
+        q = self.query_features(cands, scores)
+        missing = (self.max_missing is not None and len(set(self._analyzer(cands.query))) <= QUESTION_TERMS
+                   and q[QUERY_FEATURES.index("miss")] >= self.max_missing)
+        return missing or (self.decline_model is not None and float(linear_score(
+            self.decline_model, _columns(q[None, :], self.decline_model, QUERY_FEATURES))[0])
+            > self.decline_model["threshold"])
+
+    def _content_missing(self, c: Candidates) -> bool:
+        """None of the question's content terms (not names, not answer-type words) is in
+        its items; an irregular verb counts in any of its forms ("drive" finds "drove")."""
+        name_terms = {t for n in c.known for t in self._analyzer(n)}
+        terms = set(self._analyzer(_base_forms(c.query))) - name_terms - _ANSWER_TYPE_TERMS
+        pool = {t for it in {id(i): i for i in c.item}.values()
+                for t in self._analyzer(_base_forms(it.get("text") or ""))}
+        return bool(terms) and not terms & pool
+
     def compose(self, query: str, quotes: list[tuple[str, dict, float]], strength=None, rival=None) -> Answer:
         """The answer text from (sentence, item, similarity) quotes, best first; a
         when-question leads with the date the first quote gives."""
-        lead = self.date_of(quotes[0][0], quotes[0][1]) if _WHEN.search(query) else None
-        lines = [self.attributed(self.span(query, sentence), item, first=n == 0, lead=lead if n == 0 else None)
+        lead = self.date_of(quotes[0][0], quotes[0][1], query) if _WHEN.search(query) else None
+        lines = [self.attributed(self.quote(query, sentence, item), item, first=n == 0, lead=lead if n == 0 else None)
                  for n, (sentence, item, _) in enumerate(quotes)]
         return Answer(" ".join(lines), quotes=[{"event_id": item.get("event_id"), "sentence": sentence, "score": sim}
                                                for sentence, item, sim in quotes],
                       date=lead[0] if lead else None, strength=strength, rival=rival)
+
+    def quote(self, query: str, sentence: str, item) -> str:
+        """What is quoted of a post: the chosen sentence and the sentences around it, while
+        they fit in ``max_words`` and are not questions (a chat line is usually quoted whole:
+        "Yeah she's fine. They've taken the car to Hendry's" answers where the car went only
+        with its second sentence), else the sentence cut to the clause that answers (``span``)."""
+        parts = sentences(item.get("text"))
+        if self.max_words is None or sentence not in parts or len(sentence.split()) > self.max_words:
+            return self.span(query, sentence)
+        lo = hi = parts.index(sentence)
+        size = len(sentence.split())
+        while True:
+            grown = False
+            for a, b in ((lo, hi + 1), (lo - 1, hi)):
+                if 0 <= a and b < len(parts):
+                    added = parts[b if b > hi else a]
+                    if size + len(added.split()) <= self.max_words and not added.rstrip().endswith("?"):
+                        lo, hi, size, grown = a, b, size + len(added.split()), True
+                        break
+            if not grown:
+                break
+        return " ".join(parts[lo: hi + 1])
 
     def span(self, query: str, sentence: str) -> str:
         """The sentence, or past ``max_words`` the clause holding most of the question's
@@ -517,17 +634,22 @@ class ExtractiveAnswerer:
         return self.compose(query, [(cands[i][2], cands[i][3], float(sims[i])) for i in chosen], strength=strongest,
                             rival=rival)
 
-    def date_of(self, sentence: str, item: dict) -> tuple[Span, str] | None:
+    def date_of(self, sentence: str, item: dict, query: str = "") -> tuple[Span, str] | None:
         """When a quoted sentence says something happened: a relative time in it (or in the
         rest of its post) resolved against the post's time, a date written in it, or else
-        the post's own day. Returns (span, how it was found)."""
+        the post's own day. Returns (span, how it was found). Of several times, the one
+        whose neighbouring words the question shares most ("when does he start?" and "Last
+        week at the Leeds office, start the London job on the 30th": the 30th)."""
         posted = _as_datetime(item.get("created_at"))
         if posted is not None:
+            terms = set(self._analyzer(query))
             for text in (sentence, item.get("text") or ""):
                 found = resolve(text, posted)
                 if found:
-                    return found[0].span, f"“{found[0].phrase}”"
-        written = read_span(sentence)
+                    best = max(found, key=lambda m: (len(terms & set(self._analyzer(_around(text, m.start))))
+                                                     , -m.start))
+                    return best.span, f"“{best.phrase}”"
+        written = read_span(sentence, ref=posted)
         if written is not None:
             return written, "as written"
         if posted is not None:
@@ -560,8 +682,31 @@ class ExtractiveAnswerer:
         return f"{DECLINE}: nothing in these floors answers it closely enough."
 
 
+def _window_text(reading) -> str | None:
+    """How the answer names a question's time window ("May 2026"), where it has one."""
+    days = getattr(reading, "days", None)
+    if days is None:
+        return None
+    window = getattr(reading, "window", None)
+    if window is not None:
+        return window.span.text
+    start, end = days
+    return day_text(start) if start == end else f"{day_text(start)} to {day_text(end)}"
+
+
 def _says_when(sentence: str) -> bool:
     return bool(resolve(sentence, datetime(2000, 1, 1))) or read_span(sentence) is not None
+
+
+def _columns(x: np.ndarray, model: dict, names: list[str]) -> np.ndarray:
+    """The columns of ``x`` (one per name in ``names``) that the model reads, in its order."""
+    return x[:, [names.index(f) for f in model["features"]]]
+
+
+def _score(item) -> float:
+    """An item's score where it is a probability (0 to 1), else 0."""
+    value = item.get("score")
+    return float(value) if isinstance(value, (int, float)) and 0.0 <= value <= 1.0 else 0.0
 
 
 def _speaker(item: dict) -> str | None:
@@ -612,9 +757,10 @@ class LLMAnswerer:
         return [{"role": "system", "content": system},
                 {"role": "user", "content": "Posts:\n" + "\n".join(lines) + f"\n\nQuestion: {query}"}]
 
-    def write(self, query: str, items: list[dict], summary: bool = True, authors=None) -> Answer:
-        if not items or not summary:
-            return self.extractive.write(query, items, summary, authors)
+    def write(self, query: str, items: list[dict], summary: bool = True, authors=None, reading=None,
+              listing: bool = False) -> Answer:
+        if not items or not summary or listing or getattr(reading, "kind", None) == "unresolved":
+            return self.extractive.write(query, items, summary, authors, reading, listing)
         body = json.dumps({"model": self.model, "messages": self.messages(query, items),
                            "temperature": self.temperature}).encode()
         headers = {"Content-Type": "application/json"}
@@ -630,7 +776,7 @@ class LLMAnswerer:
                 raise ValueError("empty answer")
         except (OSError, urllib.error.URLError, ValueError, KeyError, IndexError, TypeError) as exc:
             log.warning("LLM answer writer failed (%s: %s); using the extractive writer", type(exc).__name__, exc)
-            return self.extractive.write(query, items, summary, authors)
+            return self.extractive.write(query, items, summary, authors, reading, listing)
         declined = DECLINE.lower() in text.lower()
         shown = items[: self.max_items]
         cited = dict.fromkeys(int(n) for n in re.findall(r"\[(\d+)\]", text) if 1 <= int(n) <= len(shown))

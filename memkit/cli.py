@@ -29,8 +29,16 @@ PROJECT = Path(__file__).resolve().parents[1]
 DEMO = PROJECT / "datasets" / "demo"
 
 
+CONVERSATIONS = PROJECT / "datasets" / "conversations"
+
+
 def found_datasets() -> list[tuple[Path, list[str]]]:
-    """(path, query fields to ask) for every dataset under the data root; else the demo."""
+    """(path, query fields to ask) for every dataset under the data root (else the demo),
+    and the project's own conversation suites (datasets/conversations)."""
+    return _shared_datasets() + [(p.parent, ["text"]) for p in sorted(CONVERSATIONS.glob("*/events.jsonl"))]
+
+
+def _shared_datasets() -> list[tuple[Path, list[str]]]:
     root = data_root()
     found = []
     if root.is_dir():
@@ -98,6 +106,8 @@ def eval_dataset(path: Path, configs: list[dict], fields: list[str], args) -> li
         report += "\nRecall by category:\n\n" + "\n".join(lines) + "\n"
     if any(r.answer_summary for r in results):
         report += "\n" + answer_table(results)
+    if any(r.turn_summary for r in results):
+        report += "\n" + turn_table(results)
     print(report, flush=True)
     (out / "report.md").write_text(f"# {ds.name}\n\n" + report)
     plots = [recall_curve(results, ds, out / "recall_at_k.png"), category_bars(results, out / "categories.png")]
@@ -140,6 +150,20 @@ def answer_table(results) -> str:
             lines.append(f"| {r.name} | {label} | {cell(values, 'evidence_quoted')} | {cell(values, 'declined')} | "
                          f"{cell(values, 'words', '.0f')} | {cell(values, 'date_ok')} | {cell(values, 'f1')} | "
                          f"{cell(values, 'gold_recall')} | {values.get('declined_n', '')} |")
+    return "\n".join(lines) + "\n"
+
+
+def turn_table(results) -> str:
+    """Conversation checks per behaviour (memkit.evaluation.conversations): the share of
+    turns whose first post is relevant, with a relevant post in the top 5, whose answer is
+    right; false declines and false answers; ``checks`` = post first and answer right."""
+    cols = ["checks", "post_first", "post_top5", "answer_right", "false_decline", "false_answer"]
+    lines = ["Conversation checks (per turn; n in brackets):\n", "| config | group | " + " | ".join(cols) + " |",
+             "|---|---|" + "---:|" * len(cols)]
+    for r in results:
+        for group, values in r.turn_summary.items():
+            cells = [f"{values[c]:.3f} ({values[c + '_n']})" if c in values else "" for c in cols]
+            lines.append(f"| {r.name} | {group.replace('category:', '')} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 

@@ -6,31 +6,49 @@ name = "hybrid"
 [retriever]          # memkit.retrievers.build(...)
 type = "hybrid"
 ...
-[contextualizer]     # how follow-ups use earlier turns (default: none)
-type = "none"
+[contextualizer]     # how follow-ups use earlier turns (memkit.conversation; default: none)
+type = "topic"
 [answer]             # how the answer is written (memkit.answer; default: extractive)
 type = "extractive"
 [representation]     # context fields for doc templates (memkit.representation; default: none)
 before = 1
 after = 1
-[relevance]          # when a query counts as having found nothing (default: no gate)
+[relevance]          # when a query counts as having found nothing, and what is cut (default: no gate)
+min_probability = 0.02
 min_similarity = 0.25
+[calibration]        # scores to probabilities (memkit.calibration; the learned ranker's own by default)
+a = 1.0
+b = 0.0
 [encoder]            # the model of every dense part, and how it learns (memkit.training; default: minilm)
 model = "minilm"
 [encoder.adapt]      # e.g. adapt to the events given to ``fit``
 epochs = 1
 ```
 
-``search`` answers independent queries in a batch (what eval does for most datasets);
-``query`` answers one query of one user, contextualised by that user's earlier turns,
-answered, and recorded into their history.
+``ask(QueryRequest)`` answers one question of one user and returns a ``QueryResult``; it
+stores nothing. The request carries everything (the question, the user's earlier turns,
+floors, filters, the time of asking); the result carries the items (with probabilities),
+the answer (with the posts it quotes and whether it declined), what the conversation and
+the question's time words added (``carried``) and the ``Turn`` the caller keeps for the
+next question. The steps, in order:
 
-Relevance: a ranking counts as having found something when any item matched a query term
-(sparse scores are positive only where a term matches) or, for items found only by
-meaning, when the best cosine similarity reaches ``min_similarity``. Otherwise ``query``
-returns no items and the answerer's fallback. Without ``min_similarity`` only an empty
-ranking counts as nothing found. The gate keeps or drops the whole ranking,
-so a query that finds something gets exactly the ranking ``memkit eval`` scores.
+1. **Read** the question (memkit.conversation): its time window (memkit.timeref), whether
+   it follows up the current topic, starts a new one or refers to nothing.
+2. **Search** each variant (as asked; with the topic carried) and fuse them: probabilities
+   by their weighted mean, other scores by min-max. A question naming a time window keeps
+   the posts of those days (posted then, or saying something happened then); one naming
+   only a window lists its posts.
+3. **Gate**: nothing was found when the best probability is below ``min_probability``, or
+   when no item matched a query term and the best cosine is below ``min_similarity`` (a
+   post whose cosine reaches ``sure_similarity`` is found whatever its probability); then
+   no items and the answerer's fallback. The gate keeps or drops the whole ranking, so a
+   query that finds something gets exactly the ranking ``memkit eval`` scores.
+4. **Cut** items below ``min_score`` (the request's, else the config's), then the top ``k``.
+5. **Answer** from the items (memkit.answer).
+
+``query`` is ``ask`` with the history kept in memory (notebooks, the eval harness);
+``search`` answers independent queries in a batch (what eval does for most datasets),
+asking those that name a time window one by one as ``ask`` does.
 
 Encoder: with an ``[encoder]`` section, ``fit`` first resolves the model (training what
 the cache does not hold yet, see memkit.training.EncoderStage) and gives it to every dense
@@ -41,16 +59,27 @@ keeps it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from dataclasses import dataclass, field
+from datetime import date, datetime, time, timedelta, timezone
 from pathlib import Path
+from typing import Sequence
 
 import polars as pl
 
 from memkit.answer import Answer, build_answerer
+from memkit.calibration import Calibration
 from memkit.config import CONFIG_DIR, load_config
-from memkit.conversation import ConversationStore, Turn, build_contextualizer
+from memkit.conversation import (
+    ConversationStore,
+    Reading,
+    Turn,
+    asks_what_happened,
+    build_contextualizer,
+    confirms_topic,
+    content_words,
+)
 from memkit.errors import ValidationError
+from memkit.items import Item, ItemSource, Posts
 from memkit.representation import Representation
 from memkit.retrievers import (
     DenseRetriever,
@@ -62,28 +91,71 @@ from memkit.retrievers import (
     build,
     convex,
 )
+from memkit.retrievers.base import normalize_queries, query_filters
+from memkit.tables import RUN_SCHEMA
+from memkit.timeref import dates_in, question_window
 from memkit.training import EncoderStage
 
 DEFAULT_CONFIG = CONFIG_DIR / "default.toml"
+WINDOW_DEPTH = 200  # posts of a time window a question that names only the window can list
+
+
+@dataclass
+class QueryRequest:
+    """One question of one user, with everything the pipeline needs to answer it."""
+
+    query: str
+    user_id: str | None = None
+    floor_ids: Sequence[str] | None = None
+    filters: Filters | None = None
+    now: datetime | None = None  # the time of asking ("last May" is read from it); None: only dated windows
+    history: list[Turn] = field(default_factory=list)  # the user's earlier turns, oldest first
+    k: int | None = None
+    min_score: float | None = None  # items below this score are not returned (None: the config's)
+    summary: bool = True
+    authors: Sequence[str] | None = None  # the people who post in these floors (None: every author known)
+    query_id: str = "q"
+
+
+@dataclass
+class Carried:
+    """What the conversation and the question's time words added to the search."""
+
+    kind: str = "alone"  # alone, new, follow-up, return (memkit.conversation)
+    topic: int = 0
+    words: list[str] = field(default_factory=list)
+    posts: list[str] = field(default_factory=list)
+    window: dict | None = None  # {"from", "to", "text", "source": "question" | "previous turn"}
+
+    def as_dict(self) -> dict:
+        return {"kind": self.kind, "topic": self.topic, "words": self.words, "posts": self.posts,
+                "window": self.window}
 
 
 @dataclass
 class QueryResult:
     query: str
     effective_query: str
-    run: pl.DataFrame  # query_id, event_id, score, rank, match_type (empty when nothing relevant)
+    run: pl.DataFrame  # query_id, event_id, score, rank, match_type: the ranking before the cut-off
     relevant: bool = True
-    items: list[dict] | None = None  # the run's events as ``lookup`` described them
-    answer: str | None = None
+    items: list[Item] = field(default_factory=list)  # what is returned: the top k above the cut-off
     written: Answer | None = None  # the answer with what it quotes, its date, whether it declined
+    carried: Carried = field(default_factory=Carried)
+    turn: Turn | None = None  # what the conversation keeps of this question
     history: int = 0  # earlier turns of this user's conversation the contextualizer saw
+
+    @property
+    def answer(self) -> str | None:
+        return self.written.text if self.written is not None else None
 
 
 class Pipeline:
     def __init__(self, retriever: Retriever, contextualizer=None, k: int = 10, name: str = "pipeline",
                  config: dict | None = None, conversations: ConversationStore | None = None, answerer=None,
                  min_similarity: float | None = None, representation: Representation | None = None,
-                 encoder: EncoderStage | None = None):
+                 encoder: EncoderStage | None = None, calibration: Calibration | None = None,
+                 min_probability: float | None = None, min_score: float | None = None,
+                 posts: ItemSource | None = None, time_windows: bool = True, sure_similarity: float | None = None):
         self.retriever = retriever
         self.encoder_stage = encoder
         self.encoder_fixed = False  # use_encoder() was called: fit keeps the model
@@ -93,7 +165,15 @@ class Pipeline:
         if dense is not None and hasattr(self.answerer, "bind"):
             self.answerer.bind(dense._enc)  # sentence vectors from the same (cached) encoder
         self.min_similarity = min_similarity
+        if calibration is None and isinstance(retriever, LearnedRetriever) and retriever.model is not None:
+            calibration = Calibration()  # the ranker's own logistic output
+        self.calibration = calibration
+        self.min_probability = min_probability  # nothing found when no item reaches it (calibrated pipelines)
+        self.sure_similarity = sure_similarity  # found whatever the probability when a post's cosine reaches it
+        self.min_score = min_score  # items below it are not returned
         self.representation = representation
+        self.time_windows = time_windows
+        self.posts: ItemSource = posts if posts is not None else Posts()
         self.k = k
         self.name = name
         self.config = config or {}
@@ -102,39 +182,53 @@ class Pipeline:
             idle_expiry=timedelta(minutes=idle) if idle else timedelta(minutes=30))
 
     @classmethod
-    def from_config(cls, config: str | Path | dict | None = None) -> "Pipeline":
-        """From a TOML path, an already-loaded config dict, or the project default."""
+    def from_config(cls, config: str | Path | dict | None = None, posts: ItemSource | None = None) -> "Pipeline":
+        """From a TOML path, an already-loaded config dict, or the project default.
+        ``posts``: where items are read (default: kept in memory from what is indexed)."""
         if config is None:
             config = DEFAULT_CONFIG
         if not isinstance(config, dict):
             config = load_config(config)
-        unknown = set(config) - {"name", "description", "retriever", "contextualizer", "answer", "relevance", "representation", "k",
-                                 "eval", "encoder"}
+        unknown = set(config) - {"name", "description", "retriever", "contextualizer", "answer", "relevance",
+                                 "representation", "k", "eval", "encoder", "calibration", "time_windows"}
         if unknown:
             raise ValidationError(sorted(unknown)[0], "unknown configuration section")
         relevance = dict(config.get("relevance", {}))
-        min_similarity = relevance.pop("min_similarity", None)
+        bounds = {}
+        for key, lo in (("min_similarity", -1), ("min_probability", 0), ("min_score", 0), ("sure_similarity", -1)):
+            value = relevance.pop(key, None)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                      or not lo <= value <= 1):
+                raise ValidationError(f"relevance.{key}", f"expected a number in [{lo}, 1], got {value!r}")
+            bounds[key] = None if value is None else float(value)
         if relevance:
-            raise ValidationError(f"relevance.{sorted(relevance)[0]}", "unknown setting (expected min_similarity)")
-        if min_similarity is not None and (isinstance(min_similarity, bool) or not isinstance(min_similarity, (int, float))
-                                           or not -1 <= min_similarity <= 1):
-            raise ValidationError("relevance.min_similarity", f"expected a number in [-1, 1], got {min_similarity!r}")
+            raise ValidationError(f"relevance.{sorted(relevance)[0]}",
+                                  "unknown setting (expected min_similarity, min_probability, min_score, sure_similarity)")
+        windows = config.get("time_windows", True)
+        if not isinstance(windows, bool):
+            raise ValidationError("time_windows", f"expected true or false, got {windows!r}")
         return cls(
             retriever=build(config["retriever"]),
             contextualizer=build_contextualizer(config.get("contextualizer")),
             answerer=build_answerer(config.get("answer")),
-            min_similarity=None if min_similarity is None else float(min_similarity),
             representation=_representation(config.get("representation")),
             encoder=EncoderStage.from_config(config.get("encoder")),
+            calibration=Calibration.from_config(config.get("calibration")),
             k=config.get("k", 10),
             name=config.get("name", "pipeline"),
             config=config,
+            posts=posts,
+            time_windows=windows,
+            **bounds,
         )
 
     def params(self) -> dict:
         return {"name": self.name, "k": self.k, "retriever": self.retriever.params(),
                 "contextualizer": self.contextualizer.params(), "answer": self.answerer.params(),
-                "relevance": {"min_similarity": self.min_similarity},
+                "relevance": {"min_similarity": self.min_similarity, "min_probability": self.min_probability,
+                              "min_score": self.min_score, "sure_similarity": self.sure_similarity},
+                "calibration": self.calibration.params() if self.calibration else None,
+                "time_windows": self.time_windows,
                 "representation": self.representation.params() if self.representation else None,
                 **({"encoder": self.encoder_stage.params()} if self.encoder_stage else {})}
 
@@ -163,6 +257,9 @@ class Pipeline:
         if self.encoder_stage is not None and not self.encoder_fixed:
             self.use_encoder(self.encoder_stage.resolve(events, hold_out), fixed=False)
         self.retriever.fit(self.documents(events))
+        if isinstance(self.posts, Posts):
+            self.posts = Posts()
+            self.posts.add(events)
         return self
 
     def documents(self, events: pl.DataFrame) -> pl.DataFrame:
@@ -174,6 +271,8 @@ class Pipeline:
         """Index more events (an event indexed before is replaced). ``only``: event ids;
         the others given serve as context only, e.g. the rest of a session."""
         self.retriever.add(_only(self.documents(events), only))
+        if isinstance(self.posts, Posts):
+            self.posts.add(_only(events, only))
         return self
 
     def precompute(self, events: pl.DataFrame, only=None) -> None:
@@ -184,55 +283,240 @@ class Pipeline:
             self.answerer.encode_sentences(_only(events, only))
 
     def remove(self, event_ids) -> "Pipeline":
+        event_ids = list(event_ids)
         self.retriever.remove(event_ids)
+        if isinstance(self.posts, Posts):
+            self.posts.remove(event_ids)
         return self
 
     # -- asking -------------------------------------------------------------------------
     def search(self, queries, k: int | None = None, filters=None) -> pl.DataFrame:
-        """Independent queries (no context), in one batch."""
-        return self.retriever.search(queries, k or self.k, filters)
-
-    def query(self, text: str, user_id: str | None = None, floor_ids=None, filters: Filters | dict | None = None,
-              k: int | None = None, now: datetime | None = None, query_id: str = "q", lookup=None,
-              summary: bool = True, authors=None) -> QueryResult:
-        """One query of one user: contextualised by their history, searched, checked for
-        relevance, answered (when ``lookup``, a function from event ids to item dicts, is
-        given; ``authors``: the names the answer writer may take the question to be about,
-        default every author it has seen) and recorded in the user's history."""
-        history = self.conversations.history(user_id, now)
-        effective = self.contextualizer.contextualize(text, history)
-        f = Filters.from_dict(filters) if isinstance(filters, dict) or filters is None else filters
-        if floor_ids is not None:
-            f = f.with_floors(floor_ids)
-        variants = (self.contextualizer.variants(text, history) if hasattr(self.contextualizer, "variants")
-                    else [(effective, 1.0)])
+        """Independent queries (no context), in one batch; scores are probabilities where
+        the pipeline has a calibration. A query naming a time window ("What setback did
+        Melanie face in October 2023?", or "last May" with a ``time`` of asking) is asked
+        on its own, as ``ask`` asks it, so eval scores what the service serves."""
+        given = queries if isinstance(queries, pl.DataFrame) else None
+        frame = normalize_queries(queries)
         k = k or self.k
-        depth = k if len(variants) == 1 else max(k, 100)  # fused variants: fuse deeper lists, then cut
-        runs = [self.retriever.search(pl.DataFrame({"query_id": [query_id], "text": [v]}), depth, f) for v, _ in variants]
-        run = runs[0] if len(runs) == 1 else convex(runs, [w for _, w in variants], top=k)
-        relevant = self.relevant(run, effective)
+        times = given["time"].to_list() if given is not None and "time" in given.columns else [None] * frame.height
+        dated = [self.time_windows and question_window(t, now) is not None for t, now in zip(frame["text"], times)]
+        per = query_filters(frame, filters)
+        runs = []
+        if not all(dated):
+            rest = [f for f, d in zip(per, dated) if not d]
+            runs.append(self._calibrated(self.retriever.search(frame.filter(~pl.Series(dated)), k, rest)))
+        for row, f, now, d in zip(frame.iter_rows(named=True), per, times, dated):
+            if d:
+                res = self.ask(QueryRequest(row["text"], filters=f, now=now, k=k, min_score=0.0, summary=False,
+                                            query_id=row["query_id"]))
+                runs.append(res.run.head(k))
+        return pl.concat(runs) if runs else pl.DataFrame(schema=RUN_SCHEMA)
+
+    def ask(self, req: QueryRequest) -> QueryResult:
+        """One question: read against the user's earlier turns (``req.history``) and its
+        time words, searched, scored, checked for relevance, cut, answered. Nothing is
+        stored: the result's ``turn`` is what the caller keeps for the next question."""
+        window = question_window(req.query, req.now) if self.time_windows else None
+        authors = list(req.authors) if req.authors is not None else None
+        reading = self.contextualizer.read(req.query, req.history, window, names=authors or ())
+        f = req.filters if req.filters is not None else Filters()
+        if req.floor_ids is not None:
+            f = f.with_floors(req.floor_ids)
+        k = req.k or self.k
+        # A question that names only a time window ("What happened last May?", or "What
+        # happened?" with a time filter) asks for the posts of those days.
+        filtered = f.time_from is not None or f.time_to is not None
+        window_only = (reading.window is not None or filtered) and not _subject_words(reading, authors)
+        best = None  # the best score any reading of the question found
+        if reading.kind == "unresolved":
+            run = pl.DataFrame(schema=RUN_SCHEMA)
+        elif window_only:
+            run = self._window_posts(reading, f, req.query_id)
+        else:
+            run, reading, best = self._retrieve(reading, f, k, req.query_id, req.history)
+            if reading.days is not None:  # nothing of those days: the closest posts of any day
+                # (people misremember dates; the answer gives each post's own date)
+                windowed = self._in_window(run, reading)
+                run = windowed if windowed.height else run
+        # "What was the band up to in April?": the posts of those days are the answer.
+        listing = window_only or (reading.window is not None and asks_what_happened(req.query))
+        relevant = listing and run.height > 0 or self.relevant(run, reading.effective_query, best)
         if not relevant:
             run = run.clear()
-        items = lookup(run["event_id"].to_list()) if lookup is not None else None
-        written = self.answerer.write(text, items, summary, authors) if items is not None else None
-        answer = written.text if written is not None else None
-        turn = Turn(query=text, effective_query=effective, event_ids=run["event_id"].to_list(), answer=answer)
-        if now is not None:
-            turn.time = now
-        self.conversations.record(user_id, turn)
-        return QueryResult(query=text, effective_query=effective, run=run, relevant=relevant, items=items, answer=answer,
-                           written=written, history=len(history))
+        floor = req.min_score if req.min_score is not None else self.min_score
+        shown = run.head(k) if floor is None or window_only else run.filter(pl.col("score") >= floor).head(k)
+        scores = dict(zip(shown["event_id"].to_list(), zip(shown["score"].to_list(), shown["match_type"].to_list())))
+        items = [it.scored(*scores[it.event_id]) for it in self.posts.items(shown["event_id"].to_list())]
+        written = self.answerer.write(req.query, items, req.summary, authors, reading=reading, listing=listing)
+        sentences = [q["sentence"] for q in written.quotes if q.get("sentence")]
+        answer_words = [w for w in content_words(" ".join(sentences)) if w not in set(reading.own_words)]
+        turn = Turn(query=req.query, effective_query=reading.effective_query, event_ids=[i.event_id for i in items],
+                    answer=written.text, quoted=written.quoted, words=reading.own_words, answer_words=answer_words,
+                    window=reading.days, topic=reading.topic, time=req.now or datetime.now(timezone.utc))
+        return QueryResult(query=req.query, effective_query=reading.effective_query, run=run, relevant=relevant,
+                           items=items, written=written, carried=_carried(reading), turn=turn,
+                           history=len(req.history))
 
-    def relevant(self, run: pl.DataFrame, query: str) -> bool:
-        """Whether a ranking found anything relevant (see the module's docstring)."""
+    def query(self, text: str, user_id: str | None = None, floor_ids=None, filters: Filters | dict | None = None,
+              k: int | None = None, now: datetime | None = None, query_id: str = "q", summary: bool = True,
+              authors=None, min_score: float | None = None) -> QueryResult:
+        """``ask`` with the user's history kept in ``self.conversations`` (in memory), for
+        notebooks and the eval harness; the service keeps its own (server/search/conversations.py)."""
+        history = self.conversations.history(user_id, now)
+        f = Filters.from_dict(filters) if isinstance(filters, dict) or filters is None else filters
+        result = self.ask(QueryRequest(text, user_id=user_id, floor_ids=floor_ids, filters=f, now=now,
+                                       history=history, k=k, min_score=min_score, summary=summary,
+                                       authors=authors, query_id=query_id))
+        self.conversations.record(user_id, result.turn)
+        return result
+
+    # -- the steps of a question ---------------------------------------------------------
+    def _calibrated(self, run: pl.DataFrame) -> pl.DataFrame:
+        if self.calibration is None or run.height == 0:
+            return run
+        return run.with_columns(pl.Series("score", self.calibration(run["score"].to_numpy()), pl.Float64))
+
+    def _search(self, text: str, k: int, f: Filters, query_id: str, days=None) -> pl.DataFrame:
+        """One text's ranking; with ``days``, the posts of those days the search did not
+        reach are searched for again under a time filter and added (the same text scores a
+        post the same in both searches)."""
+        frame = pl.DataFrame({"query_id": [query_id], "text": [text]})
+        run = self._calibrated(self.retriever.search(frame, k, f))
+        if days is not None:
+            dated = Filters(f.floor_ids, *_day_bounds(*days, f), f.types, f.tags)
+            if dated.time_from is not None and dated.time_to is not None and dated.time_from <= dated.time_to:
+                more = self._calibrated(self.retriever.search(frame, k, dated))
+                run = (pl.concat([run, more]).unique("event_id", keep="first", maintain_order=True)
+                       .sort(["score", "event_id"], descending=[True, False]))
+        return run
+
+    def _retrieve(self, reading: Reading, f: Filters, k: int, query_id: str,
+                  history: list[Turn]) -> tuple[pl.DataFrame, Reading, float | None]:
+        """The ranking of a question's variants, fused: probabilities by their weighted
+        mean, other scores by min-max (the first version); and the best score any variant
+        found (what the gate reads: a follow-up's fused probabilities are diluted by the
+        reading that did not find it). A follow-up naming something its topic never had is
+        taken as a new topic when no post found for it ties it to the topic
+        (memkit.conversation.confirms_topic)."""
+        depth = k if len(reading.variants) == 1 else max(k, 100)  # fused variants: fuse deeper lists, then cut
+        depth = max(depth, WINDOW_DEPTH) if reading.days is not None else depth
+        runs = [self._search(text, depth, f, query_id, reading.days) for text, _ in reading.variants]
+        if len(runs) > 1 and reading.new_subject:
+            first = self.posts.items(runs[0]["event_id"].head(1).to_list())
+            sure = float(runs[0]["score"].max()) if runs[0].height and self.calibration is not None else None
+            if not confirms_topic(reading, first[0].text if first else "", sure):
+                reading = self.contextualizer.new_topic(reading, history)
+                runs = runs[:1]
+        best = max((float(r["score"].max()) for r in runs if r.height), default=None)
+        if len(runs) == 1:
+            return runs[0], reading, best
+        norm = "none" if self.calibration is not None else "minmax"
+        fused = convex(runs, [w for _, w in reading.variants], norm=norm, top=depth)
+        repeat = getattr(self.contextualizer, "repeat_weight", 1.0)
+        if reading.own_words and reading.posts and repeat != 1.0:  # it asks something new of the topic
+            fused = (fused.with_columns(pl.when(pl.col("event_id").is_in(reading.posts)).then(pl.col("score") * repeat)
+                                        .otherwise(pl.col("score")).alias("score"))
+                     .sort(["score", "event_id"], descending=[True, False])
+                     .with_columns(pl.int_range(1, pl.len() + 1, dtype=pl.Int64).alias("rank")))
+        return fused, reading, best
+
+    def _in_window(self, run: pl.DataFrame, reading: Reading) -> pl.DataFrame:
+        """Only posts of the question's days: posted then, or saying something happened
+        then ("on 10 February", "last night")."""
+        start, end = reading.days
+        keep = [it.event_id for it in self.posts.items(run["event_id"].to_list()) if _in_days(it, start, end)]
+        run = run.filter(pl.col("event_id").is_in(keep))
+        return run.with_columns(pl.int_range(1, pl.len() + 1, dtype=pl.Int64).alias("rank"))
+
+    def _window_posts(self, reading: Reading, f: Filters, query_id: str) -> pl.DataFrame:
+        """A question that names only a time window (and perhaps who): the posts of those
+        days (of the request's time filter, when the question names none), by those people,
+        the most telling first (most distinct content words, then time). Each is what was
+        asked for: score 1."""
+        time_from, time_to = _day_bounds(*reading.days, f) if reading.days else (f.time_from, f.time_to)
+        if time_from is not None and time_to is not None and time_from > time_to:
+            return pl.DataFrame(schema=RUN_SCHEMA)
+        dated = Filters(f.floor_ids, time_from, time_to, f.types, f.tags)
+        found = self.retriever.search(pl.DataFrame({"query_id": [query_id], "text": [reading.query]}), WINDOW_DEPTH,
+                                      dated)
+        items = self.posts.items(found["event_id"].to_list())
+        who = _named_speakers(reading.query, items)
+        if who:
+            items = [it for it in items if it.speaker in who]
+        items.sort(key=lambda it: (-len(content_words(it.text)), it.created_at.timestamp() if it.created_at else 0.0,
+                                   it.event_id))
+        n = len(items)
+        return pl.DataFrame({"query_id": [query_id] * n, "event_id": [it.event_id for it in items],
+                             "score": [1.0] * n, "rank": list(range(1, n + 1)), "match_type": ["time"] * n},
+                            schema=RUN_SCHEMA)
+
+    def relevant(self, run: pl.DataFrame, query: str, best: float | None = None) -> bool:
+        """Whether a ranking found anything relevant: with calibrated scores, the best
+        (``best``: of any reading of the question, default the run's) reaches
+        ``min_probability``, and (both gates apply when both are set) see the module's
+        docstring for ``min_similarity``. The probability is relative to what the floors
+        hold (the ranker's features are scaled per question), so on a floor of a handful of
+        unrelated posts the best may still look likely: the similarity gate catches that.
+        The other way round, twenty near-copies of one post share the probability of being
+        *the* answer, so each looks unlikely: a post whose cosine with the question reaches
+        ``sure_similarity`` counts as found whatever its probability."""
         if run.height == 0:
             return False
+        best = float(run["score"].max()) if best is None else best
+        if self.calibration is not None and self.min_probability is not None and best < self.min_probability:
+            dense = _dense_part(self.retriever) if self.sure_similarity is not None else None
+            return dense is not None and float(
+                dense.similarity(query, run["event_id"].head(100).to_list()).max()) >= self.sure_similarity
         if self.min_similarity is None or (run["match_type"] != "semantic").any():
             return True
         dense = _dense_part(self.retriever)
         if dense is None:
             return True
         return float(dense.similarity(query, run["event_id"].to_list()).max()) >= self.min_similarity
+
+
+def _day_bounds(start: date, end: date, f: Filters) -> tuple[datetime | None, datetime | None]:
+    """The window's days as UTC times, narrowed by the request's own time filter."""
+    lo = datetime.combine(start, time.min, timezone.utc)
+    hi = datetime.combine(end, time.max, timezone.utc)
+    if f.time_from is not None:
+        lo = max(lo, f.time_from)
+    if f.time_to is not None:
+        hi = min(hi, f.time_to)
+    return lo, hi
+
+
+def _in_days(item: Item, start: date, end: date) -> bool:
+    if item.created_at is not None and start <= item.created_at.date() <= end:
+        return True
+    return any(s.start <= end and start <= s.end and s.days <= (end - start).days + 1
+               for s in dates_in(item.text, item.created_at))
+
+
+def _named_speakers(query: str, items: list[Item]) -> set[str]:
+    words = {w.lower() for w in query.replace("'s", " ").split()}
+    return {it.speaker for it in items if it.speaker and it.speaker.split()[0].lower().strip("?,.!") in words}
+
+
+def _subject_words(reading: Reading, authors) -> list[str]:
+    """The question's content words that are not people's names (what it is about);
+    without a list of authors every capitalised word counts as a name."""
+    names = {p.lower() for n in (authors or ()) for p in n.split()}
+    return [w for w in reading.own_words if w.lower().removesuffix("'s") not in names
+            and not (w[:1].isupper() and authors is None)]
+
+
+def _carried(reading: Reading) -> Carried:
+    window = None
+    if reading.window is not None:
+        span = reading.window.span
+        window = {"from": span.start.isoformat(), "to": span.end.isoformat(), "text": span.text,
+                  "source": "question", "phrase": reading.window.phrase}
+    elif reading.carried_window is not None:
+        start, end = reading.carried_window
+        window = {"from": start.isoformat(), "to": end.isoformat(), "text": None, "source": "previous turn"}
+    return Carried(kind=reading.kind, topic=reading.topic, words=list(reading.words), posts=list(reading.posts),
+                   window=window)
 
 
 def _only(frame: pl.DataFrame, event_ids) -> pl.DataFrame:

@@ -95,6 +95,9 @@ Time = Annotated[datetime, BeforeValidator(_time),
 Tags = Annotated[list[Annotated[str, StringConstraints(min_length=1, max_length=50)]],
                  Field(max_length=MAX_TAGS), AfterValidator(_unique)]
 BlockTypeName = Literal["feed", "blog", "forum", "quiz"]
+# What filters.types takes: the block types, and "post" (the interface's example value): the
+# posts of feed blocks, the same as "feed".
+FilterTypeName = Literal["feed", "blog", "forum", "quiz", "post"]
 Flag = Literal["0", "1"]
 FilterTags = Annotated[list[NonBlank], Field(max_length=50), AfterValidator(_unique)]
 IsoTime = Annotated[str, Field(json_schema_extra={"format": "date-time"})]
@@ -296,7 +299,7 @@ class RecentEvents(BaseModel):
 class QueryFilters(Request):
     time_from: Time | None = Field(None, description="inclusive, on the event's own time; no zone means UTC")
     time_to: Time | None = Field(None, description="inclusive")
-    types: list[BlockTypeName] | None = Field(None, description="block type names")
+    types: list[FilterTypeName] | None = Field(None, description='block type names; "post" is the same as "feed"')
     tags: FilterTags | None = Field(None, description="an event matches if it has any of them")
 
     @model_validator(mode="after")
@@ -312,11 +315,14 @@ class QueryRequest(Request):
     floor_ids: Annotated[list[NonBlank], Field(min_length=1, max_length=MAX_FLOORS), AfterValidator(_unique)]
     filters: QueryFilters = Field(default_factory=QueryFilters, description="must be an object")
     k: int = Field(DEFAULT_K, ge=1, le=MAX_K)
+    min_score: float | None = Field(None, ge=0, le=1, description="items scoring below this probability of "
+                                    "relevance are not returned; default: the served config's [relevance] "
+                                    "min_score")
     include_metadata: Flag = "0"
     summary_needed: Flag = Field("0", description='"1": a written answer; "0": a one-line account')
     app_id: NonBlank | None = Field(None, description="the calling application; a registered one (else invalid_app), "
                                                       "the caller's own with application credentials")
-    filter_types: list[BlockTypeName] | None = Field(None, description="alias of filters.types (not both)")
+    filter_types: list[FilterTypeName] | None = Field(None, description="alias of filters.types (not both)")
     filter_tags: FilterTags | None = Field(None, description="alias of filters.tags (not both)")
 
     @model_validator(mode="after")
@@ -533,9 +539,30 @@ class QueryItem(Response):
     from_floor_uid: str = Field(description="the floor the event was first posted in (its own unless a re-post)")
     user_id: str
     text: str
-    score: float
-    match_type: Literal["keyword", "semantic", "hybrid"]
+    score: float = Field(description="the probability (0 to 1, calibrated on held-out questions) that the item "
+                                     "answers the question; the same meaning on every turn")
+    match_type: Literal["keyword", "semantic", "hybrid", "time"] = Field(
+        description='"time": the question named only a time window and the item is in it')
     metadata: ItemMetadata | None = Field(None, description='only when include_metadata is "1"')
+
+
+class CarriedWindow(Response):
+    from_: str = Field(alias="from", description="the first day (ISO 8601 date)")
+    to: str = Field(description="the last day (ISO 8601 date)")
+    text: str | None = Field(description='how the window reads ("May 2026"); null when carried')
+    source: Literal["question", "previous turn"]
+    phrase: str | None = Field(None, description="the question's words that named it")
+
+
+class Carried(Response):
+    kind: Literal["alone", "new", "follow-up", "return", "unresolved"] = Field(
+        description="how the question was read: on its own (no earlier turns, or naming its own subject), starting "
+                    "a new topic, following up the current topic, returning to an earlier one, or a bare follow-up "
+                    "of a new user that refers to nothing asked before")
+    topic: int = Field(description="which topic of this user's conversation it belongs to (0, 1, ...)")
+    words: list[str] = Field(description="words carried from earlier turns into the search")
+    posts: list[str] = Field(description="the posts the previous answer quoted (what a pronoun may refer to)")
+    window: CarriedWindow | None = Field(description="the days searched: named in the question or carried")
 
 
 class QueryMetadata(Response):
@@ -543,6 +570,9 @@ class QueryMetadata(Response):
     context_turns: int
     contextualizer: dict
     pipeline: str
+    carried: Carried
+    declined: bool = Field(description="the answer says the floors hold nothing that answers the question")
+    quoted: list[str] = Field(description="the event ids the answer quotes, in order")
 
 
 class QueryResponse(Response):

@@ -31,8 +31,12 @@ def lexical(**kw) -> ExtractiveAnswerer:
 
 def test_summary_quotes_the_sentences_that_answer_and_says_who_where_and_when():
     written = lexical().write("is the lighthouse open?", ITEMS, summary=True)
-    assert written.text == ("On 1 April 2024 Ana wrote in “Trips”: “The lighthouse was closed for repairs!” "
-                            "On 20 April 2024 Ben wrote in “Feed”: “Lighthouse tours reopen in May.”")
+    # a short post is quoted whole: the sentence that answers, with its neighbours
+    assert written.text == ("On 1 April 2024 Ana wrote in “Trips”: “We drove to the coast. The lighthouse was closed "
+                            "for repairs! Fog all day.” On 20 April 2024 Ben wrote in “Feed”: “Lighthouse tours reopen in May.”")
+    # past max_words, only the sentence
+    assert lexical(max_words=8).write("is the lighthouse open?", ITEMS, summary=True).text.startswith(
+        "On 1 April 2024 Ana wrote in “Trips”: “The lighthouse was closed for repairs!”")
     assert [q["event_id"] for q in written.quotes] == ["e1", "e2"] and not written.declined
     # every quoted sentence is in the item it is attributed to
     assert all(q["sentence"] in next(i["text"] for i in ITEMS if i["event_id"] == q["event_id"]) for q in written.quotes)

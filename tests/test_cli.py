@@ -58,15 +58,17 @@ def test_mlflow_run_has_params_metrics_tags_and_artifacts(tmp_path, monkeypatch)
 
 
 def test_all_falls_back_to_the_demo_set_without_shared_data(tmp_path, monkeypatch, capsys):
-    from memkit.cli import found_datasets
+    from memkit.cli import CONVERSATIONS, found_datasets
 
+    suites = [(p, ["text"]) for p in sorted(CONVERSATIONS.iterdir()) if (p / "events.jsonl").exists()]
+    assert len(suites) >= 2  # the project's own conversation suites come with every run
     monkeypatch.setenv("MEMKIT_DATA", str(tmp_path / "nowhere"))
-    assert found_datasets() == [(DEMO, ["text"])]
+    assert found_datasets() == [(DEMO, ["text"])] + suites
     monkeypatch.setenv("MEMKIT_DATA", str(tmp_path))
     (tmp_path / "cast").mkdir()
     for name in ("events.jsonl", "queries.jsonl", "qrels.tsv"):
         (tmp_path / "cast" / name).write_text((DEMO / name).read_text())
-    assert found_datasets() == [(tmp_path / "cast", ["text", "rewrite"])]  # it has rewrites
+    assert found_datasets() == [(tmp_path / "cast", ["text", "rewrite"])] + suites  # it has rewrites
     monkeypatch.setenv("MEMKIT_DATA", str(tmp_path / "nowhere"))
     assert main(["eval", "--all", "--config", str(CONFIG_DIR / "bm25.toml"), "--no-mlflow",
                  "--out", str(tmp_path / "out")]) == 0

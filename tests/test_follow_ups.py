@@ -4,7 +4,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from memkit.conversation import CarryContext, Turn
+from memkit.conversation import CarryContext, TopicContext, Turn, confirms_topic, leans_on_context
 from memkit.errors import ValidationError
 from memkit.pipeline import Pipeline
 from server import create_app
@@ -15,22 +15,72 @@ def turns(*queries):
     return [Turn(query=q, effective_query=q) for q in queries]
 
 
+def topic_turns(*specs):
+    """Turns from (question, topic, words the answer quoted)."""
+    from memkit.conversation import content_words
+
+    return [Turn(query=q, effective_query=q, words=content_words(q), answer_words=content_words(a), topic=t,
+                 quoted=[f"e{i}"]) for i, (q, t, a) in enumerate(specs)]
+
+
+def test_a_follow_up_carries_the_current_topic_not_the_first_question():
+    c = TopicContext(weight=0.4)
+    history = topic_turns(("When did we fly to Lisbon?", 0, "Flight to Lisbon is booked for 7 March"),
+                          ("Who bought the Coldplay tickets?", 1, "Sam bought the Coldplay tickets for the concert"))
+    r = c.read("and how did they get home?", history, names=["Sam", "Mia"])
+    assert r.kind == "follow-up" and r.topic == 1
+    assert r.words == ["bought", "Coldplay", "tickets"]  # the topic's question, not Lisbon's
+    assert r.variants == [("and how did they get home?", pytest.approx(0.6)),
+                          ("and how did they get home? bought Coldplay tickets", 0.4)]
+    assert r.posts == ["e1"]  # what the last answer quoted
+    # Nothing of its own: it is about what the answer quoted, so the quoted words come along.
+    bare = c.read("when was that?", history, names=["Sam", "Mia"])
+    assert {"concert", "Coldplay"} <= set(bare.words) and bare.kind == "follow-up"
+
+
+def test_a_question_naming_its_own_subject_starts_a_topic_or_returns_to_one():
+    c = TopicContext()
+    history = topic_turns(("When did we fly to Lisbon?", 0, "Flight to Lisbon is booked for 7 March"),
+                          ("Who bought the Coldplay tickets?", 1, "Sam bought the Coldplay tickets"))
+    new = c.read("What did Tom's sister name her puppy?", history)
+    assert (new.kind, new.topic, new.words, len(new.variants)) == ("new", 2, [], 1)
+    back = c.read("Which airline flew us to Lisbon?", history)
+    assert (back.kind, back.topic, back.words) == ("return", 0, [])
+    same = c.read("Where did Sam buy the Coldplay tickets?", history, names=["Sam"])
+    assert (same.kind, same.topic) == ("alone", 1)
+    assert c.read("Who bought the Coldplay tickets?", []).kind == "new"  # a new user: nothing to lean on
+
+
+def test_what_about_a_new_thing_is_a_new_subject_unless_the_posts_tie_it_to_the_topic():
+    c = TopicContext()
+    history = topic_turns(("Who organised the trip to Zion?", 0, "Mia organised the trip to Zion"))
+    puppy = c.read("what about the puppy?", history)
+    assert puppy.kind == "follow-up" and puppy.new_subject == ["puppy"]
+    assert not confirms_topic(puppy, "My sister got a new puppy last week", 0.4)
+    assert confirms_topic(puppy, "My sister got a new puppy last week", 0.05)  # not sure of it: the topic's
+    assert c.new_topic(puppy, history).kind == "new" and c.new_topic(puppy, history).variants == \
+        [("what about the puppy?", 1.0)]
+    cost = c.read("and what about the cost?", history)
+    assert confirms_topic(cost, "The Zion cabin cost us 400 dollars for three nights", 0.4)
+    assert c.read("what did it cost?", history).new_subject == []  # a pronoun: about the topic, whatever it names
+
+
 def test_carry_adds_the_first_and_previous_questions_words():
     c = CarryContext(weight=0.4, recent=1)
     history = turns("What are the most common types of breast cancer?", "How likely is it to spread?")
     assert c.carried("How deadly is it?", history) == ["common", "types", "breast", "cancer", "likely", "spread"]
-    assert c.variants("How deadly is it?", history) == [
+    assert c.read("How deadly is it?", history).variants == [
         ("How deadly is it?", pytest.approx(0.6)),
         ("How deadly is it? common types breast cancer likely spread", 0.4)]
-    assert c.variants("How deadly is it?", []) == [("How deadly is it?", 1.0)]  # a new user: no context
+    assert c.read("How deadly is it?", []).variants == [("How deadly is it?", 1.0)]  # a new user: no context
     assert CarryContext(recent=0, first=False).carried("How deadly is it?", history) == []
 
 
 def test_detection_keeps_self_contained_questions_as_asked():
     c = CarryContext(detect=True)
     history = turns("Where did Caroline go hiking last summer?")
-    assert c.leans_on_context("What about her sister?") and c.leans_on_context("And in winter?")
-    assert not c.leans_on_context("When did Melanie paint the sunrise over the lake?")
+    assert leans_on_context("What about her sister?", c.short) and leans_on_context("And in winter?", c.short)
+    assert not leans_on_context("When did Melanie paint the sunrise over the lake?", c.short)
     assert c.contextualize("When did Melanie paint the sunrise over the lake?", history) == \
         "When did Melanie paint the sunrise over the lake?"
     assert "Caroline" in c.contextualize("What about her sister?", history)
@@ -122,7 +172,7 @@ def test_the_served_default_carries_a_follow_up(app):
 
     assert ask(ann, "Who organised the trip to Zion?")["items"][0]["event_id"] == ids[0]
     follow = ask(ann, "and how much did it cost?")
-    assert follow["metadata"]["pipeline"] == "default" and follow["metadata"]["contextualizer"]["type"] == "carry"
+    assert follow["metadata"]["pipeline"] == "default" and follow["metadata"]["contextualizer"]["type"] == "topic"
     assert "Zion" in follow["metadata"]["effective_query"]
     assert follow["items"][0]["event_id"] == ids[2]
     fresh = ask(cy, "and how much did it cost?")  # a new user: no context, the bare question's best match

@@ -3,7 +3,7 @@ import json
 import polars as pl
 import pytest
 
-from memkit.conversation import CONTEXTUALIZERS
+from memkit.conversation import CONTEXTUALIZERS, Reading
 from memkit.datasets import load_any
 from memkit.evaluation.compare import comparison_table, paired_test
 from memkit.evaluation.harness import evaluate_config, run_queries
@@ -18,9 +18,9 @@ class Recorder:
     type_name = "recorder"
     seen: list = []
 
-    def contextualize(self, query, history):
+    def read(self, query, history, window=None, names=()):
         Recorder.seen.append((query, [t.query for t in history]))
-        return " ".join([t.query for t in history] + [query])
+        return Reading(query, [(" ".join([t.query for t in history] + [query]), 1.0)])
 
     def params(self):
         return {"type": self.type_name}
@@ -61,7 +61,7 @@ def test_independent_queries_see_no_context_and_conversations_go_in_turn_order(t
     ds = tiny(tmp_path)
     pipe = Pipeline.from_config({**BM25, "contextualizer": {"type": "recorder"}})
     pipe.fit(ds.events)
-    run, eff = run_queries(pipe, ds.queries)
+    run, eff, _ = run_queries(pipe, ds.queries)
     conv_calls = [s for s in recorder.seen if s[0] != "sourdough starter" and s[0] != "flour"]
     # c1 is asked turn 1 then turn 2, as one user; c2 starts with no history.
     assert conv_calls == [("types of breast cancer", []),

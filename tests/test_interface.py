@@ -221,8 +221,8 @@ def test_summary_needed_defaults_to_0(app, monkeypatch):
     c.post(f"/floors/{floor}/blocks/{blocks['feed']}/events", headers=h, json={"text": "Biscuit the puppy loves the beach"})
     index = app.extensions["memkit"]["memory"].index
     asked = []
-    real = index.pipeline.query
-    monkeypatch.setattr(index.pipeline, "query", lambda *a, **kw: asked.append(kw["summary"]) or real(*a, **kw))
+    real = index.pipeline.ask
+    monkeypatch.setattr(index.pipeline, "ask", lambda req: asked.append(req.summary) or real(req))
     for extra in ({}, {"summary_needed": "0"}, {"summary_needed": "1"}):
         r = c.post(Q, headers=h, json={"user_id": uid, "query": "puppy", "floor_ids": [floor], **extra})
         assert r.status_code == 200, r.get_json()

@@ -25,6 +25,7 @@ NEVER = {"floor": "f_0123456789abcdef", "block": "b_0123456789abcdef", "event": 
 PROBES = {
     ("/floors/{floor_id}", "get"): [("/floors/{floor}", "", None)],
     ("/floors/{floor_id}", "patch"): [("/floors/{floor}", "", {"title": "taken"})],
+    ("/floors/{floor_id}/edit", "post"): [("/floors/{floor}/edit", "", {"title": "taken"})],
     ("/floors/{floor_id}/rename", "post"): [("/floors/{floor}/rename", "", {"title": "taken"})],
     ("/floors/{floor_id}/private", "post"): [("/floors/{floor}/private", "", None)],
     ("/floors/{floor_id}/public", "post"): [("/floors/{floor}/public", "", None)],

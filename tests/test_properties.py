@@ -91,7 +91,7 @@ def alone(floor_ids: tuple[str, ...]) -> Pipeline:
 def test_a_query_over_some_floors_answers_as_if_only_they_existed(everything, floor_ids, question, f, k, summary):
     f = type(f)(None, f.time_from, f.time_to, f.types, f.tags)  # the floors are the query's own
     got, want = [p.query(question, floor_ids=floor_ids, filters=f, k=k, summary=summary,
-                         lookup=lambda ids: [ITEMS[e] for e in ids], authors=answer_authors(floor_ids))
+                         authors=answer_authors(floor_ids))
                  for p in (everything, alone(tuple(floor_ids)))]
     assert got.run.equals(want.run)  # ids, order, match types and scores, bit for bit
     assert got.answer == want.answer and got.relevant == want.relevant
@@ -181,7 +181,7 @@ def test_what_others_post_or_delete_changes_nothing_in_my_answers(open_app, mine
     memory = open_app.extensions["memkit"]["memory"]
 
     def answer() -> dict:
-        memory.index.pipeline.conversations.forget(ann_id)  # each ask starts a conversation afresh
+        memory.conversations.forget(ann_id)  # each ask starts a conversation afresh
         r = c.post("/agent/memory/query", headers=ann, json=body)
         assert r.status_code == 200, r.get_json()
         return r.get_json()

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 import sqlalchemy as sa
 
-from memkit.conversation import CONTEXTUALIZERS, NoContext
+from memkit.conversation import CONTEXTUALIZERS, NoContext, Reading
 from server import create_app
 from server.search import StoredConversations
 from server.services.floors import BLOCK_TYPES
@@ -274,8 +274,8 @@ class EchoPrevious(NoContext):
 
     type_name = "echo-previous"
 
-    def contextualize(self, query, history):
-        return f"{history[-1].query} {query}" if history else query
+    def read(self, query, history, window=None, names=()):
+        return Reading(query, [(f"{history[-1].query} {query}" if history else query, 1.0)])
 
 
 def test_conversation_state_is_kept_in_the_store(world, tmp_path, monkeypatch):

@@ -61,9 +61,9 @@ def test_api_rankings_equal_eval_rankings(tmp_path):
         assert r.status_code == 200, r.get_json()
         items = r.get_json()["items"]
         want = eval_run.filter(pl.col("query_id") == q["query_id"]).sort("rank")
-        assert items, f"{q['query_id']}: the service found nothing relevant for {q['text']!r}"
+        assert items or want.is_empty(), f"{q['query_id']}: the service found nothing relevant for {q['text']!r}"
         assert [original[i["event_id"]] for i in items] == want["event_id"].to_list(), q["query_id"]
         assert np.allclose([i["score"] for i in items], want["score"].to_numpy(), atol=1e-5)
-        compared += 1
-    assert compared == queries.height > 50
+        compared += bool(items)
+    assert compared > 50 and compared >= queries.height - 5  # a few name days nothing was posted on
     app.extensions["memkit"]["engine"].dispose()

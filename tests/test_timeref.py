@@ -6,7 +6,7 @@ from datetime import date, datetime
 import pytest
 
 from memkit.evaluation.answers import declined, f1_multi, f1_score, gold_recall, score_answer
-from memkit.timeref import read_span, resolve
+from memkit.timeref import dates_in, question_window, read_span, resolve
 
 THU = date(2023, 5, 25)  # a Thursday
 SUN = date(2023, 5, 28)
@@ -98,3 +98,71 @@ def test_score_answer_by_category():
     assert adversarial["declined"] == 1.0 and adversarial["f1"] != adversarial["f1"]  # NaN: not scored
     assert declined("That is not mentioned anywhere") and not declined("On 7 May 2023 Caroline wrote")
     assert score_answer("x", "Likely yes; she said so", "open-domain")["gold_recall"] == 0.0  # gold cut at ';'
+
+
+# -- time in questions (issue 27) ------------------------------------------------------------
+ASKED = datetime(2026, 11, 20, 10, 0)  # a Friday in November
+
+
+@pytest.mark.parametrize("question, start, end, rest", [
+    ("What happened last May?", date(2026, 5, 1), date(2026, 5, 31), "What happened?"),
+    ("anything in March?", date(2026, 3, 1), date(2026, 3, 31), "anything?"),
+    ("What did Ann do in November?", date(2026, 11, 1), date(2026, 11, 30), "What did Ann do?"),
+    ("what happened last November?", date(2025, 11, 1), date(2025, 11, 30), "what happened?"),  # the one before this
+    ("what did Sam post two weeks ago?", date(2026, 11, 3), date(2026, 11, 9), "what did Sam post?"),
+    ("what did we do last weekend?", date(2026, 11, 14), date(2026, 11, 15), "what did we do?"),
+    ("What happened this year?", date(2026, 1, 1), date(2026, 12, 31), "What happened?"),
+    ("what did Ann say yesterday?", date(2026, 11, 19), date(2026, 11, 19), "what did Ann say?"),
+    ("Who bought tickets on Saturday?", date(2026, 11, 14), date(2026, 11, 14), "Who bought tickets?"),
+    ("what happened on 10 February?", date(2026, 2, 10), date(2026, 2, 10), "what happened?"),
+    ("what happened on 24 December?", date(2025, 12, 24), date(2025, 12, 24), "what happened?"),  # not yet this year
+    ("What did we do in May 2025?", date(2025, 5, 1), date(2025, 5, 31), "What did we do?"),
+    ("what happened on 7 May 2023?", date(2023, 5, 7), date(2023, 5, 7), "what happened?"),
+    ("what happened last summer?", date(2026, 6, 1), date(2026, 8, 31), "what happened?"),
+    ("in 2025 what did Tom do?", date(2025, 1, 1), date(2025, 12, 31), "what did Tom do?"),
+])
+def test_a_question_names_a_window_counted_back_from_the_time_of_asking(question, start, end, rest):
+    w = question_window(question, ASKED)
+    assert (w.span.start, w.span.end) == (start, end)
+    assert w.rest(question) == rest
+
+
+def test_questions_without_a_window_and_windows_that_need_the_time_of_asking():
+    for q in ["When did we fly to Lisbon?", "May I ask who came?", "How did the march go?", "What's the plan?"]:
+        assert question_window(q, ASKED) is None
+    assert question_window("What happened last May?") is None  # no time of asking: nothing to count back from
+    dated = question_window("What did Caroline do in May 2023?")
+    assert (dated.span.start, dated.span.end) == (date(2023, 5, 1), date(2023, 5, 31))
+
+
+def test_a_day_without_a_year_belongs_to_the_year_around_the_post():
+    posted = datetime(2026, 2, 14)
+    assert read_span("we started tearing out the old kitchen on 10 February", ref=posted).start == date(2026, 2, 10)
+    assert read_span("booked for 28 December", ref=datetime(2026, 1, 3)).start == date(2025, 12, 28)
+    assert read_span("see you on 3 January", ref=datetime(2025, 12, 20)).start == date(2026, 1, 3)
+    spans = dates_in("We got back last night; the builders start on 10 March.", datetime(2026, 2, 22))
+    assert [(s.start, s.end) for s in spans] == [(date(2026, 2, 21), date(2026, 2, 21)), (date(2026, 3, 10), date(2026, 3, 10))]
+
+
+@pytest.mark.parametrize("text, posted, want", [
+    ("So... I broke my wrist at 5-a-side on Saturday. Cast for 6 weeks", date(2026, 7, 13), date(2026, 7, 11)),
+    ("Back from Porto, never been so tired. The boat trip on Saturday!!!", date(2026, 5, 18), date(2026, 5, 16)),
+    ("Little girl, Rosie, born Sunday morning, both doing well", date(2026, 9, 8), date(2026, 9, 6)),
+    ("First rehearsal with him Thursday at Berkeley Studios", date(2026, 7, 28), date(2026, 7, 30)),
+    ("Heads up I'm off from Monday for two weeks", date(2026, 10, 20), date(2026, 10, 26)),
+    ("Got the keys!! Flat in Chorlton, moving in on the 1st", date(2026, 7, 19), date(2026, 8, 1)),
+    ("I got the job! Start on the 20th", date(2026, 4, 2), date(2026, 4, 20)),
+    ("The parcel came on the 3rd, finally", date(2026, 4, 2), date(2026, 3, 3)),
+])
+def test_a_bare_weekday_or_day_points_back_in_the_past_tense_and_forward_otherwise(text, posted, want):
+    found = resolve(text, posted)
+    assert [(m.span.start, m.span.end) for m in found] == [(want, want)]
+
+
+def test_a_when_answer_takes_the_time_next_to_what_was_asked():
+    from memkit.answer import build_answerer
+
+    post = {"event_id": "x", "text": "Last week at the Leeds office, start the London job on the 30th", "speaker": "Leo",
+            "created_at": datetime(2026, 3, 16)}
+    span, how = build_answerer(None).date_of(post["text"], post, "when did he start the new job?")
+    assert span.start == date(2026, 3, 30) and how == "“on the 30th”"

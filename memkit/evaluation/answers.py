@@ -37,7 +37,9 @@ from nltk.stem import PorterStemmer
 from memkit.timeref import read_span
 
 _STEM = PorterStemmer()
-UNANSWERABLE = {"adversarial", "unknown fact"}  # categories whose right answer is a decline (eval/train_answers.py)
+# Categories whose right answer is a decline: LoCoMo's adversarial questions, eval/train_answers.py's
+# unknown facts, and the conversation suites' unknown facts and bare follow-ups of a new user.
+UNANSWERABLE = {"adversarial", "unknown fact", "unknown", "fresh"}
 _PUNCT = set(string.punctuation)
 
 
@@ -116,20 +118,24 @@ ANSWER_SCHEMA = {"query_id": pl.Utf8, "answer": pl.Utf8, "quoted": pl.List(pl.Ut
                  "evidence@10": pl.Boolean}
 
 
-def write_answers(pipeline, dataset, run: pl.DataFrame, k: int = 10, answerer=None) -> pl.DataFrame:
+def write_answers(pipeline, dataset, run: pl.DataFrame, k: int = 10, answerer=None,
+                  written: dict | None = None) -> pl.DataFrame:
     """The answer to every query from its top ``k`` items, as ``Pipeline.query`` writes it
     (the relevance gate first): query_id, answer, quoted, declined, evidence@10.
-    ``answerer``: another writer than the pipeline's (eval/train_answers.py)."""
+    ``answerer``: another writer than the pipeline's (eval/train_answers.py); ``written``:
+    answers already written in context (conversation turns, by query id)."""
     writer = answerer or pipeline.answerer
+    written = written or {}
     items = answer_items(pipeline, dataset, run, k, writer)
     gold = {q: set(ids) for q, ids in dataset.qrels.filter(pl.col("relevance") > 0)
             .group_by("query_id").agg(pl.col("event_id")).iter_rows()}
     rows = []
     for q in dataset.queries.iter_rows(named=True):
         shown = items.get(q["query_id"], [])
-        written = writer.write(q["text"], shown, True)
-        rows.append({"query_id": q["query_id"], "answer": written.text, "quoted": written.quoted,
-                     "declined": written.declined,
+        written_here = written.get(q["query_id"]) if answerer is None else None
+        written_here = written_here or writer.write(q["text"], shown, True)
+        rows.append({"query_id": q["query_id"], "answer": written_here.text, "quoted": written_here.quoted,
+                     "declined": written_here.declined,
                      "evidence@10": bool(gold.get(q["query_id"], set()) & {i["event_id"] for i in shown[:10]})})
     return pl.DataFrame(rows, schema=ANSWER_SCHEMA)
 
@@ -146,7 +152,7 @@ def answer_items(pipeline, dataset, run: pl.DataFrame, k: int = 10, answerer=Non
     out = {}
     for (qid,), part in top.group_by("query_id", maintain_order=True):
         if qid in texts and pipeline.relevant(part, texts[qid]):
-            out[qid] = [events[i] for i in part["event_id"] if i in events]
+            out[qid] = [{**events[i], "score": s} for i, s in zip(part["event_id"], part["score"]) if i in events]
     if hasattr(writer, "encode_sentences"):
         writer.encode_sentences([i for shown in out.values() for i in shown])
     return out

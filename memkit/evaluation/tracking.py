@@ -61,6 +61,9 @@ def log_result(result, artifacts: list[Path] = (), experiment: str | None = None
         for group, values in getattr(result, "answer_summary", {}).items():
             for m, v in values.items():
                 metrics[f"answers/{metric_key(group)}/{metric_key(m)}"] = float(v)
+        for group, values in getattr(result, "turn_summary", {}).items():
+            for m, v in values.items():
+                metrics[f"turns/{metric_key(group)}/{metric_key(m)}"] = float(v)
         metrics["seconds"] = result.seconds
         mlflow.log_metrics(metrics)
         with tempfile.TemporaryDirectory() as tmp:
@@ -73,6 +76,9 @@ def log_result(result, artifacts: list[Path] = (), experiment: str | None = None
                     answers = answers.with_columns(pl.col("quoted").list.join(" "))
                 answers.write_csv(tmp / "answers.csv")
                 artifacts = [*artifacts, tmp / "answers.csv"]
+            if getattr(result, "turns", None) is not None:
+                result.turns.write_csv(tmp / "turns.csv")
+                artifacts = [*artifacts, tmp / "turns.csv"]
             (tmp / "summary.json").write_text(json.dumps(result.summary, indent=2))
             for p in [tmp / f"{result.name}.run", tmp / "per_query.csv", tmp / "summary.json", *artifacts]:
                 mlflow.log_artifact(str(p))

@@ -63,10 +63,11 @@ def simplex_grid(parts: int, step: float = 0.1, minimum: float = 0.1) -> list[tu
     return [tuple(round(i * step, 10) for i in w) for w in rec(n, parts)]
 
 
-def training_args(doc: str, argv=None, written: str = "the model"):
+def training_args(doc: str, argv=None, written: str = "the model", extra=()):
     """The command line of the eval/train_*.py scripts: ``--config`` (default:
-    the default config), ``--data`` (LoCoMo-dev under ``$MEMKIT_DATA`` or ../shared) and
-    ``--write`` (put what was trained on all conversations into the config)."""
+    the default config), ``--data`` (LoCoMo-dev under ``$MEMKIT_DATA`` or ../shared),
+    ``--write`` (put what was trained on all conversations into the config) and the
+    ``extra`` (flag, help) switches."""
     import argparse
 
     from memkit.config import CONFIG_DIR
@@ -77,4 +78,6 @@ def training_args(doc: str, argv=None, written: str = "the model"):
     p.add_argument("--config", default=str(CONFIG_DIR / "default.toml"))
     p.add_argument("--data", default=str(data / "locomo" / "locomo-dev.json"))
     p.add_argument("--write", action="store_true", help=f"write {written} trained on all conversations into the config")
+    for flag, help_text in extra:  # more on/off switches of a script
+        p.add_argument(flag, action="store_true", help=help_text)
     return p.parse_args(argv)

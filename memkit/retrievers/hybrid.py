@@ -60,14 +60,17 @@ def rrf(runs: Sequence[pl.DataFrame], k: int = 60, weights=None, top: int | None
 
 
 def convex(runs: Sequence[pl.DataFrame], weights=None, norm: str = "minmax", top: int | None = None) -> pl.DataFrame:
-    """Convex combination of normalised scores: ``sum_i w_i * norm(score_i)``."""
+    """Convex combination of normalised scores: ``sum_i w_i * norm(score_i)``; ``norm =
+    "none"`` for scores already on one scale (probabilities: a weighted mean, missing = 0)."""
     weights = _check_weights(runs, weights)
-    if norm not in ("minmax", "zscore"):
-        raise ValidationError("norm", f"expected 'minmax' or 'zscore', got {norm!r}")
+    if norm not in ("minmax", "zscore", "none"):
+        raise ValidationError("norm", f"expected 'minmax', 'zscore' or 'none', got {norm!r}")
     parts = []
     for r, w in zip(runs, weights):
         s = pl.col("score")
-        if norm == "minmax":
+        if norm == "none":
+            z = s
+        elif norm == "minmax":
             lo, hi = s.min().over("query_id"), s.max().over("query_id")
             z = pl.when(hi > lo).then((s - lo) / (hi - lo)).otherwise(1.0)
         else:

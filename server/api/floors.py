@@ -38,6 +38,13 @@ def edit_floor(floor_id):
     return services()[0].edit(current_user(), floor_id, body())
 
 
+@bp.post("/<floor_id>/edit")
+@operation(summary="Edit floor (interface 4.3's POST): title, details or avatar (owner only); the same as PATCH "
+                   "/floors/{floor_id}", response=m.FloorInfo, body=m.FloorEdit, errors=ERR, tag="floors")
+def edit_floor_by_post(floor_id):
+    return services()[0].edit(current_user(), floor_id, body())
+
+
 @bp.post("/<floor_id>/rename")
 @operation(summary="Rename a floor", response=m.FloorInfo, body=m.FloorRename, errors=ERR, tag="floors")
 def rename_floor(floor_id):

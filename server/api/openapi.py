@@ -47,7 +47,7 @@ def operation(**kw):
         @functools.wraps(view)
         def run(*args, **kwargs):
             answer = op.response.model_validate(view(*args, **kwargs))
-            return jsonify(answer.model_dump(mode="json", exclude_unset=True))
+            return jsonify(answer.model_dump(mode="json", exclude_unset=True, by_alias=True))
 
         run.operation = op
         return run

@@ -1,6 +1,7 @@
 """Each user's conversation state, kept in the store (``conversation_turns``) so that it
 survives restarts and is shared by every app process. Same interface as
-:class:`memkit.conversation.ConversationStore`, which keeps it in memory."""
+:class:`memkit.conversation.ConversationStore`, which keeps it in memory: the service
+reads a user's turns before a question and stores the turn the pipeline hands back."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from datetime import datetime, timedelta, timezone
 
 import sqlalchemy as sa
 
-from memkit.conversation import ConversationStore, Turn
+from memkit.conversation import ConversationStore, Turn, content_words
 from server.store.schema import conversation_turns as turns
 
 
@@ -25,8 +26,7 @@ class StoredConversations(ConversationStore):
         with self.engine.connect() as conn:
             rows = conn.execute(sa.select(turns).where(turns.c.user_id == user_id)
                                 .order_by(turns.c.id.desc()).limit(self.max_turns)).mappings().all()
-        out = [Turn(query=r["query"], effective_query=r["effective_query"], event_ids=list(r["event_ids"]),
-                    answer=r["answer"], time=r["created_at"]) for r in reversed(rows)]
+        out = [_turn(r) for r in reversed(rows)]
         now = now or datetime.now(timezone.utc)
         if out and now - out[-1].time > self.idle_expiry:
             return []
@@ -35,9 +35,12 @@ class StoredConversations(ConversationStore):
     def record(self, user_id: str | None, turn: Turn) -> None:
         if user_id is None:
             return
+        window = turn.window or (None, None)
         with self.engine.begin() as conn:
-            conn.execute(turns.insert().values(user_id=user_id, query=turn.query, effective_query=turn.effective_query,
-                                               event_ids=turn.event_ids, answer=turn.answer, created_at=turn.time))
+            conn.execute(turns.insert().values(
+                user_id=user_id, query=turn.query, effective_query=turn.effective_query, event_ids=turn.event_ids,
+                answer=turn.answer, created_at=turn.time, quoted=turn.quoted, words=turn.words,
+                answer_words=turn.answer_words, window_from=window[0], window_to=window[1], topic=turn.topic))
             # Only the last max_turns are ever read: older ones go, so a user's rows stay bounded
             # (below the oldest kept row's id; while there are fewer, it is NULL and nothing goes).
             oldest_kept = (sa.select(turns.c.id).where(turns.c.user_id == user_id).order_by(turns.c.id.desc())
@@ -47,3 +50,17 @@ class StoredConversations(ConversationStore):
     def forget(self, user_id: str) -> None:
         with self.engine.begin() as conn:
             conn.execute(turns.delete().where(turns.c.user_id == user_id))
+
+
+def _strings(value) -> list[str]:
+    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
+
+
+def _turn(r) -> Turn:
+    """A stored turn, whatever the row holds (one of an earlier version has no context)."""
+    window = (r["window_from"], r["window_to"]) if r["window_from"] and r["window_to"] else None
+    return Turn(query=r["query"], effective_query=r["effective_query"], event_ids=_strings(r["event_ids"]),
+                answer=r["answer"], quoted=_strings(r["quoted"]),
+                words=_strings(r["words"]) if r["words"] is not None else content_words(r["query"] or ""),
+                answer_words=_strings(r["answer_words"]), window=window, topic=r["topic"] or 0,
+                time=r["created_at"])

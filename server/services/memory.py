@@ -20,23 +20,23 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
 
-import polars as pl
 import sqlalchemy as sa
 
-from memkit.config import CONFIG_DIR
+from memkit.config import CONFIG_DIR, load_config
 from memkit.encoders import cache_scope
-from memkit.pipeline import Pipeline
+from memkit.pipeline import Pipeline, QueryRequest
 from memkit.retrievers import Filters, PgVectorRetriever
 from memkit.retrievers.postgres import postgres_parts
 from server import models as m
 from server.errors import NotFound, Unprocessable
 from server.models import BLOCK_TYPES
 from server.search import SearchIndex, StoredConversations, versions
-from server.search.index import per_floor
+from server.search.items import StoredPosts
 from server.search.store import StoreSearch
 from server.services.floors import readable_floor
-from server.store.schema import apps, blocks, events, floors, stored_media, stored_tags, users
+from server.store.schema import apps, events, users
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +80,8 @@ class Memory:
         self._version: versions.Version | None = None
         self._builders: dict[int, StoreSearch] = {}  # postgres: versions being built, kept up to date by writes
         self._init_lock = threading.Lock()
+        idle = load_config(self.config_path).get("contextualizer", {}).get("idle_minutes", 30.0)
+        self.conversations = StoredConversations(engine, idle_expiry=timedelta(minutes=idle))
 
     @property
     def stateless(self) -> bool:
@@ -110,8 +112,7 @@ class Memory:
         """The served config's pipeline with a version's model and vector tables. Version 0
         (no `memkit adapt` yet) uses the config's own model: ``[encoder] model`` and, if the
         config asks, its supervised model (trained beforehand, never on the query path)."""
-        pipeline = Pipeline.from_config(self.config_path)
-        pipeline.conversations = StoredConversations(self.engine, idle_expiry=pipeline.conversations.idle_expiry)
+        pipeline = Pipeline.from_config(self.config_path, posts=StoredPosts(self.engine))
         encoder = version.encoder
         if encoder is None and pipeline.encoder_stage is not None:
             encoder = pipeline.encoder_stage.resolve(allow_training=False)
@@ -189,9 +190,14 @@ class Memory:
 
     # -- the query ----------------------------------------------------------------------
     def query(self, caller: Caller, req: m.QueryRequest) -> dict:
+        """One way down: the request becomes one typed ``QueryRequest`` for the pipeline
+        (with the user's recent turns and the time of asking); the result's items are
+        shaped into the response and its turn is stored for the next question."""
         f = req.filters
-        filters = Filters(types=f.types, tags=f.tags, time_from=f.time_from, time_to=f.time_to)
+        types = None if f.types is None else sorted({"feed" if t == "post" else t for t in f.types})
+        filters = Filters(types=types, tags=f.tags, time_from=f.time_from, time_to=f.time_to)
         include_metadata = req.include_metadata == "1"
+        now = datetime.now(timezone.utc)
         with self.engine.connect() as conn:
             self._authorize(conn, caller, req)
             authors = floor_authors(conn, req.floor_ids)
@@ -199,66 +205,32 @@ class Memory:
         # The asker's own writes to these floors committed before this query are in the index;
         # other users' are waited for at most others_writes_wait seconds (SECURITY.md).
         index.sync(req.floor_ids, author=req.user_id, others_wait=self.settings.others_writes_wait)
-        summary = req.summary_needed == "1"
-
-        def lookup(event_ids):
-            items = self._lookup(event_ids)
-            if summary and hasattr(index.pipeline.answerer, "encode_sentences"):  # what the writer reads, per floor
-                per_floor(pl.DataFrame({"floor_id": [i["floor_uid"] for i in items], "text": [i["text"] for i in items]},
-                                       schema={"floor_id": pl.Utf8, "text": pl.Utf8}),
-                          index.pipeline.answerer.encode_sentences)
-            return items
-
+        pipeline = index.pipeline
+        history = self.conversations.history(req.user_id, now)
         # The asker's texts are encoded in their own scope: no vector another user's query
         # or post left in the cache is found, so no timing tells what others wrote or asked.
         with index.reading(), cache_scope(reads={f"floor:{f}" for f in req.floor_ids} | {f"user:{req.user_id}"},
                                           writes=f"user:{req.user_id}", private=True):
-            result = index.pipeline.query(req.query, user_id=req.user_id, floor_ids=req.floor_ids, filters=filters,
-                                          k=req.k, lookup=lookup, summary=summary, authors=authors)
-        scores = dict(zip(result.run["event_id"].to_list(), result.run["score"].to_list()))
-        kinds = dict(zip(result.run["event_id"].to_list(), result.run["match_type"].to_list()))
+            result = pipeline.ask(QueryRequest(req.query, user_id=req.user_id, floor_ids=req.floor_ids,
+                                               filters=filters, now=now, history=history, k=req.k,
+                                               min_score=req.min_score, summary=req.summary_needed == "1",
+                                               authors=authors))
+        self.conversations.record(req.user_id, result.turn)
         items = []
         for item in result.items:
-            out = {k: v for k, v in item.items() if k not in ("metadata", "block_type_name", "created_at", "speaker")}
-            out["score"] = round(float(scores[item["event_id"]]), 6)
-            out["match_type"] = kinds[item["event_id"]]
+            out = {"block_type": BLOCK_TYPES.get(item.block_type, 0), "block_id": item.block_id,
+                   "block_title": item.block_title, "block_details": item.extra["block_details"],
+                   "event_id": item.event_id, "floor_uid": item.floor_id,
+                   "from_floor_uid": item.extra["from_floor_uid"], "user_id": item.user_id, "text": item.text,
+                   "score": round(float(item.score), 6), "match_type": item.match_type}
             if include_metadata:
-                out["metadata"] = item["metadata"]
+                out["metadata"] = item.extra["metadata"]
             items.append(out)
         body = {"user_id": req.user_id, "query": req.query, "effective_query": result.effective_query,
                 "answer": result.answer, "items": items, "app_id": req.app_id}
         if include_metadata:  # what was understood: the searched query and the context behind it
             body["metadata"] = {"effective_query": result.effective_query, "context_turns": result.history,
-                                "contextualizer": index.pipeline.contextualizer.params(), "pipeline": index.pipeline.name}
+                                "contextualizer": pipeline.contextualizer.params(), "pipeline": pipeline.name,
+                                "carried": result.carried.as_dict(), "declined": result.written.declined,
+                                "quoted": result.written.quoted}
         return body
-
-    def _lookup(self, event_ids: list[str]) -> list[dict]:
-        """The events as the response lists them, in ranking order (an event deleted in
-        the meantime is left out)."""
-        if not event_ids:
-            return []
-        q = (sa.select(events, blocks.c.type.label("btype"), blocks.c.title.label("btitle"),
-                       blocks.c.details.label("bdetails"), floors.c.title.label("ftitle"), users.c.name.label("uname"))
-             .join(blocks, blocks.c.id == events.c.block_id).join(floors, floors.c.id == events.c.floor_id)
-             .join(users, users.c.id == events.c.user_id)
-             .where(events.c.id.in_(event_ids)))
-        with self.engine.connect() as conn:
-            rows = {r["id"]: r for r in conn.execute(q).mappings()}
-        out = []
-        for eid in event_ids:
-            r = rows.get(eid)
-            if r is None:
-                continue
-            out.append({
-                "block_type": BLOCK_TYPES.get(r["btype"], 0), "block_id": r["block_id"], "block_title": r["btitle"],
-                "block_details": r["bdetails"], "event_id": eid, "floor_uid": r["floor_id"],
-                "from_floor_uid": r["from_floor_id"] or r["floor_id"], "user_id": r["user_id"], "text": r["text"],
-                # for the answerer, and for metadata
-                "block_type_name": r["btype"], "created_at": r["created_at"], "speaker": r["uname"],
-                "metadata": {"source": {"floor_title": r["ftitle"], "block_type_name": r["btype"],
-                                        "reply_to": r["reply_to"], "repost": r["from_floor_id"] is not None,
-                                        "media": stored_media(r["media"])},
-                             "created_at": r["created_at"].isoformat(), "updated_at": r["updated_at"].isoformat(),
-                             "tags": stored_tags(r["tags"])},
-            })
-        return out

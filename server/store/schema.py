@@ -143,6 +143,13 @@ conversation_turns = sa.Table(
     sa.Column("event_ids", sa.JSON, nullable=False),
     sa.Column("answer", sa.Text),
     sa.Column("created_at", TS, nullable=False),
+    # What a follow-up may refer to (memkit.conversation.Turn; revision 0002).
+    sa.Column("quoted", sa.JSON),
+    sa.Column("words", sa.JSON),
+    sa.Column("answer_words", sa.JSON),
+    sa.Column("window_from", sa.Date),
+    sa.Column("window_to", sa.Date),
+    sa.Column("topic", sa.Integer),
     sa.Index("conversation_turns_user", "user_id", "id"),
     sqlite_autoincrement=True,
 )

@@ -1,0 +1,61 @@
+"""Time windows in questions, through the pipeline (no service): the window filters what
+is returned (posted then, or saying it happened then), a question naming only a window
+lists its posts, eval asks dated questions as the service does, and the window is echoed."""
+
+from datetime import datetime, timezone
+
+import polars as pl
+import pytest
+
+from memkit.config import CONFIG_DIR
+from memkit.pipeline import Pipeline, QueryRequest
+from memkit.tables import events_frame
+
+pytestmark = pytest.mark.slow
+
+ASKED = datetime(2026, 11, 20, 10, tzinfo=timezone.utc)
+POSTS = [  # (id, author, text, posted)
+    ("k1", "Claire", "We started tearing out the old kitchen on 10 February, dust everywhere", "2026-02-14T09:00:00"),
+    ("k2", "Ben", "The new kitchen units arrived today, all twelve boxes", "2026-03-20T18:00:00"),
+    ("b1", "Claire", "Booked the boiler service for next spring", "2026-05-02T08:00:00"),
+    ("b2", "Ben", "The boiler engineer says the pump is fine", "2026-05-12T08:00:00"),
+    ("g1", "Jade", "The garden fence blew down in the storm last night", "2026-05-19T07:30:00"),
+    ("g2", "Jade", "Fence is back up, cost us 300 pounds", "2026-06-03T12:00:00"),
+]
+
+
+@pytest.fixture(scope="module")
+def pipeline():
+    events = events_frame([{"event_id": i, "floor_id": "f", "block_id": "f/chat", "block_type": "feed", "user_id": u,
+                            "text": t, "created_at": at} for i, u, t, at in POSTS])
+    return Pipeline.from_config(CONFIG_DIR / "default.toml").fit(events)
+
+
+def ask(p, q, **kw):
+    return p.ask(QueryRequest(q, floor_ids=["f"], now=ASKED, authors=["Claire", "Ben", "Jade"], **kw))
+
+
+def test_a_window_keeps_posts_of_those_days_and_posts_saying_something_happened_then(pipeline):
+    res = ask(pipeline, "what happened to the kitchen on 10 February?")
+    assert [i.event_id for i in res.items] == ["k1"]  # posted on the 14th, says the 10th
+    assert res.carried.window["from"] == "2026-02-10" and res.carried.window["source"] == "question"
+    may = ask(pipeline, "what did Ben say about the boiler in May?")
+    assert {i.event_id for i in may.items} <= {"b1", "b2", "g1"} and may.items[0].event_id == "b2"
+
+
+def test_a_question_naming_only_a_window_lists_its_posts_and_whose(pipeline):
+    res = ask(pipeline, "What happened last May?")
+    assert {i.event_id for i in res.items} == {"b1", "b2", "g1"} and {i.score for i in res.items} == {1.0}
+    assert res.answer.startswith("3 posts from May 2026")
+    jade = ask(pipeline, "what did Jade post in May?")
+    assert [i.event_id for i in jade.items] == ["g1"]
+    nothing = ask(pipeline, "What happened last August?")
+    assert nothing.items == [] and "August 2026" in nothing.answer and nothing.written.declined
+
+
+def test_eval_asks_a_dated_question_as_the_service_does(pipeline):
+    frame = pl.DataFrame({"query_id": ["dated", "plain"], "text": ["what happened in June 2026?", "garden fence"],
+                          "floor_ids": [["f"], ["f"]]})
+    run = pipeline.search(frame, 5)
+    assert run.filter(pl.col("query_id") == "dated")["event_id"].to_list() == ["g2"]
+    assert run.filter(pl.col("query_id") == "plain")["event_id"][0] in {"g1", "g2"}
