@@ -2,8 +2,10 @@
 
     .venv/bin/python eval/bench/service.py --events 100000            # SQLite store, in-memory index
     .venv/bin/python eval/bench/service.py --events 100000 --backend postgres
+    .venv/bin/python eval/bench/service.py --events 20000 --dir DIR --json   # last line: the figures as JSON
 
-Steps, each printed as it finishes, then one markdown table:
+Steps, each printed as it finishes, then one markdown table (and with ``--json`` one JSON
+object as the last line):
 
 1. a store of ``--events`` generated posts (memkit.synthetic: floors of 500 posts with a
    feed, blog, forum and quiz block, 20 authors, tags, three years of dates, chat- to
@@ -12,17 +14,27 @@ Steps, each printed as it finishes, then one markdown table:
    cache under ``MEMKIT_CACHE_DIR`` makes a second run cheap), and the answers' sentence
    vectors encoded as ingest would have;
 3. start-up: a fresh index loads the saved one and catches up on ``--catch-up`` posts
-   written after the save (what a restarted or new worker does);
+   written after the save (what a restarted or new worker does); the texts it sent to
+   the model are counted (only the new posts', not what the saved index holds);
 4. gunicorn (``--workers`` processes x ``--threads`` threads) on loopback, each worker
-   loading the saved index; ``--clients`` client threads each send queries back to back
-   (1 to 3 floors, a filter on a third of them, answers on) for ``--seconds``; latency
-   percentiles and throughput over the requests after a warm-up;
-5. bulk ingest: ``--ingest`` posts through ``POST .../events/batch`` (500 per request),
-   each request returning once its worker's index has encoded them;
-6. resident memory of each worker (RSS, and PSS, which splits shared pages).
+   loading the saved index. The queries (1 to 3 floors, a filter on a third of them,
+   answers on) come from 20 users who ask many each, so all but a user's first are
+   follow-ups (the served default carries them). Two loads, each for ``--seconds``:
+   *open loop*: queries arrive at a fixed rate (``--rate``, 50 per second), whether or not
+   earlier ones have been answered, and latency counts from the moment each was due (so
+   queueing shows); *saturated*: ``--clients`` threads send queries back to back, which
+   measures the most the server answers per second;
+5. bulk ingest: ``--ingest`` new posts (texts never seen before, so nothing comes from the
+   embedding cache) through ``POST .../events/batch`` (500 per request), each request
+   returning once its worker's index has encoded them; then plain sentence-transformers
+   encodes the same posts' texts, one text per post, in this process (the yardstick the
+   ingest rate is compared with, measured side by side);
+6. resident memory of each worker (RSS, and PSS, which splits shared pages), and whether
+   every worker stopped cleanly on SIGTERM (gunicorn's log is kept in ``--dir``).
 
 The clients run in this process on the same cores as the server, as a real single-host
-load test would; numbers are for the machine it runs on.
+load test would; numbers are for the machine it runs on. The load average before the run
+is printed with the figures.
 """
 
 from __future__ import annotations
@@ -150,14 +162,22 @@ def start_up(args, folder: Path, catch_up: int) -> dict:
         .alias("floor_id"))
     insert_events(engine, frame, {name: f"u_bench{i:02d}" for i, name in enumerate(NAMES)})
     engine.dispose()
+    before = model_calls()
     t = time.perf_counter()
     app = create_app(settings_for(args, folder))
     index = app.extensions["memkit"]["memory"].warm()
     took = time.perf_counter() - t
     out = {"startup_s": took, "started_from": getattr(index, "started_from", "-"),
-           "caught_up": getattr(index, "applied_rows", 0)}
+           "caught_up": getattr(index, "applied_rows", 0), "startup_encoded": model_calls() - before}
     app.extensions["memkit"]["engine"].dispose()
     return out
+
+
+def model_calls() -> int:
+    """Texts this process's cached encoders have sent to the model so far."""
+    from memkit.encoders import _ENCODERS
+
+    return sum(getattr(e, "encoded", 0) for e in _ENCODERS.values())
 
 
 # -- 4. gunicorn and the clients ---------------------------------------------------------
@@ -172,9 +192,17 @@ def start_gunicorn(args, folder: Path, port: int) -> subprocess.Popen:
     for key, value in settings_for(args, folder).items():
         env[f"MEMKIT_{key.upper()}"] = value
     cmd = [str(Path(sys.executable).with_name("gunicorn")), "-w", str(args.workers), "--threads", str(args.threads),
-           "-b", f"127.0.0.1:{port}", "--timeout", "900", "--log-level", "warning", "server.wsgi:app"]
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, start_new_session=True)
-    return proc
+           "-b", f"127.0.0.1:{port}", "--timeout", "900", "--log-level", "info", "server.wsgi:app"]
+    with open(folder / "gunicorn.log", "w") as log:
+        return subprocess.Popen(cmd, cwd=ROOT, env=env, start_new_session=True, stdout=log, stderr=subprocess.STDOUT)
+
+
+def stopped_cleanly(folder: Path) -> tuple[bool, list[str]]:
+    """Whether gunicorn's log shows every worker exiting without a signal of its own
+    (an abort, a segfault) or a C++ runtime's "terminate called"."""
+    bad = [line for line in (folder / "gunicorn.log").read_text(errors="replace").splitlines()
+           if "terminate called" in line or "signal" in line.lower() or "Aborted" in line]
+    return not bad, bad
 
 
 def workers_of(proc: subprocess.Popen) -> list[int]:
@@ -196,7 +224,8 @@ def query_bodies(n: int, floors: list[str], users: int, seed: int = 3) -> list[t
     out = []
     for text in texts:
         u = rng.randrange(users)
-        body = {"user_id": f"u_bench{u:02d}", "query": text, "floor_ids": rng.sample(floors, rng.randint(1, min(3, len(floors))))}
+        body = {"user_id": f"u_bench{u:02d}", "query": text, "floor_ids": rng.sample(floors, rng.randint(1, min(3, len(floors)))),
+                "summary_needed": "1"}  # answers on: the writer quotes the sentence that answers
         roll = rng.random()
         if roll < 0.1:
             body["filters"] = {"types": rng.sample(list(BLOCK_TYPES), 2)}
@@ -223,6 +252,60 @@ def wait_ready(port: int, token: str, floor: str, timeout: float = 1800) -> None
             pass
         time.sleep(1)
     raise SystemExit("gunicorn did not become ready")
+
+
+def _summary(lat: list[float], errors: list, wall: float, sent: int) -> dict:
+    lat.sort()
+    q = statistics.quantiles(lat, n=100) if len(lat) > 1 else [float("nan")] * 99
+    return {"requests": len(lat), "errors": len(errors), "first_error": errors[0] if errors else None,
+            "p50_ms": q[49] * 1000, "p95_ms": q[94] * 1000, "p99_ms": q[98] * 1000,
+            "mean_ms": statistics.fmean(lat) * 1000 if lat else float("nan"), "throughput": sent / wall}
+
+
+def open_loop(port: int, bodies, rate: float, seconds: float, warmup: int, senders: int = 64) -> dict:
+    """Queries due at a fixed rate (``rate`` per second) for ``seconds``, whatever happens
+    to earlier ones: ``senders`` threads, each with its own connection, take the next due
+    query, wait for its time and send it. Latency counts from when the query was due, so
+    a query that waited for a free sender (the server falling behind) counts that wait."""
+    lat: list[float] = []
+    errors = []
+    lock = threading.Lock()
+    counter = iter(range(10**9))
+    total = int(rate * seconds)
+    t0 = time.perf_counter() + 0.5
+
+    def sender():
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+        while True:
+            i = next(counter)
+            if i >= total:
+                break
+            due = t0 + i / rate
+            pause = due - time.perf_counter()
+            if pause > 0:
+                time.sleep(pause)
+            token, body = bodies[i % len(bodies)]
+            try:
+                status, data = request(conn, "/agent/memory/query", body, token)
+            except (OSError, http.client.HTTPException) as exc:
+                status, data = 0, {"error": repr(exc)}
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+            took = time.perf_counter() - due
+            with lock:
+                if status != 200:
+                    errors.append((status, data))
+                elif i >= warmup:
+                    lat.append(took)
+        conn.close()
+
+    threads = [threading.Thread(target=sender) for _ in range(senders)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    out = _summary(lat, errors, time.perf_counter() - t0, total)
+    out["offered_qps"] = rate
+    return out
 
 
 def load_test(port: int, bodies, clients: int, seconds: float, warmup: int) -> dict:
@@ -257,16 +340,17 @@ def load_test(port: int, bodies, clients: int, seconds: float, warmup: int) -> d
         th.start()
     for th in threads:
         th.join()
-    wall = time.perf_counter() - t0
-    lat.sort()
-    q = statistics.quantiles(lat, n=100) if len(lat) > 1 else [float("nan")] * 99
-    return {"requests": len(lat), "errors": len(errors), "first_error": errors[0] if errors else None,
-            "p50_ms": q[49] * 1000, "p95_ms": q[94] * 1000, "p99_ms": q[98] * 1000, "mean_ms": statistics.fmean(lat) * 1000,
-            "throughput": (len(lat) + min(warmup, len(lat))) / wall}
+    return _summary(lat, errors, time.perf_counter() - t0, len(lat) + min(warmup, len(lat)))
 
 
-def ingest(port: int, floors: list[str], n: int, batch: int = 500) -> dict:
-    frame = generate_events(n, seed=7)
+def fresh_events(n: int) -> pl.DataFrame:
+    """``n`` generated posts whose texts no earlier run has sent (a seed from the clock),
+    so their encodings are real work, not embedding-cache hits."""
+    return generate_events(n, seed=time.time_ns() % 2**31 + 1000)
+
+
+def ingest(port: int, floors: list[str], frame: pl.DataFrame, batch: int = 500) -> dict:
+    n = frame.height
     texts = frame["text"].to_list()
     tags = frame["tags"].to_list()
     times = frame["created_at"].to_list()
@@ -284,6 +368,18 @@ def ingest(port: int, floors: list[str], n: int, batch: int = 500) -> dict:
         done += len(body["events"])
     took = time.perf_counter() - t
     return {"ingested": done, "ingest_s": took, "events_per_s": done / took}
+
+
+def plain_encoder_rate(texts: list[str]) -> float:
+    """Texts per second of plain sentence-transformers (batch 32, its default, no cache)
+    encoding one text per post: the yardstick for ingest."""
+    from memkit.encoders import load_sentence_transformer
+
+    model = load_sentence_transformer()
+    model.encode(["warm-up"] * 32, batch_size=32)
+    t = time.perf_counter()
+    model.encode(texts, batch_size=32, normalize_embeddings=True, convert_to_numpy=True)
+    return len(texts) / (time.perf_counter() - t)
 
 
 def floor_owner(floor: str) -> int:
@@ -343,45 +439,57 @@ def open_store(args, bench: str):
     return folder, meta, pg
 
 
-def main(argv=None) -> None:
+def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     add_store_arguments(ap, 100_000)
     ap.add_argument("--catch-up", type=int, default=1000)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--threads", type=int, default=4)
-    ap.add_argument("--clients", type=int, default=8)
-    ap.add_argument("--seconds", type=float, default=60)
-    ap.add_argument("--warmup", type=int, default=40)
+    ap.add_argument("--clients", type=int, default=8, help="client threads of the saturated load")
+    ap.add_argument("--rate", type=float, default=50, help="queries per second of the open-loop load")
+    ap.add_argument("--seconds", type=float, default=60, help="length of each load")
+    ap.add_argument("--warmup", type=int, default=40, help="queries of each load left out of the figures")
     ap.add_argument("--ingest", type=int, default=5000)
     ap.add_argument("--query-seed", type=int, default=None,
                     help="queries are drawn fresh each run (no query vector is cached from an earlier run)")
     ap.add_argument("--build-only", action="store_true", help="stop after the store and the index are built")
+    ap.add_argument("--json", action="store_true", help="print the figures as one JSON object on the last line")
     args = ap.parse_args(argv)
+    load_before = os.getloadavg()
+    print(f"load average before: {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}", flush=True)
     folder, meta, pg = open_store(args, "bench-service")
     built = build_index(args, folder)
     print(f"2. index: built or loaded in {built['build_s']:.1f} s; answer sentences {built.get('sentences_s', 0):.1f} s",
           flush=True)
     if args.build_only:
-        return
+        return {}
     up = start_up(args, folder, args.catch_up)
-    print(f"3. start-up: {up['startup_s']:.1f} s ({up['started_from']}, {up['caught_up']} log rows caught up)", flush=True)
+    print(f"3. start-up: {up['startup_s']:.1f} s ({up['started_from']}, {up['caught_up']} log rows caught up, "
+          f"{up['startup_encoded']} texts encoded)", flush=True)
 
     port = free_port()
     proc = start_gunicorn(args, folder, port)
     try:
         t = time.perf_counter()
         wait_ready(port, token_of(0), meta["floors"][0])
-        print(f"4. gunicorn ready in {time.perf_counter() - t:.1f} s", flush=True)
+        ready_s = time.perf_counter() - t
+        print(f"4. gunicorn ready in {ready_s:.1f} s", flush=True)
         seed = args.query_seed if args.query_seed is not None else int(time.time())
         bodies = query_bodies(20000, meta["floors"], meta["users"], seed=seed)
         print(f"   query seed {seed}", flush=True)
-        load = load_test(port, bodies, args.clients, args.seconds, args.warmup)
-        print(f"   {load['requests']} queries: p50 {load['p50_ms']:.1f} ms, p95 {load['p95_ms']:.1f} ms, "
-              f"p99 {load['p99_ms']:.1f} ms, {load['throughput']:.1f} queries/s, {load['errors']} errors "
-              f"{load['first_error'] or ''}", flush=True)
+        paced = open_loop(port, bodies, args.rate, args.seconds, args.warmup)
+        print(f"   open loop at {args.rate:g} queries/s: {paced['requests']} queries: p50 {paced['p50_ms']:.1f} ms, "
+              f"p95 {paced['p95_ms']:.1f} ms, p99 {paced['p99_ms']:.1f} ms, {paced['errors']} errors "
+              f"{paced['first_error'] or ''}", flush=True)
+        load = load_test(port, bodies[len(bodies) // 2:], args.clients, args.seconds, args.warmup)
+        print(f"   saturated, {args.clients} clients: {load['requests']} queries: p50 {load['p50_ms']:.1f} ms, "
+              f"p95 {load['p95_ms']:.1f} ms, p99 {load['p99_ms']:.1f} ms, {load['throughput']:.1f} queries/s, "
+              f"{load['errors']} errors {load['first_error'] or ''}", flush=True)
         mem = memory_of(workers_of(proc))
-        ing = ingest(port, meta["floors"], args.ingest) if args.ingest else None
-        if ing:
+        ing, plain = None, None
+        if args.ingest:
+            frame = fresh_events(args.ingest)
+            ing = ingest(port, meta["floors"], frame)
             print(f"5. ingest: {ing['ingested']} events in {ing['ingest_s']:.1f} s = {ing['events_per_s']:.0f} events/s",
                   flush=True)
     finally:
@@ -389,17 +497,43 @@ def main(argv=None) -> None:
         proc.wait(timeout=60)
         if pg is not None:
             pg.cleanup()
+    if ing:
+        plain = plain_encoder_rate(frame["text"].to_list())
+        print(f"   plain sentence-transformers on the same texts: {plain:.0f} texts/s; ingest / plain = "
+              f"{ing['events_per_s'] / plain:.2f}x", flush=True)
+    clean, bad = stopped_cleanly(folder)
+    print(f"6. workers stopped cleanly on SIGTERM: {'yes' if clean else 'no: ' + '; '.join(bad[:3])}", flush=True)
 
     rss = " / ".join(f"{m['rss_mib']:.0f}" for m in mem)
     pss = " / ".join(f"{m['pss_mib']:.0f}" for m in mem)
-    rate = f"{ing['events_per_s']:.0f}" if ing else "-"
+    rate = f"{ing['events_per_s']:.0f} ({ing['events_per_s'] / plain:.2f}x plain)" if ing else "-"
     print()
-    print("| backend | events | workers x threads | clients | queries | p50 ms | p95 ms | p99 ms | queries/s | errors "
-          "| start-up s (rows caught up) | ingest events/s | worker RSS MiB | worker PSS MiB |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-    print(f"| {args.backend} | {args.events:,} | {args.workers} x {args.threads} | {args.clients} | {load['requests']} "
-          f"| {load['p50_ms']:.1f} | {load['p95_ms']:.1f} | {load['p99_ms']:.1f} | {load['throughput']:.1f} "
-          f"| {load['errors']} | {up['startup_s']:.1f} ({up['caught_up']}) | {rate} | {rss} | {pss} |")
+    print("| backend | events | workers x threads | p50 / p95 ms at " f"{args.rate:g} q/s | saturated queries/s "
+          "(p50 / p95 ms) | start-up s (rows caught up) | ingest events/s | plain encoder texts/s | worker RSS MiB "
+          "| worker PSS MiB | load before |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print(f"| {args.backend} | {args.events:,} | {args.workers} x {args.threads} | {paced['p50_ms']:.1f} / "
+          f"{paced['p95_ms']:.1f} | {load['throughput']:.1f} ({load['p50_ms']:.1f} / {load['p95_ms']:.1f}) "
+          f"| {up['startup_s']:.1f} ({up['caught_up']}) | {rate} | {plain or 0:.0f} | {rss} | {pss} "
+          f"| {load_before[0]:.1f} |")
+    figures = {"backend": args.backend, "events": args.events, "workers": args.workers, "threads": args.threads,
+               "p50_ms_at_50qps" if args.rate == 50 else f"p50_ms_at_{args.rate:g}qps": round(paced["p50_ms"], 1),
+               "p95_ms_at_50qps" if args.rate == 50 else f"p95_ms_at_{args.rate:g}qps": round(paced["p95_ms"], 1),
+               "p99_ms_open_loop": round(paced["p99_ms"], 1), "offered_qps": args.rate,
+               "open_loop_errors": paced["errors"], "max_qps": round(load["throughput"], 1),
+               "saturated_p50_ms": round(load["p50_ms"], 1), "saturated_p95_ms": round(load["p95_ms"], 1),
+               "saturated_errors": load["errors"],
+               "ingest_events_per_s": round(ing["events_per_s"], 1) if ing else None,
+               "plain_encoder_texts_per_s": round(plain, 1) if plain else None,
+               "ingest_vs_plain": round(ing["events_per_s"] / plain, 3) if ing else None,
+               "startup_s": round(up["startup_s"], 2), "startup_caught_up": up["caught_up"],
+               "startup_encoded": up["startup_encoded"], "gunicorn_ready_s": round(ready_s, 1),
+               "worker_rss_mib": [round(m["rss_mib"]) for m in mem], "clean_stop": clean,
+               "load_before": round(load_before[0], 2)}
+    if args.json:
+        print(json.dumps(figures))
+    return figures
+
 
 if __name__ == "__main__":
     main()
