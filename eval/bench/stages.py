@@ -91,6 +91,7 @@ def main(argv=None) -> None:
     ap.add_argument("--ingest", type=int, default=0, help="profile this many new events through the batch endpoint")
     ap.add_argument("--batch", type=int, default=500)
     ap.add_argument("--top", type=int, default=30)
+    ap.add_argument("--callers", default="", help="also print who calls the functions matching this")
     args = ap.parse_args(argv)
     folder, meta, pg = open_store(args, "bench-service")
     from server import create_app
@@ -134,6 +135,8 @@ def main(argv=None) -> None:
     print("\n".join(stage_table(stats, n, unit)))
     print()
     stats.sort_stats("tottime").print_stats(args.top)
+    if args.callers:
+        stats.print_callers(args.callers)
     if pg is not None:
         pg.cleanup()
 
