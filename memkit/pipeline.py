@@ -208,7 +208,10 @@ class Pipeline:
                     else [(effective, 1.0)])
         k = k or self.k
         depth = k if len(variants) == 1 else max(k, 100)  # fused variants: fuse deeper lists, then cut
-        runs = [self.retriever.search(pl.DataFrame({"query_id": [query_id], "text": [v]}), depth, f) for v, _ in variants]
+        # The variants in one search: their encodings share one model call (memkit/retrievers/learned.py).
+        ids = [f"{query_id}/{i}" for i in range(len(variants))]
+        searched = self.retriever.search(pl.DataFrame({"query_id": ids, "text": [v for v, _ in variants]}), depth, f)
+        runs = [searched.filter(pl.col("query_id") == i).with_columns(pl.lit(query_id).alias("query_id")) for i in ids]
         run = runs[0] if len(runs) == 1 else convex(runs, [w for _, w in variants], top=k)
         relevant = self.relevant(run, effective)
         if not relevant:

@@ -200,8 +200,9 @@ def start_gunicorn(args, folder: Path, port: int) -> subprocess.Popen:
 def stopped_cleanly(folder: Path) -> tuple[bool, list[str]]:
     """Whether gunicorn's log shows every worker exiting without a signal of its own
     (an abort, a segfault) or a C++ runtime's "terminate called"."""
+    signs = ("terminate called", "Aborted", "core dumped", "was sent SIG", "terminated due to signal", "exited with code")
     bad = [line for line in (folder / "gunicorn.log").read_text(errors="replace").splitlines()
-           if "terminate called" in line or "signal" in line.lower() or "Aborted" in line]
+           if any(s in line for s in signs)]
     return not bad, bad
 
 

@@ -136,7 +136,10 @@ class LearnedRetriever(Retriever):
     def _candidates(self, frame: pl.DataFrame, filters):
         per = query_filters(frame, filters)
         depth = max(self.candidates, self.first.depth)
-        for text, f in zip(frame["text"].to_list(), per):
+        texts = frame["text"].to_list()
+        for enc in {id(e): e for e in (getattr(r, "_enc", None) for r in self._all_parts()) if e is not None}.values():
+            enc.encode(texts)  # every query in one model call; each part's own call then finds them cached
+        for text, f in zip(texts, per):
             yield self._features_one(text, f, depth)
 
     def is_chat(self, event_ids) -> np.ndarray:

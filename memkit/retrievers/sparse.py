@@ -134,20 +134,25 @@ class TermIndex:
         return df
 
     def postings(self, term_ids: np.ndarray):
-        """For each query term i: positions and counts, as flat arrays plus the term index."""
+        """For each query term i: positions and counts, as flat arrays plus the term index
+        (term by term, each term's segments in order). Gathered per segment with array
+        code: a query's terms' posting ranges at once, not one slice per term."""
         pos, tf, which = [], [], []
-        for i, t in enumerate(term_ids):
-            for start, mat in self.segments:
-                if t >= mat.shape[1]:
-                    continue
-                lo, hi = mat.indptr[t], mat.indptr[t + 1]
-                if hi > lo:
-                    pos.append(mat.indices[lo:hi] + start)
-                    tf.append(mat.data[lo:hi])
-                    which.append(np.full(hi - lo, i))
+        for start, mat in self.segments:
+            known = np.flatnonzero(term_ids < mat.shape[1])
+            lo, hi = mat.indptr[term_ids[known]], mat.indptr[term_ids[known] + 1]
+            n = hi - lo
+            total = int(n.sum())
+            if total:
+                at = np.repeat(lo - (np.cumsum(n) - n), n) + np.arange(total)  # the ranges, concatenated
+                pos.append(mat.indices[at] + start)
+                tf.append(mat.data[at])
+                which.append(np.repeat(known, n))
         if not pos:
             return np.zeros(0, np.int64), np.zeros(0, np.float64), np.zeros(0, np.int64)
-        return np.concatenate(pos), np.concatenate(tf).astype(np.float64), np.concatenate(which)
+        which = np.concatenate(which)
+        order = np.argsort(which, kind="stable")
+        return np.concatenate(pos)[order], np.concatenate(tf)[order].astype(np.float64), which[order]
 
     def save(self, folder: Path, prefix: str) -> None:
         segments = [self._merged(self.segments)] if len(self.segments) > 1 else self.segments
