@@ -44,7 +44,7 @@ def create_app(config: dict | None = None) -> Flask:
         "engine": engine,
         "accounts": Accounts(engine, settings, mailer, sms),
         "floors": Floors(engine, settings),
-        "events": Events(engine, indexer=memory.indexer, after_write=memory.catch_up),
+        "events": Events(engine, indexer=memory.indexer, after_write=memory.catch_up, before_write=memory.encode_ahead),
         "memory": memory,
     }
     limiter = Limiter(get_remote_address, app=app, storage_uri=settings.rate_limit_storage, headers_enabled=True,

@@ -197,6 +197,17 @@ def start_gunicorn(args, folder: Path, port: int) -> subprocess.Popen:
         return subprocess.Popen(cmd, cwd=ROOT, env=env, start_new_session=True, stdout=log, stderr=subprocess.STDOUT)
 
 
+def stop_gunicorn(proc: subprocess.Popen) -> None:
+    """SIGTERM to the master, as an init system stops it: it stops its workers gracefully.
+    Anything left after a minute is killed."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
 def stopped_cleanly(folder: Path) -> tuple[bool, list[str]]:
     """Whether gunicorn's log shows every worker exiting without a signal of its own
     (an abort, a segfault) or a C++ runtime's "terminate called"."""
@@ -494,8 +505,7 @@ def main(argv=None) -> dict:
             print(f"5. ingest: {ing['ingested']} events in {ing['ingest_s']:.1f} s = {ing['events_per_s']:.0f} events/s",
                   flush=True)
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=60)
+        stop_gunicorn(proc)
         if pg is not None:
             pg.cleanup()
     if ing:

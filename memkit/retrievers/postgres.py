@@ -350,6 +350,9 @@ class PgVectorRetriever(PostgresRetriever):
         vecs = self._enc.encode(document_text(events, self.doc_template))
         return [_vector_literal(v) for v in vecs]
 
+    def precompute(self, events: pl.DataFrame) -> None:
+        self._enc.encode(document_text(events, self.doc_template))
+
     def _value_column(self) -> tuple[str, str]:
         return "embedding", "%s::vector"
 

@@ -41,6 +41,7 @@ store, without the set-aside events, before the next search.
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import json
 import logging
@@ -143,6 +144,16 @@ def _span(floor_id: str | None, block_id: str, first: date | None, last: date | 
             cond.append(events.c.created_at < datetime(last.year, last.month, last.day, tzinfo=timezone.utc)
                         + timedelta(days=1))
     return sa.and_(*cond)
+
+
+def new_posts(conn, floor_id: str, block_id: str, user_id: str, posts: list[dict]) -> pl.DataFrame:
+    """Posts about to be written (``event_id``, ``text``, ``tags``, ``created_at``) as
+    ``load_events`` will read them once they are: the block's type, the author's name."""
+    kind = conn.execute(sa.select(blocks.c.type).where(blocks.c.id == block_id)).scalar()
+    name = conn.execute(sa.select(users.c.name).where(users.c.id == user_id)).scalar()
+    rows = [_clean((p["event_id"], floor_id, block_id, kind, user_id, p["text"], p["created_at"], p["tags"], name))
+            for p in posts]
+    return events_frame(rows, source="store").with_columns(pl.Series("speaker", [_text(name).strip()] * len(rows), pl.Utf8))
 
 
 def _clean(r) -> dict:
@@ -356,12 +367,11 @@ class SearchIndex:
     def follow(self, every: float) -> None:
         """Catch up every floor in the background every ``every`` seconds, so changes to
         floors nobody here asks about are applied too, off the requests' path. The thread
-        holds the index weakly and ends with it."""
+        holds the index weakly and ends with it, or when the process exits (``_stop_following``)."""
         ref = weakref.ref(self)
 
         def loop():
-            while True:
-                time.sleep(every)
+            while not _EXITING.wait(every):
                 index = ref()
                 if index is None:
                     return
@@ -371,7 +381,9 @@ class SearchIndex:
                     log.warning("background catch-up failed; retrying in %s s", every, exc_info=True)
                 del index
 
-        threading.Thread(target=loop, name="memkit-catch-up", daemon=True).start()
+        thread = threading.Thread(target=loop, name="memkit-catch-up", daemon=True)
+        _FOLLOWERS.add(thread)
+        thread.start()
 
     def sync(self, floors=None) -> int:
         """Apply the log rows not applied yet, or only those of ``floors``; returns how
@@ -447,6 +459,19 @@ class SearchIndex:
                     self._encoding.pop(r.seq, None)
         for other in others:
             other.wait()
+
+    def encode_ahead_of_write(self, floor_id: str, block_id: str, user_id: str, posts: list[dict]) -> None:
+        """Encode posts not written yet (``new_posts``) with the rest of their sessions into
+        the embedding cache: the documents that will change when they are written, the new
+        posts' own and their neighbours'."""
+        with self.engine.connect() as conn:
+            new = new_posts(conn, floor_id, block_id, user_id, posts)
+            sessions = [(floor_id, block_id, day) for day in set(new["created_at"].dt.date().to_list())]
+            around = load_events(conn, sessions=sessions) if self.pipeline.representation is not None else new.clear()
+        frame = pl.concat([around, new], how="diagonal_relaxed").sort(["created_at", "event_id"])
+        changed = [e for e, h in self._hashes(frame).items() if self._doc_hash.get(e) != h]
+        if changed:
+            self.pipeline.precompute(frame, only=changed)
 
     def _apply_each(self, rows: list[LogRow]) -> int:
         """Apply the rows together; if that fails, one by one, setting aside each row that
@@ -547,6 +572,21 @@ class SearchIndex:
                 break
             self._seen.discard(nxt)
             self.watermark = nxt
+
+
+_EXITING = threading.Event()
+_FOLLOWERS: weakref.WeakSet = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_following() -> None:
+    """At exit, let each background catch-up finish the turn it is in, then end. A thread
+    still inside ONNX Runtime when the interpreter tears the library down aborts the process
+    ("terminate called without an active exception", SIGABRT: a gunicorn worker stopped by
+    SIGTERM did)."""
+    _EXITING.set()
+    for thread in list(_FOLLOWERS):
+        thread.join(timeout=30)
 
 
 _HASHES = f"polars {pl.__version__}, seed 7"  # what makes a document's hash (saved with the index)

@@ -41,7 +41,7 @@ import sqlalchemy as sa
 from memkit.errors import ValidationError
 from memkit.pipeline import Pipeline
 from memkit.retrievers.postgres import _DDL_LOCK, in_memory_parts, postgres_parts
-from server.search.index import load_events
+from server.search.index import load_events, new_posts
 
 log = logging.getLogger(__name__)
 
@@ -109,6 +109,16 @@ class StoreSearch:
         for r in self.parts:
             r.add(frame, conn=_driver(conn))
         self.pipeline.answerer.encode_sentences(frame)  # sentence vectors for answers, at ingest (the encoder's cache)
+
+    def encode_ahead_of_write(self, floor_id: str, block_id: str, user_id: str, posts: list[dict]) -> None:
+        """Encode posts not written yet into the embedding cache (vectors and answer
+        sentences), so the write's transaction finds them there instead of holding its
+        rows locked while they are encoded."""
+        with self.engine.connect() as conn:
+            frame = new_posts(conn, floor_id, block_id, user_id, posts)
+        for r in self.parts:
+            r.precompute(frame)
+        self.pipeline.answerer.encode_sentences(frame)
 
     def missing(self, conn, limit: int) -> list[str]:
         """Events lacking a row in some search table (up to ``limit``)."""
