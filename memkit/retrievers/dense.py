@@ -132,12 +132,16 @@ class DenseRetriever(Retriever):
         n_alive = self.catalog.n_alive
         scoped = [s is not None for s in scopes] if scopes is not None else [False] * len(q)
         out: list = [None] * len(q)
+        gathered = {}  # id(mask) -> (rows, their scores for every query): queries with one filter share one gather
         for i, mask in enumerate(masks):
             rows = self.catalog.rows(mask)  # found once per filter and shared (memkit/retrievers/base.py)
             if not (scoped[i] or not self.uses_hnsw() or len(rows) <= self.exact_share * n_alive):
                 out[i] = self._hnsw_one(q[i], k, mask, len(rows))
             elif scoped[i] or len(rows) < 0.5 * len(mask):  # a product over only the admitted rows
-                idx, sc = top_k(V[rows] @ q[i], None, k)
+                if id(mask) not in gathered:
+                    same = [j for j, m in enumerate(masks) if m is mask]
+                    gathered[id(mask)] = rows, dict(zip(same, (V[rows] @ q[same].T).T))
+                idx, sc = top_k(gathered[id(mask)][1][i], None, k)
                 out[i] = (rows[idx], sc)
             else:
                 out[i] = top_k(V @ q[i], mask, k)

@@ -134,39 +134,45 @@ class LearnedRetriever(Retriever):
         return pl.DataFrame(cols, schema=schema)
 
     def _candidates(self, frame: pl.DataFrame, filters):
+        """Per query: its candidates' event ids, match types and feature matrix. Every part
+        searches all the queries in one call (a query's variants share the model call that
+        encodes them and their floors' rows: memkit/retrievers/dense.py)."""
         per = query_filters(frame, filters)
         depth = max(self.candidates, self.first.depth)
         texts = frame["text"].to_list()
-        for enc in {id(e): e for e in (getattr(r, "_enc", None) for r in self._all_parts()) if e is not None}.values():
-            enc.encode(texts)  # every query in one model call; each part's own call then finds them cached
-        for text, f in zip(texts, per):
-            yield self._features_one(text, f, depth)
+        catalog = self.first.catalog
+        masks = [catalog.mask(f) for f in per]  # the same positions in every part: one mask serves all
+        scopes = [catalog.scope(f) for f in per]
+        hits = []  # per part, per query: (positions best first, scores)
+        for r in self._all_parts():
+            if len(r.catalog) != len(catalog):
+                raise RuntimeError("the learned retriever's parts hold different events")
+            hits.append(r._search_batch(texts, depth, masks, scopes))
+        kinds = [r.match_type for r in self._all_parts()]
+        for q, text in enumerate(texts):
+            yield self._features_one(text, [(h[q][0], h[q][1], kind) for h, kind in zip(hits, kinds)])
 
     def is_chat(self, event_ids) -> np.ndarray:
         """Per event: whether it is a chat line (scored by ``model``) or stands alone."""
         return np.array([self._posts.get(e, ("", 0.0, 0.0, True))[3] for e in event_ids], bool)
 
-    def _features_one(self, text: str, f, depth: int) -> tuple[list[str], list[str], np.ndarray]:
-        """One query's candidates: event ids, match types and the feature matrix (rows in
-        the first stage's order, columns as ``feature_names``). Array code throughout:
-        it runs for every query, on up to ``depth`` hits of every part."""
+    def _features_one(self, text: str, hits: list) -> tuple[list[str], list[str], np.ndarray]:
+        """One query's candidates from its parts' ``hits`` ((positions, scores, match type)
+        per part): event ids, match types and the feature matrix (rows in the first stage's
+        order, columns as ``feature_names``). Array code throughout: it runs for every
+        query, on up to ``depth`` hits of every part."""
         ids = self.first.catalog.event_ids
-        mask = self.first.catalog.mask(f)  # the same positions in every part: one mask serves all
-        scope = self.first.catalog.scope(f)
         parts = []  # per retriever: (positions best first, min-max scores, match type)
-        for r in self._all_parts():
-            if len(r.catalog) != len(ids):
-                raise RuntimeError("the learned retriever's parts hold different events")
-            (pos, sc), = r._search_batch([text], depth, [mask], [scope])
+        for pos, sc, kind in hits:
             lo, hi = (float(sc.min()), float(sc.max())) if len(sc) else (0.0, 0.0)
             z = (sc - lo) / (hi - lo) if hi > lo else np.ones(len(sc))
-            parts.append((np.asarray(pos, np.int64), z, r.match_type))
+            parts.append((np.asarray(pos, np.int64), z, kind))
         first = parts[: len(self.first.retrievers)]
         width = 2 + 2 * len(parts) + len(POST_FEATURES)
-        hits = np.concatenate([pos for pos, _, _ in first])
-        if not len(hits):
+        pooled = np.concatenate([pos for pos, _, _ in first])
+        if not len(pooled):
             return [], [], np.zeros((0, width))
-        found, where = np.unique(hits, return_inverse=True)
+        found, where = np.unique(pooled, return_inverse=True)
         fused = np.bincount(where, weights=np.concatenate([w * z for (_, z, _), w in zip(first, self._weights)]),
                             minlength=len(found))
         names = np.array([ids[p] for p in found])
