@@ -40,6 +40,13 @@ def default_cache_dir() -> Path:
 
 
 TRAINED = re.compile(r"^minilm-ft-[0-9a-f]{12}$")  # a model memkit trained: memkit.training.model_name
+INT8 = "-int8"  # a name with this suffix: the same model with int8 weights, run by ONNX Runtime
+
+
+def float_name(name: str) -> str:
+    """The model behind an encoder name: ``minilm-int8`` -> ``minilm``, ``minilm-ft-...-int8``
+    -> ``minilm-ft-...`` (int8 weights are made from it on first use)."""
+    return name[: -len(INT8)] if name.endswith(INT8) else name
 
 
 def models_dir() -> Path:
@@ -77,8 +84,8 @@ class MiniLMEncoder:
     or, given ``path`` and ``name``, a model memkit trained from it.
 
     A call with a few texts (at most ``SHORT``: a query) is run by ONNX Runtime on one
-    thread (:class:`OnnxMiniLMEncoder`'s float32 graph: the same model and arithmetic, so
-    the same vectors up to float rounding). PyTorch's per-operator overhead and its thread
+    thread (:class:`OnnxMiniLMEncoder`'s float32 graph of the same model, exported on
+    first use: the same arithmetic, so the same vectors up to float rounding). PyTorch's per-operator overhead and its thread
     pool dominate so small an input: one query took 17 ms in PyTorch on one thread, 9 ms in
     ONNX Runtime, and 190 ms in PyTorch on two threads while other processes kept the two
     cores busy (a thread pool waits for its slowest thread). Batches stay with PyTorch, which
@@ -108,8 +115,8 @@ class MiniLMEncoder:
     def encode(self, texts: Sequence[str], show_progress: bool | None = None) -> np.ndarray:
         if len(texts) == 0:
             return np.zeros((0, self.dim), np.float32)
-        if len(texts) <= SHORT and self.path is None:  # the packaged model, exported to ONNX (a trained one is not)
-            return OnnxMiniLMEncoder(quantize=False).encode(texts, False)
+        if len(texts) <= SHORT:
+            return OnnxMiniLMEncoder(quantize=False, source=self.path, base_name=self.name).encode(texts, False)
         if show_progress is None:
             show_progress = len(texts) > self.progress_above
         vecs = self.model.encode(
@@ -151,13 +158,15 @@ class OnnxMiniLMEncoder:
     _lock = threading.Lock()
 
     def __init__(self, quantize: bool = True, batch_size: int = 32, threads: int | None = None,
-                 folder: str | Path | None = None, progress_above: int = 2000):
+                 folder: str | Path | None = None, progress_above: int = 2000, source: str | Path | None = None,
+                 base_name: str = MINILM):
         self.quantize = quantize
         self.batch_size = batch_size
         self.threads = threads
-        self.folder = Path(folder) if folder else default_cache_dir() / "onnx"
+        self.source = Path(source) if source else None  # a trained model's folder (None: the packaged model)
+        self.folder = Path(folder) if folder else (self.source / "onnx" if self.source else default_cache_dir() / "onnx")
         self.progress_above = progress_above
-        self.name = f"{MINILM}/onnx-int8" if quantize else MINILM
+        self.name = f"{base_name}/onnx-int8" if quantize else base_name
 
     def model_file(self) -> Path:
         """The exported (and quantised) model, made on first call."""
@@ -167,7 +176,7 @@ class OnnxMiniLMEncoder:
             return target
         self.folder.mkdir(parents=True, exist_ok=True)
         if not base.exists():
-            _export_minilm(base)
+            _export_minilm(base, self.source)
         if not self.quantize:
             from onnxruntime.transformers.optimizer import optimize_model
 
@@ -240,11 +249,12 @@ class OnnxMiniLMEncoder:
         return out
 
 
-def _export_minilm(target: Path) -> None:
-    """Export the packaged model's transformer (hidden states out) to ONNX."""
+def _export_minilm(target: Path, source: Path | None = None) -> None:
+    """Export the transformer (hidden states out) of the packaged model, or of the trained
+    model in ``source``, to ONNX."""
     import torch
 
-    model = MiniLMEncoder().model[0].auto_model.eval()
+    model = MiniLMEncoder(path=source).model[0].auto_model.eval()
 
     class Hidden(torch.nn.Module):
         def __init__(self, m):
@@ -387,16 +397,21 @@ ENCODER_NAMES = ("minilm", "minilm-onnx", "minilm-int8")
 
 def get_encoder(name: str = "minilm", cache: bool = True) -> Encoder:
     """A shared encoder by name, cached on disk unless ``cache=False``: ``"minilm"``
-    (sentence-transformers: the default), ``"minilm-onnx"`` (ONNX Runtime, fused float32
+    (sentence-transformers), ``"minilm-onnx"`` (ONNX Runtime, fused float32
     graph; the same vectors, so the same cache entries), ``"minilm-int8"`` (ONNX
-    Runtime, int8 weights; vectors drift, own cache entries), or a model memkit trained
-    (``minilm-ft-<hash>``, or the folder it was saved in; own cache entries)."""
+    Runtime, int8 weights; vectors drift, own cache entries; the served default), or a
+    model memkit trained (``minilm-ft-<hash>``, or the folder it was saved in; own cache
+    entries), also with int8 weights (``minilm-ft-<hash>-int8``)."""
     key = f"{name}:{cache}"
     if key not in _ENCODERS:
         if name in ("minilm", MINILM):
             base = MiniLMEncoder()
         elif name in ENCODER_NAMES:
             base = OnnxMiniLMEncoder(quantize=name == "minilm-int8")
+        elif name.endswith(INT8) and TRAINED.match(float_name(name)):  # a trained model with int8 weights
+            path = trained_model_path(float_name(name))
+            base = OnnxMiniLMEncoder(quantize=True, source=path,
+                                     base_name=json.loads((path / "memkit.json").read_text())["name"])
         else:
             path = trained_model_path(name)
             base = MiniLMEncoder(path=path, name=json.loads((path / "memkit.json").read_text())["name"])
