@@ -395,6 +395,20 @@ _ENCODERS: dict[str, Encoder] = {}
 ENCODER_NAMES = ("minilm", "minilm-onnx", "minilm-int8")
 
 
+def store_queries() -> None:
+    """From now on this process's encoders keep queries' vectors on disk too. The eval asks
+    the same questions every run (and the same follow-ups in the same order), so its second
+    run encodes none of them; the service keeps queries in memory only."""
+    global STORE_BELOW
+    STORE_BELOW = 0
+    for enc in _ENCODERS.values():
+        if isinstance(enc, CachedEncoder):
+            enc.store_below = 0
+
+
+STORE_BELOW = 3  # CachedEncoder's default: calls with fewer texts (queries) are kept in memory only
+
+
 def get_encoder(name: str = "minilm", cache: bool = True) -> Encoder:
     """A shared encoder by name, cached on disk unless ``cache=False``: ``"minilm"``
     (sentence-transformers), ``"minilm-onnx"`` (ONNX Runtime, fused float32
@@ -415,5 +429,5 @@ def get_encoder(name: str = "minilm", cache: bool = True) -> Encoder:
         else:
             path = trained_model_path(name)
             base = MiniLMEncoder(path=path, name=json.loads((path / "memkit.json").read_text())["name"])
-        _ENCODERS[key] = CachedEncoder(base) if cache else base
+        _ENCODERS[key] = CachedEncoder(base, store_below=STORE_BELOW) if cache else base
     return _ENCODERS[key]
