@@ -57,6 +57,7 @@ import urllib.request
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import lru_cache
 
 import numpy as np
 
@@ -560,6 +561,7 @@ class ExtractiveAnswerer:
         return f"{DECLINE}: nothing in these floors answers it closely enough."
 
 
+@lru_cache(maxsize=100_000)  # a pure function of the sentence, asked for every candidate of every question
 def _says_when(sentence: str) -> bool:
     return bool(resolve(sentence, datetime(2000, 1, 1))) or read_span(sentence) is not None
 

@@ -109,9 +109,10 @@ def write_trec_run(run: pl.DataFrame, path, tag: str = "memkit") -> None:
             s32[j] = np.nextafter(s32[j - 1], low, dtype=np.float32)
             j += 1
         done = j - 1
-    with open(path, "w", encoding="utf-8") as fh:
-        fh.writelines(f"{q} Q0 {e} {rank} {float(v):.9g} {tag}\n"
-                      for q, e, rank, v in zip(qid, run["event_id"].to_list(), run["rank"].to_list(), s32.tolist()))
+    # Each float32 is written as the shortest decimal that reads back as it (polars' CSV
+    # writer), so the scores stay strictly decreasing in every tool's reading.
+    pl.DataFrame({"qid": qid, "q0": "Q0", "docid": run["event_id"], "rank": run["rank"], "score": s32, "tag": tag}).write_csv(
+        path, separator=" ", include_header=False, quote_style="never")
 
 
 def read_trec_run(path) -> pl.DataFrame:
