@@ -144,7 +144,12 @@ class OnnxMiniLMEncoder:
     so it is an option (``minilm-onnx``), not the default. ``quantize=True`` quantises
     the weights to int8 instead (per output channel, dynamic, attention products kept
     float): about 2x the throughput, but its vectors drift (cosine down to 0.956 on short
-    chat lines), so it has a name and cache entries of its own (``minilm-int8``).
+    chat lines), so it has a name and cache entries of its own (``minilm-int8``). Dynamic
+    quantisation scales each layer's input by its largest value in the whole input, so in
+    a batch a text's vector would depend on the texts beside it (cosine down to 0.95
+    between the same text encoded in batches of 1 and 32): int8 encodes one text per run
+    (``batch_size`` 1), so a vector is a function of its text alone, as the embedding
+    cache assumes, at about the same rate per CPU-second as batches of 32.
 
     Texts are tokenised with the model's own ``tokenizer.json`` (truncated at 256 word
     pieces, as sentence-transformers does), sorted by length so each batch pads little,
@@ -157,16 +162,17 @@ class OnnxMiniLMEncoder:
     _sessions: dict = {}
     _lock = threading.Lock()
 
-    def __init__(self, quantize: bool = True, batch_size: int = 32, threads: int | None = None,
+    def __init__(self, quantize: bool = True, batch_size: int | None = None, threads: int | None = None,
                  folder: str | Path | None = None, progress_above: int = 2000, source: str | Path | None = None,
                  base_name: str = MINILM):
         self.quantize = quantize
-        self.batch_size = batch_size
+        self.batch_size = batch_size or (1 if quantize else 32)
         self.threads = threads
         self.source = Path(source) if source else None  # a trained model's folder (None: the packaged model)
         self.folder = Path(folder) if folder else (self.source / "onnx" if self.source else default_cache_dir() / "onnx")
         self.progress_above = progress_above
-        self.name = f"{base_name}/onnx-int8" if quantize else base_name
+        # "-1": one text per run (the first int8 vectors were encoded in batches; not reused)
+        self.name = f"{base_name}/onnx-int8-1" if quantize else base_name
 
     def model_file(self) -> Path:
         """The exported (and quantised) model, made on first call."""
