@@ -18,6 +18,7 @@ import re
 import sqlite3
 import threading
 from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Protocol, Sequence, runtime_checkable
 
@@ -232,13 +233,15 @@ class OnnxMiniLMEncoder:
         out = np.zeros((len(texts), self.dim), np.float32)
         if len(texts) == 0:
             return out
-        session, tok = self._session(1 if len(texts) <= SHORT else self.threads)
+        one_at_a_time = self.batch_size == 1 or len(texts) <= SHORT
+        session, tok = self._session(1 if one_at_a_time else self.threads)
         encs = tok.encode_batch(list(texts))
         order = np.argsort([len(e.ids) for e in encs], kind="stable")  # similar lengths share a batch
         if show_progress is None:
             show_progress = len(texts) > self.progress_above
-        for start in tqdm(range(0, len(order), self.batch_size), disable=not show_progress, desc="encoding"):
-            rows = order[start : start + self.batch_size]
+        bar = tqdm(total=len(texts), disable=not show_progress, desc="encoding")
+
+        def run(rows):
             width = max(len(encs[i].ids) for i in rows)
             ids = np.zeros((len(rows), width), np.int64)
             mask = np.zeros((len(rows), width), np.int64)
@@ -252,6 +255,20 @@ class OnnxMiniLMEncoder:
             pooled = (hidden * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1e-9)
             pooled /= np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
             out[rows] = pooled
+            bar.update(len(rows))
+
+        batches = [order[i : i + self.batch_size] for i in range(0, len(order), self.batch_size)]
+        lanes = self.threads or os.cpu_count() or 1
+        if one_at_a_time and len(batches) > 1 and lanes > 1:
+            # One text per run on one thread each, several runs side by side (ONNX Runtime
+            # lets go of the GIL while it runs): the cores stay busy without a thread pool
+            # splitting each small run.
+            with ThreadPoolExecutor(lanes) as pool:
+                list(pool.map(run, batches))
+        else:
+            for rows in batches:
+                run(rows)
+        bar.close()
         return out
 
 

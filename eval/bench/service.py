@@ -425,6 +425,17 @@ def floor_owner(floor: str) -> int:
     return int(floor[len("f_floor"):]) % len(NAMES)
 
 
+def cpu_seconds(pids: list[int]) -> float:
+    """CPU time (user + system) the processes have used so far. CPU per query is what the
+    load of other processes on the cores barely changes, unlike latency and throughput."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
+    return total / ticks
+
+
 def memory_of(pids: list[int]) -> list[dict]:
     out = []
     for pid in pids:
@@ -515,10 +526,16 @@ def main(argv=None) -> dict:
         seed = args.query_seed if args.query_seed is not None else int(time.time())
         bodies = query_bodies(20000, meta["floors"], meta["users"], seed=seed)
         print(f"   query seed {seed}", flush=True)
+        pids = workers_of(proc)
+        cpu = cpu_seconds(pids), time.process_time()
         paced = open_loop(port, bodies, args.rate, args.seconds, args.warmup)
+        served = paced["requests"] + min(args.warmup, paced["requests"])
+        paced["server_cpu_ms"] = 1000 * (cpu_seconds(pids) - cpu[0]) / served
+        paced["client_cpu_ms"] = 1000 * (time.process_time() - cpu[1]) / served
         print(f"   open loop at {args.rate:g} queries/s: {paced['requests']} queries: p50 {paced['p50_ms']:.1f} ms, "
               f"p95 {paced['p95_ms']:.1f} ms, p99 {paced['p99_ms']:.1f} ms, {paced['errors']} errors "
-              f"{paced['first_error'] or ''}", flush=True)
+              f"{paced['first_error'] or ''}; CPU per query: server {paced['server_cpu_ms']:.1f} ms, "
+              f"clients {paced['client_cpu_ms']:.1f} ms", flush=True)
         load = load_test(port, bodies[len(bodies) // 2:], args.clients, args.seconds, args.warmup)
         print(f"   saturated, {args.clients} clients: {load['requests']} queries: p50 {load['p50_ms']:.1f} ms, "
               f"p95 {load['p95_ms']:.1f} ms, p99 {load['p99_ms']:.1f} ms, {load['throughput']:.1f} queries/s, "
@@ -558,7 +575,8 @@ def main(argv=None) -> dict:
                "p99_ms_open_loop": round(paced["p99_ms"], 1), "offered_qps": args.rate,
                "open_loop_errors": paced["errors"], "max_qps": round(load["throughput"], 1),
                "saturated_p50_ms": round(load["p50_ms"], 1), "saturated_p95_ms": round(load["p95_ms"], 1),
-               "saturated_errors": load["errors"],
+               "saturated_errors": load["errors"], "server_cpu_ms_per_query": round(paced["server_cpu_ms"], 1),
+               "client_cpu_ms_per_query": round(paced["client_cpu_ms"], 1),
                "ingest_events_per_s": round(ing["events_per_s"], 1) if ing else None,
                "plain_encoder_texts_per_s": round(plain, 1) if plain else None,
                "ingest_vs_plain": round(ing["events_per_s"] / plain, 3) if ing else None,
