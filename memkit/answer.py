@@ -61,6 +61,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from memkit.encoders import encode_documents
 from memkit.errors import ValidationError
 from memkit.linear import check_linear, linear_score
 from memkit.text import Analyzer
@@ -241,7 +242,7 @@ class ExtractiveAnswerer:
         rows = events.to_dicts() if hasattr(events, "to_dicts") else list(events)
         texts = list(dict.fromkeys(s for r in rows for s in sentences(r.get("text"))))
         if texts:
-            self.encoder.encode(texts)
+            encode_documents(self.encoder, texts)
 
     # -- writing --------------------------------------------------------------------------------
     def answer(self, query: str, items: list[dict], summary: bool = True) -> str:

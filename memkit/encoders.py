@@ -369,7 +369,10 @@ class CachedEncoder:
         self.cache = cache if isinstance(cache, EmbeddingCache) else EmbeddingCache(cache)
         self.encoded = 0  # texts actually sent to the model, for tests and reports
 
-    def encode(self, texts: Sequence[str], show_progress: bool | None = None) -> np.ndarray:
+    def encode(self, texts: Sequence[str], show_progress: bool | None = None, store: bool | None = None) -> np.ndarray:
+        """``store``: None keeps the vectors of a call with fewer than ``store_below`` texts
+        (a query) in memory only; True stores them on disk whatever their number (a
+        document: see ``encode_documents``)."""
         # The tokenizer ignores leading and trailing whitespace, so texts that differ only
         # there (a template whose first field is empty, say) share one vector.
         texts = [t.strip() for t in texts]
@@ -380,7 +383,7 @@ class CachedEncoder:
         if rest:
             found.update(self.cache.get_many(rest, self.dim))
         missing = list(dict.fromkeys(k for k in keys if k not in found))
-        if missing and len(texts) < self.store_below:  # a query: the model, then memory only
+        if missing and not store and len(texts) < self.store_below:  # a query: the model, then memory only
             first = dict(zip(keys, texts))
             found.update(zip(missing, self.encoder.encode([first[k] for k in missing], False)))
             self.encoded += len(missing)
@@ -410,6 +413,15 @@ class CachedEncoder:
                 while len(self._recent) > self.memory:
                     self._recent.popitem(last=False)
         return out
+
+
+def encode_documents(encoder: Encoder, texts: Sequence[str]) -> np.ndarray:
+    """Encode documents (or an answer writer's sentences): a cached encoder stores them on
+    disk however few they are, so a single post encoded ahead of its write is found there
+    by every process catching up on it, not only by the one that encoded it."""
+    if isinstance(encoder, CachedEncoder):
+        return encoder.encode(texts, store=True)
+    return encoder.encode(texts)
 
 
 _ENCODERS: dict[str, Encoder] = {}

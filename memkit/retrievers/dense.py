@@ -21,7 +21,7 @@ import numpy as np
 import polars as pl
 from usearch.index import Index
 
-from memkit.encoders import Encoder, get_encoder
+from memkit.encoders import Encoder, encode_documents, get_encoder
 from memkit.retrievers.base import Retriever, document_text, top_k
 
 
@@ -76,11 +76,11 @@ class DenseRetriever(Retriever):
         return self._buffer[: self._rows]
 
     def _index(self, events: pl.DataFrame, positions: np.ndarray) -> None:
-        vecs = self._enc.encode(document_text(events, self.doc_template))
+        vecs = encode_documents(self._enc, document_text(events, self.doc_template))
         self.add_vectors(vecs)
 
     def precompute(self, events: pl.DataFrame) -> None:
-        self._enc.encode(document_text(events, self.doc_template))
+        encode_documents(self._enc, document_text(events, self.doc_template))
 
     def warm(self) -> None:
         if self.uses_hnsw():

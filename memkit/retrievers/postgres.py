@@ -62,7 +62,7 @@ from typing import TYPE_CHECKING, Iterable
 import numpy as np
 import polars as pl
 
-from memkit.encoders import Encoder, get_encoder
+from memkit.encoders import Encoder, encode_documents, get_encoder
 from memkit.errors import ValidationError
 from memkit.retrievers.base import (
     Filters,
@@ -355,11 +355,11 @@ class PgVectorRetriever(PostgresRetriever):
                 *graph, *super()._ddl()]
 
     def _values(self, events: pl.DataFrame) -> list:
-        vecs = self._enc.encode(document_text(events, self.doc_template))
+        vecs = encode_documents(self._enc, document_text(events, self.doc_template))
         return [_vector_literal(v) for v in vecs]
 
     def precompute(self, events: pl.DataFrame) -> None:
-        self._enc.encode(document_text(events, self.doc_template))
+        encode_documents(self._enc, document_text(events, self.doc_template))
 
     def _value_column(self) -> tuple[str, str]:
         return "embedding", "%s::vector"
