@@ -62,6 +62,7 @@ from memkit.synthetic import BLOCK_TYPES, NAMES, TAGS, generate_events, generate
 ROOT = Path(__file__).resolve().parents[2]
 BENCH_SECRET = "bench-secret"
 FAR = datetime(2100, 1, 1, tzinfo=timezone.utc)
+KEEP_ALIVE_S = 2  # gunicorn closes a kept-alive connection idle this long (its default, passed explicitly)
 
 
 def token_of(i: int) -> str:
@@ -219,7 +220,8 @@ def start_gunicorn(args, folder: Path, port: int) -> subprocess.Popen:
     for key, value in settings_for(args, folder).items():
         env[f"MEMKIT_{key.upper()}"] = value
     cmd = [str(Path(sys.executable).with_name("gunicorn")), "-w", str(args.workers), "--threads", str(args.threads),
-           "-b", f"127.0.0.1:{port}", "--timeout", "900", "--log-level", "info", "server.wsgi:app"]
+           "-b", f"127.0.0.1:{port}", "--timeout", "900", "--keep-alive", str(KEEP_ALIVE_S), "--log-level", "info",
+           "server.wsgi:app"]
     with open(folder / "gunicorn.log", "w") as log:
         return subprocess.Popen(cmd, cwd=ROOT, env=env, start_new_session=True, stdout=log, stderr=subprocess.STDOUT)
 
@@ -305,7 +307,10 @@ def open_loop(port: int, bodies, rate: float, seconds: float, warmup: int, sende
     """Queries due at a fixed rate (``rate`` per second) for ``seconds``, whatever happens
     to earlier ones: ``senders`` threads, each with its own connection, take the next due
     query, wait for its time and send it. Latency counts from when the query was due, so
-    a query that waited for a free sender (the server falling behind) counts that wait."""
+    a query that waited for a free sender (the server falling behind) counts that wait. At
+    a low rate a sender idles longer than the server keeps its connection open
+    (``KEEP_ALIVE_S``), so such a sender connects again before it sends, as any client
+    would, rather than writing into a socket the server has closed (a broken pipe)."""
     lat: list[float] = []
     errors = []
     lock = threading.Lock()
@@ -315,6 +320,7 @@ def open_loop(port: int, bodies, rate: float, seconds: float, warmup: int, sende
 
     def sender():
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+        last = time.perf_counter()
         while True:
             i = next(counter)
             if i >= total:
@@ -323,13 +329,17 @@ def open_loop(port: int, bodies, rate: float, seconds: float, warmup: int, sende
             pause = due - time.perf_counter()
             if pause > 0:
                 time.sleep(pause)
+            if time.perf_counter() - last > KEEP_ALIVE_S / 2:
+                conn.close()
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
             token, body = bodies[i % len(bodies)]
             try:
                 status, data = request(conn, "/agent/memory/query", body, token)
             except (OSError, http.client.HTTPException) as exc:
                 status, data = 0, {"error": repr(exc)}
                 conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
-            took = time.perf_counter() - due
+            last = time.perf_counter()
+            took = last - due
             with lock:
                 if status != 200:
                     errors.append((status, data))
