@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from memkit.answer import sentences
-from memkit.encoders import EmbeddingCache, default_cache_dir
+from memkit.encoders import EmbeddingCache
 from memkit.retrievers.base import document_text
 from server import create_app
 from server.search.index import load_events
@@ -37,7 +37,6 @@ def test_a_write_is_encoded_before_its_transaction(kind, tmp_path, tmp_path_fact
     assert c.post(path, headers=ann, json={"text": "First post. It is here.", "created_at": "2024-03-01T10:00:00Z"}).status_code == 200
     pipeline = memory.warm().pipeline
     dense = [p for p in _leaves(pipeline.retriever) if hasattr(p, "_enc")]
-    cache = EmbeddingCache(default_cache_dir() / "embeddings.sqlite")
     seen = {}
 
     def probe(conn, event_ids):  # the Events service's hook inside the transaction
@@ -47,9 +46,13 @@ def test_a_write_is_encoded_before_its_transaction(kind, tmp_path, tmp_path_fact
             docs = pipeline.documents(load_events(conn, sessions=list(days)))
         else:
             docs = frame
-        keys = [EmbeddingCache.key(d._enc.name, t.strip()) for d in dense for t in document_text(docs, d.doc_template)]
-        keys += [EmbeddingCache.key(dense[0]._enc.name, s) for t in frame["text"] for s in sentences(t)]
-        seen["found"], seen["wanted"] = len(cache.get_many(keys, 384)), len(set(keys))
+        wanted = [(d._enc, t.strip()) for d in dense for t in document_text(docs, d.doc_template)]
+        wanted += [(pipeline.answerer.encoder, s) for t in frame["text"] for s in sentences(t)]
+        keys: dict = {}  # each encoder's own on-disk cache (the one it was made with)
+        for enc, text in wanted:
+            keys.setdefault(enc, set()).add(EmbeddingCache.key(enc.name, text))
+        seen["wanted"] = sum(map(len, keys.values()))
+        seen["found"] = sum(len(enc.cache.get_many(list(k), enc.dim)) for enc, k in keys.items())
         original(conn, event_ids)
 
     original, events.indexer = events.indexer, probe
