@@ -57,9 +57,11 @@ import urllib.request
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import lru_cache
 
 import numpy as np
 
+from memkit.encoders import encode_documents
 from memkit.errors import ValidationError
 from memkit.linear import check_linear, linear_score
 from memkit.text import Analyzer
@@ -276,7 +278,7 @@ class ExtractiveAnswerer:
         rows = events.to_dicts() if hasattr(events, "to_dicts") else list(events)
         texts = list(dict.fromkeys(s for r in rows for s in sentences(r.get("text"))))
         if texts:
-            self.encoder.encode(texts)
+            encode_documents(self.encoder, texts)
 
     # -- writing --------------------------------------------------------------------------------
     def answer(self, query: str, items: list[dict], summary: bool = True) -> str:
@@ -694,6 +696,7 @@ def _window_text(reading) -> str | None:
     return day_text(start) if start == end else f"{day_text(start)} to {day_text(end)}"
 
 
+@lru_cache(maxsize=100_000)  # a pure function of the sentence, asked for every candidate of every question
 def _says_when(sentence: str) -> bool:
     return bool(resolve(sentence, datetime(2000, 1, 1))) or read_span(sentence) is not None
 

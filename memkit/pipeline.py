@@ -376,19 +376,26 @@ class Pipeline:
             return run
         return run.with_columns(pl.Series("score", self.calibration(run["score"].to_numpy()), pl.Float64))
 
-    def _search(self, text: str, k: int, f: Filters, query_id: str, days=None) -> pl.DataFrame:
-        """One text's ranking; with ``days``, the posts of those days the search did not
-        reach are searched for again under a time filter and added (the same text scores a
-        post the same in both searches)."""
-        frame = pl.DataFrame({"query_id": [query_id], "text": [text]})
-        run = self._calibrated(self.retriever.search(frame, k, f))
+    def _search(self, texts: list[str], k: int, f: Filters, query_id: str, days=None) -> list[pl.DataFrame]:
+        """Each text's ranking, all texts in one search (a question's variants share one
+        model call: memkit/retrievers/learned.py); with ``days``, the posts of those days the
+        search did not reach are searched for again under a time filter and added (a text
+        scores a post the same in both searches)."""
+        ids = [f"{query_id}/{i}" for i in range(len(texts))]
+        frame = pl.DataFrame({"query_id": ids, "text": texts})
+
+        def split(run: pl.DataFrame) -> list[pl.DataFrame]:
+            run = self._calibrated(run)
+            return [run.filter(pl.col("query_id") == i).with_columns(pl.lit(query_id).alias("query_id")) for i in ids]
+
+        runs = split(self.retriever.search(frame, k, f))
         if days is not None:
             dated = Filters(f.floor_ids, *_day_bounds(*days, f), f.types, f.tags)
             if dated.time_from is not None and dated.time_to is not None and dated.time_from <= dated.time_to:
-                more = self._calibrated(self.retriever.search(frame, k, dated))
-                run = (pl.concat([run, more]).unique("event_id", keep="first", maintain_order=True)
-                       .sort(["score", "event_id"], descending=[True, False]))
-        return run
+                runs = [pl.concat([run, more]).unique("event_id", keep="first", maintain_order=True)
+                        .sort(["score", "event_id"], descending=[True, False])
+                        for run, more in zip(runs, split(self.retriever.search(frame, k, dated)))]
+        return runs
 
     def _retrieve(self, reading: Reading, f: Filters, k: int, query_id: str,
                   history: list[Turn]) -> tuple[pl.DataFrame, Reading, float | None]:
@@ -400,7 +407,7 @@ class Pipeline:
         (memkit.conversation.confirms_topic)."""
         depth = k if len(reading.variants) == 1 else max(k, 100)  # fused variants: fuse deeper lists, then cut
         depth = max(depth, WINDOW_DEPTH) if reading.days is not None else depth
-        runs = [self._search(text, depth, f, query_id, reading.days) for text, _ in reading.variants]
+        runs = self._search([text for text, _ in reading.variants], depth, f, query_id, reading.days)
         if len(runs) > 1 and reading.new_subject:
             first = self.posts.items(runs[0]["event_id"].head(1).to_list())
             sure = float(runs[0]["score"].max()) if runs[0].height and self.calibration is not None else None

@@ -74,12 +74,31 @@ class Analyzer:
         return _TOKEN.findall(text)
 
     def __call__(self, text: str) -> list[str]:
+        return list(_analyzed(self, text))
+
+    def _terms(self, text: str) -> tuple[str, ...]:
         terms = [t for t in self.tokens(text) if t not in self._stop]
         # Possessives: "caroline's" indexes as "caroline".
         terms = [t[:-2] if t.endswith("'s") else t for t in terms]
         if self._stem is not None:
             terms = [self._stem(t) for t in terms]
-        return [t for t in terms if len(t) >= self.min_length]
+        return tuple(t for t in terms if len(t) >= self.min_length)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Analyzer) and (self._stop, self.stemmer, self.min_length) == (other._stop, other.stemmer,
+                                                                                              other.min_length)
+
+    def __hash__(self) -> int:
+        return hash((self._stop, self.stemmer, self.min_length))
+
+
+@lru_cache(maxsize=50_000)
+def _analyzed(analyzer: Analyzer, text: str) -> tuple[str, ...]:
+    """An analyzer's terms of a text, remembered: the same texts are analysed again and
+    again (every post of a session shares its session's text; an eval indexes each data
+    set once per config; a query is analysed by every sparse part). Analyzers with the
+    same parameters are equal, so they share what is remembered."""
+    return analyzer._terms(text)
 
 
 @lru_cache(maxsize=8)

@@ -55,8 +55,10 @@ import polars as pl
 from tqdm.auto import tqdm
 
 from memkit.encoders import (
+    INT8,
     MINILM,
     TRAINED,
+    float_name,
     load_sentence_transformer,
     models_dir,
     trained_model_path,
@@ -189,19 +191,22 @@ def pairs_hash(pairs: pl.DataFrame) -> str:
 
 # -- training ------------------------------------------------------------------------------
 def model_name(base: str, pairs: pl.DataFrame, settings: TrainSettings) -> str:
-    """``minilm-ft-<hash>``: the base model, the pairs and the settings, hashed."""
-    key = json.dumps({"base": base, "pairs": pairs_hash(pairs), "settings": asdict(settings),
+    """``minilm-ft-<hash>``: the base model, the pairs and the settings, hashed. A base
+    with int8 weights (``minilm-int8``) trains its float model, and the trained model is
+    served with int8 weights too (``minilm-ft-<hash>-int8``)."""
+    key = json.dumps({"base": float_name(base), "pairs": pairs_hash(pairs), "settings": asdict(settings),
                       "version": TRAIN_VERSION}, sort_keys=True)
-    return "minilm-ft-" + hashlib.sha256(key.encode()).hexdigest()[:12]
+    return "minilm-ft-" + hashlib.sha256(key.encode()).hexdigest()[:12] + (INT8 if base.endswith(INT8) else "")
 
 
 def is_trained(name: str) -> bool:
+    name = float_name(name)
     return name in ("minilm", MINILM) or (models_dir() / name / "memkit.json").exists()
 
 
 def model_info(name: str) -> dict:
     """What ``memkit.json`` records of a trained model: base, pairs, settings, seconds."""
-    return json.loads((trained_model_path(name) / "memkit.json").read_text())
+    return json.loads((trained_model_path(float_name(name)) / "memkit.json").read_text())
 
 
 def train(pairs: pl.DataFrame, base: str = "minilm", settings: TrainSettings | None = None,
@@ -214,25 +219,26 @@ def train(pairs: pl.DataFrame, base: str = "minilm", settings: TrainSettings | N
     settings = settings or TrainSettings()
     if pairs.height == 0:
         raise ValidationError("pairs", "nothing to learn from: no pairs")
-    if base not in ("minilm", MINILM) and not TRAINED.match(base) and not (Path(base) / "memkit.json").exists():
+    start = float_name(base)
+    if start not in ("minilm", MINILM) and not TRAINED.match(start) and not (Path(start) / "memkit.json").exists():
         raise ValidationError("model", f"expected 'minilm' or a trained model's name (minilm-ft-...), got {base!r}")
     name = model_name(base, pairs, settings)
-    folder = models_dir() / name
+    folder = models_dir() / float_name(name)
     if (folder / "memkit.json").exists():
         return name
     used = pairs
     if pairs.height > settings.max_pairs:  # a seeded sample, kept in its original order
         keep = np.sort(np.random.default_rng(settings.seed).choice(pairs.height, settings.max_pairs, replace=False))
         used = pairs[keep]
-    model = load_sentence_transformer(None if base in ("minilm", MINILM) else trained_model_path(base))
+    model = load_sentence_transformer(None if start in ("minilm", MINILM) else trained_model_path(start))
     started = time.perf_counter()
     _fit(model, used, settings, progress, threads or int(os.environ.get("MEMKIT_TRAIN_THREADS", "1")))
     seconds = time.perf_counter() - started
-    tmp = folder.with_name(f".{name}.{os.getpid()}.tmp")
+    tmp = folder.with_name(f".{folder.name}.{os.getpid()}.tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     model.save(str(tmp), create_model_card=False)
     kinds = used.group_by("kind").len().sort("kind")
-    info = {"name": name, "base": base, "pairs": pairs.height, "pairs_used": used.height,
+    info = {"name": folder.name, "base": start, "pairs": pairs.height, "pairs_used": used.height,
             "pairs_sha256": pairs_hash(pairs), "kinds": dict(zip(kinds["kind"].to_list(), kinds["len"].to_list())),
             "hard_negatives": int(used["negative"].is_not_null().sum()), "settings": asdict(settings),
             "sources": list(sources), "train_seconds": round(seconds, 1), "version": TRAIN_VERSION}

@@ -13,6 +13,7 @@ from flask import Flask, g, request
 from flask_limiter import Limiter
 from flask_limiter.util import get_remote_address
 
+from memkit.threads import single_threaded_blas
 from server import errors
 from server.api.strict_json import StrictJSONProvider, check_url
 from server.services.accounts import Accounts
@@ -27,6 +28,7 @@ requests_log = logging.getLogger("memkit.server.requests")
 
 
 def create_app(config: dict | None = None) -> Flask:
+    single_threaded_blas()  # requests run side by side; none gains from splitting its products (memkit/threads.py)
     settings = Settings.load(config)
     app = Flask(__name__)
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
@@ -42,7 +44,7 @@ def create_app(config: dict | None = None) -> Flask:
         "engine": engine,
         "accounts": Accounts(engine, settings, mailer, sms),
         "floors": Floors(engine, settings),
-        "events": Events(engine, indexer=memory.indexer, after_write=memory.catch_up),
+        "events": Events(engine, indexer=memory.indexer, after_write=memory.catch_up, before_write=memory.encode_ahead),
         "memory": memory,
     }
     # No X-RateLimit-*/Retry-After headers on every answer: Retry-After goes with a 429

@@ -78,6 +78,19 @@ def test_onnx_encoder_matches_the_plain_model(onnx_folder, quantize, floor):
     assert (enc.name == MiniLMEncoder.name) is (not quantize)
 
 
+def test_an_int8_vector_depends_on_its_text_alone(onnx_folder):
+    """Dynamic int8 quantisation scales a layer's input by its largest value: in a batch
+    that would be other texts' values too. Encoded alone or among others (longer and
+    shorter), a text gets the same vector, as the embedding cache (keyed by text) needs."""
+    from memkit.encoders import OnnxMiniLMEncoder
+
+    enc = OnnxMiniLMEncoder(quantize=True, folder=onnx_folder)
+    alone = np.concatenate([enc.encode([t]) for t in TEXTS])
+    assert np.array_equal(enc.encode(TEXTS), alone)
+    batched = OnnxMiniLMEncoder(quantize=True, folder=onnx_folder, batch_size=len(TEXTS)).encode(TEXTS)
+    assert not np.allclose(batched, alone, atol=1e-3)  # what one text per run avoids
+
+
 def test_onnx_export_is_made_once(onnx_folder):
     from memkit.encoders import OnnxMiniLMEncoder
 
@@ -86,7 +99,7 @@ def test_onnx_export_is_made_once(onnx_folder):
         stamp = path.stat().st_mtime_ns
         assert OnnxMiniLMEncoder(quantize=quantize, folder=onnx_folder).model_file() == path
         assert path.stat().st_mtime_ns == stamp
-    assert get_encoder("minilm-int8").name == "all-MiniLM-L6-v2/onnx-int8"
+    assert get_encoder("minilm-int8").name == "all-MiniLM-L6-v2/onnx-int8-1"
     assert isinstance(get_encoder("minilm").encoder, MiniLMEncoder)
     assert isinstance(get_encoder("minilm-onnx").encoder, OnnxMiniLMEncoder)
     with pytest.raises(ValueError, match="minilm-int8"):

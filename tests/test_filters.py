@@ -177,3 +177,16 @@ def test_bad_filters_name_the_field():
         Filters(tags="pets")
     with pytest.raises(ValidationError, match="colour"):
         Filters.from_dict({"colour": ["red"]})
+
+
+@PROPS
+@given(q=st.sampled_from(QUERIES), k=st.integers(1, 30), w=st.floats(0.05, 0.95))
+def test_one_query_is_fused_as_the_frame_query_fuses_it(fitted, q, k, w):
+    """``convex`` fuses one query's runs in numpy (the service's path): the same run as the
+    polars query every batch takes, ties and match types included."""
+    from memkit.retrievers.hybrid import _convex_frames, _convex_one
+
+    runs = [fitted["bm25"].search(q, k=25), fitted["dense"].search(q, k=25), fitted["bm25"].search(q + " bread", k=10)]
+    got, want = _convex_one(runs, [w, 1 - w, 0.4], k), _convex_frames(runs, [w, 1 - w, 0.4], "minmax", k)
+    assert got.select("query_id", "event_id", "rank", "match_type").equals(want.select("query_id", "event_id", "rank", "match_type"))
+    assert np.allclose(got["score"].to_numpy(), want["score"].to_numpy(), atol=1e-9)

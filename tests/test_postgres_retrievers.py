@@ -99,6 +99,23 @@ def test_selective_filters_still_return_k_admitted_items(graph_url, iterative_sc
     assert set(got) <= {events["event_id"][i] for i in admitted} and len(got) == min(50, len(admitted))
 
 
+def test_without_a_graph_searches_are_exact_and_no_graph_is_built(pg_url):
+    """``graph = false`` (postgres.toml: the service always names floors) makes no HNSW
+    index, and every search, with floors or without, is the exact top k."""
+    import psycopg
+
+    enc = HashEncoder()
+    events = make_events(400, seed=5)
+    r = PgVectorRetriever(url=pg_url, table="vec_nograph", encoder=enc, graph=False).fit(events)
+    with psycopg.connect(pg_url) as conn:
+        indexes = {row[0] for row in conn.execute("SELECT indexname FROM pg_indexes WHERE tablename = 'vec_nograph'")}
+    assert "vec_nograph_hnsw" not in indexes and "vec_nograph_floor" in indexes
+    for f, admitted in ((None, lambda i: True), (Filters(floor_ids=("bob",)), lambda i: events["floor_id"][i] == "bob")):
+        got = r.search("sourdough bread", 15, f)["event_id"].to_list()
+        assert got == _brute(enc, events, "sourdough bread", 15, admitted)
+    assert r.exact_fallbacks == 0 and build(r.params()).graph is False
+
+
 def test_add_replaces_and_remove_drops(pg_url):
     enc = HashEncoder()
     events = make_events(40, seed=1)

@@ -129,6 +129,22 @@ def test_remove_equals_refit_without(kind, events):
     assert_same_results(kind, r.search(QUERIES, k=15), refit.search(QUERIES, k=15))
 
 
+@pytest.mark.parametrize("kind", ["tfidf", "bm25", "dense"])
+def test_many_small_changes_equal_a_refit(kind, events):
+    """A stream of small adds and removals (as a service's catch-ups make: more batches
+    than the sparse index keeps segments, so segments are merged, and removals between
+    them, so document frequencies are recounted) scores as a refit of what is left."""
+    r = all_kinds()[kind]().fit(events.head(10))
+    gone = []
+    for start in range(10, events.height, 7):
+        r.add(events.slice(start, 7))
+        gone.append(events["event_id"][start - 3])
+        r.remove(gone[-1:])
+    assert kind == "dense" or 1 < len(r.index.segments) <= 8
+    refit = all_kinds()[kind]().fit(events.filter(~pl.col("event_id").is_in(gone)))
+    assert_same_results(kind, r.search(QUERIES, k=20), refit.search(QUERIES, k=20))
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_save_load_identical(kind, events, tmp_path):
     r = all_kinds()[kind]().fit(events.head(100)).add(events.tail(20)).remove(["e5"])

@@ -26,6 +26,7 @@ from memkit.training import (
     EncoderStage,
     TrainSettings,
     model_info,
+    model_name,
     structure_pairs,
     supervised_pairs,
     train,
@@ -233,8 +234,17 @@ def test_bad_encoder_sections_name_the_field(spec, field):
 def test_nothing_to_learn_is_an_error():
     with pytest.raises(ValidationError, match="no pairs"):
         train(structure_pairs(exchanges(range(1)), ["reply"]))
-    with pytest.raises(ValidationError, match="model"):
-        train(structure_pairs(exchanges(range(1))), "minilm-int8")
+    with pytest.raises(ValidationError, match="model"):  # an int8 name is no way around the check
+        train(structure_pairs(exchanges(range(1))), "bert-int8")
+
+
+def test_an_int8_base_trains_its_float_model_and_serves_int8_weights():
+    """``adapt`` from the int8 default trains the float model (the same training, so the
+    same folder) and names the result for serving with int8 weights."""
+    pairs, settings = structure_pairs(exchanges(range(2))), TrainSettings()
+    float_model = model_name("minilm", pairs, settings)
+    assert model_name("minilm-int8", pairs, settings) == float_model + "-int8"
+    assert model_name(float_model + "-int8", pairs, settings) == model_name(float_model, pairs, settings) + "-int8"
 
 
 def test_train_encoder_command(tmp_path, monkeypatch, capsys):

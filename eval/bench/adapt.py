@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from service import add_store_arguments, open_store, settings_for  # noqa: E402  (the service benchmark's store)
+from service import add_store_arguments, open_store, plain_encoder_rate, settings_for  # noqa: E402  (the service benchmark's store)
 
 
 def main(argv=None) -> None:
@@ -37,12 +37,13 @@ def main(argv=None) -> None:
     add_store_arguments(ap, 20_000)
     ap.add_argument("--batch", type=int, default=500, help="events per transaction re-encoding PostgreSQL rows")
     ap.add_argument("--threads", type=int, help="PyTorch threads while training")
+    ap.add_argument("--plain", type=int, default=3000, help="posts plain sentence-transformers encodes for the yardstick")
     args = ap.parse_args(argv)
     folder, _, pg = open_store(args, "bench-adapt")
 
     from memkit.training import model_info
     from server import create_app
-    from server.search.adapt import adapt
+    from server.search.adapt import adapt, store_events
 
     try:
         app = create_app(settings_for(args, folder))
@@ -68,15 +69,21 @@ def main(argv=None) -> None:
         worker.extensions["memkit"]["engine"].dispose()
         print(f"3. a worker opens version {r.version} in {opened:.1f} s ({getattr(index, 'started_from', '-')}); "
               f"a query: {len(res.run)} items in {asked * 1000:.0f} ms", flush=True)
+        with app.extensions["memkit"]["engine"].connect() as conn:
+            texts = store_events(conn)["text"].sample(min(args.plain, r.events), seed=0).to_list()
     finally:
         if pg is not None:
             pg.cleanup()
+    plain = plain_encoder_rate(texts)
+    rate = r.events / max(r.encode_seconds, 1e-9)
+    print(f"4. plain sentence-transformers on {len(texts):,} of the posts: {plain:.0f} texts/s; "
+          f"re-encoding / plain = {rate / plain:.2f}x", flush=True)
     print()
-    print("| backend | posts | pairs trained | training s | re-encoding s | posts/s re-encoded | switch s "
-          "| worker opens new version s |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("| backend | posts | pairs trained | training s | re-encoding s | posts/s re-encoded | plain encoder texts/s "
+          "| re-encoding / plain | switch s | worker opens new version s |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     print(f"| {args.backend} | {r.events:,} | {r.pairs:,} | {trained:.0f} | {r.encode_seconds:.0f} "
-          f"| {r.events / max(r.encode_seconds, 1e-9):.0f} | {r.switch_seconds:.2f} | {opened:.1f} |")
+          f"| {rate:.0f} | {plain:.0f} | {rate / plain:.2f}x | {r.switch_seconds:.2f} | {opened:.1f} |")
 
 
 if __name__ == "__main__":

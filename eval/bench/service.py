@@ -2,8 +2,10 @@
 
     .venv/bin/python eval/bench/service.py --events 100000            # SQLite store, in-memory index
     .venv/bin/python eval/bench/service.py --events 100000 --backend postgres
+    .venv/bin/python eval/bench/service.py --events 20000 --dir DIR --json   # last line: the figures as JSON
 
-Steps, each printed as it finishes, then one markdown table:
+Steps, each printed as it finishes, then one markdown table (and with ``--json`` one JSON
+object as the last line):
 
 1. a store of ``--events`` generated posts (memkit.synthetic: floors of 500 posts with a
    feed, blog, forum and quiz block, 20 authors, tags, three years of dates, chat- to
@@ -12,17 +14,27 @@ Steps, each printed as it finishes, then one markdown table:
    cache under ``MEMKIT_CACHE_DIR`` makes a second run cheap), and the answers' sentence
    vectors encoded as ingest would have;
 3. start-up: a fresh index loads the saved one and catches up on ``--catch-up`` posts
-   written after the save (what a restarted or new worker does);
+   written after the save (what a restarted or new worker does); the texts it sent to
+   the model are counted (only the new posts', not what the saved index holds);
 4. gunicorn (``--workers`` processes x ``--threads`` threads) on loopback, each worker
-   loading the saved index; ``--clients`` client threads each send queries back to back
-   (1 to 3 floors, a filter on a third of them, answers on) for ``--seconds``; latency
-   percentiles and throughput over the requests after a warm-up;
-5. bulk ingest: ``--ingest`` posts through ``POST .../events/batch`` (500 per request),
-   each request returning once its worker's index has encoded them;
-6. resident memory of each worker (RSS, and PSS, which splits shared pages).
+   loading the saved index. The queries (1 to 3 floors, a filter on a third of them,
+   answers on) come from 20 users who ask many each, so all but a user's first are
+   follow-ups (the served default carries them). Two loads, each for ``--seconds``:
+   *open loop*: queries arrive at a fixed rate (``--rate``, 50 per second), whether or not
+   earlier ones have been answered, and latency counts from the moment each was due (so
+   queueing shows); *saturated*: ``--clients`` threads send queries back to back, which
+   measures the most the server answers per second;
+5. bulk ingest: ``--ingest`` new posts (texts never seen before, so nothing comes from the
+   embedding cache) through ``POST .../events/batch`` (500 per request), each request
+   returning once its worker's index has encoded them; then plain sentence-transformers
+   encodes the same posts' texts, one text per post, in this process (the yardstick the
+   ingest rate is compared with, measured side by side);
+6. resident memory of each worker (RSS, and PSS, which splits shared pages), and whether
+   every worker stopped cleanly on SIGTERM (gunicorn's log is kept in ``--dir``).
 
 The clients run in this process on the same cores as the server, as a real single-host
-load test would; numbers are for the machine it runs on.
+load test would; numbers are for the machine it runs on. The load average before the run
+is printed with the figures.
 """
 
 from __future__ import annotations
@@ -50,6 +62,7 @@ from memkit.synthetic import BLOCK_TYPES, NAMES, TAGS, generate_events, generate
 ROOT = Path(__file__).resolve().parents[2]
 BENCH_SECRET = "bench-secret"
 FAR = datetime(2100, 1, 1, tzinfo=timezone.utc)
+KEEP_ALIVE_S = 2  # gunicorn closes a kept-alive connection idle this long (its default, passed explicitly)
 
 
 def token_of(i: int) -> str:
@@ -59,39 +72,59 @@ def token_of(i: int) -> str:
 # -- 1. the store ----------------------------------------------------------------------
 def build_store(url: str, n: int, per_floor: int = 500, seed: int = 0) -> dict:
     """Users, floors, blocks, ``n`` events and their log rows, written in bulk. Returns
-    the ids the clients need: floors, blocks per floor and the users' tokens."""
+    the ids the clients need: floors, blocks per floor and the users' tokens. Resumable: a
+    run stopped half-way is taken up where it stopped (chunks already written are skipped)."""
+    import sqlalchemy as sa
+
     from server.store import connect
-    from server.store.schema import blocks, floors, tokens, users
+    from server.store.schema import users
 
     engine = connect(url)
-    now = datetime.now(timezone.utc)
     frame = generate_events(n, seed=seed, events_per_floor=per_floor)
+    floor_names = sorted(set(frame["floor_id"].to_list()), key=lambda f: int(f.split("-")[1]))
     with engine.begin() as conn:
-        conn.execute(users.insert(), [{"id": f"u_bench{i:02d}", "name": name, "email": f"{name.lower()}@bench.invalid",
-                                       "validated": True, "floor_quota": 10**6, "block_quota": 10**6, "created_at": now}
-                                      for i, name in enumerate(NAMES)])
-        conn.execute(tokens.insert(), [{"hash": hashlib.sha256(token_of(i).encode()).hexdigest(),
-                                        "user_id": f"u_bench{i:02d}", "created_at": now, "expires_at": FAR}
-                                       for i in range(len(NAMES))])
-        floor_names = sorted(set(frame["floor_id"].to_list()), key=lambda f: int(f.split("-")[1]))
-        conn.execute(floors.insert(), [{"id": f"f_{f.replace('-', '')}", "owner_id": f"u_bench{i % len(NAMES):02d}",
-                                        "title": f"Floor {i}", "details": "", "is_private": False, "created_at": now}
-                                       for i, f in enumerate(floor_names)])
-        conn.execute(blocks.insert(), [{"id": f"b_{f.replace('-', '')}_{t}", "floor_id": f"f_{f.replace('-', '')}",
-                                        "type": t, "title": f"{t.title()} of floor {f.split('-')[1]}", "details": "",
-                                        "created_at": now} for f in floor_names for t in BLOCK_TYPES])
-    user_of = {name: f"u_bench{i:02d}" for i, name in enumerate(NAMES)}
-    insert_events(engine, frame, user_of)
+        started = conn.execute(sa.select(users.c.id).where(users.c.id == "u_bench00")).first() is not None
+        if not started:
+            _write_owners(conn, floor_names)
+    insert_events(engine, frame, {name: f"u_bench{i:02d}" for i, name in enumerate(NAMES)}, resume=started)
     engine.dispose()
     return {"floors": [f"f_{f.replace('-', '')}" for f in floor_names], "users": len(NAMES)}
 
 
-def insert_events(engine, frame: pl.DataFrame, user_of: dict, chunk: int = 5000) -> None:
+def _write_owners(conn, floor_names: list[str]) -> None:
+    """The benchmark's users (one per name), their tokens, the floors and their blocks."""
+    from server.store.schema import blocks, floors, tokens, users
+
+    now = datetime.now(timezone.utc)
+    conn.execute(users.insert(), [{"id": f"u_bench{i:02d}", "name": name, "email": f"{name.lower()}@bench.invalid",
+                                   "validated": True, "floor_quota": 10**6, "block_quota": 10**6, "created_at": now}
+                                  for i, name in enumerate(NAMES)])
+    conn.execute(tokens.insert(), [{"hash": hashlib.sha256(token_of(i).encode()).hexdigest(),
+                                    "user_id": f"u_bench{i:02d}", "created_at": now, "expires_at": FAR}
+                                   for i in range(len(NAMES))])
+    conn.execute(floors.insert(), [{"id": f"f_{f.replace('-', '')}", "owner_id": f"u_bench{i % len(NAMES):02d}",
+                                    "title": f"Floor {i}", "details": "", "is_private": False, "created_at": now}
+                                   for i, f in enumerate(floor_names)])
+    conn.execute(blocks.insert(), [{"id": f"b_{f.replace('-', '')}_{t}", "floor_id": f"f_{f.replace('-', '')}",
+                                    "type": t, "title": f"{t.title()} of floor {f.split('-')[1]}", "details": "",
+                                    "created_at": now} for f in floor_names for t in BLOCK_TYPES])
+
+
+def insert_events(engine, frame: pl.DataFrame, user_of: dict, chunk: int = 5000, resume: bool = False) -> None:
+    """The events and their change-log rows, ``chunk`` per transaction (with ``resume``,
+    a chunk whose last event is already stored is skipped)."""
+    import sqlalchemy as sa
+
     from server.store.schema import event_log, events
 
     now = datetime.now(timezone.utc)
     for start in range(0, frame.height, chunk):
         part = frame.slice(start, chunk)
+        if resume:
+            last = f"e_{part['event_id'][-1].replace('-', '_')}"
+            with engine.connect() as conn:
+                if conn.execute(sa.select(events.c.id).where(events.c.id == last)).first() is not None:
+                    continue
         rows = []
         for r in part.iter_rows(named=True):
             floor = f"f_{r['floor_id'].replace('-', '')}"
@@ -124,14 +157,21 @@ def build_index(args, folder: Path) -> dict:
     app = create_app(settings_for(args, folder))
     memory = app.extensions["memkit"]["memory"]
     index = memory.warm()
-    if hasattr(index, "backfill"):  # PostgreSQL: rows for the events written straight into the store
-        index.backfill(batch=1000, progress=lambda n: print(f"   backfilled {n:,}", flush=True) if n % 10000 == 0 else None)
+    if hasattr(index, "backfill"):
+        # PostgreSQL: rows for the events written straight into the store, with their
+        # sentences, as ingest indexes them; resumable (events that lack rows), timed per batch.
+        started = time.perf_counter()
+
+        def progress(n):
+            if n % 10000 == 0:
+                print(f"   backfilled {n:,} ({n / (time.perf_counter() - started):.0f} events/s)", flush=True)
+
+        index.backfill(batch=1000, progress=progress)
+    else:
+        with app.extensions["memkit"]["engine"].connect() as conn:
+            frame = load_events(conn)
+        index.pipeline.answerer.encode_sentences(frame)  # what ingest does: sentence vectors in the cache
     out["build_s"] = time.perf_counter() - t
-    t = time.perf_counter()
-    with app.extensions["memkit"]["engine"].connect() as conn:
-        frame = load_events(conn)
-    index.pipeline.answerer.encode_sentences(frame)  # what ingest does: sentence vectors in the cache
-    out["sentences_s"] = time.perf_counter() - t
     app.extensions["memkit"]["engine"].dispose()
     return out
 
@@ -150,14 +190,22 @@ def start_up(args, folder: Path, catch_up: int) -> dict:
         .alias("floor_id"))
     insert_events(engine, frame, {name: f"u_bench{i:02d}" for i, name in enumerate(NAMES)})
     engine.dispose()
+    before = model_calls()
     t = time.perf_counter()
     app = create_app(settings_for(args, folder))
     index = app.extensions["memkit"]["memory"].warm()
     took = time.perf_counter() - t
     out = {"startup_s": took, "started_from": getattr(index, "started_from", "-"),
-           "caught_up": getattr(index, "applied_rows", 0)}
+           "caught_up": getattr(index, "applied_rows", 0), "startup_encoded": model_calls() - before}
     app.extensions["memkit"]["engine"].dispose()
     return out
+
+
+def model_calls() -> int:
+    """Texts this process's cached encoders have sent to the model so far."""
+    from memkit.encoders import _ENCODERS
+
+    return sum(getattr(e, "encoded", 0) for e in _ENCODERS.values())
 
 
 # -- 4. gunicorn and the clients ---------------------------------------------------------
@@ -172,9 +220,30 @@ def start_gunicorn(args, folder: Path, port: int) -> subprocess.Popen:
     for key, value in settings_for(args, folder).items():
         env[f"MEMKIT_{key.upper()}"] = value
     cmd = [str(Path(sys.executable).with_name("gunicorn")), "-w", str(args.workers), "--threads", str(args.threads),
-           "-b", f"127.0.0.1:{port}", "--timeout", "900", "--log-level", "warning", "server.wsgi:app"]
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, start_new_session=True)
-    return proc
+           "-b", f"127.0.0.1:{port}", "--timeout", "900", "--keep-alive", str(KEEP_ALIVE_S), "--log-level", "info",
+           "server.wsgi:app"]
+    with open(folder / "gunicorn.log", "w") as log:
+        return subprocess.Popen(cmd, cwd=ROOT, env=env, start_new_session=True, stdout=log, stderr=subprocess.STDOUT)
+
+
+def stop_gunicorn(proc: subprocess.Popen) -> None:
+    """SIGTERM to the master, as an init system stops it: it stops its workers gracefully.
+    Anything left after a minute is killed."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def stopped_cleanly(folder: Path) -> tuple[bool, list[str]]:
+    """Whether gunicorn's log shows every worker exiting without a signal of its own
+    (an abort, a segfault) or a C++ runtime's "terminate called"."""
+    signs = ("terminate called", "Aborted", "core dumped", "was sent SIG", "terminated due to signal", "exited with code")
+    bad = [line for line in (folder / "gunicorn.log").read_text(errors="replace").splitlines()
+           if any(s in line for s in signs)]
+    return not bad, bad
 
 
 def workers_of(proc: subprocess.Popen) -> list[int]:
@@ -196,7 +265,8 @@ def query_bodies(n: int, floors: list[str], users: int, seed: int = 3) -> list[t
     out = []
     for text in texts:
         u = rng.randrange(users)
-        body = {"user_id": f"u_bench{u:02d}", "query": text, "floor_ids": rng.sample(floors, rng.randint(1, min(3, len(floors))))}
+        body = {"user_id": f"u_bench{u:02d}", "query": text, "floor_ids": rng.sample(floors, rng.randint(1, min(3, len(floors)))),
+                "summary_needed": "1"}  # answers on: the writer quotes the sentence that answers
         roll = rng.random()
         if roll < 0.1:
             body["filters"] = {"types": rng.sample(list(BLOCK_TYPES), 2)}
@@ -223,6 +293,68 @@ def wait_ready(port: int, token: str, floor: str, timeout: float = 1800) -> None
             pass
         time.sleep(1)
     raise SystemExit("gunicorn did not become ready")
+
+
+def _summary(lat: list[float], errors: list, wall: float, sent: int) -> dict:
+    lat.sort()
+    q = statistics.quantiles(lat, n=100) if len(lat) > 1 else [float("nan")] * 99
+    return {"requests": len(lat), "errors": len(errors), "first_error": errors[0] if errors else None,
+            "p50_ms": q[49] * 1000, "p95_ms": q[94] * 1000, "p99_ms": q[98] * 1000,
+            "mean_ms": statistics.fmean(lat) * 1000 if lat else float("nan"), "throughput": sent / wall}
+
+
+def open_loop(port: int, bodies, rate: float, seconds: float, warmup: int, senders: int = 64) -> dict:
+    """Queries due at a fixed rate (``rate`` per second) for ``seconds``, whatever happens
+    to earlier ones: ``senders`` threads, each with its own connection, take the next due
+    query, wait for its time and send it. Latency counts from when the query was due, so
+    a query that waited for a free sender (the server falling behind) counts that wait. At
+    a low rate a sender idles longer than the server keeps its connection open
+    (``KEEP_ALIVE_S``), so such a sender connects again before it sends, as any client
+    would, rather than writing into a socket the server has closed (a broken pipe)."""
+    lat: list[float] = []
+    errors = []
+    lock = threading.Lock()
+    counter = iter(range(10**9))
+    total = int(rate * seconds)
+    t0 = time.perf_counter() + 0.5
+
+    def sender():
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+        last = time.perf_counter()
+        while True:
+            i = next(counter)
+            if i >= total:
+                break
+            due = t0 + i / rate
+            pause = due - time.perf_counter()
+            if pause > 0:
+                time.sleep(pause)
+            if time.perf_counter() - last > KEEP_ALIVE_S / 2:
+                conn.close()
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+            token, body = bodies[i % len(bodies)]
+            try:
+                status, data = request(conn, "/agent/memory/query", body, token)
+            except (OSError, http.client.HTTPException) as exc:
+                status, data = 0, {"error": repr(exc)}
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+            last = time.perf_counter()
+            took = last - due
+            with lock:
+                if status != 200:
+                    errors.append((status, data))
+                elif i >= warmup:
+                    lat.append(took)
+        conn.close()
+
+    threads = [threading.Thread(target=sender) for _ in range(senders)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    out = _summary(lat, errors, time.perf_counter() - t0, total)
+    out["offered_qps"] = rate
+    return out
 
 
 def load_test(port: int, bodies, clients: int, seconds: float, warmup: int) -> dict:
@@ -257,16 +389,17 @@ def load_test(port: int, bodies, clients: int, seconds: float, warmup: int) -> d
         th.start()
     for th in threads:
         th.join()
-    wall = time.perf_counter() - t0
-    lat.sort()
-    q = statistics.quantiles(lat, n=100) if len(lat) > 1 else [float("nan")] * 99
-    return {"requests": len(lat), "errors": len(errors), "first_error": errors[0] if errors else None,
-            "p50_ms": q[49] * 1000, "p95_ms": q[94] * 1000, "p99_ms": q[98] * 1000, "mean_ms": statistics.fmean(lat) * 1000,
-            "throughput": (len(lat) + min(warmup, len(lat))) / wall}
+    return _summary(lat, errors, time.perf_counter() - t0, len(lat) + min(warmup, len(lat)))
 
 
-def ingest(port: int, floors: list[str], n: int, batch: int = 500, seed: int = 7) -> dict:
-    frame = generate_events(n, seed=seed)
+def fresh_events(n: int, seed: int | None = None) -> pl.DataFrame:
+    """``n`` generated posts whose texts no earlier run has sent (a seed from the clock,
+    unless one is given), so their encodings are real work, not embedding-cache hits."""
+    return generate_events(n, seed=time.time_ns() % 2**31 + 1000 if seed is None else seed)
+
+
+def ingest(port: int, floors: list[str], frame: pl.DataFrame, batch: int = 500) -> dict:
+    n = frame.height
     texts = frame["text"].to_list()
     tags = frame["tags"].to_list()
     times = frame["created_at"].to_list()
@@ -286,8 +419,31 @@ def ingest(port: int, floors: list[str], n: int, batch: int = 500, seed: int = 7
     return {"ingested": done, "ingest_s": took, "events_per_s": done / took}
 
 
+def plain_encoder_rate(texts: list[str]) -> float:
+    """Texts per second of plain sentence-transformers (batch 32, its default, no cache)
+    encoding one text per post: the yardstick for ingest."""
+    from memkit.encoders import load_sentence_transformer
+
+    model = load_sentence_transformer()
+    model.encode(["warm-up"] * 32, batch_size=32)
+    t = time.perf_counter()
+    model.encode(texts, batch_size=32, normalize_embeddings=True, convert_to_numpy=True)
+    return len(texts) / (time.perf_counter() - t)
+
+
 def floor_owner(floor: str) -> int:
     return int(floor[len("f_floor"):]) % len(NAMES)
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """CPU time (user + system) the processes have used so far. CPU per query is what the
+    load of other processes on the cores barely changes, unlike latency and throughput."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
+    return total / ticks
 
 
 def memory_of(pids: list[int]) -> list[dict]:
@@ -343,65 +499,107 @@ def open_store(args, bench: str):
     return folder, meta, pg
 
 
-def main(argv=None) -> None:
+def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     add_store_arguments(ap, 100_000)
     ap.add_argument("--catch-up", type=int, default=1000)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--threads", type=int, default=4)
-    ap.add_argument("--clients", type=int, default=8)
-    ap.add_argument("--seconds", type=float, default=60)
-    ap.add_argument("--warmup", type=int, default=40)
+    ap.add_argument("--clients", type=int, default=8, help="client threads of the saturated load")
+    ap.add_argument("--rate", type=float, default=50, help="queries per second of the open-loop load")
+    ap.add_argument("--seconds", type=float, default=60, help="length of each load")
+    ap.add_argument("--warmup", type=int, default=40, help="queries of each load left out of the figures")
     ap.add_argument("--ingest", type=int, default=5000)
     ap.add_argument("--query-seed", type=int, default=None,
                     help="queries are drawn fresh each run (no query vector is cached from an earlier run)")
-    ap.add_argument("--ingest-seed", type=int, default=7,
-                    help="the posts step 5 ingests (another seed: posts no earlier run left in the embedding cache)")
+    ap.add_argument("--ingest-seed", type=int, default=None,
+                    help="the posts step 5 ingests (default: a seed from the clock, posts no earlier run encoded)")
     ap.add_argument("--build-only", action="store_true", help="stop after the store and the index are built")
+    ap.add_argument("--json", action="store_true", help="print the figures as one JSON object on the last line")
     args = ap.parse_args(argv)
+    load_before = os.getloadavg()
+    print(f"load average before: {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}", flush=True)
     folder, meta, pg = open_store(args, "bench-service")
     built = build_index(args, folder)
-    print(f"2. index: built or loaded in {built['build_s']:.1f} s; answer sentences {built.get('sentences_s', 0):.1f} s",
-          flush=True)
+    print(f"2. index: built or loaded in {built['build_s']:.1f} s (answer sentences included)", flush=True)
     if args.build_only:
-        return
+        return {}
     up = start_up(args, folder, args.catch_up)
-    print(f"3. start-up: {up['startup_s']:.1f} s ({up['started_from']}, {up['caught_up']} log rows caught up)", flush=True)
+    print(f"3. start-up: {up['startup_s']:.1f} s ({up['started_from']}, {up['caught_up']} log rows caught up, "
+          f"{up['startup_encoded']} texts encoded)", flush=True)
 
     port = free_port()
     proc = start_gunicorn(args, folder, port)
     try:
         t = time.perf_counter()
         wait_ready(port, token_of(0), meta["floors"][0])
-        print(f"4. gunicorn ready in {time.perf_counter() - t:.1f} s", flush=True)
+        ready_s = time.perf_counter() - t
+        print(f"4. gunicorn ready in {ready_s:.1f} s", flush=True)
         seed = args.query_seed if args.query_seed is not None else int(time.time())
         bodies = query_bodies(20000, meta["floors"], meta["users"], seed=seed)
         print(f"   query seed {seed}", flush=True)
-        load = load_test(port, bodies, args.clients, args.seconds, args.warmup)
-        print(f"   {load['requests']} queries: p50 {load['p50_ms']:.1f} ms, p95 {load['p95_ms']:.1f} ms, "
-              f"p99 {load['p99_ms']:.1f} ms, {load['throughput']:.1f} queries/s, {load['errors']} errors "
-              f"{load['first_error'] or ''}", flush=True)
+        pids = workers_of(proc)
+        cpu = cpu_seconds(pids), time.process_time()
+        paced = open_loop(port, bodies, args.rate, args.seconds, args.warmup)
+        served = paced["requests"] + min(args.warmup, paced["requests"])
+        paced["server_cpu_ms"] = 1000 * (cpu_seconds(pids) - cpu[0]) / served
+        paced["client_cpu_ms"] = 1000 * (time.process_time() - cpu[1]) / served
+        print(f"   open loop at {args.rate:g} queries/s: {paced['requests']} queries: p50 {paced['p50_ms']:.1f} ms, "
+              f"p95 {paced['p95_ms']:.1f} ms, p99 {paced['p99_ms']:.1f} ms, {paced['errors']} errors "
+              f"{paced['first_error'] or ''}; CPU per query: server {paced['server_cpu_ms']:.1f} ms, "
+              f"clients {paced['client_cpu_ms']:.1f} ms", flush=True)
+        load = load_test(port, bodies[len(bodies) // 2:], args.clients, args.seconds, args.warmup)
+        print(f"   saturated, {args.clients} clients: {load['requests']} queries: p50 {load['p50_ms']:.1f} ms, "
+              f"p95 {load['p95_ms']:.1f} ms, p99 {load['p99_ms']:.1f} ms, {load['throughput']:.1f} queries/s, "
+              f"{load['errors']} errors {load['first_error'] or ''}", flush=True)
         mem = memory_of(workers_of(proc))
-        ing = ingest(port, meta["floors"], args.ingest, seed=args.ingest_seed) if args.ingest else None
-        if ing:
+        ing, plain = None, None
+        if args.ingest:
+            frame = fresh_events(args.ingest, args.ingest_seed)
+            ing = ingest(port, meta["floors"], frame)
             print(f"5. ingest: {ing['ingested']} events in {ing['ingest_s']:.1f} s = {ing['events_per_s']:.0f} events/s",
                   flush=True)
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=60)
+        stop_gunicorn(proc)
         if pg is not None:
             pg.cleanup()
+    if ing:
+        plain = plain_encoder_rate(frame["text"].to_list())
+        print(f"   plain sentence-transformers on the same texts: {plain:.0f} texts/s; ingest / plain = "
+              f"{ing['events_per_s'] / plain:.2f}x", flush=True)
+    clean, bad = stopped_cleanly(folder)
+    print(f"6. workers stopped cleanly on SIGTERM: {'yes' if clean else 'no: ' + '; '.join(bad[:3])}", flush=True)
 
     rss = " / ".join(f"{m['rss_mib']:.0f}" for m in mem)
     pss = " / ".join(f"{m['pss_mib']:.0f}" for m in mem)
-    rate = f"{ing['events_per_s']:.0f}" if ing else "-"
+    rate = f"{ing['events_per_s']:.0f} ({ing['events_per_s'] / plain:.2f}x plain)" if ing else "-"
     print()
-    print("| backend | events | workers x threads | clients | queries | p50 ms | p95 ms | p99 ms | queries/s | errors "
-          "| start-up s (rows caught up) | ingest events/s | worker RSS MiB | worker PSS MiB |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-    print(f"| {args.backend} | {args.events:,} | {args.workers} x {args.threads} | {args.clients} | {load['requests']} "
-          f"| {load['p50_ms']:.1f} | {load['p95_ms']:.1f} | {load['p99_ms']:.1f} | {load['throughput']:.1f} "
-          f"| {load['errors']} | {up['startup_s']:.1f} ({up['caught_up']}) | {rate} | {rss} | {pss} |")
+    print("| backend | events | workers x threads | p50 / p95 ms at " f"{args.rate:g} q/s | saturated queries/s "
+          "(p50 / p95 ms) | start-up s (rows caught up) | ingest events/s | plain encoder texts/s | worker RSS MiB "
+          "| worker PSS MiB | load before |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print(f"| {args.backend} | {args.events:,} | {args.workers} x {args.threads} | {paced['p50_ms']:.1f} / "
+          f"{paced['p95_ms']:.1f} | {load['throughput']:.1f} ({load['p50_ms']:.1f} / {load['p95_ms']:.1f}) "
+          f"| {up['startup_s']:.1f} ({up['caught_up']}) | {rate} | {plain or 0:.0f} | {rss} | {pss} "
+          f"| {load_before[0]:.1f} |")
+    figures = {"backend": args.backend, "events": args.events, "workers": args.workers, "threads": args.threads,
+               f"p50_ms_at_{args.rate:g}qps": round(paced["p50_ms"], 1), f"p95_ms_at_{args.rate:g}qps": round(paced["p95_ms"], 1),
+               "p99_ms_open_loop": round(paced["p99_ms"], 1), "offered_qps": args.rate,
+               "open_loop_errors": paced["errors"], "max_qps": round(load["throughput"], 1),
+               "saturated_p50_ms": round(load["p50_ms"], 1), "saturated_p95_ms": round(load["p95_ms"], 1),
+               "saturated_errors": load["errors"], "server_cpu_ms_per_query": round(paced["server_cpu_ms"], 1),
+               "client_cpu_ms_per_query": round(paced["client_cpu_ms"], 1),
+               "ingest_events_per_s": round(ing["events_per_s"], 1) if ing else None,
+               "plain_encoder_texts_per_s": round(plain, 1) if plain else None,
+               "ingest_vs_plain": round(ing["events_per_s"] / plain, 3) if ing else None,
+               "startup_s": round(up["startup_s"], 2), "startup_caught_up": up["caught_up"],
+               "startup_encoded": up["startup_encoded"], "gunicorn_ready_s": round(ready_s, 1),
+               "worker_rss_mib": [round(m["rss_mib"]) for m in mem], "clean_stop": clean,
+               "load_before": round(load_before[0], 2)}
+    if args.json:
+        print(json.dumps(figures))
+    return figures
+
 
 if __name__ == "__main__":
     main()

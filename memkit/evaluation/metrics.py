@@ -96,15 +96,23 @@ def write_trec_run(run: pl.DataFrame, path, tag: str = "memkit") -> None:
     rank order (a score that does not is lowered one float32 step below the one before):
     any tool then reads exactly memkit's ranking.
     """
-    with open(path, "w", encoding="utf-8") as fh:
-        for (qid,), group in run.sort("query_id", "rank").group_by("query_id", maintain_order=True):
-            last = None
-            for e, rank, score in group.select("event_id", "rank", "score").iter_rows():
-                s32 = np.float32(score)
-                if last is not None and s32 >= last:
-                    s32 = np.nextafter(last, np.float32(-np.inf), dtype=np.float32)
-                fh.write(f"{qid} Q0 {e} {rank} {float(s32):.9g} {tag}\n")
-                last = s32
+    run = run.sort("query_id", "rank")
+    qid = run["query_id"].to_list()
+    s32 = run["score"].to_numpy().astype(np.float32)
+    follows = np.zeros(len(qid), bool)  # the row before is of the same query
+    follows[1:] = np.array(qid[1:]) == np.array(qid[:-1]) if len(qid) > 1 else []
+    low = np.float32(-np.inf)
+    done = -1
+    for i in np.flatnonzero(follows & (s32 >= np.roll(s32, 1))).tolist():  # ties (rare): lower them one by one
+        j = max(i, done + 1)
+        while j < len(s32) and follows[j] and s32[j] >= s32[j - 1]:
+            s32[j] = np.nextafter(s32[j - 1], low, dtype=np.float32)
+            j += 1
+        done = j - 1
+    # Each float32 is written as the shortest decimal that reads back as it (polars' CSV
+    # writer), so the scores stay strictly decreasing in every tool's reading.
+    pl.DataFrame({"qid": qid, "q0": "Q0", "docid": run["event_id"], "rank": run["rank"], "score": s32, "tag": tag}).write_csv(
+        path, separator=" ", include_header=False, quote_style="never")
 
 
 def read_trec_run(path) -> pl.DataFrame:

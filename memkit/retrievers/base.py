@@ -123,13 +123,14 @@ class Catalog:
         self._tag_rows: list[list[int]] = []  # tag code -> positions
         self._event_tags: list[tuple[int, ...]] = []
         self._mask_cache: dict[Filters, np.ndarray] = {}
+        self._rows_cache: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # id(mask) -> (mask, its positions)
 
     def __len__(self) -> int:
         return len(self.event_ids)
 
     @property
     def n_alive(self) -> int:
-        return int(self.alive.sum())
+        return len(self.position)  # exactly the alive events: dead ones leave it
 
     def append(self, events: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
         """Add events; returns (new positions, positions of events they replace)."""
@@ -149,7 +150,7 @@ class Catalog:
         self._time = np.concatenate([self._time, times])
         self.alive = np.concatenate([self.alive, np.ones(len(ids), bool)])
         self._index_tags(start, events["tags"].to_list())
-        self._mask_cache.clear()
+        self._changed()
         return np.arange(start, start + len(ids)), np.array(sorted(set(replaced)), np.int64)
 
     def _index_tags(self, start: int, tag_lists: list) -> None:
@@ -166,8 +167,27 @@ class Catalog:
         pos = [self.position.pop(e) for e in event_ids if e in self.position]
         pos = np.array(sorted(pos), np.int64)
         self.alive[pos] = False
-        self._mask_cache.clear()
+        self._changed()
         return pos
+
+    def _changed(self) -> None:
+        self._mask_cache.clear()
+        self._rows_cache.clear()
+
+    def rows(self, mask: np.ndarray) -> np.ndarray:
+        """The positions a mask admits, ascending. A search's masks come from ``mask`` and
+        ``scope``, which hand out the same array for the same filters until the catalog
+        changes, so the positions are found once per filter and shared by every part of a
+        hybrid and every query asking the same floors (cached by the mask's identity, the
+        mask kept alive with them so the identity cannot be reused)."""
+        hit = self._rows_cache.get(id(mask))
+        if hit is not None and hit[0] is mask:
+            return hit[1]
+        if len(self._rows_cache) > 4096:
+            self._rows_cache.clear()
+        rows = np.flatnonzero(mask)
+        self._rows_cache[id(mask)] = (mask, rows)
+        return rows
 
     def scope(self, filters: Filters | None) -> np.ndarray | None:
         """Boolean mask of the alive events in the floors the filters name (None: no floor
@@ -205,7 +225,7 @@ class Catalog:
                     tagged[self._tag_rows[c]] = True
             m &= tagged
         if len(self._mask_cache) > 4096:
-            self._mask_cache.clear()
+            self._changed()
         self._mask_cache[filters] = m
         return m
 

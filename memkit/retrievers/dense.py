@@ -21,7 +21,7 @@ import numpy as np
 import polars as pl
 from usearch.index import Index
 
-from memkit.encoders import Encoder, get_encoder
+from memkit.encoders import Encoder, encode_documents, get_encoder
 from memkit.retrievers.base import Retriever, document_text, top_k
 
 
@@ -62,35 +62,42 @@ class DenseRetriever(Retriever):
         return get_encoder(self.encoder) if isinstance(self.encoder, str) else self.encoder
 
     def _reset(self) -> None:
-        self._chunks: list[np.ndarray] = []
-        self._matrix: np.ndarray | None = None
+        self._buffer: np.ndarray | None = None  # rows [0, _rows) hold vectors
+        self._rows = 0
         self._hnsw: Index | None = None
         self._hnsw_size = 0  # positions [0, _hnsw_size) are in the graph
 
     @property
     def vectors(self) -> np.ndarray:
-        if self._matrix is None or len(self._chunks) > 1:
-            dim = self._enc.dim
-            self._matrix = np.concatenate(self._chunks) if self._chunks else np.zeros((0, dim), np.float32)
-            self._chunks = [self._matrix]
-        return self._matrix
+        """One row per catalog position (a view of the buffer: a search holding it keeps
+        reading the rows it had while later ones are appended)."""
+        if self._buffer is None:
+            return np.zeros((0, self._enc.dim), np.float32)
+        return self._buffer[: self._rows]
 
     def _index(self, events: pl.DataFrame, positions: np.ndarray) -> None:
-        vecs = self._enc.encode(document_text(events, self.doc_template))
+        vecs = encode_documents(self._enc, document_text(events, self.doc_template))
         self.add_vectors(vecs)
 
     def precompute(self, events: pl.DataFrame) -> None:
-        self._enc.encode(document_text(events, self.doc_template))
+        encode_documents(self._enc, document_text(events, self.doc_template))
 
     def warm(self) -> None:
-        _ = self.vectors  # concatenates the chunks added since
         if self.uses_hnsw():
             self._graph()
 
     def add_vectors(self, vecs: np.ndarray) -> None:
-        """Append precomputed (normalised) vectors for the positions just appended."""
-        self._chunks.append(np.ascontiguousarray(vecs, np.float32))
-        self._matrix = None
+        """Append precomputed (normalised) vectors for the positions just appended. The
+        buffer grows by half again when full, so appending costs each vector a copy or
+        two in all, not a copy of the whole matrix per add."""
+        need = self._rows + len(vecs)
+        if self._buffer is None or need > len(self._buffer):
+            size = 0 if self._buffer is None else len(self._buffer)
+            grown = np.zeros((max(need, size * 3 // 2, 1024), vecs.shape[1]), np.float32)
+            grown[: self._rows] = self.vectors
+            self._buffer = grown
+        self._buffer[self._rows : need] = vecs
+        self._rows = need
 
     def _unindex(self, positions: np.ndarray) -> None:
         if self._hnsw is not None:
@@ -125,18 +132,16 @@ class DenseRetriever(Retriever):
         n_alive = self.catalog.n_alive
         scoped = [s is not None for s in scopes] if scopes is not None else [False] * len(q)
         out: list = [None] * len(q)
-        exact_rows = []
+        gathered = {}  # id(mask) -> (rows, their scores for every query): queries with one filter share one gather
         for i, mask in enumerate(masks):
-            admitted = int(mask.sum())
-            if scoped[i] or not self.uses_hnsw() or admitted <= self.exact_share * n_alive:
-                exact_rows.append(i)
-            else:
-                out[i] = self._hnsw_one(q[i], k, mask, admitted)
-        for i in exact_rows:
-            mask = masks[i]
-            if scoped[i] or mask.sum() < 0.5 * len(mask):  # a product over only the admitted rows
-                rows = np.flatnonzero(mask)
-                idx, sc = top_k(V[rows] @ q[i], None, k)
+            rows = self.catalog.rows(mask)  # found once per filter and shared (memkit/retrievers/base.py)
+            if not (scoped[i] or not self.uses_hnsw() or len(rows) <= self.exact_share * n_alive):
+                out[i] = self._hnsw_one(q[i], k, mask, len(rows))
+            elif scoped[i] or len(rows) < 0.5 * len(mask):  # a product over only the admitted rows
+                if id(mask) not in gathered:
+                    same = [j for j, m in enumerate(masks) if m is mask]
+                    gathered[id(mask)] = rows, dict(zip(same, (V[rows] @ q[same].T).T))
+                idx, sc = top_k(gathered[id(mask)][1][i], None, k)
                 out[i] = (rows[idx], sc)
             else:
                 out[i] = top_k(V @ q[i], mask, k)
@@ -158,7 +163,7 @@ class DenseRetriever(Retriever):
                 keys, dist = keys[keep][:k], np.asarray(m.distances)[keep][:k]
                 return keys, (1.0 - dist).astype(np.float64)
             want *= 4
-        rows = np.flatnonzero(mask)
+        rows = self.catalog.rows(mask)
         idx, sc = top_k(self.vectors[rows] @ qv, None, k)
         return rows[idx], sc
 
@@ -174,8 +179,8 @@ class DenseRetriever(Retriever):
             self._graph().save(str(folder / "hnsw.usearch"))
 
     def _load_state(self, folder: Path) -> None:
-        self._chunks = [np.load(folder / "vectors.npy")]
-        self._matrix = None
+        self._buffer = np.load(folder / "vectors.npy")
+        self._rows = len(self._buffer)
         if (folder / "hnsw.usearch").exists():
             self._hnsw = Index.restore(str(folder / "hnsw.usearch"))
             self._hnsw_size = len(self.catalog)

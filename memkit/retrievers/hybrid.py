@@ -18,6 +18,7 @@ import json
 from pathlib import Path
 from typing import Sequence
 
+import numpy as np
 import polars as pl
 
 from memkit.errors import ValidationError
@@ -25,7 +26,7 @@ from memkit.retrievers.base import Catalog, Retriever, normalize_queries, query_
 from memkit.tables import RUN_SCHEMA
 
 
-def _rank_and_cut(fused: pl.DataFrame, k: int | None) -> pl.DataFrame:
+def _rank_and_cut(fused: pl.LazyFrame, k: int | None) -> pl.LazyFrame:
     fused = fused.sort(["query_id", "score", "event_id"], descending=[False, True, False])
     fused = fused.with_columns(pl.col("score").cum_count().over("query_id").cast(pl.Int64).alias("rank"))
     if k is not None:
@@ -55,7 +56,7 @@ def _check_weights(runs: Sequence[pl.DataFrame], weights) -> list[float]:
 def rrf(runs: Sequence[pl.DataFrame], k: int = 60, weights=None, top: int | None = None) -> pl.DataFrame:
     """Reciprocal rank fusion of runs."""
     weights = _check_weights(runs, weights if weights is not None else [1.0] * len(runs))
-    parts = [r.with_columns((w / (k + pl.col("rank"))).alias("part")) for r, w in zip(runs, weights)]
+    parts = [r.lazy().with_columns((w / (k + pl.col("rank"))).alias("part")) for r, w in zip(runs, weights)]
     return _fuse(parts, top)
 
 
@@ -65,6 +66,13 @@ def convex(runs: Sequence[pl.DataFrame], weights=None, norm: str = "minmax", top
     weights = _check_weights(runs, weights)
     if norm not in ("minmax", "zscore", "none"):
         raise ValidationError("norm", f"expected 'minmax', 'zscore' or 'none', got {norm!r}")
+    if norm != "zscore" and sum(r.height for r in runs) <= ONE_QUERY_ROWS and _one_query(runs):
+        return _convex_one(runs, weights, top, norm)
+    return _convex_frames(runs, weights, norm, top)
+
+
+def _convex_frames(runs: Sequence[pl.DataFrame], weights: list[float], norm: str, top: int | None) -> pl.DataFrame:
+    """``convex`` as one polars query over any number of queries' runs."""
     parts = []
     for r, w in zip(runs, weights):
         s = pl.col("score")
@@ -78,12 +86,55 @@ def convex(runs: Sequence[pl.DataFrame], weights=None, norm: str = "minmax", top
             # Missing = the run's minimum, so shift z-scores to start at 0 per query.
             z = pl.when(sd > 0).then((s - mu) / sd).otherwise(0.0)
             z = z - z.min().over("query_id")
-        parts.append(r.with_columns((w * z).alias("part")))
+        parts.append(r.lazy().with_columns((w * z).alias("part")))
     return _fuse(parts, top)
 
 
-def _fuse(parts: list[pl.DataFrame], top: int | None) -> pl.DataFrame:
-    parts = [p.select("query_id", "event_id", "part", "match_type") for p in parts if p.height]
+ONE_QUERY_ROWS = 5000  # runs of one query up to this many rows in all are fused by _convex_one
+
+
+def _one_query(runs: Sequence[pl.DataFrame]) -> bool:
+    ids = {q for r in runs for q in r["query_id"].unique().to_list()}
+    return len(ids) == 1
+
+
+def _convex_one(runs: Sequence[pl.DataFrame], weights: list[float], top: int | None,
+                norm: str = "minmax") -> pl.DataFrame:
+    """``convex`` (min-max, or none) of one query's runs in numpy: what the service does for every
+    request (a question and its follow-up variant). The same numbers as the polars query
+    below, which costs about 1.7 ms in fixed overhead for a hundred rows, more than the
+    fusion itself; a test checks the two agree."""
+    ids, parts, kinds, qid = [], [], [], None
+    for r, w in zip(runs, weights):
+        if not r.height:
+            continue
+        qid = r["query_id"][0]
+        sc = r["score"].to_numpy()
+        lo, hi = sc.min(), sc.max()
+        if norm == "none":
+            parts.append(w * sc)
+        else:
+            parts.append(w * ((sc - lo) / (hi - lo) if hi > lo else np.ones(len(sc))))
+        ids += r["event_id"].to_list()
+        kinds += r["match_type"].to_list()
+    if not ids:
+        return pl.DataFrame(schema=RUN_SCHEMA)
+    found, where = np.unique(np.array(ids), return_inverse=True)
+    score = np.bincount(where, weights=np.concatenate(parts), minlength=len(found))
+    seen: list[set] = [set() for _ in found]
+    for i, kind in zip(where.tolist(), kinds):
+        seen[i].add(kind)
+    order = np.lexsort((found, -score))[:top]
+    kind = ["hybrid" if len(seen[i]) > 1 or "hybrid" in seen[i] else next(iter(seen[i])) for i in order.tolist()]
+    return pl.DataFrame({"query_id": [qid] * len(order), "event_id": found[order].tolist(),
+                         "score": score[order], "rank": np.arange(1, len(order) + 1), "match_type": kind},
+                        schema=RUN_SCHEMA)
+
+
+def _fuse(parts: list[pl.LazyFrame], top: int | None) -> pl.DataFrame:
+    """The fused run, as one lazy query collected once: a query's fusion (two runs of a
+    hundred rows) then costs one pass of polars' per-call overhead, not one per step."""
+    parts = [p.select("query_id", "event_id", "part", "match_type") for p in parts]
     if not parts:
         return pl.DataFrame(schema=RUN_SCHEMA)
     fused = (
@@ -92,7 +143,7 @@ def _fuse(parts: list[pl.DataFrame], top: int | None) -> pl.DataFrame:
         .agg(pl.col("part").sum().alias("score"), pl.col("match_type").alias("match_types"))
         .with_columns(_match_type())
     )
-    return _rank_and_cut(fused, top)
+    return _rank_and_cut(fused, top).collect()
 
 
 class HybridRetriever(Retriever):

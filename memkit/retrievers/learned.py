@@ -134,55 +134,72 @@ class LearnedRetriever(Retriever):
         return pl.DataFrame(cols, schema=schema)
 
     def _candidates(self, frame: pl.DataFrame, filters):
+        """Per query: its candidates' event ids, match types and feature matrix. Every part
+        searches all the queries in one call (a query's variants share the model call that
+        encodes them and their floors' rows: memkit/retrievers/dense.py)."""
         per = query_filters(frame, filters)
         depth = max(self.candidates, self.first.depth)
-        for text, f in zip(frame["text"].to_list(), per):
-            yield self._features_one(text, f, depth)
+        texts = frame["text"].to_list()
+        catalog = self.first.catalog
+        masks = [catalog.mask(f) for f in per]  # the same positions in every part: one mask serves all
+        scopes = [catalog.scope(f) for f in per]
+        hits = []  # per part, per query: (positions best first, scores)
+        for r in self._all_parts():
+            if len(r.catalog) != len(catalog):
+                raise RuntimeError("the learned retriever's parts hold different events")
+            hits.append(r._search_batch(texts, depth, masks, scopes))
+        kinds = [r.match_type for r in self._all_parts()]
+        for q, text in enumerate(texts):
+            yield self._features_one(text, [(h[q][0], h[q][1], kind) for h, kind in zip(hits, kinds)])
 
     def is_chat(self, event_ids) -> np.ndarray:
         """Per event: whether it is a chat line (scored by ``model``) or stands alone."""
         return np.array([self._posts.get(e, ("", 0.0, 0.0, True))[3] for e in event_ids], bool)
 
-    def _features_one(self, text: str, f, depth: int) -> tuple[list[str], list[str], np.ndarray]:
-        """One query's candidates: event ids, match types and the feature matrix (rows in
-        the first stage's order, columns as ``feature_names``)."""
+    def _features_one(self, text: str, hits: list) -> tuple[list[str], list[str], np.ndarray]:
+        """One query's candidates from its parts' ``hits`` ((positions, scores, match type)
+        per part): event ids, match types and the feature matrix (rows in the first stage's
+        order, columns as ``feature_names``). Array code throughout: it runs for every
+        query, on up to ``depth`` hits of every part."""
         ids = self.first.catalog.event_ids
-        mask = self.first.catalog.mask(f)  # the same positions in every part: one mask serves all
-        scope = self.first.catalog.scope(f)
         parts = []  # per retriever: (positions best first, min-max scores, match type)
-        for r in self._all_parts():
-            if len(r.catalog) != len(ids):
-                raise RuntimeError("the learned retriever's parts hold different events")
-            (pos, sc), = r._search_batch([text], depth, [mask], [scope])
+        for pos, sc, kind in hits:
             lo, hi = (float(sc.min()), float(sc.max())) if len(sc) else (0.0, 0.0)
             z = (sc - lo) / (hi - lo) if hi > lo else np.ones(len(sc))
-            parts.append((pos, z, r.match_type))
-        fused: dict[int, float] = {}
-        kinds: dict[int, set] = {}
-        for (pos, z, kind), w in zip(parts[: len(self.first.retrievers)], self._weights):
-            for p, v in zip(pos.tolist(), (w * z).tolist()):
-                fused[p] = fused.get(p, 0.0) + v
-                kinds.setdefault(p, set()).add(kind)
-        order = sorted(fused, key=lambda p: (-fused[p], ids[p]))[: self.candidates]
-        x = np.zeros((len(order), 2 + 2 * len(parts) + len(POST_FEATURES)))
-        if not order:
-            return [], [], x
-        row = {p: i for i, p in enumerate(order)}
-        x[:, 0] = [fused[p] for p in order]
+            parts.append((np.asarray(pos, np.int64), z, kind))
+        first = parts[: len(self.first.retrievers)]
+        width = 2 + 2 * len(parts) + len(POST_FEATURES)
+        pooled = np.concatenate([pos for pos, _, _ in first])
+        if not len(pooled):
+            return [], [], np.zeros((0, width))
+        found, where = np.unique(pooled, return_inverse=True)
+        fused = np.bincount(where, weights=np.concatenate([w * z for (_, z, _), w in zip(first, self._weights)]),
+                            minlength=len(found))
+        names = np.array([ids[p] for p in found])
+        best = np.lexsort((names, -fused))[: self.candidates]  # best fused first, ties by event id
+        order = found[best]
+        x = np.zeros((len(order), width))
+        x[:, 0] = fused[best]
         x[:, 1] = 1.0 / (np.arange(1, len(order) + 1) + 5)
-        for j, (pos, z, _) in enumerate(parts):
-            for rank, (p, v) in enumerate(zip(pos.tolist(), z.tolist()), 1):
-                i = row.get(p)
-                if i is not None:
-                    x[i, 2 + 2 * j] = v
-                    x[i, 3 + 2 * j] = 1.0 / (rank + 5)
-        eids = [ids[p] for p in order]
+        by_pos = np.argsort(order)
+        sorted_order = order[by_pos]
+        kinds = [set() for _ in order]
+        for j, (pos, z, kind) in enumerate(parts):
+            at = np.minimum(np.searchsorted(sorted_order, pos), len(order) - 1)
+            hit = sorted_order[at] == pos
+            rows = by_pos[at[hit]]
+            x[rows, 2 + 2 * j] = z[hit]
+            x[rows, 3 + 2 * j] = 1.0 / (np.flatnonzero(hit) + 6)  # 1 / (rank + 5), ranks from 1
+            if j < len(first):
+                for i in rows.tolist():
+                    kinds[i].add(kind)
+        eids = names[best].tolist()
         posts = [self._posts.get(e, ("", 0.0, 0.0, True)) for e in eids]
         c = 2 + 2 * len(parts)
         x[:, c] = [float(bool(p[0]) and p[0] in text) for p in posts]
         x[:, c + 1] = [p[1] for p in posts]
         x[:, c + 2] = [p[2] for p in posts]
-        return eids, [_kind(kinds[p]) for p in order], x
+        return eids, [_kind(k) for k in kinds], x
 
     def score(self, cand: pl.DataFrame) -> np.ndarray:
         """Scores of a ``features`` table's rows (all feature columns present)."""

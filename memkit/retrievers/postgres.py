@@ -62,7 +62,7 @@ from typing import TYPE_CHECKING, Iterable
 import numpy as np
 import polars as pl
 
-from memkit.encoders import Encoder, get_encoder
+from memkit.encoders import Encoder, encode_documents, get_encoder
 from memkit.errors import ValidationError
 from memkit.retrievers.base import (
     Filters,
@@ -294,7 +294,12 @@ def _vector_literal(v: np.ndarray) -> str:
 
 
 class PgVectorRetriever(PostgresRetriever):
-    """Cosine similarity of sentence embeddings, searched by pgvector's HNSW index."""
+    """Cosine similarity of sentence embeddings, searched by pgvector's HNSW index.
+
+    ``graph = false`` makes no HNSW index: a search that names floors never uses it (it
+    is an exact scan over the floors' rows, above), and the service's searches always
+    name floors, while the graph costs every insert an update (a large part of indexing
+    a million rows) and its size on disk. Searches without floors then scan exactly."""
 
     match_type = "semantic"
     type_name = "pgvector"
@@ -303,9 +308,12 @@ class PgVectorRetriever(PostgresRetriever):
     def __init__(self, url: str = "env:MEMKIT_DATABASE_URL", table: str | None = None,
                  encoder: str | Encoder = "minilm", doc_template: str = "{text}", m: int = 16,
                  ef_construction: int = 64, ef_search: int = 100, iterative_scan: str = "relaxed_order",
-                 max_scan_tuples: int = 20_000):
+                 max_scan_tuples: int = 20_000, graph: bool = True):
         super().__init__(url, table, doc_template)
         self.encoder = encoder
+        if not isinstance(graph, bool):
+            raise ValidationError("graph", f"expected true or false, got {graph!r}")
+        self.graph = graph
         self.m = m
         self.ef_construction = ef_construction
         self.ef_search = ef_search
@@ -320,7 +328,7 @@ class PgVectorRetriever(PostgresRetriever):
         enc = self.encoder if isinstance(self.encoder, str) else self.encoder.name
         return {**super().get_params(), "encoder": enc, "m": self.m, "ef_construction": self.ef_construction,
                 "ef_search": self.ef_search, "iterative_scan": self.iterative_scan,
-                "max_scan_tuples": self.max_scan_tuples}
+                "max_scan_tuples": self.max_scan_tuples, "graph": self.graph}
 
     @property
     def _enc(self) -> Encoder:
@@ -340,15 +348,18 @@ class PgVectorRetriever(PostgresRetriever):
 
     def _ddl(self) -> list[str]:
         t, dim = self.table, int(self._enc.dim)
+        graph = [f"CREATE INDEX IF NOT EXISTS {t}_hnsw ON {t} USING hnsw (embedding vector_cosine_ops) "
+                 f"WITH (m = {int(self.m)}, ef_construction = {int(self.ef_construction)})"] if self.graph else []
         return ["CREATE EXTENSION IF NOT EXISTS vector",
                 f"CREATE TABLE IF NOT EXISTS {t} ({self._columns()}, embedding vector({dim}) NOT NULL)",
-                f"CREATE INDEX IF NOT EXISTS {t}_hnsw ON {t} USING hnsw (embedding vector_cosine_ops) "
-                f"WITH (m = {int(self.m)}, ef_construction = {int(self.ef_construction)})",
-                *super()._ddl()]
+                *graph, *super()._ddl()]
 
     def _values(self, events: pl.DataFrame) -> list:
-        vecs = self._enc.encode(document_text(events, self.doc_template))
+        vecs = encode_documents(self._enc, document_text(events, self.doc_template))
         return [_vector_literal(v) for v in vecs]
+
+    def precompute(self, events: pl.DataFrame) -> None:
+        encode_documents(self._enc, document_text(events, self.doc_template))
 
     def _value_column(self) -> tuple[str, str]:
         return "embedding", "%s::vector"
@@ -361,7 +372,7 @@ class PgVectorRetriever(PostgresRetriever):
     def _search_one(self, c, qv: str, k: int, f: Filters | None) -> list[tuple[str, float]]:
         where, args = _where(f)
         t = self.table
-        if f is not None and f.floor_ids is not None:  # scoped: exact (see the module's docstring)
+        if (f is not None and f.floor_ids is not None) or not self.graph:  # scoped (see the module's docstring) or no graph
             return self._exact(c, qv, k, where, args)
         c.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(min(MAX_EF_SEARCH, max(self.ef_search, k))),))
         if self._iterative():

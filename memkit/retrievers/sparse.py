@@ -5,7 +5,12 @@ The index keeps raw term counts, not precomputed scores, in a few CSC segments (
 gathers the postings of its terms and weighs them with the *current* collection
 statistics, so document frequencies, the document count and the average length are
 always exactly those of the alive collection: after ``add`` or ``remove`` a search scores
-as a full refit would, with no refit. (bm25s precomputes scores into the matrix, which
+as a full refit would, with no refit. Segments are merged as Lucene's tiered policy does,
+the smallest neighbours first, so a stream of small adds costs each posting a logarithmic
+number of merges, never a copy of the whole index per add; collection-wide document
+frequencies are recounted only when a search without a scope needs them after a removal.
+A search works on the postings of its terms only (never on an array as long as the
+collection), so its cost follows its terms' postings, not the collection's size. (bm25s precomputes scores into the matrix, which
 is faster per query but goes stale when the collection changes; eval/RESULTS.md has the
 side-by-side numbers.)
 
@@ -35,11 +40,23 @@ class TermIndex:
     def __init__(self, analyzer: Analyzer):
         self.analyzer = analyzer
         self.vocab: dict[str, int] = {}
-        self.df = np.zeros(0, np.int64)  # alive documents containing each term
+        self._df = np.zeros(0, np.int64)  # alive documents containing each term (None: recount)
         self.doc_len = np.zeros(0, np.float64)  # terms per document (0 when dead)
         self.segments: list[tuple[int, sp.csc_matrix]] = []  # (first position, counts)
         self.n_docs = 0  # alive documents
         self.total_len = 0.0  # sum of doc_len, kept with it
+
+    @property
+    def df(self) -> np.ndarray:
+        """Alive documents containing each term (recounted after a removal, when asked)."""
+        if self._df is None:
+            df = np.zeros(len(self.vocab), np.int64)
+            alive = self.doc_len > 0
+            for start, mat in self.segments:
+                cols = np.repeat(np.arange(mat.shape[1]), np.diff(mat.indptr))
+                df[: mat.shape[1]] += np.bincount(cols[alive[mat.indices + start]], minlength=mat.shape[1])
+            self._df = df
+        return self._df
 
     def add(self, texts: list[str], positions: np.ndarray) -> None:
         assert len(texts) == 0 or positions[0] == len(self.doc_len), "positions must be appended in order"
@@ -57,30 +74,30 @@ class TermIndex:
                 vals.append(c)
         width = len(self.vocab)
         mat = sp.csc_matrix((np.array(vals, np.float32), (rows, cols)), shape=(len(texts), width))
-        self.df = np.concatenate([self.df, np.zeros(width - len(self.df), np.int64)])
-        self.df += np.diff(mat.indptr)
+        if self._df is not None:
+            self._df = np.concatenate([self._df, np.zeros(width - len(self._df), np.int64)])
+            self._df += np.diff(mat.indptr)
         self.doc_len = np.concatenate([self.doc_len, lengths])
         self.total_len += float(lengths.sum())
         self.n_docs += len(texts)
         self.segments.append((int(positions[0]) if len(texts) else len(self.doc_len), mat))
-        if len(self.segments) > MAX_SEGMENTS:
-            self._merge()
+        while len(self.segments) > MAX_SEGMENTS:
+            sizes = [m.shape[0] for _, m in self.segments]
+            i = min(range(len(sizes) - 1), key=lambda j: sizes[j] + sizes[j + 1])
+            self.segments[i : i + 2] = [self._merged(self.segments[i : i + 2])]
 
     def remove(self, positions: np.ndarray) -> None:
-        for start, mat in self.segments:
-            local = positions[(positions >= start) & (positions < start + mat.shape[0])] - start
-            if len(local):
-                sub = mat.tocsr()[local]
-                self.df[: sub.shape[1]] -= np.diff(sub.tocsc().indptr)
         self.n_docs -= len(positions)
         self.total_len -= float(self.doc_len[positions].sum())
         self.doc_len[positions] = 0.0
+        if len(positions):
+            self._df = None  # recounted when a search over the whole collection needs it
 
-    def _merge(self) -> None:
+    def _merged(self, segments: list[tuple[int, sp.csc_matrix]]) -> tuple[int, sp.csc_matrix]:
         width = len(self.vocab)
         mats = [sp.csc_matrix((m.data, m.indices, np.concatenate([m.indptr, np.full(width - m.shape[1], m.indptr[-1])])),
-                              shape=(m.shape[0], width)) for _, m in self.segments]
-        self.segments = [(self.segments[0][0], sp.vstack(mats, format="csc"))]
+                              shape=(m.shape[0], width)) for _, m in segments]
+        return segments[0][0], sp.vstack(mats, format="csc")
 
     def query_terms(self, text: str) -> tuple[np.ndarray, np.ndarray]:
         """Known term ids of a query and how often each occurs in it."""
@@ -88,12 +105,12 @@ class TermIndex:
         ids = np.array([self.vocab[t] for t in counts], np.int64)
         return ids, np.array(list(counts.values()), np.float64)
 
-    def matches(self, text: str, scope: np.ndarray | None):
+    def matches(self, text: str, scope: np.ndarray | None, rows: np.ndarray | None = None):
         """A query's terms that occur in the collection (or in ``scope``, a mask of alive
-        positions), with their statistics there: ``(term ids, query counts, positions,
-        counts, which term, document frequencies, documents, total length)``. Postings of
-        dead documents are left in when there is no scope (they score, and no mask admits
-        them)."""
+        positions, whose positions are ``rows`` when the caller has them), with their
+        statistics there: ``(term ids, query counts, positions, counts, which term,
+        document frequencies, documents, total length)``. Postings of dead documents are
+        left in when there is no scope (they score, and no mask admits them)."""
         ids, qtf = self.query_terms(text)
         pos, tf, which = self.postings(ids)
         if scope is None:
@@ -105,7 +122,8 @@ class TermIndex:
         if not keep.all():
             renumber = np.cumsum(keep) - 1
             ids, qtf, df, which = ids[keep], qtf[keep], df[keep], renumber[which]
-        return ids, qtf, pos, tf, which, df, int(scope.sum()), float(self.doc_len[scope].sum())
+        rows = np.flatnonzero(scope) if rows is None else rows
+        return ids, qtf, pos, tf, which, df, len(rows), float(self.doc_len[rows].sum())
 
     def df_within(self, scope: np.ndarray) -> np.ndarray:
         """Document frequency of every term among the positions ``scope`` admits."""
@@ -116,25 +134,29 @@ class TermIndex:
         return df
 
     def postings(self, term_ids: np.ndarray):
-        """For each query term i: positions and counts, as flat arrays plus the term index."""
+        """For each query term i: positions and counts, as flat arrays plus the term index
+        (term by term, each term's segments in order). Gathered per segment with array
+        code: a query's terms' posting ranges at once, not one slice per term."""
         pos, tf, which = [], [], []
-        for i, t in enumerate(term_ids):
-            for start, mat in self.segments:
-                if t >= mat.shape[1]:
-                    continue
-                lo, hi = mat.indptr[t], mat.indptr[t + 1]
-                if hi > lo:
-                    pos.append(mat.indices[lo:hi] + start)
-                    tf.append(mat.data[lo:hi])
-                    which.append(np.full(hi - lo, i))
+        for start, mat in self.segments:
+            known = np.flatnonzero(term_ids < mat.shape[1])
+            lo, hi = mat.indptr[term_ids[known]], mat.indptr[term_ids[known] + 1]
+            n = hi - lo
+            total = int(n.sum())
+            if total:
+                at = np.repeat(lo - (np.cumsum(n) - n), n) + np.arange(total)  # the ranges, concatenated
+                pos.append(mat.indices[at] + start)
+                tf.append(mat.data[at])
+                which.append(np.repeat(known, n))
         if not pos:
             return np.zeros(0, np.int64), np.zeros(0, np.float64), np.zeros(0, np.int64)
-        return np.concatenate(pos), np.concatenate(tf).astype(np.float64), np.concatenate(which)
+        which = np.concatenate(which)
+        order = np.argsort(which, kind="stable")
+        return np.concatenate(pos)[order], np.concatenate(tf)[order].astype(np.float64), which[order]
 
     def save(self, folder: Path, prefix: str) -> None:
-        if len(self.segments) > 1:
-            self._merge()
-        mat = self.segments[0][1] if self.segments else sp.csc_matrix((0, len(self.vocab)), dtype=np.float32)
+        segments = [self._merged(self.segments)] if len(self.segments) > 1 else self.segments
+        mat = segments[0][1] if segments else sp.csc_matrix((0, len(self.vocab)), dtype=np.float32)
         sp.save_npz(folder / f"{prefix}counts.npz", mat)
         terms = sorted(self.vocab, key=self.vocab.get)
         pl.DataFrame({"term": terms}).write_parquet(folder / f"{prefix}vocab.parquet")
@@ -145,7 +167,7 @@ class TermIndex:
         self.segments = [(0, mat)] if mat.shape[0] else []
         self.vocab = {t: i for i, t in enumerate(pl.read_parquet(folder / f"{prefix}vocab.parquet")["term"].to_list())}
         stats = np.load(folder / f"{prefix}stats.npz")
-        self.df, self.doc_len, self.n_docs = stats["df"], stats["doc_len"], int(stats["n_docs"])
+        self._df, self.doc_len, self.n_docs = stats["df"], stats["doc_len"], int(stats["n_docs"])
         self.total_len = float(self.doc_len.sum())
 
 
@@ -174,16 +196,34 @@ class _SparseRetriever(Retriever):
         pass
 
     def _search_batch(self, texts, k, masks, scopes=None):
-        n = len(self.catalog)
         out = []
         for text, mask, scope in zip(texts, masks, scopes or [None] * len(texts)):
-            scores = self.score(text, n, scope)
-            out.append(top_k(scores, mask, k, positive_only=True))
+            pos, sc = self.matched(text, scope)
+            keep = mask[pos] & (sc > 0)
+            pos, sc = pos[keep], sc[keep]
+            idx, best = top_k(sc, None, k)  # positions ascend, so ties go to the earlier event
+            out.append((pos[idx], best))
         return out
 
     def score(self, text: str, n: int | None = None, scope: np.ndarray | None = None) -> np.ndarray:
         """Scores of every position for one query (0 where no term matches), with the
         statistics of ``scope`` (a mask of alive positions; None: the whole collection)."""
+        out = np.zeros(len(self.catalog) if n is None else n)
+        pos, sc = self.matched(text, scope)
+        out[pos] = sc
+        return out
+
+    def matched(self, text: str, scope: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """The positions where some query term occurs (ascending) and their scores."""
+        rows = None if scope is None else self.catalog.rows(scope)
+        terms = self.index.matches(text, scope, rows)
+        if len(terms[2]) == 0:
+            return np.zeros(0, np.int64), np.zeros(0)
+        return _summed(terms[2], self._contributions(terms, scope), len(self.catalog))
+
+    def _contributions(self, terms, scope: np.ndarray | None) -> np.ndarray:
+        """Each posting's share of its document's score (``terms``: what ``matches`` returns
+        for ``scope``)."""
         raise NotImplementedError
 
     def _save_state(self, folder: Path) -> None:
@@ -210,17 +250,11 @@ class BM25Retriever(_SparseRetriever):
         return {"k1": self.k1, "b": self.b, "stopwords": self.stopwords, "stemmer": self.stemmer,
                 "doc_template": self.doc_template}
 
-    def score(self, text: str, n: int | None = None, scope: np.ndarray | None = None) -> np.ndarray:
-        idx = self.index
-        n = len(self.catalog) if n is None else n
-        ids, qtf, pos, tf, which, df, n_docs, total_len = idx.matches(text, scope)
-        if len(pos) == 0 or n_docs == 0:
-            return np.zeros(n)
+    def _contributions(self, terms, scope) -> np.ndarray:
+        ids, qtf, pos, tf, which, df, n_docs, total_len = terms
         idf = np.log1p((n_docs - df + 0.5) / (df + 0.5))
-        avgdl = total_len / n_docs
-        norm = self.k1 * (1.0 - self.b + self.b * idx.doc_len[pos] / avgdl)
-        contrib = (idf * qtf)[which] * tf / (tf + norm)
-        return np.bincount(pos, weights=contrib, minlength=n)
+        norm = self.k1 * (1.0 - self.b + self.b * self.index.doc_len[pos] / (total_len / n_docs))
+        return (idf * qtf)[which] * tf / (tf + norm)
 
 
 class TfidfRetriever(_SparseRetriever):
@@ -286,16 +320,24 @@ class TfidfRetriever(_SparseRetriever):
             self._scoped[key] = (idf, self._norms_for(idf, scope))
         return self._scoped[key]
 
-    def score(self, text: str, n: int | None = None, scope: np.ndarray | None = None) -> np.ndarray:
-        n = len(self.catalog) if n is None else n
-        ids, qtf, pos, tf, which, _, _, _ = self.index.matches(text, scope)
-        if len(pos) == 0:
-            return np.zeros(n)
+    def _contributions(self, terms, scope) -> np.ndarray:
+        ids, qtf, pos, tf, which, _, _, _ = terms
         all_idf, norms = self._statistics(scope)
         idf = all_idf[ids]
         q = self._tf(qtf) * idf
         q /= np.linalg.norm(q)
-        alive = norms[pos] > 0
-        pos, tf, which = pos[alive], tf[alive], which[alive]
-        contrib = self._tf(tf) * idf[which] * q[which] / norms[pos]
-        return np.bincount(pos, weights=contrib, minlength=n)
+        norm = norms[pos]
+        alive = norm > 0  # a dead document scores 0 (and no mask admits it)
+        return np.where(alive, self._tf(tf) * idf[which] * q[which] / np.where(alive, norm, 1.0), 0.0)
+
+
+def _summed(pos: np.ndarray, contrib: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct positions (ascending) and the sum of their contributions. Few postings:
+    sorted; many (a fair share of the collection): counted over the whole collection,
+    which is then cheaper than sorting."""
+    if len(pos) * 8 < n:
+        found, where = np.unique(pos, return_inverse=True)
+        return found, np.bincount(where, weights=contrib, minlength=len(found))
+    sums = np.bincount(pos, weights=contrib, minlength=n)
+    found = np.flatnonzero(np.bincount(pos, minlength=n))
+    return found, sums[found]

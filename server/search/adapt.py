@@ -79,6 +79,7 @@ def adapt(memory, batch: int = 500, threads: int | None = None, progress=None) -
     name = stage.resolve(frame, threads=threads)
     info = model_info(name)
     trained = time.perf_counter() - started
+    say(f"trained {name} in {trained:.1f} s")
     if name == (current.encoder or base.encoder_name()):
         return Report(name, current.number, frame.height, info["pairs_used"], trained, 0.0, 0.0, False)
     vector_tables = [p.table for p in postgres_parts(base.retriever) if isinstance(p, PgVectorRetriever)]
@@ -89,8 +90,10 @@ def adapt(memory, batch: int = 500, threads: int | None = None, progress=None) -
     try:
         if memory.stateless:
             search = memory.builder(new)
-            search.backfill(batch, progress=lambda n: say(f"  {n:,} events re-encoded"))
+            search.backfill(batch, progress=lambda n: say(f"  {n:,} events re-encoded "
+                                                          f"({n / (time.perf_counter() - started):.0f} posts/s)"))
             encoded = time.perf_counter() - started
+            say(f"re-encoded {frame.height:,} posts in {encoded:.1f} s")
             started = time.perf_counter()
             with engine.begin() as conn:  # no write is half-way while the last rows are filled and the version flips
                 conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": versions.SWITCH_LOCK})
@@ -102,12 +105,15 @@ def adapt(memory, batch: int = 500, threads: int | None = None, progress=None) -
                         conn.execute(sa.text(f"DROP TABLE IF EXISTS {old.table(table)}"))
         else:
             index = SearchIndex(engine, memory.pipeline_for(new), folder=new.folder(memory.settings.index_dir)).start()
+            say(f"index of {frame.height:,} posts built and saved in {time.perf_counter() - started:.1f} s")
             per_floor(frame, index.pipeline.answerer.encode_sentences)  # answers read vectors, as after ingest
             encoded = time.perf_counter() - started
+            say(f"answer sentences encoded; re-encoding took {encoded:.1f} s in all")
             started = time.perf_counter()
             with engine.begin() as conn:
                 gone = versions.activate(conn, new)
             versions.remove_saved(memory.settings.index_dir, gone)
+        say(f"switched to version {new.number} in {time.perf_counter() - started:.2f} s")
     except BaseException:
         with engine.begin() as conn:
             versions.fail(conn, new)

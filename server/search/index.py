@@ -45,6 +45,7 @@ store, without the set-aside events, before the next search.
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import itertools
 import json
@@ -85,29 +86,82 @@ class LogRow(NamedTuple):
 
 def load_events(conn, event_ids: list[str] | None = None, sessions: list[tuple] | None = None,
                 chunk: int = 200, exclude: set[str] = frozenset()) -> pl.DataFrame:
-    """Events of the store (all, these ids, or these sessions: ``(block_id, day)``, a day
-    of None meaning the whole block) as memkit's events table plus ``speaker`` (the
-    author's name), in posting order (time, then id), leaving out ``exclude``. Long lists
-    of ids or sessions are asked for ``chunk`` at a time (SQLite limits an expression's
-    depth). Whatever the store holds comes out well-formed (``_clean``)."""
-    if event_ids is not None and len(event_ids) > chunk:
-        return _concat([load_events(conn, event_ids=event_ids[i : i + chunk], exclude=exclude)
-                        for i in range(0, len(event_ids), chunk)])
-    if sessions is not None and len(sessions) > chunk:
-        return _concat([load_events(conn, sessions=sessions[i : i + chunk], exclude=exclude)
-                        for i in range(0, len(sessions), chunk)])
+    """Events of the store (all, these ids, or these sessions: ``(floor_id, block_id, day)``,
+    a day of None meaning the whole block, a floor of None an unknown one) as memkit's
+    events table plus ``speaker`` (the author's name), in posting order (time, then id),
+    leaving out ``exclude``. Long lists of ids or sessions are asked for ``chunk`` at a time
+    (SQLite limits an expression's depth). Whatever the store holds comes out well-formed
+    (``_clean``)."""
+    if event_ids is not None:
+        return _concat([_read(conn, events.c.id.in_(event_ids[i : i + chunk]), exclude)
+                        for i in range(0, len(event_ids), chunk)] or [_read(conn, sa.false(), exclude)])
+    if sessions is not None:
+        spans, wanted = _day_spans(sessions), {(b, d) for _, b, d in sessions}
+        return _concat([_read(conn, sa.or_(*[_span(*span) for span in spans[i : i + chunk]]), exclude, wanted)
+                        for i in range(0, len(spans), chunk)] or [_read(conn, sa.false(), exclude)])
+    return _read(conn, None, exclude)
+
+
+def _read(conn, where, exclude: set[str], sessions: set[tuple] | None = None) -> pl.DataFrame:
+    """The events ``where`` admits (all: None), less ``exclude``, and only those of
+    ``sessions`` (``(block_id, day)``; a day of None: the whole block) when given."""
     q = (sa.select(events.c.id, events.c.floor_id, events.c.block_id, blocks.c.type, events.c.user_id, events.c.text,
                    events.c.created_at, events.c.tags, users.c.name)
          .join(blocks, blocks.c.id == events.c.block_id).join(users, users.c.id == events.c.user_id)
          .order_by(events.c.created_at, events.c.id))
-    if event_ids is not None:
-        q = q.where(events.c.id.in_(event_ids))
-    if sessions is not None:
-        q = q.where(sa.or_(sa.false(), *[_session(b, d) for b, d in sessions]))
-    found = [r for r in conn.execute(q).all() if r[0] not in exclude]
+    if where is not None:
+        q = q.where(where)
+    found = [r for r in conn.execute(q).all() if r[0] not in exclude
+             and (sessions is None or (r[2], None) in sessions or (r[2], _day(r[6])) in sessions)]
     rows = [_clean(r) for r in found]
     names = [_text(r[8]).strip() for r in found]
     return events_frame(rows, source="store").with_columns(pl.Series("speaker", names, pl.Utf8))
+
+
+def _day_spans(sessions: list[tuple], gap: int = 7) -> list[tuple]:
+    """Sessions as ranges of days to read per block, ``(floor, block, first day, last day)``
+    (days None: the whole block): days of a block less than ``gap`` apart share a range, so
+    a batch of posts spread over a block's days is one indexed range read of its floor, not
+    one predicate per day; rows outside the sessions asked for are dropped after."""
+    days: dict[tuple, set] = {}
+    for floor, block, day in sessions:
+        days.setdefault((floor, block), set()).add(day)
+    spans = []
+    for (floor, block), ds in days.items():
+        if None in ds:
+            spans.append((floor, block, None, None))
+            continue
+        ordered = sorted(ds)
+        first = last = ordered[0]
+        for d in ordered[1:]:
+            if (d - last).days >= gap:
+                spans.append((floor, block, first, last))
+                first = d
+            last = d
+        spans.append((floor, block, first, last))
+    return spans
+
+
+def _span(floor_id: str | None, block_id: str, first: date | None, last: date | None):
+    """One block's posts (on days ``first`` to ``last``), read through the floor and time
+    index when the floor is known."""
+    cond = [events.c.block_id == block_id] + ([events.c.floor_id == floor_id] if floor_id is not None else [])
+    if first is not None:
+        cond.append(events.c.created_at >= datetime(first.year, first.month, first.day, tzinfo=timezone.utc))
+        if last != date.max:  # the last day Python holds has no "next day" to stop before
+            cond.append(events.c.created_at < datetime(last.year, last.month, last.day, tzinfo=timezone.utc)
+                        + timedelta(days=1))
+    return sa.and_(*cond)
+
+
+def new_posts(conn, floor_id: str, block_id: str, user_id: str, posts: list[dict]) -> pl.DataFrame:
+    """Posts about to be written (``event_id``, ``text``, ``tags``, ``created_at``) as
+    ``load_events`` will read them once they are: the block's type, the author's name."""
+    kind = conn.execute(sa.select(blocks.c.type).where(blocks.c.id == block_id)).scalar()
+    name = conn.execute(sa.select(users.c.name).where(users.c.id == user_id)).scalar()
+    rows = [_clean((p["event_id"], floor_id, block_id, kind, user_id, p["text"], p["created_at"], p["tags"], name))
+            for p in posts]
+    return events_frame(rows, source="store").with_columns(pl.Series("speaker", [_text(name).strip()] * len(rows), pl.Utf8))
 
 
 def _clean(r) -> dict:
@@ -124,16 +178,6 @@ def _text(value) -> str:
 
 def _concat(frames: list[pl.DataFrame]) -> pl.DataFrame:
     return pl.concat(frames).unique("event_id", keep="first", maintain_order=True).sort(["created_at", "event_id"])
-
-
-def _session(block_id: str, day: date | None):
-    if day is None:
-        return events.c.block_id == block_id
-    start = datetime(day.year, day.month, day.day, tzinfo=timezone.utc)
-    if day == date.max:  # the last day Python holds has no "next day" to stop before
-        return sa.and_(events.c.block_id == block_id, events.c.created_at >= start)
-    return sa.and_(events.c.block_id == block_id, events.c.created_at >= start,
-                   events.c.created_at < start + timedelta(days=1))
 
 
 def _day(at: datetime | None) -> date | None:
@@ -281,8 +325,10 @@ class SearchIndex:
             tmp = folder.with_name(f".{folder.name}.{os.getpid()}.tmp")
             shutil.rmtree(tmp, ignore_errors=True)
             self.pipeline.retriever.save(tmp / "retriever")
+            pl.DataFrame({"event_id": list(self._doc_hash), "hash": list(self._doc_hash.values())},
+                         schema={"event_id": pl.Utf8, "hash": pl.UInt64}).write_parquet(tmp / "documents.parquet")
             state = {"digest": self._digest(), "watermark": self.watermark, "applied": sorted(self._applied),
-                     "events": len(self.pipeline.retriever.catalog)}
+                     "events": len(self.pipeline.retriever.catalog), "hashes": _HASHES}
             (tmp / "state.json").write_text(json.dumps(state))
             old = folder.with_name(f".{folder.name}.{os.getpid()}.old")
             if folder.exists():
@@ -306,6 +352,11 @@ class SearchIndex:
         with self.lock:
             self.pipeline.retriever = load_retriever(self.folder / "retriever")
             self.pipeline.retriever.warm()
+            # What each saved document was made from, so catching up re-indexes only the
+            # documents that changed since (hashes of another polars version are not comparable).
+            docs = self.folder / "documents.parquet"
+            self._doc_hash = (dict(pl.read_parquet(docs).iter_rows()) if state.get("hashes") == _HASHES and docs.exists()
+                              else {})
             self.watermark = state["watermark"]
             self._applied = set(state["applied"])
             self._seen = set(self._applied)
@@ -337,13 +388,12 @@ class SearchIndex:
     def follow(self, every: float) -> None:
         """Catch up every floor in the background every ``every`` seconds, so changes to
         floors nobody here asks about are applied too, off the requests' path. The thread
-        holds the index weakly and ends with it."""
+        holds the index weakly and ends with it, or when the process exits (``_stop_following``)."""
         ref = weakref.ref(self)
         self.following = True
 
         def loop():
-            while True:
-                time.sleep(every)
+            while not _EXITING.wait(every):
                 index = ref()
                 if index is None:
                     return
@@ -353,7 +403,9 @@ class SearchIndex:
                     log.warning("background catch-up failed; retrying in %s s", every, exc_info=True)
                 del index
 
-        threading.Thread(target=loop, name="memkit-catch-up", daemon=True).start()
+        thread = threading.Thread(target=loop, name="memkit-catch-up", daemon=True)
+        _FOLLOWERS.add(thread)
+        thread.start()
 
     def sync(self, floors=None, author: str | None = None, event_ids=(), others_wait: float = 0.0) -> int:
         """Apply the log rows not applied yet, or only those of ``floors``; returns how
@@ -442,7 +494,7 @@ class SearchIndex:
             skip = {v["event_id"] for v in self.set_aside.values()} - {r.event_id for r in rows}
         if self.pipeline.representation is None:
             return load_events(conn, event_ids=list(dict.fromkeys(r.event_id for r in rows)), exclude=skip)
-        sessions = list({(r.block_id, _day(r.event_at)) for r in rows if r.block_id is not None})
+        sessions = list({(r.floor_id, r.block_id, _day(r.event_at)) for r in rows if r.block_id is not None})
         return load_events(conn, sessions=sessions, exclude=skip)
 
     def _encode_ahead(self, rows: list[LogRow], wait: bool = True) -> None:
@@ -474,6 +526,20 @@ class SearchIndex:
                         del self._encoding[r.seq]
         for other in others:
             other.wait()
+
+    def encode_ahead_of_write(self, floor_id: str, block_id: str, user_id: str, posts: list[dict]) -> None:
+        """Encode posts not written yet (``new_posts``) with the rest of their sessions into
+        the embedding cache: the documents that will change when they are written, the new
+        posts' own and their neighbours'."""
+        with self.engine.connect() as conn:
+            new = new_posts(conn, floor_id, block_id, user_id, posts)
+            sessions = [(floor_id, block_id, day) for day in set(new["created_at"].dt.date().to_list())]
+            around = load_events(conn, sessions=sessions) if self.pipeline.representation is not None else new.clear()
+        frame = pl.concat([around, new], how="diagonal_relaxed").sort(["created_at", "event_id"])
+        changed = [e for e, h in self._hashes(frame).items() if self._doc_hash.get(e) != h]
+        if changed:
+            with floor_scope(floor_id):  # where the catch-ups of the floor look for them
+                self.pipeline.precompute(frame, only=changed)
 
     def _apply_each(self, rows: list[LogRow]) -> int:
         """Apply the rows together; if that fails, one by one, setting aside each row that
@@ -596,6 +662,24 @@ def per_floor(frame: pl.DataFrame, work) -> None:
     for (floor_id,), part in frame.group_by("floor_id", maintain_order=True):
         with floor_scope(floor_id):
             work(part)
+
+
+_EXITING = threading.Event()
+_FOLLOWERS: weakref.WeakSet = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_following() -> None:
+    """At exit, let each background catch-up finish the turn it is in, then end. A thread
+    still inside ONNX Runtime when the interpreter tears the library down aborts the process
+    ("terminate called without an active exception", SIGABRT: a gunicorn worker stopped by
+    SIGTERM did)."""
+    _EXITING.set()
+    for thread in list(_FOLLOWERS):
+        thread.join(timeout=30)
+
+
+_HASHES = f"polars {pl.__version__}, seed 7"  # what makes a document's hash (saved with the index)
 
 
 def _row_hashes(docs: pl.DataFrame) -> dict[str, int]:

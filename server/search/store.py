@@ -41,7 +41,7 @@ import sqlalchemy as sa
 from memkit.errors import ValidationError
 from memkit.pipeline import Pipeline
 from memkit.retrievers.postgres import _DDL_LOCK, in_memory_parts, postgres_parts
-from server.search.index import load_events, per_floor
+from server.search.index import load_events, new_posts, per_floor
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +111,20 @@ class StoreSearch:
             self.pipeline.answerer.encode_sentences(part)  # sentence vectors for answers, at ingest
 
         per_floor(frame, index_floor)
+
+    def encode_ahead_of_write(self, floor_id: str, block_id: str, user_id: str, posts: list[dict]) -> None:
+        """Encode posts not written yet into the embedding cache (vectors and answer
+        sentences), so the write's transaction finds them there instead of holding its
+        rows locked while they are encoded."""
+        with self.engine.connect() as conn:
+            frame = new_posts(conn, floor_id, block_id, user_id, posts)
+
+        def encode(part):  # in the floor's scope, where the transaction's indexer looks
+            for r in self.parts:
+                r.precompute(part)
+            self.pipeline.answerer.encode_sentences(part)
+
+        per_floor(frame, encode)
 
     def missing(self, conn, limit: int) -> list[str]:
         """Events lacking a row in some search table (up to ``limit``)."""

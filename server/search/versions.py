@@ -28,7 +28,7 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from memkit.encoders import models_dir
+from memkit.encoders import MINILM, float_name, models_dir
 from memkit.training import is_trained
 from server.store.schema import encoder_versions
 
@@ -105,12 +105,14 @@ def fail(conn, version: Version) -> None:
 
 
 def pack(name: str) -> bytes | None:
-    """A trained model's folder as a tar archive (None for the packaged model)."""
-    if not is_trained(name) or name == "minilm":
+    """A trained model's folder as a tar archive (None for the packaged model). A name
+    with int8 weights packs its float model: the int8 one is made from it on first use."""
+    folder = float_name(name)
+    if not is_trained(name) or folder in ("minilm", MINILM):
         return None
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
-        tar.add(models_dir() / name, arcname=name)
+        tar.add(models_dir() / folder, arcname=folder)
     return buf.getvalue()
 
 
@@ -129,7 +131,7 @@ def ensure_model(conn, name: str | None) -> None:
     with tarfile.open(fileobj=io.BytesIO(row[0])) as tar:
         tar.extractall(tmp, filter="data")
     try:
-        (tmp / name).rename(target / name)
+        (tmp / float_name(name)).rename(target / float_name(name))
     except OSError:  # another process unpacked it first
         pass
     shutil.rmtree(tmp, ignore_errors=True)

@@ -10,6 +10,7 @@ public floor. Events are stored durably (committed) before the response.
 from __future__ import annotations
 
 import base64
+from datetime import datetime
 
 import sqlalchemy as sa
 
@@ -36,12 +37,25 @@ class Events:
     PostgreSQL with pgvector, writes the vectors there, so both commit or neither does).
     ``after_write(floor_ids, event_ids)``, if given, runs after the commit with the floors
     and events written (the process's in-memory index applies them at once, so the write
-    is searchable when the request returns)."""
+    is searchable when the request returns). ``before_write(floor_id, block_id, user_id, posts)``, if
+    given, runs before a create's transaction with the posts about to be written (their
+    ids, texts, tags and times): the search encodes them into the shared embedding cache
+    there, so that no process catching up on the write encodes them again, and no
+    transaction is held open while they are encoded."""
 
-    def __init__(self, engine: sa.Engine, indexer=None, after_write=None):
+    def __init__(self, engine: sa.Engine, indexer=None, after_write=None, before_write=None):
         self.engine = engine
         self.indexer = indexer
         self.after_write = after_write
+        self.before_write = before_write
+
+    def _before(self, user_id: str, floor_id: str, block_id: str, posts: list[tuple[str, datetime, m.PostAdd]]) -> None:
+        if self.before_write is None:
+            return
+        with self.engine.connect() as conn:  # nothing is encoded for someone who may not post here
+            self._postable(conn, user_id, floor_id, block_id)
+        self.before_write(floor_id, block_id, user_id, [{"event_id": eid, "text": item.text, "tags": item.tags,
+                                                         "created_at": at} for eid, at, item in posts])
 
     def _written(self, conn, event_ids: list[str]) -> None:
         log_event_changes(conn, event_ids)  # the search index catches up from the log
@@ -59,9 +73,11 @@ class Events:
         return b
 
     def create(self, user_id: str, floor_id: str, block_id: str, item: m.PostAdd) -> dict:
+        post = (new_id("e"), item.created_at or now(), item)
+        self._before(user_id, floor_id, block_id, [post])
         with self.engine.begin() as conn:
             b = self._postable(conn, user_id, floor_id, block_id)
-            out = self._insert(conn, user_id, floor_id, b, item)
+            out = self._insert(conn, user_id, floor_id, b, *post)
             self._written(conn, [out["event_id"]])
         self._committed(floor_id, [out["event_id"]])
         return out
@@ -70,12 +86,14 @@ class Events:
         """Bulk ingest: ``{"events": [event, ...]}``, 1 to 1,000 events of the same
         shape as a single create, written in one transaction: all are stored or, if any is
         refused (the error names ``events[i].field``), none is."""
+        posts = [(new_id("e"), item.created_at or now(), item) for item in data.events]
+        self._before(user_id, floor_id, block_id, posts)
         with self.engine.begin() as conn:
             b = self._postable(conn, user_id, floor_id, block_id)
             out = []
-            for i, item in enumerate(data.events):
+            for i, post in enumerate(posts):
                 try:
-                    out.append(self._insert(conn, user_id, floor_id, b, item))
+                    out.append(self._insert(conn, user_id, floor_id, b, *post))
                 except NotFound as exc:
                     exc.field = f"events[{i}].{exc.field}"
                     exc.message = f"events[{i}]: {exc.message}"
@@ -89,7 +107,7 @@ class Events:
         readable_floor(conn, floor_id, user_id)
         return self._block(conn, floor_id, block_id)
 
-    def _insert(self, conn, user_id: str, floor_id: str, b, item: m.PostAdd) -> dict:
+    def _insert(self, conn, user_id: str, floor_id: str, b, eid: str, created_at: datetime, item: m.PostAdd) -> dict:
         from_floor = None
         if item.reply_to:
             parent = conn.execute(sa.select(events.c.floor_id).where(events.c.id == item.reply_to)).first()
@@ -101,10 +119,9 @@ class Events:
             if src is None or (src["is_private"] and src["owner_id"] != user_id):  # the same answer for both
                 raise NotFound("repost_of names no event you can read", field="repost_of")
             from_floor = src["from_floor_id"] or src["floor_id"]
-        eid = new_id("e")
         row = dict(id=eid, floor_id=floor_id, block_id=b["id"], user_id=user_id, text=item.text, tags=item.tags,
                    media=[md.model_dump() for md in item.media], reply_to=item.reply_to, from_floor_id=from_floor,
-                   created_at=item.created_at or now(), updated_at=now())
+                   created_at=created_at, updated_at=now())
         conn.execute(events.insert().values(**row))
         return event_response(row, b)
 

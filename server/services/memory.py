@@ -158,6 +158,17 @@ class Memory:
         """Build (or load) the index now rather than on the first query."""
         return self.index
 
+    def encode_ahead(self, floor_id: str, block_id: str, user_id: str, posts: list[dict]) -> None:
+        """Before a create's transaction: encode the posts (with their sessions) into the
+        shared embedding cache, so the catch-ups of every process (and the PostgreSQL
+        indexer inside the transaction) find their vectors there. A failure is logged, not
+        answered: the write goes on and whoever catches up encodes what is missing."""
+        if self._index is not None:
+            try:
+                self._index.encode_ahead_of_write(floor_id, block_id, user_id, posts)
+            except Exception:  # noqa: BLE001 - see above
+                log.exception("encoding posts ahead of their write failed; their catch-up encodes them")
+
     def catch_up(self, floor_ids, event_ids) -> None:
         """After a write commits: an index already built applies the write's changes now,
         so the write is searchable when its request returns (other users' writes to the

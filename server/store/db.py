@@ -38,7 +38,11 @@ def _engine(url: str, **options) -> sa.Engine:
     # PostgreSQL sessions in UTC: times come back in UTC, so a stored time near the first or
     # last day Python can hold is never shifted out of its range by the server's zone.
     extra = {"connect_args": {"options": "-c timezone=UTC"}} if url.startswith("postgresql") else {}
-    engine = sa.create_engine(url, pool_pre_ping=True, hide_parameters=True, **extra, **options)
+    # A pooled connection to a server may have been dropped (a restart): check it before
+    # use. A SQLite file has no server to lose it, and the check cost each checkout (most
+    # requests check out several) a statement.
+    ping = url.startswith("postgresql")
+    engine = sa.create_engine(url, pool_pre_ping=ping, hide_parameters=True, **extra, **options)
     if engine.dialect.name == "sqlite":
         sa.event.listen(engine, "connect", _sqlite_pragmas)
     return engine
