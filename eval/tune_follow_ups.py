@@ -42,7 +42,7 @@ def main(argv=None) -> int:
                                     "repeat_weight": repeat}
         row = {"weight": weight, "bare_weight": bare, "repeat_weight": repeat}
         for ds in sets:
-            r = evaluate_config(config, ds, answers=False)
+            r = evaluate_config(config, ds, answers=ds.name.startswith("conversations"))  # the checks read answers
             if ds.name.startswith("conversations"):
                 row["suite post first"] = r.turn_summary["all"]["post_first"]
                 row["suite top 5"] = r.turn_summary["all"]["post_top5"]
