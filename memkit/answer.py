@@ -488,9 +488,10 @@ class ExtractiveAnswerer:
         people = self.named_people(query, items, authors) if self.people else set()
         known = self._known_names(items, authors)
         name_terms = {t for n in known for t in self._analyzer(n)}
-        q_terms = set(self._analyzer(query)) - name_terms
-        s_terms = [set(self._analyzer(s)) for s in sent]
-        p_terms = {r: set(self._analyzer(top[r].get("text") or "")) for r in set(rank)}
+        # Terms in their base forms: "when did they drive there?" shares "drive" with "we drove".
+        q_terms = set(self._analyzer(_base_forms(query))) - name_terms
+        s_terms = [set(self._analyzer(_base_forms(s))) for s in sent]
+        p_terms = {r: set(self._analyzer(_base_forms(top[r].get("text") or ""))) for r in set(rank)}
         sims = np.asarray(self.score(query, sent), dtype=float)
         qtype = question_type(query)
         n = len(rows)
