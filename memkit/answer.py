@@ -285,7 +285,7 @@ class ExtractiveAnswerer:
         return self.write(query, items, summary).text
 
     def write(self, query: str, items: list[dict], summary: bool = True, authors=None, reading=None,
-              listing: bool = False) -> Answer:
+              listing: bool = False, found: int | None = None) -> Answer:
         """``authors``: the names of the people who post where the question is asked (the
         service passes those of the floors searched, so posts elsewhere change nothing);
         None: every author ``prepare`` has seen. ``reading``: how the pipeline read the
@@ -296,7 +296,8 @@ class ExtractiveAnswerer:
             return Answer(self.unresolved(query), declined=True)
         if not items:
             return Answer(self.fallback(query, _window_text(reading)), declined=True)
-        written = self.window_summary(items, _window_text(reading)) if listing else self.summarize(query, items, authors)
+        written = (self.window_summary(items, _window_text(reading), found=found) if listing
+                   else self.summarize(query, items, authors))
         if not summary:  # the account of what was found, but the turn still knows what an answer would quote,
             # so a follow-up reads the same whether the question before it asked for a summary or not
             return Answer(self.account(query, items), quotes=written.quotes)
@@ -311,17 +312,19 @@ class ExtractiveAnswerer:
         return (f"I couldn't find anything{when} about “{query.strip()}” in the floors you asked about. "
                 "You could try other words, a wider time range or fewer filters.")
 
-    def window_summary(self, items: list, window: str | None, shown: int = 3) -> Answer:
+    def window_summary(self, items: list, window: str | None, shown: int = 3, found: int | None = None) -> Answer:
         """What a question about a time window gets ("What happened last May?"): how many
-        posts there are and the most telling ones, in the order they were posted."""
+        posts there are (``found``: all the window holds, default the items given) and the
+        most telling ones, in the order they were posted."""
         top = sorted(items[:shown], key=lambda i: (_timestamp(i.get("created_at")), i.get("event_id")))
         lines = []
         for item in top:
             first = sentences(item.get("text"))[:1]
             quote = self.quote("", first[0], item) if first else item.get("text") or ""
             lines.append(self.attributed(quote, item, first=False, lead=None))
-        head = f"{_plural(len(items), 'post')}{f' from {window}' if window else ''}"
-        more = f" (and {len(items) - len(top)} more)" if len(items) > len(top) else ""
+        n = max(found or 0, len(items))
+        head = f"{_plural(n, 'post')}{f' from {window}' if window else ''}"
+        more = f" (and {n - len(top)} more)" if n > len(top) else ""
         return Answer(f"{head}{more}. " + " ".join(lines),
                       quotes=[{"event_id": i.get("event_id"), "sentence": (sentences(i.get("text")) or [None])[0],
                                "score": None} for i in top])
@@ -762,9 +765,9 @@ class LLMAnswerer:
                 {"role": "user", "content": "Posts:\n" + "\n".join(lines) + f"\n\nQuestion: {query}"}]
 
     def write(self, query: str, items: list[dict], summary: bool = True, authors=None, reading=None,
-              listing: bool = False) -> Answer:
+              listing: bool = False, found: int | None = None) -> Answer:
         if not items or not summary or listing or getattr(reading, "kind", None) == "unresolved":
-            return self.extractive.write(query, items, summary, authors, reading, listing)
+            return self.extractive.write(query, items, summary, authors, reading, listing, found)
         body = json.dumps({"model": self.model, "messages": self.messages(query, items),
                            "temperature": self.temperature}).encode()
         headers = {"Content-Type": "application/json"}
@@ -780,7 +783,7 @@ class LLMAnswerer:
                 raise ValueError("empty answer")
         except (OSError, urllib.error.URLError, ValueError, KeyError, IndexError, TypeError) as exc:
             log.warning("LLM answer writer failed (%s: %s); using the extractive writer", type(exc).__name__, exc)
-            return self.extractive.write(query, items, summary, authors, reading, listing)
+            return self.extractive.write(query, items, summary, authors, reading, listing, found)
         declined = DECLINE.lower() in text.lower()
         shown = items[: self.max_items]
         cited = dict.fromkeys(int(n) for n in re.findall(r"\[(\d+)\]", text) if 1 <= int(n) <= len(shown))

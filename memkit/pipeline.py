@@ -347,7 +347,8 @@ class Pipeline:
         shown = run.head(k) if floor is None or window_only else run.filter(pl.col("score") >= floor).head(k)
         scores = dict(zip(shown["event_id"].to_list(), zip(shown["score"].to_list(), shown["match_type"].to_list())))
         items = [it.scored(*scores[it.event_id]) for it in self.posts.items(shown["event_id"].to_list())]
-        written = self.answerer.write(req.query, items, req.summary, authors, reading=reading, listing=listing)
+        written = self.answerer.write(req.query, items, req.summary, authors, reading=reading, listing=listing,
+                                      found=run.height if listing else None)
         sentences = [q["sentence"] for q in written.quotes if q.get("sentence")]
         answer_words = [w for w in content_words(" ".join(sentences)) if w not in set(reading.own_words)]
         turn = Turn(query=req.query, effective_query=reading.effective_query, event_ids=[i.event_id for i in items],

@@ -47,6 +47,8 @@ def test_a_question_naming_only_a_window_lists_its_posts_and_whose(pipeline):
     res = ask(pipeline, "What happened last May?")
     assert {i.event_id for i in res.items} == {"b1", "b2", "g1"} and {i.score for i in res.items} == {1.0}
     assert res.answer.startswith("3 posts from May 2026")
+    two = ask(pipeline, "What happened last May?", k=2)  # shows two, counts all three
+    assert len(two.items) == 2 and two.answer.startswith("3 posts from May 2026 (and 1 more)")
     jade = ask(pipeline, "what did Jade post in May?")
     assert [i.event_id for i in jade.items] == ["g1"]
     nothing = ask(pipeline, "What happened last August?")
