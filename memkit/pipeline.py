@@ -98,6 +98,7 @@ from memkit.training import EncoderStage
 
 DEFAULT_CONFIG = CONFIG_DIR / "default.toml"
 WINDOW_DEPTH = 200  # posts of a time window a question that names only the window can list
+CARRIED_WINDOW_SHARE = 0.2  # dev suite checks 0.511 (none) / 0.511 (0.1) / 0.513 (0.2) / 0.497 (0.5)
 
 
 @dataclass
@@ -334,10 +335,17 @@ class Pipeline:
             run = self._window_posts(reading, f, req.query_id)
         else:
             run, reading, best = self._retrieve(reading, f, k, req.query_id, req.history)
-            if reading.days is not None:  # nothing of those days: the closest posts of any day
-                # (people misremember dates; the answer gives each post's own date)
+            if reading.days is not None:
                 windowed = self._in_window(run, reading)
-                run = windowed if windowed.height else run
+                # Nothing of those days: the closest posts of any day (people misremember
+                # dates; the answer gives each post's own date). A window carried from the
+                # previous turn ("What happened in April?", then "When did they drive to
+                # Zion?") is kept only if its best post is at least CARRIED_WINDOW_SHARE as
+                # likely as the best of any day.
+                unlikely = (reading.window is None and self.calibration is not None and run.height > 0
+                            and float(windowed["score"].max() or 0.0) < CARRIED_WINDOW_SHARE * float(run["score"].max()))
+                if windowed.height and not unlikely:
+                    run = windowed
         # "What was the band up to in April?": the posts of those days are the answer.
         listing = window_only or (reading.window is not None and asks_what_happened(req.query))
         relevant = listing and run.height > 0 or self.relevant(run, reading.effective_query, best)

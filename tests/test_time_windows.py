@@ -61,3 +61,19 @@ def test_eval_asks_a_dated_question_as_the_service_does(pipeline):
     run = pipeline.search(frame, 5)
     assert run.filter(pl.col("query_id") == "dated")["event_id"].to_list() == ["g2"]
     assert run.filter(pl.col("query_id") == "plain")["event_id"][0] in {"g1", "g2"}
+
+
+def test_a_carried_window_yields_to_a_question_about_another_time(pipeline):
+    """After "What happened last May?", a follow-up about something of May stays in May;
+    one about something that is not there ("the kitchen", torn out in February) is not
+    held to May's posts."""
+    pipeline.conversations.forget("w")
+    ask_as = dict(user_id="w", floor_ids=["f"], now=ASKED, authors=["Claire", "Ben", "Jade"])
+    pipeline.query("What happened last May?", **ask_as)
+    fence = pipeline.query("what blew down in the storm?", **ask_as)
+    assert fence.carried.window["source"] == "previous turn" and fence.items[0].event_id == "g1"
+    pipeline.conversations.forget("w")
+    pipeline.query("What happened last May?", **ask_as)
+    kitchen = pipeline.query("when did Claire and Ben tear out the kitchen?", **ask_as)
+    assert kitchen.carried.window["source"] == "previous turn"  # read as a follow-up: May carried ...
+    assert kitchen.items[0].event_id == "k1"  # ... but nothing of May is about it
