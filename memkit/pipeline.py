@@ -398,12 +398,12 @@ class Pipeline:
             return [run.filter(pl.col("query_id") == i).with_columns(pl.lit(query_id).alias("query_id")) for i in ids]
 
         runs = split(self.retriever.search(frame, k, f))
-        if days is not None:
-            dated = Filters(f.floor_ids, *_day_bounds(*days, f), f.types, f.tags)
-            if dated.time_from is not None and dated.time_to is not None and dated.time_from <= dated.time_to:
-                runs = [pl.concat([run, more]).unique("event_id", keep="first", maintain_order=True)
-                        .sort(["score", "event_id"], descending=[True, False])
-                        for run, more in zip(runs, split(self.retriever.search(frame, k, dated)))]
+        lo, hi = _day_bounds(*days, f) if days is not None else (None, None)
+        if lo is not None and hi is not None and lo <= hi:  # the window and the request's filter overlap
+            dated = Filters(f.floor_ids, lo, hi, f.types, f.tags)
+            runs = [pl.concat([run, more]).unique("event_id", keep="first", maintain_order=True)
+                    .sort(["score", "event_id"], descending=[True, False])
+                    for run, more in zip(runs, split(self.retriever.search(frame, k, dated)))]
         return runs
 
     def _retrieve(self, reading: Reading, f: Filters, k: int, query_id: str,

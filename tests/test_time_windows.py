@@ -77,3 +77,14 @@ def test_a_carried_window_yields_to_a_question_about_another_time(pipeline):
     kitchen = pipeline.query("when did Claire and Ben tear out the kitchen?", **ask_as)
     assert kitchen.carried.window["source"] == "previous turn"  # read as a follow-up: May carried ...
     assert kitchen.items[0].event_id == "k1"  # ... but nothing of May is about it
+
+
+def test_a_window_outside_the_requests_time_filter_is_no_error(pipeline):
+    """"what did Ben say about the boiler in May?" asked with a filter from June on: the
+    question's days and the filter's do not meet; the answer is the filter's posts, not a 400."""
+    from memkit.retrievers import Filters
+
+    june = Filters(time_from=datetime(2026, 6, 1, tzinfo=timezone.utc))
+    res = ask(pipeline, "what did Ben say about the boiler in May?", filters=june)
+    assert all(i.created_at >= june.time_from for i in res.items)
+
