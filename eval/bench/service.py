@@ -150,7 +150,7 @@ def settings_for(args, folder: Path) -> dict:
 
 def build_index(args, folder: Path) -> dict:
     from server import create_app
-    from server.search.index import load_events
+    from server.search.index import load_events, per_floor
 
     out = {}
     t = time.perf_counter()
@@ -170,7 +170,7 @@ def build_index(args, folder: Path) -> dict:
     else:
         with app.extensions["memkit"]["engine"].connect() as conn:
             frame = load_events(conn)
-        index.pipeline.answerer.encode_sentences(frame)  # what ingest does: sentence vectors in the cache
+        per_floor(frame, index.pipeline.answerer.encode_sentences)  # as ingest: sentence vectors, in their floor's scope
     out["build_s"] = time.perf_counter() - t
     app.extensions["memkit"]["engine"].dispose()
     return out

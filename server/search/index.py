@@ -377,6 +377,9 @@ class SearchIndex:
             self._seen = set(self._applied)
             self._gaps = {}
             with self.readers.writing():
+                # Each floor's vectors (documents, answer sentences) made in its scope first,
+                # where its queries look for them; fit then finds them all in the cache.
+                per_floor(frame, self.pipeline.precompute)
                 self.pipeline.fit(frame)
                 self._doc_hash = self._hashes(frame)
                 self.pipeline.retriever.warm()
