@@ -321,7 +321,7 @@ class ExtractiveAnswerer:
         for item in top:
             first = sentences(item.get("text"))[:1]
             quote = self.quote("", first[0], item) if first else item.get("text") or ""
-            lines.append(self.attributed(quote, item, first=False, lead=None))
+            lines.append(self.attributed(quote, item, lead=None))
         n = max(found or 0, len(items))
         head = f"{_plural(n, 'post')}{f' from {window}' if window else ''}"
         more = f" (and {n - len(top)} more)" if n > len(top) else ""
@@ -420,7 +420,7 @@ class ExtractiveAnswerer:
         """The answer text from (sentence, item, similarity) quotes, best first; a
         when-question leads with the date the first quote gives."""
         lead = self.date_of(quotes[0][0], quotes[0][1], query) if _WHEN.search(query) else None
-        lines = [self.attributed(self.quote(query, sentence, item), item, first=n == 0, lead=lead if n == 0 else None)
+        lines = [self.attributed(self.quote(query, sentence, item), item, lead=lead if n == 0 else None)
                  for n, (sentence, item, _) in enumerate(quotes)]
         return Answer(" ".join(lines), quotes=[{"event_id": item.get("event_id"), "sentence": sentence, "score": sim}
                                                for sentence, item, sim in quotes],
@@ -662,7 +662,7 @@ class ExtractiveAnswerer:
             return Span(posted.date(), posted.date(), day_text(posted)), "the day it was posted"
         return None
 
-    def attributed(self, sentence: str, item: dict, first: bool, lead: tuple[Span, str] | None) -> str:
+    def attributed(self, sentence: str, item: dict, lead: tuple[Span, str] | None) -> str:
         quote = sentence if len(sentence) <= self.max_quote_chars else sentence[: self.max_quote_chars - 1] + "…"
         who = _speaker(item) or "someone"
         when = _when(item.get("created_at"))

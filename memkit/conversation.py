@@ -174,7 +174,7 @@ def leans_on_context(query: str, short: int, names=()) -> bool:
             or len(own) <= short)
 
 
-def names_a_subject(query: str, names=()) -> bool:
+def names_a_subject(query: str) -> bool:
     """A capitalised word past the first that is not a question word: a name or place."""
     for w in re.findall(r"(?<!^)(?<![.!?]\s)\b[A-Z][\w'-]+", query.strip()):
         if w.lower() not in FILLER and w.lower() not in NLTK_STOPWORDS and w != "I":
