@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from datetime import date, datetime, timedelta
 
 MONTHS = ["january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
@@ -539,12 +540,19 @@ def question_window(text: str, now: datetime | date | None = None) -> Window | N
     return first
 
 
-def dates_in(text: str, posted: datetime | date | None) -> list[Span]:
+def dates_in(text: str, posted: datetime | date | None) -> tuple[Span, ...]:
     """Every date a post names: its relative times resolved against its own time, and the
-    dates written in it (a day without a year in the year around the post's)."""
+    dates written in it (a day without a year in the year around the post's). Remembered
+    for the latest posts asked about: a window question reads the same candidates' dates
+    on every query (4 ms a query at 20,000 posts before)."""
+    return _dates_in(text or "", posted)
+
+
+@lru_cache(maxsize=65536)
+def _dates_in(text: str, posted: datetime | date | None) -> tuple[Span, ...]:
     spans = [m.span for m in resolve(text, posted)] if posted is not None else []
     for m in _READ.finditer(text or ""):
         span = read_span(m.group(0), ref=posted)
         if span is not None and span.year_known:
             spans.append(span)
-    return spans
+    return tuple(spans)
