@@ -138,6 +138,31 @@ def test_add_replaces_and_remove_drops(pg_url):
     assert len(vec) == 3
 
 
+def test_a_second_fit_of_the_same_events_keeps_the_rows_and_a_changed_table_is_refilled(pg_url):
+    import psycopg
+
+    events = make_events(30, seed=3)
+    vec = PgVectorRetriever(url=pg_url, table="vec_refit", encoder=HashEncoder()).fit(events)
+
+    def physical() -> list:  # a row's physical place: a rewritten row moves
+        with psycopg.connect(pg_url) as c:
+            return c.execute("SELECT event_id, ctid::text FROM vec_refit ORDER BY event_id").fetchall()
+
+    before = physical()
+    vec.fit(events)
+    assert physical() == before  # same events, same parameters: nothing rewritten
+    vec.remove(["e1"])  # a change after the fit: the next fit of the same events restores them
+    vec.fit(events)
+    assert len(vec) == 30 and "e1" in vec.event_ids()
+    changed = events.with_columns(pl.when(pl.col("event_id") == "e2").then(pl.lit("a zeppelin over the harbour"))
+                                  .otherwise(pl.col("text")).alias("text"))
+    vec.fit(changed)  # another text: refilled
+    assert vec.search("a zeppelin over the harbour", 1)["event_id"].to_list() == ["e2"]
+    other = PgVectorRetriever(url=pg_url, table="vec_refit", encoder=HashEncoder(), doc_template="{user_id}: {text}")
+    other.fit(changed)  # other parameters: refilled
+    assert other.similarity("a zeppelin over the harbour", ["e2"])[0] < 0.99
+
+
 def test_text_search_matches_any_term_and_honours_filters(pg_url):
     rows = [
         {"event_id": "a", "floor_id": "f1", "block_id": "b", "block_type": "feed", "user_id": "u",

@@ -50,6 +50,7 @@ table and indexes the given events.
 from __future__ import annotations
 
 import atexit
+import hashlib
 import json
 import os
 import re
@@ -203,7 +204,8 @@ class PostgresRetriever(Retriever):
 
     def _ddl(self) -> list[str]:
         t = self.table
-        return [f"CREATE INDEX IF NOT EXISTS {t}_floor ON {t} (floor_id)"]
+        return [f"CREATE INDEX IF NOT EXISTS {t}_floor ON {t} (floor_id)",
+                "CREATE TABLE IF NOT EXISTS memkit_fitted (name text PRIMARY KEY, fingerprint text NOT NULL)"]
 
     def _columns(self) -> str:
         return ("event_id text PRIMARY KEY, floor_id text NOT NULL, block_type text NOT NULL, "
@@ -211,10 +213,31 @@ class PostgresRetriever(Retriever):
 
     # -- the contract ----------------------------------------------------------------------
     def fit(self, events: pl.DataFrame, conn=None) -> "PostgresRetriever":
+        """The table holds exactly ``events``. A table this retriever last filled by a fit
+        of the same events (same texts, metadata and parameters: ``memkit_fitted`` keeps a
+        fingerprint, which any later add or remove clears) is left as it is: re-running an
+        evaluation does not rewrite thousands of rows it already holds."""
+        mark = self._fingerprint(events)
         with self.connection(conn) as c:
+            row = c.execute("SELECT fingerprint FROM memkit_fitted WHERE name = %s", (self.table,)).fetchone()
+            if row is not None and row[0] == mark:
+                return self
             c.execute(f"DELETE FROM {self.table}")
             self.add(events, conn=c)
+            c.execute("INSERT INTO memkit_fitted (name, fingerprint) VALUES (%s, %s) ON CONFLICT (name) "
+                      "DO UPDATE SET fingerprint = EXCLUDED.fingerprint", (self.table, mark))
         return self
+
+    def _fingerprint(self, events: pl.DataFrame) -> str:
+        h = hashlib.sha256(json.dumps(self.get_params(), sort_keys=True, default=str).encode())
+        meta = events.select("event_id", "floor_id", "block_type", "created_at", "tags").rows()
+        h.update(repr(meta).encode())
+        for text in document_text(events, self.doc_template):
+            h.update(text.encode() + b"\x00")
+        return h.hexdigest()
+
+    def _unmark(self, c) -> None:
+        c.execute("DELETE FROM memkit_fitted WHERE name = %s", (self.table,))
 
     def add(self, events: pl.DataFrame, conn=None) -> "PostgresRetriever":
         if events.height == 0:
@@ -233,6 +256,7 @@ class PostgresRetriever(Retriever):
                f"floor_id = EXCLUDED.floor_id, block_type = EXCLUDED.block_type, created_at = EXCLUDED.created_at, "
                f"tags = EXCLUDED.tags, {col} = EXCLUDED.{col}")
         with self.connection(conn) as c, c.cursor() as cur:
+            self._unmark(c)
             cur.executemany(sql, rows)
         return self
 
@@ -240,6 +264,7 @@ class PostgresRetriever(Retriever):
         ids = list(event_ids)
         if ids:
             with self.connection(conn) as c:
+                self._unmark(c)
                 c.execute(f"DELETE FROM {self.table} WHERE event_id = ANY(%s)", (ids,))
         return self
 

@@ -115,6 +115,7 @@ events = sa.Table(
     sa.Column("created_at", TS, nullable=False),
     sa.Column("updated_at", TS, nullable=False),
     sa.Index("events_floor_time", "floor_id", "created_at"),
+    sa.Index("events_floor_user", "floor_id", "user_id"),  # a floor's authors, read by every query
 )
 
 # One row per change to an event (create, edit, delete), written in the same transaction
