@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import time
 from importlib.metadata import entry_points
@@ -67,21 +68,77 @@ def _configs(paths):
     return [load_config(p) for p in (paths or [DEFAULT_CONFIG])]
 
 
-def eval_dataset(path: Path, configs: list[dict], fields: list[str], args) -> list:
+def score_dataset(path: Path, configs: list[dict], fields: list[str], args, label: bool = False):
+    """Every config on one dataset: (the dataset, its results). Configs searching
+    PostgreSQL use a schema of the dataset's own (``_dataset_schema``), so datasets scored
+    side by side never share a table."""
     from memkit.datasets import load_any
-    from memkit.evaluation.compare import category_bars, comparison_table, recall_curve, to_markdown
     from memkit.evaluation.harness import evaluate_config
 
     ds = load_any(path, args.split)
-    print(f"\n## {ds.name}: {ds.events.height:,} events, {ds.queries.height:,} queries "
-          f"({ds.qrels['query_id'].n_unique():,} with qrels)\n", flush=True)
+    if any(_needs_database(c) for c in configs) and os.environ.get("MEMKIT_DATABASE_URL"):
+        os.environ["MEMKIT_DATABASE_URL"] = _dataset_schema(os.environ["MEMKIT_DATABASE_URL"], ds.name)
     results = []
     for config in configs:
         for field in fields:
             res = evaluate_config(config, ds, k=args.k, query_field=field, sequential=args.sequential,
                                   answers=False if args.no_answers else True if args.answers else None)
             results.append(res)
-            print(f"  {res.name}: {res.seconds:.1f} s", file=sys.stderr, flush=True)
+            print(f"  {f'{ds.name} ' if label else ''}{res.name}: {res.seconds:.1f} s", file=sys.stderr, flush=True)
+    return ds, results
+
+
+def _dataset_schema(url: str, name: str) -> str:
+    """``url`` with the search path set to a schema for this dataset (made if missing),
+    then public, where pgvector's type lives."""
+    import urllib.parse
+
+    import psycopg
+
+    base = re.sub(r"[?&]options=[^&]*", "", url) if "search_path" in url else url
+    schema = "memkit_eval_" + re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")
+    with psycopg.connect(base, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
+    options = urllib.parse.quote(f"-c search_path={schema},public")
+    return f"{base}{'&' if '?' in base else '?'}options={options}"
+
+
+def score_all(targets: list, configs: list[dict], args) -> list:
+    """Each dataset's (dataset, results), in the order of ``targets``: one after another,
+    or with ``--jobs`` above 1 in that many processes, the largest datasets first."""
+    jobs = min(args.jobs or 1, len(targets))
+    if jobs <= 1:
+        out = []
+        for path, fields in targets:
+            ds, results = score_dataset(path, configs, fields, args)
+            out.append((ds, results))
+        return out
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    from memkit.datasets import load_any
+
+    size = [load_any(p, args.split).queries.height * len(f) for p, f in targets]
+    order = sorted(range(len(targets)), key=lambda i: -size[i])
+    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"),
+                             initializer=_eval_worker) as pool:
+        futures = {i: pool.submit(score_dataset, targets[i][0], configs, targets[i][1], args, True) for i in order}
+        return [futures[i].result() for i in range(len(targets))]
+
+
+def _eval_worker() -> None:
+    from memkit.encoders import store_queries
+    from memkit.threads import single_threaded_blas
+
+    single_threaded_blas()
+    store_queries()
+
+
+def report_dataset(ds, results: list, args) -> list:
+    from memkit.evaluation.compare import category_bars, comparison_table, recall_curve, to_markdown
+
+    print(f"\n## {ds.name}: {ds.events.height:,} events, {ds.queries.height:,} queries "
+          f"({ds.qrels['query_id'].n_unique():,} with qrels)\n", flush=True)
     out = Path(args.out) / ds.name
     out.mkdir(parents=True, exist_ok=True)
     baseline = args.baseline if args.baseline in {r.name for r in results} else results[0].name
@@ -203,13 +260,14 @@ def cmd_eval(args) -> int:
     single_threaded_blas()  # one query at a time (memkit/threads.py)
     store_queries()  # the next run asks the same questions: their vectors come from the cache
     t = time.perf_counter()
+    if args.jobs is None:
+        args.jobs = min(2, os.cpu_count() or 1) if args.all else 1
     configs = _configs(args.config or (["ALL"] if args.all else None))
     _ensure_database(configs)
     targets = found_datasets() if args.all else [(Path(args.dataset), [args.query_field])]
     by_dataset = {}
-    for path, fields in targets:
-        results = eval_dataset(path, configs, fields, args)
-        by_dataset[results[0].dataset] = results
+    for ds, results in score_all(targets, configs, args):
+        by_dataset[results[0].dataset] = report_dataset(ds, results, args)
     if len(by_dataset) > 1:
         print(ledger(configs, by_dataset))
     print(f"\nTotal: {time.perf_counter() - t:.1f} s for {len(configs)} config(s) on {len(targets)} dataset(s)")
@@ -337,6 +395,9 @@ def main(argv=None) -> int:
                    help="write and score answers on datasets without gold answers too (declines, evidence quoted, length)")
     p.add_argument("--no-answers", action="store_true", help="skip writing and scoring answers")
     p.add_argument("--out", default=str(PROJECT / "eval" / "out"), help="reports and plots")
+    p.add_argument("--jobs", type=int, default=None,
+                   help="score this many datasets at once, each in a process of its own (default with --all: "
+                        "the number of cores, at most 2; else 1); the figures are the same either way")
     p.set_defaults(func=cmd_eval)
 
     p = sub.add_parser("convert", help="convert a dataset to the interchange format")

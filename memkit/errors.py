@@ -15,6 +15,9 @@ class ValidationError(MemkitError, ValueError):
         self.message = message
         super().__init__(f"{field}: {message}")
 
+    def __reduce__(self):  # raised in a worker process (memkit eval --jobs), re-raised in the parent
+        return type(self), (self.field, self.message)
+
 
 class DatasetError(MemkitError, ValueError):
     """A dataset file has bad rows. Every problem names the file, the line and the field.
@@ -28,6 +31,9 @@ class DatasetError(MemkitError, ValueError):
         shown = [_fmt(p) for p in problems[:10]]
         more = f"\n  ... and {len(problems) - 10} more" if len(problems) > 10 else ""
         super().__init__(f"{len(problems)} bad row(s):\n  " + "\n  ".join(shown) + more)
+
+    def __reduce__(self):
+        return type(self), (self.problems,)
 
 
 def _fmt(p: tuple[str, int | None, str | None, str]) -> str:

@@ -75,6 +75,18 @@ def test_all_falls_back_to_the_demo_set_without_shared_data(tmp_path, monkeypatc
     assert "## demo:" in capsys.readouterr().out
 
 
+def test_datasets_scored_in_parallel_give_the_figures_of_one_after_another(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("MEMKIT_DATA", str(tmp_path / "nowhere"))  # the demo set and the conversation suites
+    ledgers = []
+    for jobs in ("1", "2"):
+        assert main(["eval", "--all", "--jobs", jobs, "--config", str(CONFIG_DIR / "bm25.toml"), "--config",
+                     str(CONFIG_DIR / "dense.toml"), "--no-mlflow", "--out", str(tmp_path / jobs)]) == 0
+        out = capsys.readouterr().out
+        assert out.index("## demo:") < out.index("## conversations-dev:")  # reported in the datasets' order
+        ledgers.append(out[out.index("## Ledger"):out.index("Total:")])
+    assert ledgers[0] == ledgers[1] and "| bm25 |" in ledgers[0] and "| dense |" in ledgers[0]
+
+
 def test_eval_scores_answers_and_writes_them_as_json_lines(tmp_path, capsys):
     import json
 
