@@ -245,6 +245,7 @@ class ExtractiveAnswerer:
         self.max_missing = max_missing  # decline when this share of the question's terms is in none of the items
         self.unsure_below = unsure_below  # a question about no one: see declines()
         self.encoder = None
+        self.line = None
         self._by_first: dict[str, frozenset[str]] = {}  # authors' names by their first word, lower case
         self._analyzer = Analyzer()
 
@@ -257,8 +258,25 @@ class ExtractiveAnswerer:
                 "unsure_below": self.unsure_below}
 
     # -- set-up: the pipeline binds its encoder and shows it the events it indexes ---------
-    def bind(self, encoder) -> None:
+    def bind(self, encoder, line=None) -> None:
+        """``line``: a post's text as the pipeline's dense retriever reads it (its chat line,
+        "Speaker: text"); its sentences' vectors come from the run of the model that encodes
+        that line (``encode_in_context``), so a post costs one run, not one per sentence."""
         self.encoder = encoder
+        self.line = line
+
+    def _sentence_vectors(self, posts: list, parts: list[list[str]], store: bool | None = None) -> list[np.ndarray]:
+        """Each post's sentences' vectors, read in the post (see ``bind``)."""
+        if hasattr(self.encoder, "encode_in_context"):
+            lines = [self.line(p) if self.line is not None else (p.get("text") or "") for p in posts]
+            return self.encoder.encode_in_context(lines, parts, store=store)
+        flat = [s for ps in parts for s in ps]
+        vecs = encode_documents(self.encoder, flat) if store else self.encoder.encode(flat)
+        out, i = [], 0
+        for ps in parts:
+            out.append(vecs[i : i + len(ps)])
+            i += len(ps)
+        return out
 
     def prepare(self, events, encode: bool = True) -> None:
         """Learn the authors' names and (``encode``) encode the events' sentences into the
@@ -276,9 +294,10 @@ class ExtractiveAnswerer:
         if self.encoder is None:
             return
         rows = events.to_dicts() if hasattr(events, "to_dicts") else list(events)
-        texts = list(dict.fromkeys(s for r in rows for s in sentences(r.get("text"))))
-        if texts:
-            encode_documents(self.encoder, texts)
+        parts = [sentences(r.get("text")) for r in rows]
+        keep = [i for i, ps in enumerate(parts) if ps]
+        if keep:
+            self._sentence_vectors([rows[i] for i in keep], [parts[i] for i in keep], store=True)
 
     # -- writing --------------------------------------------------------------------------------
     def answer(self, query: str, items: list[dict], summary: bool = True) -> str:
@@ -349,12 +368,27 @@ class ExtractiveAnswerer:
         names = {n for w in set(re.findall(r"\w+", query.casefold())) for n in by_first.get(w, ())}
         return {n for n in names if re.search(rf"\b{re.escape(n)}\b", query, re.IGNORECASE)}
 
-    def score(self, query: str, candidates: list[str]) -> np.ndarray:
-        """Similarity of each sentence to the question: cosine with the encoder, else the
-        share of the question's terms the sentence contains."""
+    def score(self, query: str, candidates: list[str], posts: list | None = None) -> np.ndarray:
+        """Similarity of each sentence to the question: cosine with the encoder (each
+        sentence read in its post, ``posts[i]``, where given), else the share of the
+        question's terms the sentence contains."""
         if self.encoder is not None:
-            vecs = self.encoder.encode([query, *candidates])
-            return vecs[1:] @ vecs[0]
+            q = self.encoder.encode([query])[0]
+            if posts is None:
+                return self.encoder.encode(candidates) @ q if candidates else np.zeros(0)
+            order = list(dict.fromkeys(map(id, posts)))
+            by_id = {id(p): p for p in posts}
+            parts: dict[int, list[str]] = {i: [] for i in order}
+            for s, p in zip(candidates, posts):
+                parts[id(p)].append(s)
+            vecs = self._sentence_vectors([by_id[i] for i in order], [parts[i] for i in order])
+            sims = {i: v @ q for i, v in zip(order, vecs)}
+            seen = {i: 0 for i in order}
+            out = np.empty(len(candidates))
+            for j, p in enumerate(posts):
+                out[j] = sims[id(p)][seen[id(p)]]
+                seen[id(p)] += 1
+            return out
         terms = set(self._analyzer(query))
         return np.array([len(terms & set(self._analyzer(s))) / max(len(terms), 1) for s in candidates])
 
@@ -495,7 +529,7 @@ class ExtractiveAnswerer:
         q_terms = set(self._analyzer(_base_forms(query))) - name_terms
         s_terms = [set(self._analyzer(_base_forms(s))) for s in sent]
         p_terms = {r: set(self._analyzer(_base_forms(top[r].get("text") or ""))) for r in set(rank)}
-        sims = np.asarray(self.score(query, sent), dtype=float)
+        sims = np.asarray(self.score(query, sent, item), dtype=float)
         qtype = question_type(query)
         n = len(rows)
 
@@ -612,7 +646,7 @@ class ExtractiveAnswerer:
         cands = [(rank, j, s, item) for rank, item in enumerate(top) for j, s in enumerate(sentences(item.get("text")))]
         if not cands:
             return Answer(self.decline(query, set()), declined=True)
-        sims = self.score(query, [c[2] for c in cands])  # the evidence strength the decline is decided on
+        sims = self.score(query, [c[2] for c in cands], [c[3] for c in cands])  # the evidence strength the decline is decided on
         scores = sims - self.rank_weight * np.array([c[0] for c in cands])  # what is quoted first
         if _WHEN.search(query) and self.when_bonus:
             scores = scores + self.when_bonus * np.array([_says_when(c[2]) for c in cands])
@@ -739,8 +773,8 @@ class LLMAnswerer:
         return {"type": self.type_name, "url": self.url, "model": self.model, "api_key_env": self.api_key_env,
                 "timeout": self.timeout, "max_items": self.max_items, "fallback": self.extractive.params()}
 
-    def bind(self, encoder) -> None:
-        self.extractive.bind(encoder)
+    def bind(self, encoder, line=None) -> None:
+        self.extractive.bind(encoder, line)
 
     def prepare(self, events, encode: bool = True) -> None:
         self.extractive.prepare(events, encode)

@@ -140,6 +140,10 @@ class MiniLMEncoder:
         )
         return np.ascontiguousarray(vecs, dtype=np.float32)
 
+    def encode_spans(self, texts, spans):
+        """See :meth:`OnnxMiniLMEncoder.encode_spans` (run by its float32 graph of this model)."""
+        return OnnxMiniLMEncoder(quantize=False, source=self.path, base_name=self.name).encode_spans(texts, spans)
+
 
 ONNX_EXPORT_VERSION = 3  # bump when the export below changes, so old files are not reused
 
@@ -281,6 +285,48 @@ class OnnxMiniLMEncoder:
                 run(rows)
         bar.close()
         return out
+
+
+    def encode_spans(self, texts: Sequence[str], spans: Sequence[Sequence[tuple[int, int]]]
+                     ) -> tuple[np.ndarray, list[list[np.ndarray | None]]]:
+        """Each text's vector (what ``encode`` gives it) and, from the same run of the
+        model, a vector for each of its character spans ``(start, end)``: the mean of the
+        token states inside the span, L2-normalised (None for a span cut off by the
+        256-word-piece limit). One run per text gives a post's vector and its sentences'
+        (the answer writer's) at once, each sentence read in the words around it."""
+        whole = np.zeros((len(texts), self.dim), np.float32)
+        parts: list[list[np.ndarray | None]] = [[] for _ in texts]
+        if len(texts) == 0:
+            return whole, parts
+        session, tok = self._session(1)
+        encs = tok.encode_batch(list(texts))
+
+        def run(i: int) -> None:
+            e = encs[i]
+            ids = np.asarray([e.ids], np.int64)
+            hidden = session.run(None, {"input_ids": ids, "attention_mask": np.ones_like(ids),
+                                        "token_type_ids": np.zeros_like(ids)})[0][0]
+            v = hidden.mean(axis=0)
+            whole[i] = v / max(float(np.linalg.norm(v)), 1e-12)
+            starts = np.array([a for a, _ in e.offsets])
+            ends = np.array([b for _, b in e.offsets])
+            real = (np.asarray(e.special_tokens_mask) == 0) & (ends > starts)
+            for a, b in spans[i]:
+                inside = real & (starts >= a) & (ends <= b)
+                if inside.any():
+                    pv = hidden[inside].mean(axis=0)
+                    parts[i].append(pv / max(float(np.linalg.norm(pv)), 1e-12))
+                else:
+                    parts[i].append(None)
+
+        lanes = self.threads or os.cpu_count() or 1
+        if len(texts) > 1 and lanes > 1:
+            with ThreadPoolExecutor(lanes) as pool:
+                list(pool.map(run, range(len(texts))))
+        else:
+            for i in range(len(texts)):
+                run(i)
+        return whole, parts
 
 
 def _export_minilm(target: Path, source: Path | None = None) -> None:
@@ -428,11 +474,76 @@ class CachedEncoder:
         (a query) in memory only; True stores them on disk whatever their number (a
         document: see ``encode_documents``). A private scope (a user's query,
         ``cache_scope``) keeps whatever it encodes in memory only."""
-        scope = _SCOPE.get() or CacheScope(None, None)
         # The tokenizer ignores leading and trailing whitespace, so texts that differ only
         # there (a template whose first field is empty, say) share one vector.
         texts = [t.strip() for t in texts]
         keys = [EmbeddingCache.key(self.name, t) for t in texts]
+        first: dict[str, str] = {}
+        for k, t in zip(keys, texts):
+            first.setdefault(k, t)
+
+        def make(missing: list[str]) -> dict[str, np.ndarray]:
+            return dict(zip(missing, self.encoder.encode([first[k] for k in missing], False)))
+
+        return self._vectors(keys, make, store, show_progress)
+
+    def encode_in_context(self, texts: Sequence[str], parts: Sequence[Sequence[str]],
+                          store: bool | None = None) -> list[np.ndarray]:
+        """For each text, one vector per part (a substring of it, such as a sentence of a
+        post): the part's tokens as the model read them in the whole text (see the
+        encoder's ``encode_spans``), so a post's sentences cost one run of the model, the
+        same run that encodes the post itself (stored as ``encode`` would store it). A
+        part not found in its text, or cut off by the model's length limit, is encoded on
+        its own. Cached under ``<model>#in`` and the text, scoped as ``encode`` is.
+        An encoder without ``encode_spans`` encodes each part on its own."""
+        if not hasattr(self.encoder, "encode_spans"):
+            flat = [p for ps in parts for p in ps]
+            vecs = self.encode(flat, store=store) if flat else np.zeros((0, self.dim), np.float32)
+            out, i = [], 0
+            for ps in parts:
+                out.append(vecs[i : i + len(ps)])
+                i += len(ps)
+            return out
+        texts = [t.strip() for t in texts]
+        keys = [[EmbeddingCache.key(f"{self.name}#in", f"{t}\x00{p}") for p in ps] for t, ps in zip(texts, parts)]
+        owner = {k: i for i, ks in enumerate(keys) for k in ks}
+
+        def make(missing: list[str]) -> dict[str, np.ndarray]:
+            rows = list(dict.fromkeys(owner[k] for k in missing))
+            spans, alone = [], {}
+            for i in rows:
+                at, found = 0, []
+                for p in parts[i]:
+                    start = texts[i].find(p, at)
+                    found.append((start, start + len(p)) if start >= 0 and p else (0, 0))
+                    at = start + len(p) if start >= 0 else at
+                spans.append(found)
+            whole, vecs = self.encoder.encode_spans([texts[i] for i in rows], spans)
+            made = {}
+            for i, vs in zip(rows, vecs):
+                for k, p, v in zip(keys[i], parts[i], vs):
+                    if v is None:
+                        alone.setdefault(p, []).append(k)
+                    else:
+                        made[k] = v
+            if alone:  # cut off, or not in the text: the part on its own
+                for (p, ks), v in zip(alone.items(), self.encoder.encode(list(alone), False)):
+                    made.update((k, v) for k in ks)
+            for i, v in zip(rows, whole):  # the texts' own vectors, as encode would have made them
+                made[EmbeddingCache.key(self.name, texts[i])] = v
+            return made
+
+        flat = self._vectors([k for ks in keys for k in ks], make, store, False)
+        out, i = [], 0
+        for ks in keys:
+            out.append(flat[i : i + len(ks)])
+            i += len(ks)
+        return out
+
+    def _vectors(self, keys: list[str], make, store: bool | None, show_progress: bool | None) -> np.ndarray:
+        """The vectors of ``keys``, from memory, from disk, or from ``make(missing keys)``
+        (which may return vectors of other keys too: they are kept as well)."""
+        scope = _SCOPE.get() or CacheScope(None, None)
         spaces = list(dict.fromkeys([scope.writes, *([None] if scope.reads is None else sorted(scope.reads))]))
         with self._recent_lock:
             found = {k: v for k in keys for ns in spaces if (v := self._recent.get((ns, k))) is not None}
@@ -444,33 +555,32 @@ class CachedEncoder:
         missing = list(dict.fromkeys(k for k in keys if k not in found))
         # Queries (a private scope; unscoped, texts one or two at a time): memory only.
         # Anything recorded for a namespace (documents) or stored on purpose goes to disk, however few.
-        memory_only = scope.private or (not store and scope.writes is None and len(texts) < self.store_below)
+        memory_only = scope.private or (not store and scope.writes is None and len(keys) < self.store_below)
+        extra: dict[str, np.ndarray] = {}
         if missing and memory_only:
-            first = dict(zip(keys, texts))
-            found.update(zip(missing, self.encoder.encode([first[k] for k in missing], False)))
+            new = make(missing)
             self.encoded += len(missing)
+            found.update((k, new[k]) for k in missing)
+            extra = {k: v for k, v in new.items() if k not in found}
         elif missing:
-            first = {}
-            for k, t in zip(keys, texts):
-                first.setdefault(k, t)
             # Encode and store in chunks, so an interrupted long run keeps what it did.
             bar = tqdm(total=len(missing), desc="encoding", unit="text",
                        disable=not (show_progress if show_progress is not None else len(missing) > 2000))
             for i in range(0, len(missing), self.chunk):
                 part = missing[i : i + self.chunk]
-                new = dict(zip(part, self.encoder.encode([first[k] for k in part], False)))
+                new = make(part)
                 self.cache.put_many(new, scope.writes)
                 found.update(new)
                 self.encoded += len(part)
                 bar.update(len(part))
             bar.close()
-        out = np.empty((len(texts), self.dim), np.float32)
+        out = np.empty((len(keys), self.dim), np.float32)
         for i, k in enumerate(keys):
             out[i] = found[k]
         if len(keys) <= self.memory:
             with self._recent_lock:
-                for k in keys:
-                    self._recent[(scope.writes, k)] = found[k]
+                for k, v in [*((k, found[k]) for k in keys), *extra.items()]:
+                    self._recent[(scope.writes, k)] = v
                     self._recent.move_to_end((scope.writes, k))
                 while len(self._recent) > self.memory:
                     self._recent.popitem(last=False)

@@ -162,9 +162,10 @@ class Pipeline:
         self.encoder_fixed = False  # use_encoder() was called: fit keeps the model
         self.contextualizer = contextualizer or build_contextualizer(None)
         self.answerer = answerer or build_answerer(None)
+        self.representation = representation
         dense = _dense_part(retriever)
         if dense is not None and hasattr(self.answerer, "bind"):
-            self.answerer.bind(dense._enc)  # sentence vectors from the same (cached) encoder
+            self.answerer.bind(dense._enc, self._line)  # sentence vectors from the same (cached) encoder
         self.min_similarity = min_similarity
         if calibration is None and isinstance(retriever, LearnedRetriever) and retriever.model is not None:
             calibration = Calibration()  # the ranker's own logistic output
@@ -172,7 +173,6 @@ class Pipeline:
         self.min_probability = min_probability  # nothing found when no item reaches it (calibrated pipelines)
         self.sure_similarity = sure_similarity  # found whatever the probability when a post's cosine reaches it
         self.min_score = min_score  # items below it are not returned
-        self.representation = representation
         self.time_windows = time_windows
         self.posts: ItemSource = posts if posts is not None else Posts()
         self.k = k
@@ -241,7 +241,7 @@ class Pipeline:
             part.encoder = name
         dense = _dense_part(self.retriever)
         if dense is not None and hasattr(self.answerer, "bind"):
-            self.answerer.bind(dense._enc)
+            self.answerer.bind(dense._enc, self._line)
         self.encoder_fixed = fixed
         return self
 
@@ -263,6 +263,11 @@ class Pipeline:
             self.posts.add(events)
         return self
 
+    def _line(self, item) -> str:
+        """A post's text as the dense retrievers read it (its chat line), for the answer
+        writer's sentence vectors."""
+        return self.representation.line(item) if self.representation else (item.get("text") or "")
+
     def documents(self, events: pl.DataFrame) -> pl.DataFrame:
         """What the retrievers index for these events: with a representation, the events
         with their context fields (neighbours looked up among the events given together)."""
@@ -279,9 +284,9 @@ class Pipeline:
     def precompute(self, events: pl.DataFrame, only=None) -> None:
         """Encode these events (documents, and sentences for answers) into the embedding
         cache ahead of ``add``, so the index can take them in quickly."""
-        self.retriever.precompute(_only(self.documents(events), only))
-        if hasattr(self.answerer, "encode_sentences"):
+        if hasattr(self.answerer, "encode_sentences"):  # first: each post's run encodes its line too
             self.answerer.encode_sentences(_only(events, only))
+        self.retriever.precompute(_only(self.documents(events), only))
 
     def remove(self, event_ids) -> "Pipeline":
         event_ids = list(event_ids)

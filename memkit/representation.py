@@ -106,3 +106,12 @@ class Representation:
 
     def __call__(self, events: pl.DataFrame) -> pl.DataFrame:
         return add_context(events, self.before, self.after, self.max_session, self.chat_types, self.chat_max_chars)
+
+    def line(self, item) -> str:
+        """One post's ``line`` as :func:`add_context` writes it (the same rule, for a post
+        as a dict or an Item, without a frame): "Speaker: text" for a chat line."""
+        text = item.get("text") or ""
+        speaker = item.get("speaker") or ""
+        chat = self.chat_types is None or (item.get("block_type") in self.chat_types
+                                           and len(text) <= self.chat_max_chars)
+        return f"{speaker}: {text}" if chat and speaker else text

@@ -111,3 +111,29 @@ def test_texts_differing_only_in_outer_whitespace_share_one_vector(tmp_path):
     v = enc.encode(["\nBought a kayak.", "Bought a kayak.  ", "Bought a kayak."])
     assert enc.encoded == 1 and np.array_equal(v[0], v[1]) and np.array_equal(v[1], v[2])
     assert np.allclose(v[0], MiniLMEncoder().encode(["\nBought a kayak."])[0], atol=1e-6)  # the model agrees
+
+
+@pytest.mark.parametrize("model", ["minilm", "minilm-int8"])
+def test_a_posts_sentences_are_read_in_it_by_one_run_of_the_model(tmp_path, model):
+    """encode_in_context: one run of the model per post gives the post's own vector (the
+    one encode gives it, stored under its key) and its sentences' (read among the post's
+    other words: near, not equal, to each sentence encoded alone); a second process finds
+    them all on disk; a part not in its post is encoded on its own."""
+    base = get_encoder(model, cache=False)
+    post = "Mia: We drove to Zion in May. It took six hours. The canyon was stunning!"
+    parts = ["We drove to Zion in May.", "It took six hours.", "The canyon was stunning!"]
+    enc = CachedEncoder(base, tmp_path / "c.sqlite")
+    [vecs] = enc.encode_in_context([post], [parts], store=True)
+    assert vecs.shape == (3, 384) and np.allclose(np.linalg.norm(vecs, axis=1), 1.0, atol=1e-5)
+    alone = base.encode(parts)
+    cos = (vecs * alone).sum(axis=1)
+    assert (cos > 0.6).all() and (cos < 0.9999).all()  # the same sentences, read in their post
+    trip = base.encode(["driving to a national park"])[0]
+    assert vecs[0] @ trip > vecs[1] @ trip and vecs[0] @ trip > vecs[2] @ trip  # each sentence keeps its own sense
+    again = CachedEncoder(base, tmp_path / "c.sqlite")  # another process: the post's line too, no run
+    [same] = again.encode_in_context([post], [parts])
+    line = again.encode([post])
+    assert again.encoded == 0 and np.array_equal(same, vecs)
+    assert np.allclose(line[0], base.encode([post])[0], atol=1e-5)
+    [odd] = again.encode_in_context([post], [["not in the post at all"]])
+    assert again.encoded == 1 and np.allclose(odd[0], base.encode(["not in the post at all"])[0], atol=1e-5)

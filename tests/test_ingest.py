@@ -46,11 +46,13 @@ def test_a_write_is_encoded_before_its_transaction(kind, tmp_path, tmp_path_fact
             docs = pipeline.documents(load_events(conn, sessions=list(days)))
         else:
             docs = frame
-        wanted = [(d._enc, t.strip()) for d in dense for t in document_text(docs, d.doc_template)]
-        wanted += [(pipeline.answerer.encoder, s) for t in frame["text"] for s in sentences(t)]
+        wanted = [(d._enc, d._enc.name, t.strip()) for d in dense for t in document_text(docs, d.doc_template)]
+        answers = pipeline.answerer.encoder  # sentences: read in their post's line (encode_in_context)
+        wanted += [(answers, f"{answers.name}#in", f"{pipeline._line(r).strip()}\x00{s}")
+                   for r in frame.to_dicts() for s in sentences(r["text"])]
         keys: dict = {}  # each encoder's own on-disk cache (the one it was made with)
-        for enc, text in wanted:
-            keys.setdefault(enc, set()).add(EmbeddingCache.key(enc.name, text))
+        for enc, model, text in wanted:
+            keys.setdefault(enc, set()).add(EmbeddingCache.key(model, text))
         seen["wanted"] = sum(map(len, keys.values()))
         seen["found"] = sum(len(enc.cache.get_many(list(k), enc.dim)) for enc, k in keys.items())
         original(conn, event_ids)

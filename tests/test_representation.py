@@ -153,3 +153,21 @@ def test_only_posts_shaped_like_chat_lines_get_context():
     assert add_context(events, 1, 1)["chat"].all()  # without chat_types every post is a chat line
     with pytest.raises(ValidationError, match="representation.chat_max_chars"):
         add_context(events, chat_types=["feed"], chat_max_chars=0)
+
+
+def test_one_posts_line_is_the_line_add_context_writes():
+    """Representation.line (a post without its frame: the answer writer's) follows the
+    same rule as add_context's ``line`` column: chat types only, up to chat_max_chars,
+    only with a speaker."""
+    from memkit.representation import Representation
+
+    rep = Representation(chat_types=["feed", "forum"], chat_max_chars=20)
+    t = datetime(2024, 3, 1, tzinfo=timezone.utc)
+    rows = [("a", "feed", "Mia", "short chat line"), ("b", "forum", "Tom", "a forum post far longer than twenty"),
+            ("c", "blog", "Ann", "a blog post"), ("d", "feed", "", "nobody named"), ("e", "quiz", "Bo", "quiz?")]
+    events = pl.DataFrame({"event_id": [r[0] for r in rows], "block_type": [r[1] for r in rows],
+                           "speaker": [r[2] for r in rows], "text": [r[3] for r in rows],
+                           "block_id": ["b1"] * 5, "floor_id": ["f1"] * 5, "created_at": [t] * 5})
+    framed = rep(events)["line"].to_list()
+    assert framed == [rep.line(r) for r in events.to_dicts()]
+    assert framed[0] == "Mia: short chat line" and framed[1:] == [r[3] for r in rows[1:]]
