@@ -183,3 +183,35 @@ def test_bad_search_arguments(events):
 def test_query_with_no_known_term_returns_nothing(events):
     r = BM25Retriever().fit(events)
     assert r.search("xyzzy plugh", k=5).height == 0
+
+
+def test_a_document_of_several_lines_can_be_the_mean_of_its_lines(tmp_path):
+    """lines = "mean": "{prev_lines}\\n{line}" is the word-weighted mean of the two lines'
+    vectors (each line encoded once, shared with the next post's document), so indexing it
+    sends the model no text a "{line}" part has not already sent."""
+    from memkit.encoders import CachedEncoder, MiniLMEncoder
+    from memkit.retrievers import DenseRetriever
+    from memkit.representation import add_context
+
+    enc = CachedEncoder(MiniLMEncoder(), tmp_path / "c.sqlite")
+    from datetime import datetime, timedelta, timezone
+
+    t0 = datetime(2024, 5, 1, 9, tzinfo=timezone.utc)  # one session: one block, one day, in order
+    raw = make_events(6, seed=2).with_columns(pl.lit("b1").alias("block_id"),
+                                              pl.Series("created_at", [t0 + timedelta(minutes=i) for i in range(6)]))
+    events = add_context(raw)
+    assert events["prev_lines"][1] == events["line"][0]
+    line = DenseRetriever(enc, doc_template="{line}").fit(events)
+    before = enc.encoded
+    mean = DenseRetriever(enc, doc_template="{prev_lines}\n{line}", lines="mean").fit(events)
+    assert enc.encoded == before  # every line was encoded by the "{line}" part
+    lines = events["line"].to_list()
+    for i in range(1, len(lines)):
+        a, b = enc.encode([lines[i - 1], lines[i]])
+        wa, wb = len(lines[i - 1].split()), len(lines[i].split())
+        want = (wa * a + wb * b) / np.linalg.norm(wa * a + wb * b)
+        assert np.allclose(mean.vectors[i], want, atol=1e-5)
+    assert np.allclose(mean.vectors[0], line.vectors[0], atol=1e-6)  # no previous line: the line itself
+    assert mean.get_params()["lines"] == "mean" and "lines" not in line.get_params()
+    with pytest.raises(ValidationError, match="lines"):
+        DenseRetriever(enc, lines="sum")

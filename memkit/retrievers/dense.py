@@ -24,6 +24,8 @@ from usearch.index import Index
 from memkit.encoders import Encoder, encode_documents, get_encoder
 from memkit.retrievers.base import Retriever, document_text, top_k
 
+LINES = ("whole", "mean")  # how a document of several lines is encoded (DenseRetriever.document_vectors)
+
 
 class DenseRetriever(Retriever):
     match_type = "semantic"
@@ -39,10 +41,16 @@ class DenseRetriever(Retriever):
         connectivity: int = 16,
         expansion_add: int = 128,
         expansion_search: int = 512,
+        lines: str = "whole",
     ):
         super().__init__()
+        if lines not in LINES:
+            from memkit.errors import ValidationError
+
+            raise ValidationError("lines", f"expected one of {', '.join(LINES)}, got {lines!r}")
         self.encoder = encoder
         self.doc_template = doc_template
+        self.lines = lines
         self.exact_below = exact_below
         self.exact_share = exact_share
         self.oversample = oversample
@@ -55,7 +63,8 @@ class DenseRetriever(Retriever):
         enc = self.encoder if isinstance(self.encoder, str) else self.encoder.name
         return {"encoder": enc, "doc_template": self.doc_template, "exact_below": self.exact_below,
                 "exact_share": self.exact_share, "oversample": self.oversample, "connectivity": self.connectivity,
-                "expansion_add": self.expansion_add, "expansion_search": self.expansion_search}
+                "expansion_add": self.expansion_add, "expansion_search": self.expansion_search,
+                **({"lines": self.lines} if self.lines != "whole" else {})}
 
     @property
     def _enc(self) -> Encoder:
@@ -76,11 +85,33 @@ class DenseRetriever(Retriever):
         return self._buffer[: self._rows]
 
     def _index(self, events: pl.DataFrame, positions: np.ndarray) -> None:
-        vecs = encode_documents(self._enc, document_text(events, self.doc_template))
-        self.add_vectors(vecs)
+        self.add_vectors(self.document_vectors(document_text(events, self.doc_template)))
 
     def precompute(self, events: pl.DataFrame) -> None:
-        encode_documents(self._enc, document_text(events, self.doc_template))
+        self.document_vectors(document_text(events, self.doc_template))
+
+    def document_vectors(self, texts: list[str]) -> np.ndarray:
+        """The documents' vectors. ``lines = "whole"``: each document encoded as one text.
+        ``lines = "mean"``: a document of several lines (``"{prev_lines}\\n{line}"``) is the
+        mean of its lines' vectors weighted by their words, normalised: each line is
+        encoded on its own, once, and shared by every document holding it (a chat line is
+        the previous line of the next post's document, and a ``"{line}"`` part's own
+        document), so a new post costs the model one line, not a line and a document."""
+        if self.lines == "whole":
+            return encode_documents(self._enc, texts)
+        split = [[ln.strip() for ln in t.split("\n") if ln.strip()] or [t.strip()] for t in texts]
+        unique = list(dict.fromkeys(ln for ls in split for ln in ls))
+        vecs = encode_documents(self._enc, unique)
+        at = {ln: i for i, ln in enumerate(unique)}
+        out = np.zeros((len(texts), self._enc.dim), np.float32)
+        for i, ls in enumerate(split):
+            if len(ls) == 1:
+                out[i] = vecs[at[ls[0]]]
+                continue
+            w = np.array([max(len(ln.split()), 1) for ln in ls], np.float32)
+            v = (vecs[[at[ln] for ln in ls]] * w[:, None]).sum(axis=0)
+            out[i] = v / max(float(np.linalg.norm(v)), 1e-12)
+        return out
 
     def warm(self) -> None:
         if self.uses_hnsw():
