@@ -50,6 +50,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, timezone
+from functools import lru_cache
 
 from memkit.errors import ValidationError
 from memkit.text import NLTK_STOPWORDS
@@ -155,6 +156,7 @@ def content_words(text: str) -> list[str]:
     return out
 
 
+@lru_cache(maxsize=65536)  # a topic's words are stemmed again on every follow-up
 def _stem(word: str) -> str:
     w = word.lower()
     for suffix in ("'s", "ies", "es", "s", "ing", "ed"):

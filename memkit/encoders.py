@@ -527,7 +527,7 @@ class CachedEncoder:
                     else:
                         made[k] = v
             if alone:  # cut off, or not in the text: the part on its own
-                for (p, ks), v in zip(alone.items(), self.encoder.encode(list(alone), False)):
+                for (_, ks), v in zip(alone.items(), self.encoder.encode(list(alone), False)):
                     made.update((k, v) for k in ks)
             for i, v in zip(rows, whole):  # the texts' own vectors, as encode would have made them
                 made[EmbeddingCache.key(self.name, texts[i])] = v

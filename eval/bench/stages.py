@@ -71,6 +71,27 @@ STAGES = [
 ]
 
 
+def count_model_runs() -> dict:
+    """Count the texts sent to the ONNX encoders from here on (every thread)."""
+    from memkit.encoders import OnnxMiniLMEncoder
+
+    runs = {"encode": 0, "spans": 0, "spans_parts": 0, "multiline": 0}
+    encode, spans = OnnxMiniLMEncoder.encode, OnnxMiniLMEncoder.encode_spans
+
+    def counted_encode(self, texts, show_progress=None):
+        runs["encode"] += len(texts)
+        runs["multiline"] += sum("\n" in t for t in texts)  # documents with neighbours' lines
+        return encode(self, texts, show_progress)
+
+    def counted_spans(self, texts, parts):
+        runs["spans"] += len(texts)
+        runs["spans_parts"] += sum(map(len, parts))
+        return spans(self, texts, parts)
+
+    OnnxMiniLMEncoder.encode, OnnxMiniLMEncoder.encode_spans = counted_encode, counted_spans
+    return runs
+
+
 def stage_table(stats: pstats.Stats, n: int, unit: str) -> list[str]:
     out = [f"| stage | ms per {unit} | calls per {unit} |", "|---|---:|---:|"]
     for label, suffix, name in STAGES:
@@ -115,6 +136,7 @@ def main(argv=None) -> None:
         cpu, wall = time.process_time() - cpu, time.perf_counter() - t
         print(f"{args.queries} queries without the profiler: {1000 * cpu / args.queries:.1f} ms CPU, "
               f"{1000 * wall / args.queries:.1f} ms wall per query (load {os.getloadavg()[0]:.1f})\n")
+    runs = count_model_runs()
     prof = cProfile.Profile()
     t = time.perf_counter()
     if args.ingest:
@@ -141,7 +163,9 @@ def main(argv=None) -> None:
     stats = pstats.Stats(prof)
     print(f"{n} {unit}s in {wall:.1f} s under cProfile: {1000 * wall / n:.1f} ms per {unit}\n")
     print("\n".join(stage_table(stats, n, unit)))
-    print()
+    print(f"\ntexts the model read, per {unit}: {runs['encode'] / n:.2f} alone (encode; {runs['multiline'] / n:.2f} with "
+          f"neighbours' lines), {runs['spans'] / n:.2f} "
+          f"with their sentences (encode_spans); {runs['spans_parts'] / n:.2f} sentences read in their post\n")
     stats.sort_stats("tottime").print_stats(args.top)
     if args.callers:
         stats.print_callers(args.callers)
