@@ -224,6 +224,9 @@ class PostgresRetriever(Retriever):
                 return self
             c.execute(f"DELETE FROM {self.table}")
             self.add(events, conn=c)
+            # Statistics for the planner now, not when autovacuum gets round to it: on a
+            # table just filled, full-text search took 45 ms a query instead of 9 (SciFact).
+            c.execute(f"ANALYZE {self.table}")
             c.execute("INSERT INTO memkit_fitted (name, fingerprint) VALUES (%s, %s) ON CONFLICT (name) "
                       "DO UPDATE SET fingerprint = EXCLUDED.fingerprint", (self.table, mark))
         return self
