@@ -498,12 +498,7 @@ class CachedEncoder:
         An encoder without ``encode_spans`` encodes each part on its own."""
         if not hasattr(self.encoder, "encode_spans"):
             flat = [p for ps in parts for p in ps]
-            vecs = self.encode(flat, store=store) if flat else np.zeros((0, self.dim), np.float32)
-            out, i = [], 0
-            for ps in parts:
-                out.append(vecs[i : i + len(ps)])
-                i += len(ps)
-            return out
+            return _split(self.encode(flat, store=store) if flat else np.zeros((0, self.dim), np.float32), parts)
         texts = [t.strip() for t in texts]
         keys = [[EmbeddingCache.key(f"{self.name}#in", f"{t}\x00{p}") for p in ps] for t, ps in zip(texts, parts)]
         owner = {k: i for i, ks in enumerate(keys) for k in ks}
@@ -533,12 +528,7 @@ class CachedEncoder:
                 made[EmbeddingCache.key(self.name, texts[i])] = v
             return made
 
-        flat = self._vectors([k for ks in keys for k in ks], make, store, False)
-        out, i = [], 0
-        for ks in keys:
-            out.append(flat[i : i + len(ks)])
-            i += len(ks)
-        return out
+        return _split(self._vectors([k for ks in keys for k in ks], make, store, False), keys)
 
     def _vectors(self, keys: list[str], make, store: bool | None, show_progress: bool | None) -> np.ndarray:
         """The vectors of ``keys``, from memory, from disk, or from ``make(missing keys)``
@@ -585,6 +575,15 @@ class CachedEncoder:
                 while len(self._recent) > self.memory:
                     self._recent.popitem(last=False)
         return out
+
+
+def _split(rows: np.ndarray, groups) -> list[np.ndarray]:
+    """``rows`` (one per item of the groups, in order) cut back into the groups."""
+    out, at = [], 0
+    for g in groups:
+        out.append(rows[at : at + len(g)])
+        at += len(g)
+    return out
 
 
 def encode_documents(encoder: Encoder, texts: Sequence[str]) -> np.ndarray:
