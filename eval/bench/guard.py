@@ -5,7 +5,7 @@ seen in the change that made it.
     .venv/bin/python eval/bench/guard.py            # about two minutes once the store's vectors are cached
     .venv/bin/python eval/bench/guard.py --record   # make these figures the ones to compare with
 
-It runs eval/bench/service.py on 3,000 generated posts (kept in ``eval/out/bench-guard``):
+It runs eval/bench/service.py on 3,000 generated posts (a fresh store in ``eval/out/bench-guard`` each run):
 an open loop of 20 queries/s and a saturated load, 15 s each, 500 new posts ingested, and
 plain sentence-transformers on the same posts. Figures move with whatever else the cores
 are doing, so besides the raw ones the guard compares two measured side by side in the
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
@@ -68,6 +69,9 @@ def main(argv=None) -> int:
     ap.add_argument("--strict", action="store_true", help="exit with 1 when a load-independent figure is SLOWER")
     ap.add_argument("--dir", default=str(ROOT / "eval/out/bench-guard"))
     args = ap.parse_args(argv)
+    # A fresh store each run (its vectors come from the embedding cache in seconds): a
+    # store left by an earlier run would start up catching up on that run's ingest too.
+    shutil.rmtree(args.dir, ignore_errors=True)
     now = normalised(service.main([*ARGS, "--dir", args.dir]))
     print()
     if RECORDED.exists():
