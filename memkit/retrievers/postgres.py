@@ -116,8 +116,12 @@ def pool(dsn: str) -> "ConnectionPool":
     key = (os.getpid(), dsn)
     with _POOLS_LOCK:
         if key not in _POOLS:
+            # No prepared statements: after five runs of a statement psycopg prepares it and
+            # PostgreSQL may switch to a generic plan, chosen without the query's terms; for
+            # full-text search that plan was 5x slower (SciFact in memkit eval: 3.8 -> 16.5 s
+            # once autovacuum had re-analysed the table). Each search is planned for its words.
             _POOLS[key] = ConnectionPool(dsn, min_size=1, max_size=MAX_CONNECTIONS, open=True,
-                                         name=f"memkit-{len(_POOLS)}")
+                                         kwargs={"prepare_threshold": None}, name=f"memkit-{len(_POOLS)}")
         return _POOLS[key]
 
 
