@@ -88,9 +88,24 @@ def score_dataset(path: Path, configs: list[dict], fields: list[str], args, labe
     return ds, results
 
 
+def _vector_in_public(url: str) -> None:
+    """pgvector in the database's default schema, before any dataset's schema exists: made
+    under a search path that starts with a dataset's schema, its ``vector`` type would live
+    there, out of every other dataset's sight. Left to the configs' own error when the
+    extension cannot be made here."""
+    import psycopg
+
+    try:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+    except psycopg.Error as exc:
+        print(f"pgvector could not be made ready ({exc.__class__.__name__}); PostgreSQL configs may fail",
+              file=sys.stderr)
+
+
 def _dataset_schema(url: str, name: str) -> str:
     """``url`` with the search path set to a schema for this dataset (made if missing),
-    then public, where pgvector's type lives."""
+    then public, where pgvector's type lives (``_vector_in_public``)."""
     import urllib.parse
 
     import psycopg
@@ -264,6 +279,8 @@ def cmd_eval(args) -> int:
         args.jobs = min(2, os.cpu_count() or 1) if args.all else 1
     configs = _configs(args.config or (["ALL"] if args.all else None))
     _ensure_database(configs)
+    if any(_needs_database(c) for c in configs) and os.environ.get("MEMKIT_DATABASE_URL"):
+        _vector_in_public(os.environ["MEMKIT_DATABASE_URL"])
     targets = found_datasets() if args.all else [(Path(args.dataset), [args.query_field])]
     by_dataset = {}
     for ds, results in score_all(targets, configs, args):

@@ -191,12 +191,24 @@ class OnnxMiniLMEncoder:
         self.name = f"{base_name}/onnx-int8-1" if quantize else base_name
 
     def model_file(self) -> Path:
-        """The exported (and quantised) model, made on first call."""
+        """The exported (and quantised) model, made on first call, by one process at a time
+        (ONNX Runtime's quantiser writes a fixed-name file beside the model: two processes
+        exporting at once, as ``memkit eval --jobs 2`` on an empty cache does, read each
+        other's half-written files)."""
         base = self.folder / f"minilm-v{ONNX_EXPORT_VERSION}.onnx"
         target = base.with_name(base.stem + ("-int8.onnx" if self.quantize else "-fused.onnx"))
         if target.exists():
             return target
         self.folder.mkdir(parents=True, exist_ok=True)
+        import fcntl
+
+        with open(self.folder / ".export.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not target.exists():  # another process may have made it while this one waited
+                self._export(base, target)
+        return target
+
+    def _export(self, base: Path, target: Path) -> None:
         if not base.exists():
             _export_minilm(base, self.source)
         if not self.quantize:
@@ -219,7 +231,6 @@ class OnnxMiniLMEncoder:
             quantize_dynamic(str(base), str(tmp), weight_type=QuantType.QInt8, per_channel=True,
                              op_types_to_quantize=["MatMul"], nodes_to_exclude=products)
             os.replace(tmp, target)
-        return target
 
     def _session(self, threads: int | None = None):
         key = (self.name, threads, str(self.folder))

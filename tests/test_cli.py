@@ -87,6 +87,24 @@ def test_datasets_scored_in_parallel_give_the_figures_of_one_after_another(tmp_p
     assert ledgers[0] == ledgers[1] and "| bm25 |" in ledgers[0] and "| dense |" in ledgers[0]
 
 
+def test_postgres_configs_score_datasets_side_by_side_on_a_fresh_database(tmp_path, tmp_path_factory, monkeypatch,
+                                                                          capsys):
+    """A database without pgvector yet: the type is made where every dataset's schema sees
+    it (two datasets scored at once, each in its own schema), and a second run, which finds
+    its tables filled, gives the same figures."""
+    from tests.service_fixtures import postgres_url
+
+    monkeypatch.setenv("MEMKIT_DATA", str(tmp_path / "nowhere"))
+    monkeypatch.setenv("MEMKIT_DATABASE_URL", postgres_url(tmp_path_factory))
+    ledgers = []
+    for run in ("first", "again"):
+        assert main(["eval", "--all", "--jobs", "2", "--config", str(CONFIG_DIR / "postgres.toml"), "--no-mlflow",
+                     "--no-answers", "--out", str(tmp_path / run)]) == 0
+        out = capsys.readouterr().out
+        ledgers.append(out[out.index("## Ledger"):out.index("Total:")])
+    assert "| postgres |" in ledgers[0] and ledgers[0] == ledgers[1]
+
+
 def test_eval_scores_answers_and_writes_them_as_json_lines(tmp_path, capsys):
     import json
 

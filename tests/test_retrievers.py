@@ -190,8 +190,8 @@ def test_a_document_of_several_lines_can_be_the_mean_of_its_lines(tmp_path):
     vectors (each line encoded once, shared with the next post's document), so indexing it
     sends the model no text a "{line}" part has not already sent."""
     from memkit.encoders import CachedEncoder, MiniLMEncoder
-    from memkit.retrievers import DenseRetriever
     from memkit.representation import add_context
+    from memkit.retrievers import DenseRetriever
 
     enc = CachedEncoder(MiniLMEncoder(), tmp_path / "c.sqlite")
     from datetime import datetime, timedelta, timezone
