@@ -58,6 +58,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import lru_cache
+from itertools import groupby
 
 import numpy as np
 
@@ -400,19 +401,10 @@ class ExtractiveAnswerer:
             q = self.encoder.encode([query])[0]
             if posts is None:
                 return self.encoder.encode(candidates) @ q if candidates else np.zeros(0)
-            order = list(dict.fromkeys(map(id, posts)))
-            by_id = {id(p): p for p in posts}
-            parts: dict[int, list[str]] = {i: [] for i in order}
-            for s, p in zip(candidates, posts):
-                parts[id(p)].append(s)
-            vecs = self._sentence_vectors([by_id[i] for i in order], [parts[i] for i in order])
-            sims = {i: v @ q for i, v in zip(order, vecs)}
-            seen = {i: 0 for i in order}
-            out = np.empty(len(candidates))
-            for j, p in enumerate(posts):
-                out[j] = sims[id(p)][seen[id(p)]]
-                seen[id(p)] += 1
-            return out
+            # Both callers list a post's sentences together: one group of sentences a post.
+            groups = [(post, [s for s, _ in run]) for post, run in groupby(zip(candidates, posts), key=lambda c: c[1])]
+            vecs = self._sentence_vectors([g[0] for g in groups], [g[1] for g in groups])
+            return np.concatenate([v @ q for v in vecs]) if vecs else np.zeros(0)
         terms = set(self._analyzer(query))
         return np.array([len(terms & set(self._analyzer(s))) / max(len(terms), 1) for s in candidates])
 
