@@ -149,6 +149,8 @@ def settings_for(args, folder: Path) -> dict:
 
 
 def build_index(args, folder: Path) -> dict:
+    import sqlalchemy as sa
+
     from server import create_app
     from server.search.index import load_events, per_floor
 
@@ -159,14 +161,20 @@ def build_index(args, folder: Path) -> dict:
     index = memory.warm()
     if hasattr(index, "backfill"):
         # PostgreSQL: rows for the events written straight into the store, with their
-        # sentences, as ingest indexes them; resumable (events that lack rows), timed per batch.
-        started = time.perf_counter()
+        # sentences, as ingest indexes them; resumable (events that lack rows), timed per
+        # batch; with --backfill-jobs, that many processes fill disjoint ranges of ids.
+        with app.extensions["memkit"]["engine"].connect() as conn:
+            n = conn.execute(sa.text("SELECT count(*) FROM events")).scalar()
+            cuts = [conn.execute(sa.text("SELECT id FROM events ORDER BY id OFFSET :k LIMIT 1"),
+                                 {"k": n * j // args.backfill_jobs}).scalar() for j in range(1, args.backfill_jobs)]
+        ranges = list(zip(["", *cuts], [*cuts, None]))
+        if len(ranges) == 1:
+            backfill_range(settings_for(args, folder), *ranges[0])
+        else:
+            import multiprocessing as mp
 
-        def progress(n):
-            if n % 10000 == 0:
-                print(f"   backfilled {n:,} ({n / (time.perf_counter() - started):.0f} events/s)", flush=True)
-
-        index.backfill(batch=1000, progress=progress)
+            with mp.get_context("spawn").Pool(len(ranges)) as pool:
+                pool.starmap(backfill_range, [(settings_for(args, folder), lo, hi) for lo, hi in ranges])
     else:
         with app.extensions["memkit"]["engine"].connect() as conn:
             frame = load_events(conn)
@@ -174,6 +182,24 @@ def build_index(args, folder: Path) -> dict:
     out["build_s"] = time.perf_counter() - t
     app.extensions["memkit"]["engine"].dispose()
     return out
+
+
+def backfill_range(settings: dict, after: str, upto: str | None) -> int:
+    """Fill the search rows of the events with ids in (after, upto], printing the rate."""
+    from server import create_app
+
+    app = create_app(settings)
+    index = app.extensions["memkit"]["memory"].warm()
+    started = time.perf_counter()
+    name = f"(ids {after or 'first'}..{upto or 'last'})"
+
+    def progress(n):
+        if n % 10000 == 0:
+            print(f"   backfilled {n:,} {name} ({n / (time.perf_counter() - started):.0f} events/s)", flush=True)
+
+    done = index.backfill(batch=1000, progress=progress, after=after, upto=upto)
+    app.extensions["memkit"]["engine"].dispose()
+    return done
 
 
 def start_up(args, folder: Path, catch_up: int) -> dict:
@@ -515,6 +541,8 @@ def main(argv=None) -> dict:
     ap.add_argument("--ingest-seed", type=int, default=None,
                     help="the posts step 5 ingests (default: a seed from the clock, posts no earlier run encoded)")
     ap.add_argument("--build-only", action="store_true", help="stop after the store and the index are built")
+    ap.add_argument("--backfill-jobs", type=int, default=1,
+                    help="postgres: processes that fill the search rows side by side (disjoint ranges of ids)")
     ap.add_argument("--json", action="store_true", help="print the figures as one JSON object on the last line")
     args = ap.parse_args(argv)
     load_before = os.getloadavg()

@@ -129,24 +129,27 @@ class StoreSearch:
 
         per_floor(frame, encode)
 
-    def missing(self, conn, limit: int, after: str = "") -> list[str]:
+    def missing(self, conn, limit: int, after: str = "", upto: str | None = None) -> list[str]:
         """Events lacking a row in some search table (up to ``limit``, in id order, with
-        ids above ``after``: a backfill walks on from its last batch instead of probing
-        the events it has already indexed again, which made a batch's cost grow with
-        the store's size)."""
+        ids above ``after`` and at most ``upto``): a backfill walks on from its last batch
+        instead of probing the events it has already indexed again, which made a batch's
+        cost grow with the store's size."""
         lacking = " OR ".join(f"NOT EXISTS (SELECT 1 FROM {r.table} t WHERE t.event_id = e.id)" for r in self.parts)
-        rows = conn.execute(sa.text(f"SELECT e.id FROM events e WHERE e.id > :after AND ({lacking}) "
-                                    f"ORDER BY e.id LIMIT :n"), {"n": limit, "after": after})
+        bound = " AND e.id <= :upto" if upto is not None else ""
+        rows = conn.execute(sa.text(f"SELECT e.id FROM events e WHERE e.id > :after{bound} AND ({lacking}) "
+                                    f"ORDER BY e.id LIMIT :n"), {"n": limit, "after": after, "upto": upto})
         return [r[0] for r in rows]
 
-    def backfill(self, batch: int = 500, progress=None) -> int:
+    def backfill(self, batch: int = 500, progress=None, after: str = "", upto: str | None = None) -> int:
         """Index every event that has no search rows yet, ``batch`` per transaction;
         returns how many. Safe to run while the service writes (upserts by event id;
-        an event written meanwhile is indexed by its own write's transaction)."""
-        done, last = 0, ""
+        an event written meanwhile is indexed by its own write's transaction).
+        ``after``/``upto``: only events with ids in that range, so several processes
+        can fill disjoint parts of a large store side by side."""
+        done, last = 0, after
         while True:
             with self.engine.begin() as conn:
-                ids = self.missing(conn, batch, after=last)
+                ids = self.missing(conn, batch, after=last, upto=upto)
                 if not ids:
                     return done
                 self.index(conn, ids)
