@@ -45,10 +45,19 @@ def test_backfill_indexes_events_written_before_the_backend(tmp_path, tmp_path_f
     ask = lambda q: [i["event_id"] for i in after.test_client().post(Q, headers=ann, json={  # noqa: E731
         "user_id": ann_id, "query": q, "floor_ids": [floor]}).get_json()["items"]]
     assert ask("quokka") == []  # started at once, without indexing the store
+    first, second = sorted(ids)
+    with memory.engine.connect() as conn:
+        assert memory.index.missing(conn, 10) == [first, second]
+    assert memory.index.backfill(after=first) == 1  # a range of ids: only those above ``after``
+    with memory.engine.connect() as conn:
+        assert memory.index.missing(conn, 10) == [first]
+        assert memory.index.missing(conn, 10, upto=first) == [first]
+        assert memory.index.missing(conn, 10, after=first) == []
+    assert ask("rhubarb")[:1] == [second] and first not in ask("quokka")
     for name, value in (("DATABASE_URL", url), ("SEARCH_BACKEND", "postgres"), ("SECRET_KEY", "test-secret"),
                         ("OUTBOX_DIR", str(tmp_path / "outbox"))):
         monkeypatch.setenv(f"MEMKIT_{name}", value)
-    assert backfill(["--batch", "1"]) == 0
+    assert backfill(["--batch", "1"]) == 0  # the rest
     assert ask("quokka")[:1] == [ids[0]] and ask("rhubarb")[:1] == [ids[1]]
     with memory.engine.connect() as conn:
         assert memory.index.missing(conn, 10) == []
