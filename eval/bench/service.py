@@ -29,8 +29,9 @@ object as the last line):
    returning once its worker's index has encoded them; then plain sentence-transformers
    encodes the same posts' texts, one text per post, in this process (the yardstick the
    ingest rate is compared with, measured side by side);
-6. resident memory of each worker (RSS, and PSS, which splits shared pages), and whether
-   every worker stopped cleanly on SIGTERM (gunicorn's log is kept in ``--dir``).
+6. resident memory of each worker (RSS, and PSS, which splits shared pages), the sizes on
+   disk (database, saved index, embedding cache: ``disk_sizes``), and whether every worker
+   stopped cleanly on SIGTERM (gunicorn's log is kept in ``--dir``).
 
 The clients run in this process on the same cores as the server, as a real single-host
 load test would; numbers are for the machine it runs on. The load average before the run
@@ -485,6 +486,32 @@ def memory_of(pids: list[int]) -> list[dict]:
     return out
 
 
+def disk_sizes(args, folder: Path) -> dict:
+    """MiB on disk: the database (PostgreSQL's, or the SQLite file), the saved index (the
+    in-memory backend's) and the embedding cache, which holds the answer writer's sentence
+    vectors on either backend."""
+    from memkit.encoders import default_cache_dir
+
+    def mib(path: Path) -> float:
+        files = [path] if path.is_file() else list(path.rglob("*")) if path.exists() else []
+        return sum(f.stat().st_size for f in files if f.is_file()) / 2**20
+
+    out = {}
+    if args.database_url.startswith("postgresql"):
+        import sqlalchemy as sa
+
+        engine = sa.create_engine(args.database_url)
+        with engine.connect() as conn:
+            out["database_mib"] = conn.execute(sa.text("SELECT pg_database_size(current_database())")).scalar() / 2**20
+        engine.dispose()
+    else:
+        out["database_mib"] = mib(Path(args.database_url.removeprefix("sqlite:///")))
+    if args.backend == "memory":
+        out["index_mib"] = mib(folder / "index")
+    out["embedding_cache_mib"] = mib(default_cache_dir() / "embeddings.sqlite")
+    return out
+
+
 def add_store_arguments(ap: argparse.ArgumentParser, events: int) -> None:
     """The arguments that say which store a benchmark runs on (eval/bench/adapt.py too)."""
     ap.add_argument("--events", type=int, default=events)
@@ -587,6 +614,9 @@ def main(argv=None) -> dict:
             ing = ingest(port, meta["floors"], frame)
             print(f"5. ingest: {ing['ingested']} events in {ing['ingest_s']:.1f} s = {ing['events_per_s']:.0f} events/s",
                   flush=True)
+        sizes = disk_sizes(args, folder)
+        print("   on disk, MiB: " + ", ".join(f"{k.removesuffix('_mib').replace('_', ' ')} {v:,.0f}" for k, v in sizes.items()),
+              flush=True)
     finally:
         stop_gunicorn(proc)
         if pg is not None:
@@ -623,6 +653,7 @@ def main(argv=None) -> dict:
                "startup_s": round(up["startup_s"], 2), "startup_caught_up": up["caught_up"],
                "startup_encoded": up["startup_encoded"], "gunicorn_ready_s": round(ready_s, 1),
                "worker_rss_mib": [round(m["rss_mib"]) for m in mem], "clean_stop": clean,
+               **{k: round(v) for k, v in sizes.items()},
                "load_before": round(load_before[0], 2)}
     if args.json:
         print(json.dumps(figures))
