@@ -57,7 +57,7 @@ def test_backfill_indexes_events_written_before_the_backend(tmp_path, tmp_path_f
     for name, value in (("DATABASE_URL", url), ("SEARCH_BACKEND", "postgres"), ("SECRET_KEY", "test-secret"),
                         ("OUTBOX_DIR", str(tmp_path / "outbox"))):
         monkeypatch.setenv(f"MEMKIT_{name}", value)
-    assert backfill(["--batch", "1"]) == 0  # the rest
+    assert backfill(["--batch", "1", "--jobs", "2"]) == 0  # the rest, two processes (ranges of ids)
     assert ask("quokka")[:1] == [ids[0]] and ask("rhubarb")[:1] == [ids[1]]
     with memory.engine.connect() as conn:
         assert memory.index.missing(conn, 10) == []

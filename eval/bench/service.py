@@ -150,8 +150,6 @@ def settings_for(args, folder: Path) -> dict:
 
 
 def build_index(args, folder: Path) -> dict:
-    import sqlalchemy as sa
-
     from server import create_app
     from server.search.index import load_events, per_floor
 
@@ -162,20 +160,12 @@ def build_index(args, folder: Path) -> dict:
     index = memory.warm()
     if hasattr(index, "backfill"):
         # PostgreSQL: rows for the events written straight into the store, with their
-        # sentences, as ingest indexes them; resumable (events that lack rows), timed per
-        # batch; with --backfill-jobs, that many processes fill disjoint ranges of ids.
-        with app.extensions["memkit"]["engine"].connect() as conn:
-            n = conn.execute(sa.text("SELECT count(*) FROM events")).scalar()
-            cuts = [conn.execute(sa.text("SELECT id FROM events ORDER BY id OFFSET :k LIMIT 1"),
-                                 {"k": n * j // args.backfill_jobs}).scalar() for j in range(1, args.backfill_jobs)]
-        ranges = list(zip(["", *cuts], [*cuts, None]))
-        if len(ranges) == 1:
-            backfill_range(settings_for(args, folder), *ranges[0])
-        else:
-            import multiprocessing as mp
+        # sentences, as ingest indexes them (`python -m server.backfill`): resumable
+        # (events that lack rows), its rate printed every 10,000; with --backfill-jobs,
+        # that many processes fill disjoint ranges of event ids side by side.
+        from server.backfill import fill_ranges
 
-            with mp.get_context("spawn").Pool(len(ranges)) as pool:
-                pool.starmap(backfill_range, [(settings_for(args, folder), lo, hi) for lo, hi in ranges])
+        fill_ranges(settings_for(args, folder), args.backfill_jobs, batch=1000, report_every=10000)
     else:
         with app.extensions["memkit"]["engine"].connect() as conn:
             frame = load_events(conn)
@@ -183,24 +173,6 @@ def build_index(args, folder: Path) -> dict:
     out["build_s"] = time.perf_counter() - t
     app.extensions["memkit"]["engine"].dispose()
     return out
-
-
-def backfill_range(settings: dict, after: str, upto: str | None) -> int:
-    """Fill the search rows of the events with ids in (after, upto], printing the rate."""
-    from server import create_app
-
-    app = create_app(settings)
-    index = app.extensions["memkit"]["memory"].warm()
-    started = time.perf_counter()
-    name = f"(ids {after or 'first'}..{upto or 'last'})"
-
-    def progress(n):
-        if n % 10000 == 0:
-            print(f"   backfilled {n:,} {name} ({n / (time.perf_counter() - started):.0f} events/s)", flush=True)
-
-    done = index.backfill(batch=1000, progress=progress, after=after, upto=upto)
-    app.extensions["memkit"]["engine"].dispose()
-    return done
 
 
 def start_up(args, folder: Path, catch_up: int) -> dict:
