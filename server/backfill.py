@@ -20,6 +20,7 @@ import time
 import sqlalchemy as sa
 from tqdm.auto import tqdm
 
+from server.search.versions import Version
 from server.services.memory import Memory
 from server.settings import Settings
 from server.store import connect
@@ -37,11 +38,12 @@ def id_ranges(engine: sa.Engine, jobs: int) -> list[tuple[str, str | None]]:
 
 
 def fill(overrides: dict, after: str = "", upto: str | None = None, batch: int = 500, progress=None,
-         report_every: int = 0) -> int:
+         report_every: int = 0, version: Version | None = None) -> int:
     """One process's part: the missing rows of the events with ids in ``(after, upto]``,
     with the settings of ``MEMKIT_*`` and ``overrides``. Returns how many events.
     ``progress(n)`` after each batch; or, with ``report_every``, a printed line (the
-    rate) each time that many more events are done."""
+    rate) each time that many more events are done. ``version``: the vector tables of an
+    encoder version being built (`memkit adapt`) instead of the active search tables."""
     settings = Settings.load({**overrides, "search_backend": "postgres"})
     engine = connect(settings.database_url)
     if progress is None and report_every:
@@ -52,12 +54,15 @@ def fill(overrides: dict, after: str = "", upto: str | None = None, batch: int =
                 mark[0] += report_every
                 print(f"   backfilled {n:,} {label} ({n / (time.perf_counter() - started):.0f} events/s)", flush=True)
     try:
-        return Memory(engine, settings).index.backfill(batch, progress=progress, after=after, upto=upto)
+        memory = Memory(engine, settings)
+        search = memory.index if version is None else memory.builder(version)
+        return search.backfill(batch, progress=progress, after=after, upto=upto)
     finally:
         engine.dispose()
 
 
-def fill_ranges(overrides: dict, jobs: int, batch: int = 500, progress=None, report_every: int = 0) -> int:
+def fill_ranges(overrides: dict, jobs: int, batch: int = 500, progress=None, report_every: int = 0,
+                version: Version | None = None) -> int:
     """Every missing row, ``jobs`` processes side by side (spawned: each loads its own
     model); ``progress(n)`` in the one-process case only."""
     settings = Settings.load({**overrides, "search_backend": "postgres"})
@@ -65,9 +70,9 @@ def fill_ranges(overrides: dict, jobs: int, batch: int = 500, progress=None, rep
     ranges = id_ranges(engine, jobs)
     engine.dispose()
     if len(ranges) == 1:
-        return fill(overrides, *ranges[0], batch=batch, progress=progress, report_every=report_every)
+        return fill(overrides, *ranges[0], batch=batch, progress=progress, report_every=report_every, version=version)
     with mp.get_context("spawn").Pool(len(ranges)) as pool:
-        return sum(pool.starmap(fill, [(overrides, lo, hi, batch, None, report_every) for lo, hi in ranges]))
+        return sum(pool.starmap(fill, [(overrides, lo, hi, batch, None, report_every, version) for lo, hi in ranges]))
 
 
 def main(argv=None) -> int:

@@ -30,6 +30,8 @@ def register(sub) -> None:
     p.add_argument("--db", help="database URL (default: MEMKIT_DATABASE_URL, as for serve)")
     p.add_argument("--batch", type=int, default=500, help="events per transaction when re-encoding PostgreSQL rows")
     p.add_argument("--threads", type=int, help="PyTorch threads while training (1 is faster on busy shared cores)")
+    p.add_argument("--jobs", type=int, default=1,
+                   help="PostgreSQL: processes that re-encode side by side, a range of event ids each")
     p.set_defaults(func=cmd_adapt)
 
 
@@ -70,7 +72,7 @@ def cmd_adapt(args) -> int:
     settings = Settings.load({"database_url": args.db} if args.db else {})
     engine = connect(settings.database_url)
     try:
-        r = adapt(Memory(engine, settings), batch=args.batch, threads=args.threads,
+        r = adapt(Memory(engine, settings), batch=args.batch, threads=args.threads, jobs=args.jobs,
                   progress=lambda m: print(m, file=sys.stderr, flush=True))
     finally:
         engine.dispose()

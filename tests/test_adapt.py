@@ -193,9 +193,15 @@ def test_adapt_on_postgres_re_encodes_rows_in_batches_while_writes_go_on(tmp_pat
 
     # More posts, another run: version 3; the version before the replaced one is dropped.
     post_exchanges(c, ann, floor, blocks["forum"], range(4, 5), 100)
-    third = adapt(memory, batch=50)
+    third = adapt(memory, batch=50, jobs=2)  # two processes, a range of event ids each (server/backfill.py)
     assert third.version == 3 and third.encoder != report.encoder
     assert tables() == {"memkit_vectors_v2", "memkit_vectors_v3"}
+    with engine.connect() as conn:
+        rows = conn.execute(sa.text("SELECT e.text, v.embedding::text FROM events e JOIN memkit_vectors_v3 v "
+                                    "ON v.event_id = e.id")).all()
+        assert len(rows) == conn.execute(sa.text("SELECT count(*) FROM events")).scalar() > 65
+        got = np.array([[float(x) for x in v.strip("[]").split(",")] for _, v in rows], np.float32)
+        assert np.allclose(got, get_encoder(third.encoder).encode([t for t, _ in rows]), atol=1e-4)
     assert ask("Tell me about the zorvex") and memory.index.pipeline.retriever.retrievers[1].table == "memkit_vectors_v3"
     with engine.connect() as conn:
         assert conn.execute(sa.select(encoder_versions.c.version).where(encoder_versions.c.model.is_not(None))

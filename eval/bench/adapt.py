@@ -37,6 +37,7 @@ def main(argv=None) -> None:
     add_store_arguments(ap, 20_000)
     ap.add_argument("--batch", type=int, default=500, help="events per transaction re-encoding PostgreSQL rows")
     ap.add_argument("--threads", type=int, help="PyTorch threads while training")
+    ap.add_argument("--jobs", type=int, default=1, help="PostgreSQL: processes that re-encode side by side")
     ap.add_argument("--plain", type=int, default=3000, help="posts plain sentence-transformers encodes for the yardstick")
     args = ap.parse_args(argv)
     folder, _, pg = open_store(args, "bench-adapt")
@@ -49,7 +50,8 @@ def main(argv=None) -> None:
         app = create_app(settings_for(args, folder))
         memory = app.extensions["memkit"]["memory"]
         t = time.perf_counter()
-        r = adapt(memory, batch=args.batch, threads=args.threads, progress=lambda m: print("  ", m, flush=True))
+        r = adapt(memory, batch=args.batch, threads=args.threads, jobs=args.jobs,
+                  progress=lambda m: print("  ", m, flush=True))
         total = time.perf_counter() - t
         trained = model_info(r.encoder)["train_seconds"]  # the loop's own time, also for a model trained before
         app.extensions["memkit"]["engine"].dispose()

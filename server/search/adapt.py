@@ -23,6 +23,7 @@ that queries see.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 
@@ -60,8 +61,11 @@ def store_events(conn) -> pl.DataFrame:
                               pl.col("block_id").replace_strict(titles, default=None, return_dtype=pl.Utf8).alias("block_title"))
 
 
-def adapt(memory, batch: int = 500, threads: int | None = None, progress=None) -> Report:
-    """Steps 1-3 of the module docstring for the service's ``Memory``."""
+def adapt(memory, batch: int = 500, threads: int | None = None, progress=None, jobs: int = 1) -> Report:
+    """Steps 1-3 of the module docstring for the service's ``Memory``. ``jobs``: on
+    PostgreSQL, processes that re-encode side by side (one keeps about one core busy)."""
+    if not (isinstance(jobs, int) and jobs >= 1):
+        raise ValidationError("jobs", f"expected a whole number of at least 1, got {jobs!r}")
     say = progress or (lambda message: None)
     engine = memory.engine
     with engine.connect() as conn:
@@ -90,8 +94,14 @@ def adapt(memory, batch: int = 500, threads: int | None = None, progress=None) -
     try:
         if memory.stateless:
             search = memory.builder(new)
-            search.backfill(batch, progress=lambda n: say(f"  {n:,} events re-encoded "
-                                                          f"({n / (time.perf_counter() - started):.0f} posts/s)"))
+            if jobs > 1:  # processes side by side, each a range of event ids (server/backfill.py)
+                from server.backfill import fill_ranges
+
+                say(f"  {jobs} processes re-encode a range of event ids each")
+                fill_ranges(dataclasses.asdict(memory.settings), jobs, batch, report_every=10000, version=new)
+            else:
+                search.backfill(batch, progress=lambda n: say(f"  {n:,} events re-encoded "
+                                                              f"({n / (time.perf_counter() - started):.0f} posts/s)"))
             encoded = time.perf_counter() - started
             say(f"re-encoded {frame.height:,} posts in {encoded:.1f} s")
             started = time.perf_counter()
