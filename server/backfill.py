@@ -47,11 +47,12 @@ def fill(overrides: dict, after: str = "", upto: str | None = None, batch: int =
     settings = Settings.load({**overrides, "search_backend": "postgres"})
     engine = connect(settings.database_url)
     if progress is None and report_every:
-        started, label, mark = time.perf_counter(), f"(ids {after or 'first'}..{upto or 'last'})", [report_every]
+        started, label, mark = time.perf_counter(), f"(ids {after or 'first'}..{upto or 'last'})", report_every
 
         def progress(n):
-            if n >= mark[0]:
-                mark[0] += report_every
+            nonlocal mark
+            if n >= mark:
+                mark += report_every
                 print(f"   backfilled {n:,} {label} ({n / (time.perf_counter() - started):.0f} events/s)", flush=True)
     try:
         memory = Memory(engine, settings)
@@ -65,12 +66,11 @@ def fill_ranges(overrides: dict, jobs: int, batch: int = 500, progress=None, rep
                 version: Version | None = None) -> int:
     """Every missing row, ``jobs`` processes side by side (spawned: each loads its own
     model); ``progress(n)`` in the one-process case only."""
-    settings = Settings.load({**overrides, "search_backend": "postgres"})
-    engine = connect(settings.database_url)
+    if jobs == 1:
+        return fill(overrides, batch=batch, progress=progress, report_every=report_every, version=version)
+    engine = connect(Settings.load({**overrides, "search_backend": "postgres"}).database_url)
     ranges = id_ranges(engine, jobs)
     engine.dispose()
-    if len(ranges) == 1:
-        return fill(overrides, *ranges[0], batch=batch, progress=progress, report_every=report_every, version=version)
     with mp.get_context("spawn").Pool(len(ranges)) as pool:
         return sum(pool.starmap(fill, [(overrides, lo, hi, batch, None, report_every, version) for lo, hi in ranges]))
 

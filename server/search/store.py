@@ -106,9 +106,9 @@ class StoreSearch:
         frame = load_events(conn, event_ids=list(event_ids))
 
         def index_floor(part):  # in the floor's scope of the embedding cache (server/search/index.py)
-            # Sentences first: the run of the model that reads a post's sentences in the
-            # post also gives the post's own vector, which the vector table then finds
-            # in the cache (one run per post, not two).
+            # Sentences first, as Pipeline.precompute: the run of the model that reads a
+            # post's sentences in the post also gives the post's own vector, which the
+            # vector table then finds in the cache (one run per post, not two).
             self.pipeline.answerer.encode_sentences(part)  # sentence vectors for answers, at ingest
             for r in self.parts:
                 r.add(part, conn=_driver(conn))
@@ -122,12 +122,7 @@ class StoreSearch:
         with self.engine.connect() as conn:
             frame = new_posts(conn, floor_id, block_id, user_id, posts)
 
-        def encode(part):  # in the floor's scope, where the transaction's indexer looks
-            self.pipeline.answerer.encode_sentences(part)  # first, as in index()
-            for r in self.parts:
-                r.precompute(part)
-
-        per_floor(frame, encode)
+        per_floor(frame, self.pipeline.precompute)  # in the floor's scope, where the transaction's indexer looks
 
     def missing(self, conn, limit: int, after: str = "", upto: str | None = None) -> list[str]:
         """Events lacking a row in some search table (up to ``limit``, in id order, with
