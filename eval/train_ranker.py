@@ -255,7 +255,7 @@ def main(argv=None) -> int:
 
     if args.write:
         chat, passage = models
-        passage = None if kept is not None else passage
+        passage = kept if kept is not None else passage  # a passage model the config set itself stays in the file
         text = Path(args.config).read_text()
         tables = toml_table("retriever.model", chat) + ("\n" + toml_table("retriever.passage_model", passage) if passage else "")
         Path(args.config).write_text(text.split(MARK)[0].rstrip() + "\n\n" + MARK + "\n" + tables)
