@@ -5,6 +5,7 @@ import pytest
 
 from memkit.errors import ValidationError
 from memkit.retrievers import Filters, build
+from memkit.tables import events_frame
 from tests.helpers import make_events
 
 EVENTS = make_events(120, seed=11)
@@ -108,3 +109,24 @@ def test_posts_that_stand_alone_are_scored_by_the_passage_model(plain):
     assert lines and alone and lines == sorted(lines) and alone == sorted(alone, reverse=True)
     with pytest.raises(ValidationError, match="retriever.passage_model"):
         build({"type": "learned", "first": FIRST, "extra": EXTRA, "passage_model": model_for(plain, {})})
+
+
+def test_a_chat_line_that_names_a_date_is_dated_and_the_feature_survives_saving(plain, tmp_path):
+    """``dated``: a chat line with a time in it ("last weekend", resolved against its own
+    time, or a date written out) is 1, any other post 0; posts that stand alone are 0
+    whatever they say (their model does not use it); a saved ranker loads the same values."""
+    texts = ["we went camping last weekend", "the camping trip was fun", "camping on 3 May 2023 was cold",
+             "camping gear review from last week"]
+    rows = [{"event_id": f"d{i}", "floor_id": "f", "block_id": "f/b", "block_type": "feed" if i < 3 else "blog",
+             "user_id": "ann", "text": t, "created_at": f"2023-05-0{i + 4}T10:00:00", "tags": []}
+            for i, t in enumerate(texts)]
+    events = events_frame(rows)
+    events = events.with_columns((events["block_type"] != "blog").alias("chat"))
+    r = build({"type": "learned", "first": FIRST, "extra": EXTRA, "candidates": 30,
+               "model": model_for(plain, {"dated": 1.0})}).fit(events)
+    run = r.search("camping", k=4)
+    assert run["event_id"].to_list()[:2] == ["d0", "d2"]  # the dated chat lines first
+    feats = r.features("camping").select("event_id", "dated").sort("event_id")
+    assert feats["dated"].to_list() == [1.0, 0.0, 1.0, 0.0]
+    loaded = type(r).load(r.save(tmp_path / "ranker"))
+    assert loaded.features("camping").select("event_id", "dated").sort("event_id").equals(feats)

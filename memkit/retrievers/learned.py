@@ -3,7 +3,9 @@
 ``LearnedRetriever`` asks a hybrid (``first``) for its top ``candidates``, describes each
 candidate by features from every retriever it holds (the hybrid's parts and ``extra``
 ones: each run's min-max score and ``1 / (rank + 5)``, absent = 0), plus whether the
-question names the post's speaker, the post's log length and whether it is an image,
+question names the post's speaker, the post's log length, whether it is an image and
+whether it names a date (a relative time such as "last weekend" resolved against the post's
+own time, or a date written in it: memkit/timeref.py; evidence for "when" questions),
 and orders them by a linear model (a logistic regression: standardised features times
 coefficients). The model is plain numbers in the config's ``[retriever.model]`` table,
 written by ``eval/train_ranker.py``, which also reports its cross-validated score. Without
@@ -34,8 +36,10 @@ from memkit.linear import check_linear, linear_score
 from memkit.retrievers.base import Retriever, normalize_queries, query_filters
 from memkit.retrievers.hybrid import HybridRetriever
 from memkit.tables import RUN_SCHEMA
+from memkit.timeref import dates_in
 
-POST_FEATURES = ["speaker_in_query", "log_length", "image"]
+POST_FEATURES = ["speaker_in_query", "log_length", "image", "dated"]
+NO_POST = ("", 0.0, 0.0, True, 0.0)  # a post the ranker was not given: speaker, log length, image, chat, dated
 
 
 class LearnedRetriever(Retriever):
@@ -60,7 +64,7 @@ class LearnedRetriever(Retriever):
                               if passage_model is not None else None)
         if self.passage_model is not None and self.model is None:
             raise ValidationError("retriever.passage_model", "needs a [retriever.model] for chat lines too")
-        self._posts: dict[str, tuple[str, float, float, bool]] = {}
+        self._posts: dict[str, tuple[str, float, float, bool, float]] = {}  # speaker, log length, image, chat, dated
 
     def feature_names(self) -> list[str]:
         names = ["fused", "fused_r"]
@@ -80,8 +84,9 @@ class LearnedRetriever(Retriever):
         speakers = (events["speaker"] if "speaker" in events.columns else events["user_id"]).fill_null("").to_list()
         texts = events["text"].to_list()
         chat = events["chat"].to_list() if "chat" in events.columns else [True] * events.height
-        for eid, spk, text, c in zip(events["event_id"].to_list(), speakers, texts, chat):
-            self._posts[eid] = (spk, math.log1p(len(text)), float("[image:" in text), bool(c))
+        times = events["created_at"].to_list() if "created_at" in events.columns else [None] * events.height
+        for eid, spk, text, c, at in zip(events["event_id"].to_list(), speakers, texts, chat, times):
+            self._posts[eid] = (spk, math.log1p(len(text)), float("[image:" in text), bool(c), float(bool(c) and bool(dates_in(text, at))))
 
     def fit(self, events):
         for r in self._all():
@@ -154,7 +159,7 @@ class LearnedRetriever(Retriever):
 
     def is_chat(self, event_ids) -> np.ndarray:
         """Per event: whether it is a chat line (scored by ``model``) or stands alone."""
-        return np.array([self._posts.get(e, ("", 0.0, 0.0, True))[3] for e in event_ids], bool)
+        return np.array([self._posts.get(e, NO_POST)[3] for e in event_ids], bool)
 
     def _features_one(self, text: str, hits: list) -> tuple[list[str], list[str], np.ndarray]:
         """One query's candidates from its parts' ``hits`` ((positions, scores, match type)
@@ -194,11 +199,12 @@ class LearnedRetriever(Retriever):
                 for i in rows.tolist():
                     kinds[i].add(kind)
         eids = names[best].tolist()
-        posts = [self._posts.get(e, ("", 0.0, 0.0, True)) for e in eids]
+        posts = [self._posts.get(e, NO_POST) for e in eids]
         c = 2 + 2 * len(parts)
         x[:, c] = [float(bool(p[0]) and p[0] in text) for p in posts]
         x[:, c + 1] = [p[1] for p in posts]
         x[:, c + 2] = [p[2] for p in posts]
+        x[:, c + 3] = [p[4] for p in posts]
         return eids, [_kind(k) for k in kinds], x
 
     def score(self, cand: pl.DataFrame) -> np.ndarray:
@@ -249,9 +255,9 @@ class LearnedRetriever(Retriever):
         ids = list(self._posts)
         pl.DataFrame({"event_id": ids, "speaker": [self._posts[e][0] for e in ids],
                       "log_length": [self._posts[e][1] for e in ids], "image": [self._posts[e][2] for e in ids],
-                      "chat": [self._posts[e][3] for e in ids]},
+                      "chat": [self._posts[e][3] for e in ids], "dated": [self._posts[e][4] for e in ids]},
                      schema={"event_id": pl.Utf8, "speaker": pl.Utf8, "log_length": pl.Float64,
-                             "image": pl.Float64, "chat": pl.Boolean}).write_parquet(folder / "posts.parquet")
+                             "image": pl.Float64, "chat": pl.Boolean, "dated": pl.Float64}).write_parquet(folder / "posts.parquet")
         return folder
 
     @classmethod
@@ -266,7 +272,10 @@ class LearnedRetriever(Retriever):
         posts = pl.read_parquet(folder / "posts.parquet")
         if "chat" not in posts.columns:  # saved before posts had a shape
             posts = posts.with_columns(pl.lit(True).alias("chat"))
-        obj._posts = {e: (s, ll, im, c) for e, s, ll, im, c in posts.select("event_id", "speaker", "log_length", "image", "chat").iter_rows()}
+        if "dated" not in posts.columns:  # saved before posts had dates (a model using it makes a new index anyway)
+            posts = posts.with_columns(pl.lit(0.0).alias("dated"))
+        columns = ("event_id", "speaker", "log_length", "image", "chat", "dated")
+        obj._posts = {e: tuple(rest) for e, *rest in posts.select(columns).iter_rows()}
         obj.catalog = obj.first.catalog
         return obj
 
