@@ -49,8 +49,24 @@ def cmd_serve(args) -> int:
     index = app.extensions["memkit"]["memory"].index  # load the model and index the store before the first query
     where = "in PostgreSQL" if settings.search_backend == "postgres" else "in this process"
     print(f"search index ({where}): {index.pipeline.name} over {len(index.pipeline.retriever)} events")
+    print(encoder_line(app.extensions["memkit"]["memory"]))
     app.run(host=args.host, port=args.port, debug=False, threaded=True)
     return 0
+
+
+def encoder_line(memory) -> str:
+    """What the service says at start about its encoder: the adapted one `memkit adapt`
+    switched to, or the configuration's own model and, if the configuration adapts, how."""
+    pipeline = memory.index.pipeline  # opens the active version first
+    version = memory.version
+    if version is not None and version.number > 0:
+        return f"encoder: {version.encoder} (version {version.number}, adapted to this store's posts by `memkit adapt`)"
+    line = f"encoder: {pipeline.encoder_name()} (the configuration's own model)"
+    stage = pipeline.encoder_stage
+    if stage is not None and stage.adapt is not None:
+        line += ("; this configuration adapts it to the store's own posts (no labels): run `memkit adapt` once "
+                 "posts are in, and again as they grow")
+    return line
 
 
 def cmd_app(args) -> int:

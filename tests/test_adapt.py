@@ -19,6 +19,7 @@ from memkit.cli import main
 from memkit.encoders import get_encoder, models_dir
 from memkit.retrievers.base import document_text
 from server import create_app
+from server.cli import encoder_line
 from server.search import versions
 from server.search.adapt import adapt
 from server.search.index import load_events
@@ -84,6 +85,8 @@ def test_adapt_switches_every_process_at_its_next_query(tmp_path, tmp_path_facto
     memory = app.extensions["memkit"]["memory"]
     before = memory.index
     assert before.pipeline.encoder_name() == "minilm"
+    said = encoder_line(memory)  # what `memkit serve` prints at start
+    assert "minilm (the configuration's own model)" in said and "run `memkit adapt`" in said
 
     settings = app.extensions["memkit"]["settings"]
     for name, value in (("DATABASE_URL", settings.database_url), ("PIPELINE_CONFIG", settings.pipeline_config),
@@ -108,6 +111,7 @@ def test_adapt_switches_every_process_at_its_next_query(tmp_path, tmp_path_facto
     rows = [dense.catalog.position[e] for e in frame["event_id"]]
     assert np.allclose(dense.vectors[rows], get_encoder(name).encode(docs), atol=1e-5)  # every vector: the new model
     assert after.pipeline.answerer.encoder.name == name
+    assert encoder_line(memory) == f"encoder: {name} (version 1, adapted to this store's posts by `memkit adapt`)"
 
     # The same posts teach nothing new: no training, no switch.
     monkeypatch.setattr("memkit.training._fit", lambda *a, **k: pytest.fail("trained again"))

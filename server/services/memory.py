@@ -108,6 +108,11 @@ class Memory:
                 self._version = version
             return self._index
 
+    @property
+    def version(self) -> versions.Version | None:
+        """The encoder version this process serves (None before its first query)."""
+        return self._version
+
     def pipeline_for(self, version: versions.Version) -> Pipeline:
         """The served config's pipeline with a version's model and vector tables. Version 0
         (no `memkit adapt` yet) uses the config's own model: ``[encoder] model`` and, if the
