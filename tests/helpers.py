@@ -53,3 +53,14 @@ def make_events(n: int, seed: int = 0, prefix: str = "e"):
             "tags": rng.sample(TAGS, rng.randrange(3)),
         })
     return events_frame(rows)
+
+
+def served_pipeline(config=None):
+    """The pipeline of a config as a fresh service serves it: the config's own model, fixed,
+    so ``fit`` trains nothing (the default adapts its encoder to the events given to ``fit``
+    in eval; the service only when `memkit adapt` runs)."""
+    from memkit.config import CONFIG_DIR
+    from memkit.pipeline import Pipeline
+
+    pipeline = Pipeline.from_config(config or CONFIG_DIR / "default.toml")
+    return pipeline.use_encoder(pipeline.encoder_stage.model) if pipeline.encoder_stage else pipeline

@@ -25,20 +25,20 @@ from __future__ import annotations
 import itertools
 from datetime import datetime, timedelta, timezone
 
+import numpy as np
 import polars as pl
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
-from memkit.config import CONFIG_DIR
 from memkit.pipeline import Pipeline
 from server.api.openapi import spec
 from server.models import BLOCK_TYPES
 from server.services.common import new_id, now
 from server.store.changes import log_event_changes
 from server.store.schema import blocks, events, floors, users
-from tests.helpers import FLOORS, make_events
+from tests.helpers import FLOORS, make_events, served_pipeline
 from tests.service_fixtures import PW, make_app, outbox_code
 from tests.test_filters import filters
 
@@ -73,13 +73,13 @@ def answer_authors(floor_ids) -> list[str]:
 
 @pytest.fixture(scope="module")
 def everything():
-    return Pipeline.from_config(CONFIG_DIR / "default.toml").fit(EVENTS)
+    return served_pipeline().fit(EVENTS)
 
 
 def alone(floor_ids: tuple[str, ...]) -> Pipeline:
     key = frozenset(floor_ids)
     if key not in _ALONE:
-        _ALONE[key] = Pipeline.from_config(CONFIG_DIR / "default.toml").fit(
+        _ALONE[key] = served_pipeline().fit(
             EVENTS.filter(pl.col("floor_id").is_in(list(floor_ids))))
     return _ALONE[key]
 
@@ -93,7 +93,11 @@ def test_a_query_over_some_floors_answers_as_if_only_they_existed(everything, fl
     got, want = [p.query(question, floor_ids=floor_ids, filters=f, k=k, summary=summary,
                          authors=answer_authors(floor_ids))
                  for p in (everything, alone(tuple(floor_ids)))]
-    assert got.run.equals(want.run)  # ids, order, match types and scores, bit for bit
+    # Ids, order and match types exactly; scores to float32 rounding: a similarity computed over
+    # the other floors' rows too goes through another BLAS path (1e-8 apart, seen in about half
+    # of the runs), which is arithmetic, not another floor leaking in.
+    assert got.run.drop("score").equals(want.run.drop("score"))
+    assert np.allclose(got.run["score"].to_numpy(), want.run["score"].to_numpy(), rtol=1e-6, atol=1e-9)
     assert got.answer == want.answer and got.relevant == want.relevant
 
 

@@ -7,9 +7,9 @@ from datetime import datetime, timezone
 import polars as pl
 import pytest
 
-from memkit.config import CONFIG_DIR
-from memkit.pipeline import Pipeline, QueryRequest
+from memkit.pipeline import QueryRequest
 from memkit.tables import events_frame
+from tests.helpers import served_pipeline
 
 pytestmark = pytest.mark.slow
 
@@ -28,7 +28,7 @@ POSTS = [  # (id, author, text, posted)
 def pipeline():
     events = events_frame([{"event_id": i, "floor_id": "f", "block_id": "f/chat", "block_type": "feed", "user_id": u,
                             "text": t, "created_at": at} for i, u, t, at in POSTS])
-    return Pipeline.from_config(CONFIG_DIR / "default.toml").fit(events)
+    return served_pipeline().fit(events)
 
 
 def ask(p, q, **kw):
