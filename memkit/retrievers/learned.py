@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 import numpy as np
 import polars as pl
@@ -39,7 +39,21 @@ from memkit.tables import RUN_SCHEMA
 from memkit.timeref import dates_in
 
 POST_FEATURES = ["speaker_in_query", "log_length", "image", "dated"]
-NO_POST = ("", 0.0, 0.0, True, 0.0)  # a post the ranker was not given: speaker, log length, image, chat, dated
+
+
+class Post(NamedTuple):
+    """What the ranker keeps of an indexed post."""
+
+    speaker: str
+    log_length: float
+    image: float
+    chat: bool
+    dated: float
+
+
+NO_POST = Post("", 0.0, 0.0, True, 0.0)  # a post the ranker was not given
+POST_SCHEMA = {"speaker": pl.Utf8, "log_length": pl.Float64, "image": pl.Float64, "chat": pl.Boolean,
+               "dated": pl.Float64}
 
 
 class LearnedRetriever(Retriever):
@@ -64,7 +78,7 @@ class LearnedRetriever(Retriever):
                               if passage_model is not None else None)
         if self.passage_model is not None and self.model is None:
             raise ValidationError("retriever.passage_model", "needs a [retriever.model] for chat lines too")
-        self._posts: dict[str, tuple[str, float, float, bool, float]] = {}  # speaker, log length, image, chat, dated
+        self._posts: dict[str, Post] = {}
 
     def feature_names(self) -> list[str]:
         names = ["fused", "fused_r"]
@@ -86,7 +100,8 @@ class LearnedRetriever(Retriever):
         chat = events["chat"].to_list() if "chat" in events.columns else [True] * events.height
         times = events["created_at"].to_list() if "created_at" in events.columns else [None] * events.height
         for eid, spk, text, c, at in zip(events["event_id"].to_list(), speakers, texts, chat, times):
-            self._posts[eid] = (spk, math.log1p(len(text)), float("[image:" in text), bool(c), float(bool(c) and bool(dates_in(text, at))))
+            self._posts[eid] = Post(spk, math.log1p(len(text)), float("[image:" in text), bool(c),
+                                    float(bool(c) and bool(dates_in(text, at))))
 
     def fit(self, events):
         for r in self._all():
@@ -159,7 +174,7 @@ class LearnedRetriever(Retriever):
 
     def is_chat(self, event_ids) -> np.ndarray:
         """Per event: whether it is a chat line (scored by ``model``) or stands alone."""
-        return np.array([self._posts.get(e, NO_POST)[3] for e in event_ids], bool)
+        return np.array([self._posts.get(e, NO_POST).chat for e in event_ids], bool)
 
     def _features_one(self, text: str, hits: list) -> tuple[list[str], list[str], np.ndarray]:
         """One query's candidates from its parts' ``hits`` ((positions, scores, match type)
@@ -201,10 +216,10 @@ class LearnedRetriever(Retriever):
         eids = names[best].tolist()
         posts = [self._posts.get(e, NO_POST) for e in eids]
         c = 2 + 2 * len(parts)
-        x[:, c] = [float(bool(p[0]) and p[0] in text) for p in posts]
-        x[:, c + 1] = [p[1] for p in posts]
-        x[:, c + 2] = [p[2] for p in posts]
-        x[:, c + 3] = [p[4] for p in posts]
+        x[:, c] = [float(bool(p.speaker) and p.speaker in text) for p in posts]
+        x[:, c + 1] = [p.log_length for p in posts]
+        x[:, c + 2] = [p.image for p in posts]
+        x[:, c + 3] = [p.dated for p in posts]
         return eids, [_kind(k) for k in kinds], x
 
     def score(self, cand: pl.DataFrame) -> np.ndarray:
@@ -253,11 +268,9 @@ class LearnedRetriever(Retriever):
         for i, r in enumerate(self.extra):
             r.save(folder / f"extra{i}")
         ids = list(self._posts)
-        pl.DataFrame({"event_id": ids, "speaker": [self._posts[e][0] for e in ids],
-                      "log_length": [self._posts[e][1] for e in ids], "image": [self._posts[e][2] for e in ids],
-                      "chat": [self._posts[e][3] for e in ids], "dated": [self._posts[e][4] for e in ids]},
-                     schema={"event_id": pl.Utf8, "speaker": pl.Utf8, "log_length": pl.Float64,
-                             "image": pl.Float64, "chat": pl.Boolean, "dated": pl.Float64}).write_parquet(folder / "posts.parquet")
+        columns = {name: [getattr(self._posts[e], name) for e in ids] for name in Post._fields}
+        pl.DataFrame({"event_id": ids, **columns}, schema={"event_id": pl.Utf8, **POST_SCHEMA}).write_parquet(
+            folder / "posts.parquet")
         return folder
 
     @classmethod
@@ -272,10 +285,9 @@ class LearnedRetriever(Retriever):
         posts = pl.read_parquet(folder / "posts.parquet")
         if "chat" not in posts.columns:  # saved before posts had a shape
             posts = posts.with_columns(pl.lit(True).alias("chat"))
-        if "dated" not in posts.columns:  # saved before posts had dates (a model using it makes a new index anyway)
+        if "dated" not in posts.columns:  # saved before posts had dates (a model that reads them makes a new index anyway)
             posts = posts.with_columns(pl.lit(0.0).alias("dated"))
-        columns = ("event_id", "speaker", "log_length", "image", "chat", "dated")
-        obj._posts = {e: tuple(rest) for e, *rest in posts.select(columns).iter_rows()}
+        obj._posts = {e: Post(*rest) for e, *rest in posts.select("event_id", *Post._fields).iter_rows()}
         obj.catalog = obj.first.catalog
         return obj
 
