@@ -197,18 +197,11 @@ def headline(dev: DevSet, table: pl.DataFrame) -> str:
     return f"{dev.metric} {table[dev.metric].mean():.4f}{extra} ({table.height} q{per})"
 
 
-def main(argv=None) -> int:
-    args = training_args(__doc__, argv, "the models", extra=[("--calibration", "fit and report only the calibration "
-                                                            "(memkit/calibration.py); with --write, write it")])
-    config = load_config(args.config)
-    config["retriever"].pop("model", None)
-    config.pop("calibration", None)  # the first stage's scores are not the models' log-odds
-    kept = config["retriever"].pop("passage_model", None)
-    if config["retriever"].get("type") != "learned":
-        print(f"{args.config}: the retriever is not type = \"learned\"", file=sys.stderr)
-        return 2
-    root = Path(args.data).resolve().parents[1]
-    locomo = load_any(args.data)
+def dev_sets(config: dict, data: str) -> list[DevSet]:
+    """LoCoMo-dev (``data``) and the other dev sets found next to it, indexed with ``config``
+    (its learned retriever's models removed by the caller)."""
+    root = Path(data).resolve().parents[1]
+    locomo = load_any(data)
     devs = [dev_set("locomo-dev", "recall@10", config, locomo, locomo)]
     for folder, name, metric in OTHERS:
         if not (root / folder).exists():
@@ -220,6 +213,41 @@ def main(argv=None) -> int:
             ds = load_any(root / folder)
             devs.append(dev_set(name, metric, config, ds, ds, field="rewrite"))
         print(f"{name}: {devs[-1].cand.height} training candidates", flush=True)
+    return devs
+
+
+def cross_validated(devs: list[DevSet], names: list[str]) -> dict[str, tuple[pl.DataFrame, pl.DataFrame]]:
+    """Per dev set: (leave one group out, leave this data set out) per-query tables, the
+    models trained on ``names`` only."""
+    out = {}
+    for dev in devs:
+        every = dev.scored.queries["query_id"].to_list()
+        tables = []
+        for g in sorted(set(dev.groups.values())):
+            rows = [d.cand.filter(pl.col("group") != g) if d is dev else d.cand for d in devs]
+            tables.append(held_out(dev, fit_models(rows, names), [q for q, gg in dev.groups.items() if gg == g]))
+        models = fit_models([d.cand for d in devs if d is not dev], names)
+        out[dev.name] = (pl.concat(tables), held_out(dev, models, every))
+    return out
+
+
+def unmodelled(path: str) -> dict:
+    """A learned config with its models (and calibration) taken out, for training them again."""
+    config = load_config(path)
+    config["retriever"].pop("model", None)
+    config.pop("calibration", None)  # the first stage's scores are not the models' log-odds
+    return config
+
+
+def main(argv=None) -> int:
+    args = training_args(__doc__, argv, "the models", extra=[("--calibration", "fit and report only the calibration "
+                                                            "(memkit/calibration.py); with --write, write it")])
+    config = unmodelled(args.config)
+    kept = config["retriever"].pop("passage_model", None)
+    if config["retriever"].get("type") != "learned":
+        print(f"{args.config}: the retriever is not type = \"learned\"", file=sys.stderr)
+        return 2
+    devs = dev_sets(config, args.data)
     names = devs[0].pipeline.retriever.feature_names()
 
     if args.calibration:
@@ -238,17 +266,11 @@ def main(argv=None) -> int:
             Path(args.config).write_text(text)
             print(f"calibration written to {args.config}")
         return 0
-    for dev in devs:
-        every = dev.scored.queries["query_id"].to_list()
+    for dev, (logo, lodo) in zip(devs, cross_validated(devs, names).values()):
         print(f"\n{dev.name}")
-        print("  first stage alone:       ", headline(dev, held_out(dev, (None, None), every)))
-        tables = []
-        for g in sorted(set(dev.groups.values())):
-            rows = [d.cand.filter(pl.col("group") != g) if d is dev else d.cand for d in devs]
-            tables.append(held_out(dev, fit_models(rows, names), [q for q, gg in dev.groups.items() if gg == g]))
-        print("  leave one group out:     ", headline(dev, pl.concat(tables)))
-        models = fit_models([d.cand for d in devs if d is not dev], names)
-        print("  leave this data set out: ", headline(dev, held_out(dev, models, every)), flush=True)
+        print("  first stage alone:       ", headline(dev, held_out(dev, (None, None), dev.scored.queries["query_id"].to_list())))
+        print("  leave one group out:     ", headline(dev, logo))
+        print("  leave this data set out: ", headline(dev, lodo), flush=True)
     models = fit_models([d.cand for d in devs], names)
     for dev in devs:
         print(f"{dev.name} trained on all (in-sample but SciFact):", headline(dev, held_out(dev, models, dev.scored.queries["query_id"].to_list())))
