@@ -72,10 +72,10 @@ def locomo_cells(table: pl.DataFrame) -> list[str]:
         f"{table.filter(pl.col('category') == c)['recall@10'].mean():.4f}" for c in CATS]
 
 
-def cv_row(label: str, devs: list[tr.DevSet], names: list[str]) -> str:
+def cv_row(label: str, devs: list[tr.DevSet], names: list[str], passage_names: list[str] | None = None) -> str:
     """One table row: LoCoMo-dev leave one conversation out (R@5, R@10, per category),
     LoCoMo-dev leaving the data set out (R@10), then each other set's metric both ways."""
-    res = tr.cross_validated(devs, names)
+    res = tr.cross_validated(devs, names, passage_names)
     logo, lodo = res["locomo-dev"]
     cells = locomo_cells(logo) + [cell(lodo, "recall@10")]
     for dev in devs[1:]:
@@ -123,8 +123,11 @@ def part_parts(data: str) -> None:
     config["retriever"]["extra"] += [{"type": "dense", "doc_template": "{line}\n{next_lines}", "lines": "mean"},
                                      {"type": "dense", "doc_template": "{session_text}", "lines": "mean"}]
     devs = tr.dev_sets(config, data)
-    print(cv_row("windows: dense over a turn and the next, and over its session", devs,
-                 devs[0].pipeline.retriever.feature_names()), flush=True)
+    names = devs[0].pipeline.retriever.feature_names()
+    print(cv_row("windows: dense over a turn and the next, and over its session", devs, names), flush=True)
+    windows = {f"part{i}{r}" for i in (7, 8) for r in ("", "_r")}  # the two new parts: nothing of a passage's own
+    print(cv_row("windows, the passage model without them", devs, names, [n for n in names if n not in windows]),
+          flush=True)
     original = rep.add_context
     rep.add_context = lambda events, *a, **k: with_when(original(events, *a, **k))
     try:

@@ -97,13 +97,15 @@ def group_of(ds: Dataset) -> pl.DataFrame:
     return ds.queries.select("query_id", pl.coalesce(conv, pl.col("floor_ids").list.first()).alias("group"))
 
 
-def fit_models(rows: list[pl.DataFrame], names: list[str]) -> tuple[dict | None, dict | None]:
-    """(chat model, passage model) fitted on the given candidate rows (None: no rows of that shape)."""
+def fit_models(rows: list[pl.DataFrame], names: list[str],
+               passage_names: list[str] | None = None) -> tuple[dict | None, dict | None]:
+    """(chat model, passage model) fitted on the given candidate rows (None: no rows of that
+    shape); ``passage_names``: the passage model's features, if not ``names``."""
     data = pl.concat(rows)
     out = []
-    for chat in (True, False):
+    for chat, cols in ((True, names), (False, passage_names or names)):
         part = data.filter(pl.col("chat") == chat)
-        out.append(fit_linear(part.select(names).to_numpy(), part["y"].to_numpy(), names)
+        out.append(fit_linear(part.select(cols).to_numpy(), part["y"].to_numpy(), cols)
                    if part.height and part["y"].sum() > 0 else None)
     return out[0], out[1]
 
@@ -216,17 +218,19 @@ def dev_sets(config: dict, data: str) -> list[DevSet]:
     return devs
 
 
-def cross_validated(devs: list[DevSet], names: list[str]) -> dict[str, tuple[pl.DataFrame, pl.DataFrame]]:
+def cross_validated(devs: list[DevSet], names: list[str],
+                    passage_names: list[str] | None = None) -> dict[str, tuple[pl.DataFrame, pl.DataFrame]]:
     """Per dev set: (leave one group out, leave this data set out) per-query tables, the
-    models trained on ``names`` only."""
+    models trained on ``names`` only (the passage model on ``passage_names`` if given)."""
     out = {}
     for dev in devs:
         every = dev.scored.queries["query_id"].to_list()
         tables = []
         for g in sorted(set(dev.groups.values())):
             rows = [d.cand.filter(pl.col("group") != g) if d is dev else d.cand for d in devs]
-            tables.append(held_out(dev, fit_models(rows, names), [q for q, gg in dev.groups.items() if gg == g]))
-        models = fit_models([d.cand for d in devs if d is not dev], names)
+            tables.append(held_out(dev, fit_models(rows, names, passage_names),
+                                   [q for q, gg in dev.groups.items() if gg == g]))
+        models = fit_models([d.cand for d in devs if d is not dev], names, passage_names)
         out[dev.name] = (pl.concat(tables), held_out(dev, models, every))
     return out
 
