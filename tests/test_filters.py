@@ -120,9 +120,12 @@ def test_filtered_search_equals_brute_force(fitted, kind, f, q, k):
 @PROPS
 @given(f=filters(), q=st.sampled_from(QUERIES), k=st.integers(1, 40))
 def test_hnsw_filtered_search_against_brute_force(fitted, f, q, k):
-    """HNSW is approximate, so its hard guarantees are checked exactly (only admitted
-    events, as many as asked for or admitted, exact scores, exact results when the filter
-    is selective enough to bypass the graph) and its ranking by overlap."""
+    """HNSW is approximate, so only its hard guarantees are checked here, on every example:
+    only admitted events, as many as asked for or admitted, exact scores, and exact results
+    when the filter is selective enough to bypass the graph. How much of the exact top k it
+    finds is a mean over a fixed grid (the next test): one query may miss a neighbour the
+    graph cannot reach (usearch leaves 3 of these 150 events unreachable), so a per-query
+    overlap bound fails for small k."""
     hnsw = fitted["dense-hnsw"]
     got = hnsw.search(q, k=k, filters=f)
     want = brute_force(fitted["dense"], q, k, f)
@@ -134,8 +137,28 @@ def test_hnsw_filtered_search_against_brute_force(fitted, f, q, k):
     admitted = sum(admits(f, r) for r in ROWS.values())
     if f.floor_ids is not None or admitted <= hnsw.exact_share * len(ROWS):  # floors: always exact
         assert got["event_id"].to_list() == want["event_id"].to_list()
-    else:
-        assert len(set(got["event_id"]) & set(want["event_id"])) >= 0.8 * want.height
+
+
+def test_hnsw_filtered_recall_over_a_grid(fitted):
+    """Mean recall of the graph path against the exact top k, over every query, a grid of
+    filters that keep from a fifth to all of the events, and k from 1 to 20."""
+    hnsw, grid = fitted["dense-hnsw"], []
+    for types in (None, TYPES[:1], TYPES[:2]):
+        for tags in (None, TAGS[:1], TAGS[:3]):
+            f = Filters(types=types, tags=tags)
+            if sum(admits(f, r) for r in ROWS.values()) > hnsw.exact_share * len(ROWS):
+                grid.append(f)
+    recalls = []
+    for f in grid:
+        for q in QUERIES:
+            for k in (1, 3, 10, 20):
+                want = set(brute_force(fitted["dense"], q, k, f)["event_id"])
+                got = set(hnsw.search(q, k=k, filters=f)["event_id"])
+                recalls.append(len(got & want) / len(want))
+    assert len(grid) >= 5
+    # 25 builds of this graph (usearch adds on several threads, so builds differ) gave
+    # 0.973 to 1.0; a graph path that cut at k before filtering would fall far below.
+    assert np.mean(recalls) >= 0.9, np.mean(recalls)
 
 
 @pytest.mark.parametrize("method", ["rrf", "convex"])
