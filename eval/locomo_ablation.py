@@ -68,7 +68,11 @@ def main(argv=None) -> int:
     def run(kind: str, template: str, depth: int = 100):
         return build({"type": kind, "doc_template": template}).fit(events).search(queries, depth)
 
-    print("| representation / retriever | R@5 1-4 | R@10 1-4 | " + " | ".join(f"R@10 {c}" for c in CATS) + " | |")
+    print(
+        "| representation / retriever | R@5 1-4 | R@10 1-4 | "
+        + " | ".join(f"R@10 {c}" for c in CATS)
+        + " | |"
+    )
     print("|---|" + "---:|" * (2 + len(CATS)) + "---|")
     bm25 = {}
     for name, template in TEMPLATES.items():
@@ -77,18 +81,35 @@ def main(argv=None) -> int:
     dense = {name: run("dense", TEMPLATES[name]) for name in ("text", "+ speaker", "+ next turn")}
     for name, r in dense.items():
         print(row(f"{name}: MiniLM", table_of(r, ds)), flush=True)
-    print(row("text: hybrid 0.5/0.5 (the old default)", table_of(convex([bm25["text"], dense["text"]], [0.5, 0.5], top=50), ds)))
+    print(
+        row(
+            "text: hybrid 0.5/0.5 (the old default)",
+            table_of(convex([bm25["text"], dense["text"]], [0.5, 0.5], top=50), ds),
+        )
+    )
     for b in ("+ speaker", "+ previous turn", "+ date"):
         t, chosen = cross_validated_fusion([bm25[b], dense["+ speaker"]], ds)
         weights = ", ".join(f"{w[0]:.1f}" for _, w in chosen)
-        print(row(f"BM25 ({b}) + MiniLM (+ speaker), convex, weight by CV", t, f"BM25 weight per fold: {weights}"),
-              flush=True)
+        print(
+            row(
+                f"BM25 ({b}) + MiniLM (+ speaker), convex, weight by CV",
+                t,
+                f"BM25 weight per fold: {weights}",
+            ),
+            flush=True,
+        )
     session = run("bm25", "{session_text}", 400)  # every turn of a session gets its session's score
     print(row("session BM25 alone", table_of(session, ds)))
     t, chosen = cross_validated_fusion([bm25["+ date"], dense["+ speaker"], session], ds, WEIGHTS3)
     weights = "; ".join("/".join(f"{x:.1f}" for x in w) for _, w in chosen)
-    print(row("**BM25 (+ date) + MiniLM (+ speaker) + session BM25, convex, weights by CV** (= locomo-context, the default's first stage)", t,
-              f"weights per fold: {weights}"), flush=True)
+    print(
+        row(
+            "**BM25 (+ date) + MiniLM (+ speaker) + session BM25, convex, weights by CV** (= locomo-context, the default's first stage)",
+            t,
+            f"weights per fold: {weights}",
+        ),
+        flush=True,
+    )
     return 0
 
 

@@ -28,7 +28,15 @@ def read_trec_run(path: str) -> pl.DataFrame:
     with open(path, encoding="utf-8") as fh:
         for line in fh:
             qid, _, eid, rank, score, *_ = line.split()
-            rows.append({"query_id": qid, "event_id": eid, "score": float(score), "rank": int(rank), "match_type": ""})
+            rows.append(
+                {
+                    "query_id": qid,
+                    "event_id": eid,
+                    "score": float(score),
+                    "rank": int(rank),
+                    "match_type": "",
+                }
+            )
     return pl.DataFrame(rows, schema=RUN_SCHEMA)
 
 
@@ -40,8 +48,13 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     ds = load_any(args.dataset)
     with open(args.answers, encoding="utf-8") as fh:
-        answers = pl.DataFrame([{k: r.get(k) for k in ("query_id", "answer", "declined")} for r in map(json.loads, fh)],
-                               schema={"query_id": pl.Utf8, "answer": pl.Utf8, "declined": pl.Boolean})
+        answers = pl.DataFrame(
+            [
+                {k: r.get(k) for k in ("query_id", "answer", "declined")}
+                for r in map(json.loads, fh)
+            ],
+            schema={"query_id": pl.Utf8, "answer": pl.Utf8, "declined": pl.Boolean},
+        )
     table = turn_checks(answers, ds.queries, ds.qrels, read_trec_run(args.run))
     cols = ["checks", "post_first", "post_top5", "answer_right", "false_decline", "false_answer"]
     print("| group | " + " | ".join(cols) + " |\n|---|" + "---:|" * len(cols))

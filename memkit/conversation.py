@@ -66,8 +66,12 @@ class Turn:
     event_ids: list[str] = field(default_factory=list)  # the items returned, best first
     answer: str | None = None
     quoted: list[str] = field(default_factory=list)  # the posts the answer quoted
-    words: list[str] = field(default_factory=list)  # the question's content words (its time phrase left out)
-    answer_words: list[str] = field(default_factory=list)  # content words of the sentences the answer quoted
+    words: list[str] = field(
+        default_factory=list
+    )  # the question's content words (its time phrase left out)
+    answer_words: list[str] = field(
+        default_factory=list
+    )  # content words of the sentences the answer quoted
     window: tuple[date, date] | None = None  # the days the turn was about (asked, or carried)
     topic: int = 0  # the conversation's topics are numbered 0, 1, ...
     time: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
@@ -87,7 +91,9 @@ class Reading:
     window: Window | None = None  # asked in the question
     carried_window: tuple[date, date] | None = None  # from the previous turn
     own_words: list[str] = field(default_factory=list)  # the question's content words
-    new_subject: list[str] = field(default_factory=list)  # follow-up words the topic never had (stems)
+    new_subject: list[str] = field(
+        default_factory=list
+    )  # follow-up words the topic never had (stems)
     topic_stems: list[str] = field(default_factory=list)  # the current topic's words (stems)
 
     @property
@@ -97,7 +103,9 @@ class Reading:
     @property
     def days(self) -> tuple[date, date] | None:
         """The days the question is about: its own window, else the one carried."""
-        return (self.window.span.start, self.window.span.end) if self.window else self.carried_window
+        return (
+            (self.window.span.start, self.window.span.end) if self.window else self.carried_window
+        )
 
 
 class ConversationStore:
@@ -133,14 +141,18 @@ class ConversationStore:
 _WORD = re.compile(r"[^\W_][\w'-]*")
 # Words that make a question lean on what came before ("how deadly is it?", "what about
 # the cost?", "and in winter?").
-CUES = frozenset("it its it's they them their theirs this that these those he him his she her hers there then such "
-                 "same other another one ones former latter also too else".split())
+CUES = frozenset(
+    "it its it's they them their theirs this that these those he him his she her hers there then such "
+    "same other another one ones former latter also too else".split()
+)
 CUE_PHRASES = ("what about", "how about", "and ", "what else", "tell me more", "more about")
 # Question words and fillers that say nothing of a topic.
-FILLER = frozenset("what when where who whom whose which why how did does do was were is are anything something "
-                   "happened happen happening going tell know say said post posted mention mentioned talk talked "
-                   "much many write wrote get got thing things stuff people anyone someone go goes went gone come came "
-                   "make made take took give gave put different question another okay anyway also now".split())
+FILLER = frozenset(
+    "what when where who whom whose which why how did does do was were is are anything something "
+    "happened happen happening going tell know say said post posted mention mentioned talk talked "
+    "much many write wrote get got thing things stuff people anyone someone go goes went gone come came "
+    "make made take took give gave put different question another okay anyway also now".split()
+)
 
 
 def content_words(text: str) -> list[str]:
@@ -172,8 +184,9 @@ def leans_on_context(query: str, short: int, names=()) -> bool:
     q = " " + query.lower().strip()
     named = {n.lower() for n in names}
     own = [w for w in content_words(query) if w.lower() not in named]
-    return (any(w in CUES for w in words) or any(f" {p}" in q for p in CUE_PHRASES)
-            or len(own) <= short)
+    return (
+        any(w in CUES for w in words) or any(f" {p}" in q for p in CUE_PHRASES) or len(own) <= short
+    )
 
 
 def names_a_subject(query: str) -> bool:
@@ -189,7 +202,9 @@ class NoContext:
 
     type_name = "none"
 
-    def read(self, query: str, history: list[Turn], window: Window | None = None, names=()) -> Reading:
+    def read(
+        self, query: str, history: list[Turn], window: Window | None = None, names=()
+    ) -> Reading:
         text = _searched(query, window)
         return Reading(query, [(text, 1.0)], window=window, own_words=_own_words(query, window))
 
@@ -222,30 +237,54 @@ class CarryContext:
 
     type_name = "carry"
 
-    def __init__(self, weight: float = 0.4, recent: int = 1, first: bool = True, short: int = 3,
-                 detect: bool = False, idle_minutes: float = 30.0):
+    def __init__(
+        self,
+        weight: float = 0.4,
+        recent: int = 1,
+        first: bool = True,
+        short: int = 3,
+        detect: bool = False,
+        idle_minutes: float = 30.0,
+    ):
         _check(weight, recent, idle_minutes)
         self.weight, self.recent, self.first, self.short = weight, recent, first, short
         self.detect, self.idle_minutes = detect, idle_minutes
 
     def params(self) -> dict:
-        return {"type": self.type_name, "weight": self.weight, "recent": self.recent, "first": self.first,
-                "short": self.short, "detect": self.detect, "idle_minutes": self.idle_minutes}
+        return {
+            "type": self.type_name,
+            "weight": self.weight,
+            "recent": self.recent,
+            "first": self.first,
+            "short": self.short,
+            "detect": self.detect,
+            "idle_minutes": self.idle_minutes,
+        }
 
     def carried(self, query: str, history: list[Turn]) -> list[str]:
         if not history or (self.detect and not leans_on_context(query, self.short)):
             return []
-        sources = ([history[0].query] if self.first else []) + [t.query for t in history[-self.recent:]] * bool(self.recent)
+        sources = ([history[0].query] if self.first else []) + [
+            t.query for t in history[-self.recent :]
+        ] * bool(self.recent)
         return _new_words(query, sources)
 
-    def read(self, query: str, history: list[Turn], window: Window | None = None, names=()) -> Reading:
+    def read(
+        self, query: str, history: list[Turn], window: Window | None = None, names=()
+    ) -> Reading:
         text = _searched(query, window)
         extra = self.carried(text, history)
         variants = [(text, 1.0)]
         if extra and self.weight > 0:
             variants = [(text, 1.0 - self.weight), (f"{text} {' '.join(extra)}", self.weight)]
-        return Reading(query, variants, kind="follow-up" if extra else "alone", words=extra, window=window,
-                       own_words=_own_words(query, window))
+        return Reading(
+            query,
+            variants,
+            kind="follow-up" if extra else "alone",
+            words=extra,
+            window=window,
+            own_words=_own_words(query, window),
+        )
 
     def contextualize(self, query: str, history: list[Turn]) -> str:
         return self.read(query, history).effective_query
@@ -259,23 +298,48 @@ class TopicContext:
 
     type_name = "topic"
 
-    def __init__(self, weight: float = 0.4, bare_weight: float = 0.7, short: int = 2, answer_words: int = 8,
-                 window: bool = True, idle_minutes: float = 30.0, repeat_weight: float = 1.0):
+    def __init__(
+        self,
+        weight: float = 0.4,
+        bare_weight: float = 0.7,
+        short: int = 2,
+        answer_words: int = 8,
+        window: bool = True,
+        idle_minutes: float = 30.0,
+        repeat_weight: float = 1.0,
+    ):
         _check(weight, 1, idle_minutes)
         _check(bare_weight, 1, idle_minutes, "contextualizer.bare_weight")
         _check(repeat_weight, 1, idle_minutes, "contextualizer.repeat_weight")
         self.repeat_weight = repeat_weight  # a follow-up asking something new: the last answer's posts' scores times this
         if isinstance(answer_words, bool) or not isinstance(answer_words, int) or answer_words < 0:
-            raise ValidationError("contextualizer.answer_words", f"expected a non-negative integer, got {answer_words!r}")
-        self.weight, self.bare_weight, self.short, self.answer_words = weight, bare_weight, short, answer_words
+            raise ValidationError(
+                "contextualizer.answer_words",
+                f"expected a non-negative integer, got {answer_words!r}",
+            )
+        self.weight, self.bare_weight, self.short, self.answer_words = (
+            weight,
+            bare_weight,
+            short,
+            answer_words,
+        )
         self.window, self.idle_minutes = window, idle_minutes
 
     def params(self) -> dict:
-        return {"type": self.type_name, "weight": self.weight, "bare_weight": self.bare_weight, "short": self.short,
-                "answer_words": self.answer_words, "window": self.window, "idle_minutes": self.idle_minutes,
-                "repeat_weight": self.repeat_weight}
+        return {
+            "type": self.type_name,
+            "weight": self.weight,
+            "bare_weight": self.bare_weight,
+            "short": self.short,
+            "answer_words": self.answer_words,
+            "window": self.window,
+            "idle_minutes": self.idle_minutes,
+            "repeat_weight": self.repeat_weight,
+        }
 
-    def read(self, query: str, history: list[Turn], window: Window | None = None, names=()) -> Reading:
+    def read(
+        self, query: str, history: list[Turn], window: Window | None = None, names=()
+    ) -> Reading:
         text = _searched(query, window)
         own = _own_words(query, window)
         named = {n.lower() for n in names} | {p.lower() for n in names for p in n.split()}
@@ -283,29 +347,55 @@ class TopicContext:
         if not history:
             # "and how much did that cost them?" from someone who asked nothing yet: a pronoun
             # with next to nothing of its own refers to nothing.
-            bare = window is None and _PRONOUN.search(text) and len(mine) <= self.short and not names_a_subject(text)
-            return Reading(query, [(text, 1.0)], kind="unresolved" if bare else "new", window=window, own_words=own)
+            bare = (
+                window is None
+                and _PRONOUN.search(text)
+                and len(mine) <= self.short
+                and not names_a_subject(text)
+            )
+            return Reading(
+                query,
+                [(text, 1.0)],
+                kind="unresolved" if bare else "new",
+                window=window,
+                own_words=own,
+            )
         last = history[-1]
         current = _topic_stems(history, last.topic, named)
-        own_window = window is not None and not _PRONOUN.search(text)  # "what happened in May?" says what it is about
-        if own_window or not leans_on_context(text, self.short, names) or (names_a_subject(text) and len(mine) > self.short):
+        own_window = window is not None and not _PRONOUN.search(
+            text
+        )  # "what happened in May?" says what it is about
+        if (
+            own_window
+            or not leans_on_context(text, self.short, names)
+            or (names_a_subject(text) and len(mine) > self.short)
+        ):
             # It names its own subject: the same topic, a return to an earlier one, or a new one.
             topic, kind = last.topic, "alone"
             if own_window and not mine:  # a new window, nothing else: a topic of its own
                 topic, kind = max(t.topic for t in history) + 1, "new"
             elif mine and not mine & current:
-                earlier = [t.topic for t in reversed(history) if t.topic != last.topic
-                           and mine & _topic_stems(history, t.topic, named)]
+                earlier = [
+                    t.topic
+                    for t in reversed(history)
+                    if t.topic != last.topic and mine & _topic_stems(history, t.topic, named)
+                ]
                 topic = earlier[0] if earlier else max(t.topic for t in history) + 1
                 kind = "return" if earlier else "new"
-            return Reading(query, [(text, 1.0)], kind=kind, topic=topic, window=window, own_words=own)
+            return Reading(
+                query, [(text, 1.0)], kind=kind, topic=topic, window=window, own_words=own
+            )
         turns = [t for t in history if t.topic == last.topic]
         sources = [turns[0].words] + ([last.words] if last is not turns[0] else [])
-        if not mine:  # nothing of its own ("when was that?"): it is about what the last answer quoted
+        if (
+            not mine
+        ):  # nothing of its own ("when was that?"): it is about what the last answer quoted
             sources.append(last.answer_words[: self.answer_words])
         # What the topic is about, not what was asked of it: "organised" in "Who organised the
         # trip to Zion?" would pull the organiser's post into "and how much did it cost?".
-        extra = [w for w in _new_words(text, [" ".join(words) for words in sources]) if not _past_verb(w)]
+        extra = [
+            w for w in _new_words(text, [" ".join(words) for words in sources]) if not _past_verb(w)
+        ]
         weight = self.weight if mine else self.bare_weight  # a bare "when was that?" is all context
         variants = [(text, 1.0)]
         if extra and weight > 0:
@@ -318,15 +408,31 @@ class TopicContext:
         # be a new subject; the pipeline checks it against the posts found (confirms_topic).
         asked = {_stem(w) for t in turns for w in t.words if w.lower() not in named}
         new_subject = sorted(mine - asked) if not _PRONOUN.search(text) else []
-        return Reading(query, variants, kind="follow-up", topic=last.topic, words=extra, posts=list(last.quoted),
-                       window=window, carried_window=carried, own_words=own, new_subject=new_subject,
-                       topic_stems=sorted(asked))
+        return Reading(
+            query,
+            variants,
+            kind="follow-up",
+            topic=last.topic,
+            words=extra,
+            posts=list(last.quoted),
+            window=window,
+            carried_window=carried,
+            own_words=own,
+            new_subject=new_subject,
+            topic_stems=sorted(asked),
+        )
 
     def new_topic(self, reading: Reading, history: list[Turn]) -> Reading:
         """The reading of a question that turned out to start a new topic."""
         text = reading.variants[0][0]
-        return Reading(reading.query, [(text, 1.0)], kind="new", topic=max(t.topic for t in history) + 1,
-                       window=reading.window, own_words=reading.own_words)
+        return Reading(
+            reading.query,
+            [(text, 1.0)],
+            kind="new",
+            topic=max(t.topic for t in history) + 1,
+            window=reading.window,
+            own_words=reading.own_words,
+        )
 
     def contextualize(self, query: str, history: list[Turn]) -> str:
         return self.read(query, history).effective_query
@@ -334,7 +440,9 @@ class TopicContext:
 
 _WHAT_HAPPENED = re.compile(
     r"^\W*(?:and\s+)?(?:anything|any news|news)\b|\bwhat(?:'s| was| were| is| are)?\b.*\b(?:happen\w*|going on|up to|doing|"
-    r"new|news|post\w*|writ\w+|wrote|talk\w* about|say|said|share\w*)\b", re.IGNORECASE)
+    r"new|news|post\w*|writ\w+|wrote|talk\w* about|say|said|share\w*)\b",
+    re.IGNORECASE,
+)
 
 
 def asks_what_happened(query: str) -> bool:
@@ -343,11 +451,15 @@ def asks_what_happened(query: str) -> bool:
     return bool(_WHAT_HAPPENED.search(query))
 
 
-_PRONOUN = re.compile(r"\b(?:it|its|it's|they|them|their|this|that|these|those|he|him|his|she|her|there|then)\b",
-                      re.IGNORECASE)
+_PRONOUN = re.compile(
+    r"\b(?:it|its|it's|they|them|their|this|that|these|those|he|him|his|she|her|there|then)\b",
+    re.IGNORECASE,
+)
 
 
-def confirms_topic(reading: Reading, first: str, best: float | None = None, sure: float = 0.1) -> bool:
+def confirms_topic(
+    reading: Reading, first: str, best: float | None = None, sure: float = 0.1
+) -> bool:
     """Whether a follow-up's new words still belong to the current topic. ``first``: the
     best post found for the question as asked; ``best``: its probability. It names a new
     subject ("what about the puppy?") when the question alone finds a post it is sure of
@@ -360,8 +472,13 @@ def confirms_topic(reading: Reading, first: str, best: float | None = None, sure
 
 def _topic_stems(history: list[Turn], topic: int, named: set[str]) -> set[str]:
     """The words of a topic's questions and of what their answers quoted (stems)."""
-    return {_stem(w) for t in history if t.topic == topic for w in [*t.words, *t.answer_words]
-            if w.lower() not in named}
+    return {
+        _stem(w)
+        for t in history
+        if t.topic == topic
+        for w in [*t.words, *t.answer_words]
+        if w.lower() not in named
+    }
 
 
 def _past_verb(word: str) -> bool:
@@ -386,11 +503,17 @@ def _check(weight, recent, idle_minutes, name: str = "contextualizer.weight") ->
     if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not 0 <= weight <= 1:
         raise ValidationError(name, f"expected a number from 0 to 1, got {weight!r}")
     if isinstance(recent, bool) or not isinstance(recent, int) or recent < 0:
-        raise ValidationError("contextualizer.recent", f"expected a non-negative integer, got {recent!r}")
-    if isinstance(idle_minutes, bool) or not isinstance(idle_minutes, (int, float)) or not idle_minutes > 0:
-        raise ValidationError("contextualizer.idle_minutes", f"expected a positive number, got {idle_minutes!r}")
-
-
+        raise ValidationError(
+            "contextualizer.recent", f"expected a non-negative integer, got {recent!r}"
+        )
+    if (
+        isinstance(idle_minutes, bool)
+        or not isinstance(idle_minutes, (int, float))
+        or not idle_minutes > 0
+    ):
+        raise ValidationError(
+            "contextualizer.idle_minutes", f"expected a positive number, got {idle_minutes!r}"
+        )
 
 
 CONTEXTUALIZERS = {"none": NoContext, "carry": CarryContext, "topic": TopicContext}
@@ -400,7 +523,9 @@ def build_contextualizer(spec: dict | None):
     spec = dict(spec or {"type": "none"})
     kind = spec.pop("type", "none")
     if kind not in CONTEXTUALIZERS:
-        raise ValidationError("contextualizer.type", f"expected one of {sorted(CONTEXTUALIZERS)}, got {kind!r}")
+        raise ValidationError(
+            "contextualizer.type", f"expected one of {sorted(CONTEXTUALIZERS)}, got {kind!r}"
+        )
     try:
         return CONTEXTUALIZERS[kind](**spec)
     except TypeError as exc:

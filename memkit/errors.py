@@ -15,7 +15,9 @@ class ValidationError(MemkitError, ValueError):
         self.message = message
         super().__init__(f"{field}: {message}")
 
-    def __reduce__(self):  # raised in a worker process (memkit eval --jobs), re-raised in the parent
+    def __reduce__(
+        self,
+    ):  # raised in a worker process (memkit eval --jobs), re-raised in the parent
         return type(self), (self.field, self.message)
 
 

@@ -33,7 +33,9 @@ class Item:
     block_title: str | None = None
     score: float = 0.0  # probability of relevance (calibrated) where the pipeline has a calibration
     match_type: str = "hybrid"
-    extra: dict = field(default_factory=dict, compare=False)  # what a source adds (the service: its own fields)
+    extra: dict = field(
+        default_factory=dict, compare=False
+    )  # what a source adds (the service: its own fields)
 
     def scored(self, score: float, match_type: str) -> "Item":
         return replace(self, score=score, match_type=match_type)
@@ -80,13 +82,22 @@ class Posts:
         cols = set(events.columns)
         for r in events.iter_rows(named=True):
             meta = r.get("metadata")
-            title = r.get("block_title") if "block_title" in cols else _from_metadata(meta, "block_title")
+            title = (
+                r.get("block_title")
+                if "block_title" in cols
+                else _from_metadata(meta, "block_title")
+            )
             self._items[r["event_id"]] = Item(
-                event_id=r["event_id"], text=r.get("text") or "",
+                event_id=r["event_id"],
+                text=r.get("text") or "",
                 speaker=(r.get("speaker") if "speaker" in cols else None) or r.get("user_id"),
-                user_id=r.get("user_id"), created_at=parse_time(r.get("created_at")), floor_id=r.get("floor_id"),
-                block_id=r.get("block_id"), block_type=r.get("block_type"),
-                block_title=title or default_title(r.get("block_id")))
+                user_id=r.get("user_id"),
+                created_at=parse_time(r.get("created_at")),
+                floor_id=r.get("floor_id"),
+                block_id=r.get("block_id"),
+                block_type=r.get("block_type"),
+                block_title=title or default_title(r.get("block_id")),
+            )
 
     def remove(self, event_ids: Iterable[str]) -> None:
         for e in event_ids:

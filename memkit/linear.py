@@ -25,7 +25,9 @@ def check_linear(model: dict, names: list[str], where: str, extra: tuple[str, ..
     n = len(model["features"])
     unknown = set(model["features"]) - set(names)
     if unknown:
-        raise ValidationError(f"{where}.features", f"unknown feature(s) {sorted(unknown)}; known: {names}")
+        raise ValidationError(
+            f"{where}.features", f"unknown feature(s) {sorted(unknown)}; known: {names}"
+        )
     for key in ("coef", "mean", "scale"):
         if len(model[key]) != n:
             raise ValidationError(f"{where}.{key}", f"expected {n} numbers (one per feature)")
@@ -40,7 +42,9 @@ def linear_score(model: dict, x: np.ndarray) -> np.ndarray:
     return z @ np.asarray(model["coef"]) + model["intercept"]
 
 
-def fit_linear(x: np.ndarray, y: np.ndarray, names: list[str], c: float = 1.0, weight: np.ndarray | None = None) -> dict:
+def fit_linear(
+    x: np.ndarray, y: np.ndarray, names: list[str], c: float = 1.0, weight: np.ndarray | None = None
+) -> dict:
     """A logistic regression (scikit-learn) on standardised features, as a model table
     (``weight``: per-row sample weights)."""
     from sklearn.linear_model import LogisticRegression
@@ -48,9 +52,16 @@ def fit_linear(x: np.ndarray, y: np.ndarray, names: list[str], c: float = 1.0, w
 
     scaler = StandardScaler().fit(x)
     scale = np.where(scaler.scale_ > 0, scaler.scale_, 1.0)
-    fitted = LogisticRegression(max_iter=5000, C=c).fit((x - scaler.mean_) / scale, y, sample_weight=weight)
-    return {"features": list(names), "coef": fitted.coef_[0].tolist(), "intercept": float(fitted.intercept_[0]),
-            "mean": scaler.mean_.tolist(), "scale": scale.tolist()}
+    fitted = LogisticRegression(max_iter=5000, C=c).fit(
+        (x - scaler.mean_) / scale, y, sample_weight=weight
+    )
+    return {
+        "features": list(names),
+        "coef": fitted.coef_[0].tolist(),
+        "intercept": float(fitted.intercept_[0]),
+        "mean": scaler.mean_.tolist(),
+        "scale": scale.tolist(),
+    }
 
 
 def toml_table(name: str, model: dict) -> str:
@@ -59,5 +70,7 @@ def toml_table(name: str, model: dict) -> str:
     lines = [f"[{name}]", "features = [" + ", ".join(f'"{n}"' for n in model["features"]) + "]"]
     for key, value in model.items():
         if key != "features":
-            lines.append(f"{key} = {fmt(value) if isinstance(value, list) else f'{float(value):.6g}'}")
+            lines.append(
+                f"{key} = {fmt(value) if isinstance(value, list) else f'{float(value):.6g}'}"
+            )
     return "\n".join(lines) + "\n"

@@ -98,7 +98,9 @@ from memkit.training import EncoderStage
 
 DEFAULT_CONFIG = CONFIG_DIR / "default.toml"
 WINDOW_DEPTH = 200  # posts of a time window a question that names only the window can list
-CARRIED_WINDOW_SHARE = 0.2  # dev suite checks 0.511 (none) / 0.511 (0.1) / 0.513 (0.2) / 0.497 (0.5)
+CARRIED_WINDOW_SHARE = (
+    0.2  # dev suite checks 0.511 (none) / 0.511 (0.1) / 0.513 (0.2) / 0.497 (0.5)
+)
 
 
 @dataclass
@@ -109,12 +111,16 @@ class QueryRequest:
     user_id: str | None = None
     floor_ids: Sequence[str] | None = None
     filters: Filters | None = None
-    now: datetime | None = None  # the time of asking ("last May" is read from it); None: only dated windows
+    now: datetime | None = (
+        None  # the time of asking ("last May" is read from it); None: only dated windows
+    )
     history: list[Turn] = field(default_factory=list)  # the user's earlier turns, oldest first
     k: int | None = None
     min_score: float | None = None  # items below this score are not returned (None: the config's)
     summary: bool = True
-    authors: Sequence[str] | None = None  # the people who post in these floors (None: every author known)
+    authors: Sequence[str] | None = (
+        None  # the people who post in these floors (None: every author known)
+    )
     query_id: str = "q"
 
 
@@ -129,8 +135,13 @@ class Carried:
     window: dict | None = None  # {"from", "to", "text", "source": "question" | "previous turn"}
 
     def as_dict(self) -> dict:
-        return {"kind": self.kind, "topic": self.topic, "words": self.words, "posts": self.posts,
-                "window": self.window}
+        return {
+            "kind": self.kind,
+            "topic": self.topic,
+            "words": self.words,
+            "posts": self.posts,
+            "window": self.window,
+        }
 
 
 @dataclass
@@ -151,12 +162,25 @@ class QueryResult:
 
 
 class Pipeline:
-    def __init__(self, retriever: Retriever, contextualizer=None, k: int = 10, name: str = "pipeline",
-                 config: dict | None = None, conversations: ConversationStore | None = None, answerer=None,
-                 min_similarity: float | None = None, representation: Representation | None = None,
-                 encoder: EncoderStage | None = None, calibration: Calibration | None = None,
-                 min_probability: float | None = None, min_score: float | None = None,
-                 posts: ItemSource | None = None, time_windows: bool = True, sure_similarity: float | None = None):
+    def __init__(
+        self,
+        retriever: Retriever,
+        contextualizer=None,
+        k: int = 10,
+        name: str = "pipeline",
+        config: dict | None = None,
+        conversations: ConversationStore | None = None,
+        answerer=None,
+        min_similarity: float | None = None,
+        representation: Representation | None = None,
+        encoder: EncoderStage | None = None,
+        calibration: Calibration | None = None,
+        min_probability: float | None = None,
+        min_score: float | None = None,
+        posts: ItemSource | None = None,
+        time_windows: bool = True,
+        sure_similarity: float | None = None,
+    ):
         self.retriever = retriever
         self.encoder_stage = encoder
         self.encoder_fixed = False  # use_encoder() was called: fit keeps the model
@@ -165,13 +189,23 @@ class Pipeline:
         self.representation = representation
         dense = _dense_part(retriever)
         if dense is not None and hasattr(self.answerer, "bind"):
-            self.answerer.bind(dense._enc, self._line)  # sentence vectors from the same (cached) encoder
+            self.answerer.bind(
+                dense._enc, self._line
+            )  # sentence vectors from the same (cached) encoder
         self.min_similarity = min_similarity
-        if calibration is None and isinstance(retriever, LearnedRetriever) and retriever.model is not None:
+        if (
+            calibration is None
+            and isinstance(retriever, LearnedRetriever)
+            and retriever.model is not None
+        ):
             calibration = Calibration()  # the ranker's own logistic output
         self.calibration = calibration
-        self.min_probability = min_probability  # nothing found when no item reaches it (calibrated pipelines)
-        self.sure_similarity = sure_similarity  # found whatever the probability when a post's cosine reaches it
+        self.min_probability = (
+            min_probability  # nothing found when no item reaches it (calibrated pipelines)
+        )
+        self.sure_similarity = (
+            sure_similarity  # found whatever the probability when a post's cosine reaches it
+        )
         self.min_score = min_score  # items below it are not returned
         self.time_windows = time_windows
         self.posts: ItemSource = posts if posts is not None else Posts()
@@ -180,31 +214,58 @@ class Pipeline:
         self.config = config or {}
         idle = getattr(self.contextualizer, "idle_minutes", None)
         self.conversations = conversations or ConversationStore(
-            idle_expiry=timedelta(minutes=idle) if idle else timedelta(minutes=30))
+            idle_expiry=timedelta(minutes=idle) if idle else timedelta(minutes=30)
+        )
 
     @classmethod
-    def from_config(cls, config: str | Path | dict | None = None, posts: ItemSource | None = None) -> "Pipeline":
+    def from_config(
+        cls, config: str | Path | dict | None = None, posts: ItemSource | None = None
+    ) -> "Pipeline":
         """From a TOML path, an already-loaded config dict, or the project default.
         ``posts``: where items are read (default: kept in memory from what is indexed)."""
         if config is None:
             config = DEFAULT_CONFIG
         if not isinstance(config, dict):
             config = load_config(config)
-        unknown = set(config) - {"name", "description", "retriever", "contextualizer", "answer", "relevance",
-                                 "representation", "k", "eval", "encoder", "calibration", "time_windows"}
+        unknown = set(config) - {
+            "name",
+            "description",
+            "retriever",
+            "contextualizer",
+            "answer",
+            "relevance",
+            "representation",
+            "k",
+            "eval",
+            "encoder",
+            "calibration",
+            "time_windows",
+        }
         if unknown:
             raise ValidationError(sorted(unknown)[0], "unknown configuration section")
         relevance = dict(config.get("relevance", {}))
         bounds = {}
-        for key, lo in (("min_similarity", -1), ("min_probability", 0), ("min_score", 0), ("sure_similarity", -1)):
+        for key, lo in (
+            ("min_similarity", -1),
+            ("min_probability", 0),
+            ("min_score", 0),
+            ("sure_similarity", -1),
+        ):
             value = relevance.pop(key, None)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
-                                      or not lo <= value <= 1):
-                raise ValidationError(f"relevance.{key}", f"expected a number in [{lo}, 1], got {value!r}")
+            if value is not None and (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not lo <= value <= 1
+            ):
+                raise ValidationError(
+                    f"relevance.{key}", f"expected a number in [{lo}, 1], got {value!r}"
+                )
             bounds[key] = None if value is None else float(value)
         if relevance:
-            raise ValidationError(f"relevance.{sorted(relevance)[0]}",
-                                  "unknown setting (expected min_similarity, min_probability, min_score, sure_similarity)")
+            raise ValidationError(
+                f"relevance.{sorted(relevance)[0]}",
+                "unknown setting (expected min_similarity, min_probability, min_score, sure_similarity)",
+            )
         windows = config.get("time_windows", True)
         if not isinstance(windows, bool):
             raise ValidationError("time_windows", f"expected true or false, got {windows!r}")
@@ -224,14 +285,23 @@ class Pipeline:
         )
 
     def params(self) -> dict:
-        return {"name": self.name, "k": self.k, "retriever": self.retriever.params(),
-                "contextualizer": self.contextualizer.params(), "answer": self.answerer.params(),
-                "relevance": {"min_similarity": self.min_similarity, "min_probability": self.min_probability,
-                              "min_score": self.min_score, "sure_similarity": self.sure_similarity},
-                "calibration": self.calibration.params() if self.calibration else None,
-                "time_windows": self.time_windows,
-                "representation": self.representation.params() if self.representation else None,
-                **({"encoder": self.encoder_stage.params()} if self.encoder_stage else {})}
+        return {
+            "name": self.name,
+            "k": self.k,
+            "retriever": self.retriever.params(),
+            "contextualizer": self.contextualizer.params(),
+            "answer": self.answerer.params(),
+            "relevance": {
+                "min_similarity": self.min_similarity,
+                "min_probability": self.min_probability,
+                "min_score": self.min_score,
+                "sure_similarity": self.sure_similarity,
+            },
+            "calibration": self.calibration.params() if self.calibration else None,
+            "time_windows": self.time_windows,
+            "representation": self.representation.params() if self.representation else None,
+            **({"encoder": self.encoder_stage.params()} if self.encoder_stage else {}),
+        }
 
     # -- the encoder ------------------------------------------------------------------
     def use_encoder(self, name: str, fixed: bool = True) -> "Pipeline":
@@ -284,7 +354,9 @@ class Pipeline:
     def precompute(self, events: pl.DataFrame, only=None) -> None:
         """Encode these events (documents, and sentences for answers) into the embedding
         cache ahead of ``add``, so the index can take them in quickly."""
-        if hasattr(self.answerer, "encode_sentences"):  # first: each post's run encodes its line too
+        if hasattr(
+            self.answerer, "encode_sentences"
+        ):  # first: each post's run encodes its line too
             self.answerer.encode_sentences(_only(events, only))
         self.retriever.precompute(_only(self.documents(events), only))
 
@@ -304,17 +376,35 @@ class Pipeline:
         given = queries if isinstance(queries, pl.DataFrame) else None
         frame = normalize_queries(queries)
         k = k or self.k
-        times = given["time"].to_list() if given is not None and "time" in given.columns else [None] * frame.height
-        dated = [self.time_windows and question_window(t, now) is not None for t, now in zip(frame["text"], times)]
+        times = (
+            given["time"].to_list()
+            if given is not None and "time" in given.columns
+            else [None] * frame.height
+        )
+        dated = [
+            self.time_windows and question_window(t, now) is not None
+            for t, now in zip(frame["text"], times)
+        ]
         per = query_filters(frame, filters)
         runs = []
         if not all(dated):
             rest = [f for f, d in zip(per, dated) if not d]
-            runs.append(self._calibrated(self.retriever.search(frame.filter(~pl.Series(dated)), k, rest)))
+            runs.append(
+                self._calibrated(self.retriever.search(frame.filter(~pl.Series(dated)), k, rest))
+            )
         for row, f, now, d in zip(frame.iter_rows(named=True), per, times, dated):
             if d:
-                res = self.ask(QueryRequest(row["text"], filters=f, now=now, k=k, min_score=0.0, summary=False,
-                                            query_id=row["query_id"]))
+                res = self.ask(
+                    QueryRequest(
+                        row["text"],
+                        filters=f,
+                        now=now,
+                        k=k,
+                        min_score=0.0,
+                        summary=False,
+                        query_id=row["query_id"],
+                    )
+                )
                 runs.append(res.run.head(k))
         return pl.concat(runs) if runs else pl.DataFrame(schema=RUN_SCHEMA)
 
@@ -332,7 +422,9 @@ class Pipeline:
         # A question that names only a time window ("What happened last May?", or "What
         # happened?" with a time filter) asks for the posts of those days.
         filtered = f.time_from is not None or f.time_to is not None
-        window_only = (reading.window is not None or filtered) and not _subject_words(reading, authors)
+        window_only = (reading.window is not None or filtered) and not _subject_words(
+            reading, authors
+        )
         best = None  # the best score any reading of the question found
         if reading.kind == "unresolved":
             run = pl.DataFrame(schema=RUN_SCHEMA)
@@ -347,8 +439,13 @@ class Pipeline:
                 # previous turn ("What happened in April?", then "When did they drive to
                 # Zion?") is kept only if its best post is at least CARRIED_WINDOW_SHARE as
                 # likely as the best of any day.
-                unlikely = (reading.window is None and self.calibration is not None and run.height > 0
-                            and float(windowed["score"].max() or 0.0) < CARRIED_WINDOW_SHARE * float(run["score"].max()))
+                unlikely = (
+                    reading.window is None
+                    and self.calibration is not None
+                    and run.height > 0
+                    and float(windowed["score"].max() or 0.0)
+                    < CARRIED_WINDOW_SHARE * float(run["score"].max())
+                )
                 if windowed.height and not unlikely:
                     run = windowed
         # "What was the band up to in April?": the posts of those days are the answer.
@@ -357,30 +454,89 @@ class Pipeline:
         if not relevant:
             run = run.clear()
         floor = req.min_score if req.min_score is not None else self.min_score
-        shown = run.head(k) if floor is None or window_only else run.filter(pl.col("score") >= floor).head(k)
-        scores = dict(zip(shown["event_id"].to_list(), zip(shown["score"].to_list(), shown["match_type"].to_list())))
-        items = [it.scored(*scores[it.event_id]) for it in self.posts.items(shown["event_id"].to_list())]
-        written = self.answerer.write(req.query, items, req.summary, authors, reading=reading, listing=listing,
-                                      found=run.height if listing else None)
+        shown = (
+            run.head(k)
+            if floor is None or window_only
+            else run.filter(pl.col("score") >= floor).head(k)
+        )
+        scores = dict(
+            zip(
+                shown["event_id"].to_list(),
+                zip(shown["score"].to_list(), shown["match_type"].to_list()),
+            )
+        )
+        items = [
+            it.scored(*scores[it.event_id]) for it in self.posts.items(shown["event_id"].to_list())
+        ]
+        written = self.answerer.write(
+            req.query,
+            items,
+            req.summary,
+            authors,
+            reading=reading,
+            listing=listing,
+            found=run.height if listing else None,
+        )
         sentences = [q["sentence"] for q in written.quotes if q.get("sentence")]
-        answer_words = [w for w in content_words(" ".join(sentences)) if w not in set(reading.own_words)]
-        turn = Turn(query=req.query, effective_query=reading.effective_query, event_ids=[i.event_id for i in items],
-                    answer=written.text, quoted=written.quoted, words=reading.own_words, answer_words=answer_words,
-                    window=reading.days, topic=reading.topic, time=req.now or datetime.now(timezone.utc))
-        return QueryResult(query=req.query, effective_query=reading.effective_query, run=run, relevant=relevant,
-                           items=items, written=written, carried=_carried(reading), turn=turn,
-                           history=len(req.history))
+        answer_words = [
+            w for w in content_words(" ".join(sentences)) if w not in set(reading.own_words)
+        ]
+        turn = Turn(
+            query=req.query,
+            effective_query=reading.effective_query,
+            event_ids=[i.event_id for i in items],
+            answer=written.text,
+            quoted=written.quoted,
+            words=reading.own_words,
+            answer_words=answer_words,
+            window=reading.days,
+            topic=reading.topic,
+            time=req.now or datetime.now(timezone.utc),
+        )
+        return QueryResult(
+            query=req.query,
+            effective_query=reading.effective_query,
+            run=run,
+            relevant=relevant,
+            items=items,
+            written=written,
+            carried=_carried(reading),
+            turn=turn,
+            history=len(req.history),
+        )
 
-    def query(self, text: str, user_id: str | None = None, floor_ids=None, filters: Filters | dict | None = None,
-              k: int | None = None, now: datetime | None = None, query_id: str = "q", summary: bool = True,
-              authors=None, min_score: float | None = None) -> QueryResult:
+    def query(
+        self,
+        text: str,
+        user_id: str | None = None,
+        floor_ids=None,
+        filters: Filters | dict | None = None,
+        k: int | None = None,
+        now: datetime | None = None,
+        query_id: str = "q",
+        summary: bool = True,
+        authors=None,
+        min_score: float | None = None,
+    ) -> QueryResult:
         """``ask`` with the user's history kept in ``self.conversations`` (in memory), for
         notebooks and the eval harness; the service keeps its own (server/search/conversations.py)."""
         history = self.conversations.history(user_id, now)
         f = Filters.from_dict(filters) if isinstance(filters, dict) or filters is None else filters
-        result = self.ask(QueryRequest(text, user_id=user_id, floor_ids=floor_ids, filters=f, now=now,
-                                       history=history, k=k, min_score=min_score, summary=summary,
-                                       authors=authors, query_id=query_id))
+        result = self.ask(
+            QueryRequest(
+                text,
+                user_id=user_id,
+                floor_ids=floor_ids,
+                filters=f,
+                now=now,
+                history=history,
+                k=k,
+                min_score=min_score,
+                summary=summary,
+                authors=authors,
+                query_id=query_id,
+            )
+        )
         self.conversations.record(user_id, result.turn)
         return result
 
@@ -388,9 +544,13 @@ class Pipeline:
     def _calibrated(self, run: pl.DataFrame) -> pl.DataFrame:
         if self.calibration is None or run.height == 0:
             return run
-        return run.with_columns(pl.Series("score", self.calibration(run["score"].to_numpy()), pl.Float64))
+        return run.with_columns(
+            pl.Series("score", self.calibration(run["score"].to_numpy()), pl.Float64)
+        )
 
-    def _search(self, texts: list[str], k: int, f: Filters, query_id: str, days=None) -> list[pl.DataFrame]:
+    def _search(
+        self, texts: list[str], k: int, f: Filters, query_id: str, days=None
+    ) -> list[pl.DataFrame]:
         """Each text's ranking, all texts in one search (a question's variants share one
         model call: memkit/retrievers/learned.py); with ``days``, the posts of those days the
         search did not reach are searched for again under a time filter and added (a text
@@ -400,31 +560,48 @@ class Pipeline:
 
         def split(run: pl.DataFrame) -> list[pl.DataFrame]:
             run = self._calibrated(run)
-            return [run.filter(pl.col("query_id") == i).with_columns(pl.lit(query_id).alias("query_id")) for i in ids]
+            return [
+                run.filter(pl.col("query_id") == i).with_columns(pl.lit(query_id).alias("query_id"))
+                for i in ids
+            ]
 
         runs = split(self.retriever.search(frame, k, f))
         lo, hi = _day_bounds(*days, f) if days is not None else (None, None)
-        if lo is not None and hi is not None and lo <= hi:  # the window and the request's filter overlap
+        if (
+            lo is not None and hi is not None and lo <= hi
+        ):  # the window and the request's filter overlap
             dated = Filters(f.floor_ids, lo, hi, f.types, f.tags)
-            runs = [pl.concat([run, more]).unique("event_id", keep="first", maintain_order=True)
-                    .sort(["score", "event_id"], descending=[True, False])
-                    for run, more in zip(runs, split(self.retriever.search(frame, k, dated)))]
+            runs = [
+                pl.concat([run, more])
+                .unique("event_id", keep="first", maintain_order=True)
+                .sort(["score", "event_id"], descending=[True, False])
+                for run, more in zip(runs, split(self.retriever.search(frame, k, dated)))
+            ]
         return runs
 
-    def _retrieve(self, reading: Reading, f: Filters, k: int, query_id: str,
-                  history: list[Turn]) -> tuple[pl.DataFrame, Reading, float | None]:
+    def _retrieve(
+        self, reading: Reading, f: Filters, k: int, query_id: str, history: list[Turn]
+    ) -> tuple[pl.DataFrame, Reading, float | None]:
         """The ranking of a question's variants, fused: probabilities by their weighted
         mean, other scores by min-max (the first version); and the best score any variant
         found (what the gate reads: a follow-up's fused probabilities are diluted by the
         reading that did not find it). A follow-up naming something its topic never had is
         taken as a new topic when no post found for it ties it to the topic
         (memkit.conversation.confirms_topic)."""
-        depth = k if len(reading.variants) == 1 else max(k, 100)  # fused variants: fuse deeper lists, then cut
+        depth = (
+            k if len(reading.variants) == 1 else max(k, 100)
+        )  # fused variants: fuse deeper lists, then cut
         depth = max(depth, WINDOW_DEPTH) if reading.days is not None else depth
-        runs = self._search([text for text, _ in reading.variants], depth, f, query_id, reading.days)
+        runs = self._search(
+            [text for text, _ in reading.variants], depth, f, query_id, reading.days
+        )
         if len(runs) > 1 and reading.new_subject:
             first = self.posts.items(runs[0]["event_id"].head(1).to_list())
-            sure = float(runs[0]["score"].max()) if runs[0].height and self.calibration is not None else None
+            sure = (
+                float(runs[0]["score"].max())
+                if runs[0].height and self.calibration is not None
+                else None
+            )
             if not confirms_topic(reading, first[0].text if first else "", sure):
                 reading = self.contextualizer.new_topic(reading, history)
                 runs = runs[:1]
@@ -434,18 +611,30 @@ class Pipeline:
         norm = "none" if self.calibration is not None else "minmax"
         fused = convex(runs, [w for _, w in reading.variants], norm=norm, top=depth)
         repeat = getattr(self.contextualizer, "repeat_weight", 1.0)
-        if reading.own_words and reading.posts and repeat != 1.0:  # it asks something new of the topic
-            fused = (fused.with_columns(pl.when(pl.col("event_id").is_in(reading.posts)).then(pl.col("score") * repeat)
-                                        .otherwise(pl.col("score")).alias("score"))
-                     .sort(["score", "event_id"], descending=[True, False])
-                     .with_columns(pl.int_range(1, pl.len() + 1, dtype=pl.Int64).alias("rank")))
+        if (
+            reading.own_words and reading.posts and repeat != 1.0
+        ):  # it asks something new of the topic
+            fused = (
+                fused.with_columns(
+                    pl.when(pl.col("event_id").is_in(reading.posts))
+                    .then(pl.col("score") * repeat)
+                    .otherwise(pl.col("score"))
+                    .alias("score")
+                )
+                .sort(["score", "event_id"], descending=[True, False])
+                .with_columns(pl.int_range(1, pl.len() + 1, dtype=pl.Int64).alias("rank"))
+            )
         return fused, reading, best
 
     def _in_window(self, run: pl.DataFrame, reading: Reading) -> pl.DataFrame:
         """Only posts of the question's days: posted then, or saying something happened
         then ("on 10 February", "last night")."""
         start, end = reading.days
-        keep = [it.event_id for it in self.posts.items(run["event_id"].to_list()) if _in_days(it, start, end)]
+        keep = [
+            it.event_id
+            for it in self.posts.items(run["event_id"].to_list())
+            if _in_days(it, start, end)
+        ]
         run = run.filter(pl.col("event_id").is_in(keep))
         return run.with_columns(pl.int_range(1, pl.len() + 1, dtype=pl.Int64).alias("rank"))
 
@@ -454,22 +643,37 @@ class Pipeline:
         days (of the request's time filter, when the question names none), by those people,
         the most telling first (most distinct content words, then time). Each is what was
         asked for: score 1."""
-        time_from, time_to = _day_bounds(*reading.days, f) if reading.days else (f.time_from, f.time_to)
+        time_from, time_to = (
+            _day_bounds(*reading.days, f) if reading.days else (f.time_from, f.time_to)
+        )
         if time_from is not None and time_to is not None and time_from > time_to:
             return pl.DataFrame(schema=RUN_SCHEMA)
         dated = Filters(f.floor_ids, time_from, time_to, f.types, f.tags)
-        found = self.retriever.search(pl.DataFrame({"query_id": [query_id], "text": [reading.query]}), WINDOW_DEPTH,
-                                      dated)
+        found = self.retriever.search(
+            pl.DataFrame({"query_id": [query_id], "text": [reading.query]}), WINDOW_DEPTH, dated
+        )
         items = self.posts.items(found["event_id"].to_list())
         who = _named_speakers(reading.query, items)
         if who:
             items = [it for it in items if it.speaker in who]
-        items.sort(key=lambda it: (-len(content_words(it.text)), it.created_at.timestamp() if it.created_at else 0.0,
-                                   it.event_id))
+        items.sort(
+            key=lambda it: (
+                -len(content_words(it.text)),
+                it.created_at.timestamp() if it.created_at else 0.0,
+                it.event_id,
+            )
+        )
         n = len(items)
-        return pl.DataFrame({"query_id": [query_id] * n, "event_id": [it.event_id for it in items],
-                             "score": [1.0] * n, "rank": list(range(1, n + 1)), "match_type": ["time"] * n},
-                            schema=RUN_SCHEMA)
+        return pl.DataFrame(
+            {
+                "query_id": [query_id] * n,
+                "event_id": [it.event_id for it in items],
+                "score": [1.0] * n,
+                "rank": list(range(1, n + 1)),
+                "match_type": ["time"] * n,
+            },
+            schema=RUN_SCHEMA,
+        )
 
     def relevant(self, run: pl.DataFrame, query: str, best: float | None = None) -> bool:
         """Whether a ranking found anything relevant: with calibrated scores, the best
@@ -484,16 +688,25 @@ class Pipeline:
         if run.height == 0:
             return False
         best = float(run["score"].max()) if best is None else best
-        if self.calibration is not None and self.min_probability is not None and best < self.min_probability:
+        if (
+            self.calibration is not None
+            and self.min_probability is not None
+            and best < self.min_probability
+        ):
             dense = _dense_part(self.retriever) if self.sure_similarity is not None else None
-            return dense is not None and float(
-                dense.similarity(query, run["event_id"].head(100).to_list()).max()) >= self.sure_similarity
+            return (
+                dense is not None
+                and float(dense.similarity(query, run["event_id"].head(100).to_list()).max())
+                >= self.sure_similarity
+            )
         if self.min_similarity is None or (run["match_type"] != "semantic").any():
             return True
         dense = _dense_part(self.retriever)
         if dense is None:
             return True
-        return float(dense.similarity(query, run["event_id"].to_list()).max()) >= self.min_similarity
+        return (
+            float(dense.similarity(query, run["event_id"].to_list()).max()) >= self.min_similarity
+        )
 
 
 def _day_bounds(start: date, end: date, f: Filters) -> tuple[datetime | None, datetime | None]:
@@ -510,34 +723,58 @@ def _day_bounds(start: date, end: date, f: Filters) -> tuple[datetime | None, da
 def _in_days(item: Item, start: date, end: date) -> bool:
     if item.created_at is not None and start <= item.created_at.date() <= end:
         return True
-    return any(s.start <= end and start <= s.end and s.days <= (end - start).days + 1
-               for s in dates_in(item.text, item.created_at))
+    return any(
+        s.start <= end and start <= s.end and s.days <= (end - start).days + 1
+        for s in dates_in(item.text, item.created_at)
+    )
 
 
 def _named_speakers(query: str, items: list[Item]) -> set[str]:
     words = {w.lower() for w in query.replace("'s", " ").split()}
-    return {it.speaker for it in items if it.speaker and it.speaker.split()[0].lower().strip("?,.!") in words}
+    return {
+        it.speaker
+        for it in items
+        if it.speaker and it.speaker.split()[0].lower().strip("?,.!") in words
+    }
 
 
 def _subject_words(reading: Reading, authors) -> list[str]:
     """The question's content words that are not people's names (what it is about);
     without a list of authors every capitalised word counts as a name."""
     names = {p.lower() for n in (authors or ()) for p in n.split()}
-    return [w for w in reading.own_words if w.lower().removesuffix("'s") not in names
-            and not (w[:1].isupper() and authors is None)]
+    return [
+        w
+        for w in reading.own_words
+        if w.lower().removesuffix("'s") not in names and not (w[:1].isupper() and authors is None)
+    ]
 
 
 def _carried(reading: Reading) -> Carried:
     window = None
     if reading.window is not None:
         span = reading.window.span
-        window = {"from": span.start.isoformat(), "to": span.end.isoformat(), "text": span.text,
-                  "source": "question", "phrase": reading.window.phrase}
+        window = {
+            "from": span.start.isoformat(),
+            "to": span.end.isoformat(),
+            "text": span.text,
+            "source": "question",
+            "phrase": reading.window.phrase,
+        }
     elif reading.carried_window is not None:
         start, end = reading.carried_window
-        window = {"from": start.isoformat(), "to": end.isoformat(), "text": None, "source": "previous turn"}
-    return Carried(kind=reading.kind, topic=reading.topic, words=list(reading.words), posts=list(reading.posts),
-                   window=window)
+        window = {
+            "from": start.isoformat(),
+            "to": end.isoformat(),
+            "text": None,
+            "source": "previous turn",
+        }
+    return Carried(
+        kind=reading.kind,
+        topic=reading.topic,
+        words=list(reading.words),
+        posts=list(reading.posts),
+        window=window,
+    )
 
 
 def _only(frame: pl.DataFrame, event_ids) -> pl.DataFrame:
@@ -549,8 +786,10 @@ def _representation(spec: dict | None) -> Representation | None:
         return None
     unknown = set(spec) - {"before", "after", "max_session", "chat_types", "chat_max_chars"}
     if unknown:
-        raise ValidationError(f"representation.{sorted(unknown)[0]}",
-                              "unknown setting (expected before, after, max_session, chat_types, chat_max_chars)")
+        raise ValidationError(
+            f"representation.{sorted(unknown)[0]}",
+            "unknown setting (expected before, after, max_session, chat_types, chat_max_chars)",
+        )
     return Representation(**spec)
 
 

@@ -46,7 +46,9 @@ from memkit.errors import ValidationError
 FIELDS = ("line", "prev_lines", "next_lines", "date", "session_text", "chat")
 SESSION = ["block_id", "_day", "_run"]  # the posts that are each other's context
 MAX_SESSION = 64
-CHAT_MAX_CHARS = 500  # LoCoMo's longest turn (with its image caption) is 434; CAsT's median passage 1,056
+CHAT_MAX_CHARS = (
+    500  # LoCoMo's longest turn (with its image caption) is 434; CAsT's median passage 1,056
+)
 
 
 def _lines(offsets: list[int]) -> pl.Expr:
@@ -56,35 +58,83 @@ def _lines(offsets: list[int]) -> pl.Expr:
     return pl.concat_str(parts, separator="\n", ignore_nulls=True).fill_null("")
 
 
-def _check(before, after, max_session=MAX_SESSION, chat_types=None, chat_max_chars=CHAT_MAX_CHARS) -> None:
+def _check(
+    before, after, max_session=MAX_SESSION, chat_types=None, chat_max_chars=CHAT_MAX_CHARS
+) -> None:
     for name, value in (("before", before), ("after", after)):
         if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 5:
-            raise ValidationError(f"representation.{name}", f"expected an integer from 0 to 5, got {value!r}")
-    if isinstance(max_session, bool) or not isinstance(max_session, int) or not 1 <= max_session <= 10_000:
-        raise ValidationError("representation.max_session", f"expected an integer from 1 to 10000, got {max_session!r}")
-    if chat_types is not None and (not isinstance(chat_types, (list, tuple)) or not all(isinstance(t, str) for t in chat_types)):
-        raise ValidationError("representation.chat_types", f"expected a list of block types, got {chat_types!r}")
-    if isinstance(chat_max_chars, bool) or not isinstance(chat_max_chars, int) or chat_max_chars < 1:
-        raise ValidationError("representation.chat_max_chars", f"expected a positive integer, got {chat_max_chars!r}")
+            raise ValidationError(
+                f"representation.{name}", f"expected an integer from 0 to 5, got {value!r}"
+            )
+    if (
+        isinstance(max_session, bool)
+        or not isinstance(max_session, int)
+        or not 1 <= max_session <= 10_000
+    ):
+        raise ValidationError(
+            "representation.max_session",
+            f"expected an integer from 1 to 10000, got {max_session!r}",
+        )
+    if chat_types is not None and (
+        not isinstance(chat_types, (list, tuple)) or not all(isinstance(t, str) for t in chat_types)
+    ):
+        raise ValidationError(
+            "representation.chat_types", f"expected a list of block types, got {chat_types!r}"
+        )
+    if (
+        isinstance(chat_max_chars, bool)
+        or not isinstance(chat_max_chars, int)
+        or chat_max_chars < 1
+    ):
+        raise ValidationError(
+            "representation.chat_max_chars", f"expected a positive integer, got {chat_max_chars!r}"
+        )
 
 
-def add_context(events: pl.DataFrame, before: int = 1, after: int = 1, max_session: int = MAX_SESSION,
-                chat_types=None, chat_max_chars: int = CHAT_MAX_CHARS) -> pl.DataFrame:
+def add_context(
+    events: pl.DataFrame,
+    before: int = 1,
+    after: int = 1,
+    max_session: int = MAX_SESSION,
+    chat_types=None,
+    chat_max_chars: int = CHAT_MAX_CHARS,
+) -> pl.DataFrame:
     """The events (same rows, same order) with the context fields added."""
     _check(before, after, max_session, chat_types, chat_max_chars)
     speaker = pl.col("speaker" if "speaker" in events.columns else "user_id").fill_null("")
-    chat = (pl.lit(True) if chat_types is None
-            else pl.col("block_type").is_in(list(chat_types)) & (pl.col("text").str.len_chars() <= chat_max_chars))
-    line = (pl.when(chat & (speaker != "")).then(pl.concat_str([speaker, pl.lit(": "), pl.col("text")]))
-            .otherwise(pl.col("text")))
-    ordered = (events.with_row_index("_row").with_columns(line.alias("line"), pl.col("created_at").dt.date().alias("_day"))
-               .sort("block_id", "created_at", "_row", nulls_last=False))
-    ordered = ordered.with_columns((pl.int_range(pl.len()).over("block_id", "_day") // max_session).alias("_run"))
+    chat = (
+        pl.lit(True)
+        if chat_types is None
+        else pl.col("block_type").is_in(list(chat_types))
+        & (pl.col("text").str.len_chars() <= chat_max_chars)
+    )
+    line = (
+        pl.when(chat & (speaker != ""))
+        .then(pl.concat_str([speaker, pl.lit(": "), pl.col("text")]))
+        .otherwise(pl.col("text"))
+    )
+    ordered = (
+        events.with_row_index("_row")
+        .with_columns(line.alias("line"), pl.col("created_at").dt.date().alias("_day"))
+        .sort("block_id", "created_at", "_row", nulls_last=False)
+    )
     ordered = ordered.with_columns(
-        pl.when(chat).then(_lines(list(range(before, 0, -1)))).otherwise(pl.lit("")).alias("prev_lines"),
-        pl.when(chat).then(_lines([-i for i in range(1, after + 1)])).otherwise(pl.lit("")).alias("next_lines"),
+        (pl.int_range(pl.len()).over("block_id", "_day") // max_session).alias("_run")
+    )
+    ordered = ordered.with_columns(
+        pl.when(chat)
+        .then(_lines(list(range(before, 0, -1))))
+        .otherwise(pl.lit(""))
+        .alias("prev_lines"),
+        pl.when(chat)
+        .then(_lines([-i for i in range(1, after + 1)]))
+        .otherwise(pl.lit(""))
+        .alias("next_lines"),
         pl.col("created_at").dt.strftime("%-d %B %Y").fill_null("").alias("date"),
-        pl.when(chat).then(pl.col("line").str.join("\n").over(SESSION)).otherwise(pl.lit("")).alias("session_text"),
+        pl.when(chat)
+        .then(pl.col("line").str.join("\n").over(SESSION))
+        .otherwise(pl.lit(""))
+        .alias("session_text"),
         chat.alias("chat"),
     )
     return ordered.sort("_row").drop("_row", "_day", "_run")
@@ -93,25 +143,39 @@ def add_context(events: pl.DataFrame, before: int = 1, after: int = 1, max_sessi
 class Representation:
     """The ``[representation]`` section of a pipeline config."""
 
-    def __init__(self, before: int = 1, after: int = 1, max_session: int = MAX_SESSION, chat_types=None,
-                 chat_max_chars: int = CHAT_MAX_CHARS):
+    def __init__(
+        self,
+        before: int = 1,
+        after: int = 1,
+        max_session: int = MAX_SESSION,
+        chat_types=None,
+        chat_max_chars: int = CHAT_MAX_CHARS,
+    ):
         _check(before, after, max_session, chat_types, chat_max_chars)
         self.before, self.after, self.max_session = before, after, max_session
         self.chat_types = None if chat_types is None else list(chat_types)
         self.chat_max_chars = chat_max_chars
 
     def params(self) -> dict:
-        return {"before": self.before, "after": self.after, "max_session": self.max_session,
-                "chat_types": self.chat_types, "chat_max_chars": self.chat_max_chars}
+        return {
+            "before": self.before,
+            "after": self.after,
+            "max_session": self.max_session,
+            "chat_types": self.chat_types,
+            "chat_max_chars": self.chat_max_chars,
+        }
 
     def __call__(self, events: pl.DataFrame) -> pl.DataFrame:
-        return add_context(events, self.before, self.after, self.max_session, self.chat_types, self.chat_max_chars)
+        return add_context(
+            events, self.before, self.after, self.max_session, self.chat_types, self.chat_max_chars
+        )
 
     def line(self, item) -> str:
         """One post's ``line`` as :func:`add_context` writes it (the same rule, for a post
         as a dict or an Item, without a frame): "Speaker: text" for a chat line."""
         text = item.get("text") or ""
         speaker = item.get("speaker") or ""
-        chat = self.chat_types is None or (item.get("block_type") in self.chat_types
-                                           and len(text) <= self.chat_max_chars)
+        chat = self.chat_types is None or (
+            item.get("block_type") in self.chat_types and len(text) <= self.chat_max_chars
+        )
         return f"{speaker}: {text}" if chat and speaker else text

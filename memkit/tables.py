@@ -146,8 +146,12 @@ def parse_time(value: Any) -> datetime | None:
         return dt.replace(tzinfo=timezone.utc)
     try:
         return dt.astimezone(timezone.utc)
-    except OverflowError:  # e.g. 0001-01-01T00:00:00+05:00 is before the first UTC time Python can hold
-        raise ValueError(f"{value!s} is out of range: in UTC it must fall in the years 1 to 9999") from None
+    except (
+        OverflowError
+    ):  # e.g. 0001-01-01T00:00:00+05:00 is before the first UTC time Python can hold
+        raise ValueError(
+            f"{value!s} is out of range: in UTC it must fall in the years 1 to 9999"
+        ) from None
 
 
 def _coerce(row: Any, spec: _Spec, where: tuple[str, int], problems: list) -> dict | None:
@@ -210,7 +214,9 @@ def _validate(frame: pl.DataFrame, schema: pa.DataFrameSchema, file: str, lines:
             idx = case.get("index")
             line = lines[idx] if idx is not None and idx < len(lines) else None
             check = case.get("check")
-            problems.append((file, line, case.get("column"), f"failed {check}: {case.get('failure_case')!r}"))
+            problems.append(
+                (file, line, case.get("column"), f"failed {check}: {case.get('failure_case')!r}")
+            )
         raise DatasetError(problems) from None
 
 
@@ -241,7 +247,9 @@ def queries_frame(rows: Iterable[dict], source: str = "<queries>") -> pl.DataFra
 
 def qrels_frame(rows: Iterable[dict], source: str = "<qrels>") -> pl.DataFrame:
     """Build a checked qrels table from ``{query_id, event_id, relevance}`` dicts."""
-    frame = pl.DataFrame(list(rows), schema={"query_id": pl.Utf8, "event_id": pl.Utf8, "relevance": pl.Int64})
+    frame = pl.DataFrame(
+        list(rows), schema={"query_id": pl.Utf8, "event_id": pl.Utf8, "relevance": pl.Int64}
+    )
     return _validate(frame, QRELS, source, list(range(1, frame.height + 1)))
 
 
@@ -287,24 +295,39 @@ def read_qrels(path: str | Path) -> pl.DataFrame:
     with open(path, encoding="utf-8") as fh:
         header = fh.readline().rstrip("\n").split("\t")
         if header != ["query_id", "event_id", "relevance"]:
-            raise DatasetError([(str(path), 1, None, f"header must be query_id, event_id, relevance; got {header}")])
+            raise DatasetError(
+                [
+                    (
+                        str(path),
+                        1,
+                        None,
+                        f"header must be query_id, event_id, relevance; got {header}",
+                    )
+                ]
+            )
         for n, raw in enumerate(fh, start=2):
             if not raw.strip():
                 continue
             parts = raw.rstrip("\n").split("\t")
             if len(parts) != 3:
-                problems.append((str(path), n, None, f"expected 3 tab-separated fields, got {len(parts)}"))
+                problems.append(
+                    (str(path), n, None, f"expected 3 tab-separated fields, got {len(parts)}")
+                )
                 continue
             try:
                 rel = int(parts[2])
             except ValueError:
-                problems.append((str(path), n, "relevance", f"expected an integer, got {parts[2]!r}"))
+                problems.append(
+                    (str(path), n, "relevance", f"expected an integer, got {parts[2]!r}")
+                )
                 continue
             rows.append({"query_id": parts[0], "event_id": parts[1], "relevance": rel, "_line": n})
     if problems:
         raise DatasetError(problems)
     lines = [r.pop("_line") for r in rows]
-    frame = pl.DataFrame(rows, schema={"query_id": pl.Utf8, "event_id": pl.Utf8, "relevance": pl.Int64})
+    frame = pl.DataFrame(
+        rows, schema={"query_id": pl.Utf8, "event_id": pl.Utf8, "relevance": pl.Int64}
+    )
     return _validate(frame, QRELS, str(path), lines)
 
 
@@ -325,7 +348,9 @@ class Dataset:
         _write_jsonl(folder / "events.jsonl", self.events)
         _write_jsonl(folder / "queries.jsonl", self.queries)
         self.qrels.write_csv(folder / "qrels.tsv", separator="\t")
-        (folder / "dataset.json").write_text(json.dumps({"name": self.name, **self.info}, indent=2) + "\n")
+        (folder / "dataset.json").write_text(
+            json.dumps({"name": self.name, **self.info}, indent=2) + "\n"
+        )
         return folder
 
 
@@ -333,14 +358,20 @@ def _write_jsonl(path: Path, frame: pl.DataFrame) -> None:
     with open(path, "w", encoding="utf-8") as fh:
         for row in frame.iter_rows(named=True):
             extra = json.loads(row.pop("metadata") or "{}")
-            out = {k: (v.isoformat() if isinstance(v, datetime) else v) for k, v in row.items() if v is not None}
+            out = {
+                k: (v.isoformat() if isinstance(v, datetime) else v)
+                for k, v in row.items()
+                if v is not None
+            }
             fh.write(json.dumps({**out, **extra}, ensure_ascii=False) + "\n")
 
 
 def read_dataset(folder: str | Path) -> Dataset:
     """Read a dataset folder; all three files are checked, including cross-references."""
     folder = Path(folder)
-    missing = [f for f in ("events.jsonl", "queries.jsonl", "qrels.tsv") if not (folder / f).exists()]
+    missing = [
+        f for f in ("events.jsonl", "queries.jsonl", "qrels.tsv") if not (folder / f).exists()
+    ]
     if missing:
         raise DatasetError([(str(folder / f), None, None, "file not found") for f in missing])
     events = read_events(folder / "events.jsonl")
@@ -350,9 +381,13 @@ def read_dataset(folder: str | Path) -> Dataset:
     known_q, known_e = set(queries["query_id"]), set(events["event_id"])
     for line, row in enumerate(qrels.iter_rows(named=True), start=2):
         if row["query_id"] not in known_q:
-            problems.append((str(folder / "qrels.tsv"), line, "query_id", f"unknown query {row['query_id']!r}"))
+            problems.append(
+                (str(folder / "qrels.tsv"), line, "query_id", f"unknown query {row['query_id']!r}")
+            )
         if row["event_id"] not in known_e:
-            problems.append((str(folder / "qrels.tsv"), line, "event_id", f"unknown event {row['event_id']!r}"))
+            problems.append(
+                (str(folder / "qrels.tsv"), line, "event_id", f"unknown event {row['event_id']!r}")
+            )
     if problems:
         raise DatasetError(problems)
     info = {}

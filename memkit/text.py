@@ -50,7 +50,12 @@ class Analyzer:
     min_length: drop terms shorter than this (after stemming).
     """
 
-    def __init__(self, stopwords: str | None = "english", stemmer: str | None = "english", min_length: int = 1):
+    def __init__(
+        self,
+        stopwords: str | None = "english",
+        stemmer: str | None = "english",
+        min_length: int = 1,
+    ):
         self.stopwords = stopwords
         self.stemmer = stemmer
         self.min_length = min_length
@@ -58,14 +63,20 @@ class Analyzer:
             self._stop: frozenset[str] = frozenset()
         elif isinstance(stopwords, str):
             if stopwords not in STOPWORD_SETS:
-                raise ValueError(f"stopwords: expected one of {sorted(STOPWORD_SETS)} or None, got {stopwords!r}")
+                raise ValueError(
+                    f"stopwords: expected one of {sorted(STOPWORD_SETS)} or None, got {stopwords!r}"
+                )
             self._stop = STOPWORD_SETS[stopwords]
         else:
             self._stop = frozenset(w.lower() for w in stopwords)
         self._stem = _stem_fn(stemmer) if stemmer else None
 
     def params(self) -> dict:
-        stop = self.stopwords if self.stopwords is None or isinstance(self.stopwords, str) else sorted(self._stop)
+        stop = (
+            self.stopwords
+            if self.stopwords is None or isinstance(self.stopwords, str)
+            else sorted(self._stop)
+        )
         return {"stopwords": stop, "stemmer": self.stemmer, "min_length": self.min_length}
 
     def tokens(self, text: str) -> list[str]:
@@ -85,8 +96,11 @@ class Analyzer:
         return tuple(t for t in terms if len(t) >= self.min_length)
 
     def __eq__(self, other) -> bool:
-        return isinstance(other, Analyzer) and (self._stop, self.stemmer, self.min_length) == (other._stop, other.stemmer,
-                                                                                              other.min_length)
+        return isinstance(other, Analyzer) and (self._stop, self.stemmer, self.min_length) == (
+            other._stop,
+            other.stemmer,
+            other.min_length,
+        )
 
     def __hash__(self) -> int:
         return hash((self._stop, self.stemmer, self.min_length))

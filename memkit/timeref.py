@@ -22,11 +22,39 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from functools import lru_cache
 
-MONTHS = ["january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
-          "november", "december"]
+MONTHS = [
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+]
 WEEKDAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
-NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
-           "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "a couple of": 2, "couple of": 2}
+NUMBERS = {
+    "a": 1,
+    "an": 1,
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+    "eleven": 11,
+    "twelve": 12,
+    "a couple of": 2,
+    "couple of": 2,
+}
 
 
 def day_text(d: date) -> str:
@@ -78,7 +106,9 @@ def year(y: int) -> Span:
 
 
 def week_before(ref: date) -> Span:
-    return Span(ref - timedelta(days=7), ref - timedelta(days=1), f"the week before {day_text(ref)}")
+    return Span(
+        ref - timedelta(days=7), ref - timedelta(days=1), f"the week before {day_text(ref)}"
+    )
 
 
 def week_after(ref: date) -> Span:
@@ -113,7 +143,18 @@ def weekend_after(ref: date) -> Span:
 # -- resolving relative expressions ------------------------------------------------------------
 _NUM = r"(\d+|a couple of|couple of|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)"
 _WD = "(" + "|".join(WEEKDAYS) + r"|mon|tues?|wed|thu|thurs?|fri|sat|sun)\.?"
-_ABBREV = {"mon": 0, "tue": 1, "tues": 1, "wed": 2, "thu": 3, "thur": 3, "thurs": 3, "fri": 4, "sat": 5, "sun": 6}
+_ABBREV = {
+    "mon": 0,
+    "tue": 1,
+    "tues": 1,
+    "wed": 2,
+    "thu": 3,
+    "thur": 3,
+    "thurs": 3,
+    "fri": 4,
+    "sat": 5,
+    "sun": 6,
+}
 _RULES: list[tuple[re.Pattern, object]] = [
     (r"the day before yesterday", lambda m, d: day(d - timedelta(days=2))),
     (r"yesterday|last night", lambda m, d: day(d - timedelta(days=1))),
@@ -129,8 +170,18 @@ _RULES: list[tuple[re.Pattern, object]] = [
     (r"next week", lambda m, d: week_after(d)),
     (r"this week", lambda m, d: week_of(d)),
     (r"(?:last|this past|past) weekend", lambda m, d: weekend_before(d)),
-    (r"(?:this|next|this coming) weekend", lambda m, d: weekend_after(d) if d.weekday() < 5 else
-     Span(d - timedelta(days=d.weekday() - 5), d + timedelta(days=6 - d.weekday()), f"the weekend of {day_text(d)}")),
+    (
+        r"(?:this|next|this coming) weekend",
+        lambda m, d: (
+            weekend_after(d)
+            if d.weekday() < 5
+            else Span(
+                d - timedelta(days=d.weekday() - 5),
+                d + timedelta(days=6 - d.weekday()),
+                f"the weekend of {day_text(d)}",
+            )
+        ),
+    ),
     (r"(?:last|this past|past) " + _WD, lambda m, d: weekday_before(d, _weekday(m[1]))),
     (r"(?:next|this coming|this) " + _WD, lambda m, d: weekday_after(d, _weekday(m[1]))),
     (r"last month", lambda m, d: month(d.year, d.month - 1)),
@@ -163,25 +214,42 @@ class Mention:
 # A weekday or a day of the month with nothing saying which ("on Saturday", "Sunday morning",
 # "on the 20th") points back in a sentence in the past tense ("I broke my wrist at 5-a-side
 # on Saturday") and forward otherwise ("Start on the 20th", "First rehearsal Thursday").
-_BARE_WEEKDAY = re.compile(r"\b(?:on\s+)?(" + "|".join(WEEKDAYS) + r")(?:\s+(?:morning|afternoon|evening|night))?\b"
-                           r"(?!,?\s+(?:the\s+)?\d)", re.IGNORECASE)  # "Saturday 13 June" is a date
+_BARE_WEEKDAY = re.compile(
+    r"\b(?:on\s+)?(" + "|".join(WEEKDAYS) + r")(?:\s+(?:morning|afternoon|evening|night))?\b"
+    r"(?!,?\s+(?:the\s+)?\d)",
+    re.IGNORECASE,
+)  # "Saturday 13 June" is a date
 _MONTH_WORDS = "|".join(MONTHS) + r"|jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec"
-_BARE_DAY = re.compile(r"\b(?:on\s+)?the\s+(\d{1,2})(?:st|nd|rd|th)\b(?!\s+(?:of\s+)?(?:" + _MONTH_WORDS + r")\b)",
-                       re.IGNORECASE)
-_PAST = re.compile(r"\b(?:was|were|had|did|went|got|came|saw|took|broke|ran|won|lost|made|ate|left|bought|found|told|"
-                   r"said|met|sent|gave|put|fell|felt|drove|flew|rode|wrote|sang|swam|began|brought|caught|thought|"
-                   r"spent|paid|kept|held|sat|stood|heard|knew|became|born|been|back from|[a-z]{3,}ed)\b", re.IGNORECASE)
-_FUTURE = re.compile(r"\b(?:will|'ll|shall|going to|gonna|next|from|until|till|start|starts|opens?|see you|can't wait|"
-                     r"tomorrow|is on|are on|booked for|[a-z]{3,}ing)\b", re.IGNORECASE)
+_BARE_DAY = re.compile(
+    r"\b(?:on\s+)?the\s+(\d{1,2})(?:st|nd|rd|th)\b(?!\s+(?:of\s+)?(?:" + _MONTH_WORDS + r")\b)",
+    re.IGNORECASE,
+)
+_PAST = re.compile(
+    r"\b(?:was|were|had|did|went|got|came|saw|took|broke|ran|won|lost|made|ate|left|bought|found|told|"
+    r"said|met|sent|gave|put|fell|felt|drove|flew|rode|wrote|sang|swam|began|brought|caught|thought|"
+    r"spent|paid|kept|held|sat|stood|heard|knew|became|born|been|back from|[a-z]{3,}ed)\b",
+    re.IGNORECASE,
+)
+_FUTURE = re.compile(
+    r"\b(?:will|'ll|shall|going to|gonna|next|from|until|till|start|starts|opens?|see you|can't wait|"
+    r"tomorrow|is on|are on|booked for|[a-z]{3,}ing)\b",
+    re.IGNORECASE,
+)
 
 
 def _tensed(text: str, start: int, end: int) -> bool:
     """Whether the clause around ``text[start:end]`` speaks of the past: a past tense in
     it, or, with no tense of its own ("The boat trip on Saturday!!!") and nothing of the
     future (a will, a from, an until, an -ing: "moving in on the 1st"), in the post."""
-    lo = max(text.rfind(c, 0, start) for c in ".!?\n,;") + 1  # the clause: "The boiler broke, no hot water
-    his = [i for i in (text.find(c, end) for c in ".!?\n,;") if i >= 0]  # until the engineer comes on Thursday"
-    sentence = text[lo: start] + " " + text[end: min(his) if his else len(text)]  # "Sunday morning" itself says nothing
+    lo = (
+        max(text.rfind(c, 0, start) for c in ".!?\n,;") + 1
+    )  # the clause: "The boiler broke, no hot water
+    his = [
+        i for i in (text.find(c, end) for c in ".!?\n,;") if i >= 0
+    ]  # until the engineer comes on Thursday"
+    sentence = (
+        text[lo:start] + " " + text[end : min(his) if his else len(text)]
+    )  # "Sunday morning" itself says nothing
     if _PAST.search(sentence):
         return True
     return not _FUTURE.search(sentence) and bool(_PAST.search(text))
@@ -248,7 +316,8 @@ _READ = re.compile(
     rf"|(?P<dm>(\d{{1,2}})(?:st|nd|rd|th)? {_MONTH})\b"
     rf"|(?P<my>{_MONTH},? (\d{{4}}))"
     r"|(?P<y>\b(?:19|20)\d{2}\b)",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 _DATE_RE = re.compile(_DATE, re.IGNORECASE)
 
 
@@ -296,7 +365,9 @@ def read_span(text: str, ref: date | datetime | None = None) -> Span | None:
                 n = _n(m["n"]) if m["n"] else 1
                 if unit in WEEKDAYS:
                     wd = WEEKDAYS.index(unit)
-                    return weekday_before(ref, wd) if direction != "after" else weekday_after(ref, wd)
+                    return (
+                        weekday_before(ref, wd) if direction != "after" else weekday_after(ref, wd)
+                    )
                 if unit.startswith("weekend"):
                     return weekend_after(ref) if direction == "after" else weekend_before(ref, n)
                 return {"before": week_before, "after": week_after, "of": week_of}[direction](ref)
@@ -313,7 +384,11 @@ def read_span(text: str, ref: date | datetime | None = None) -> Span | None:
                 name, y = m["my"].replace(",", " ").split()
                 return month(int(y), _month_number(name))
             return year(int(m["y"]))
-        except (ValueError, KeyError, OverflowError):  # "31 February 2023", "30 Feb", before year 1: not a date
+        except (
+            ValueError,
+            KeyError,
+            OverflowError,
+        ):  # "31 February 2023", "30 Feb", before year 1: not a date
             continue
     return None
 
@@ -322,7 +397,13 @@ def read_span(text: str, ref: date | datetime | None = None) -> Span | None:
 # A question's time words name a window relative to the time of asking, pointing back: a
 # question asks about what was posted, so "in May" (asked in November) is the May just past,
 # "on Saturday" the Saturday before, and "last May" asked in May is the May of last year.
-SEASONS = {"spring": (3, 5), "summer": (6, 8), "autumn": (9, 11), "fall": (9, 11), "winter": (12, 2)}
+SEASONS = {
+    "spring": (3, 5),
+    "summer": (6, 8),
+    "autumn": (9, 11),
+    "fall": (9, 11),
+    "winter": (12, 2),
+}
 
 
 @dataclass(frozen=True)
@@ -336,7 +417,7 @@ class Window:
 
     def rest(self, text: str) -> str:
         """The question without the time phrase (and the preposition that led into it)."""
-        rest = re.sub(r"\s{2,}", " ", text[: self.start] + text[self.end:])
+        rest = re.sub(r"\s{2,}", " ", text[: self.start] + text[self.end :])
         return re.sub(r"\s+([?!.,])", r"\1", rest).strip()
 
 
@@ -352,7 +433,9 @@ def _season_back(now: date, name: str, strictly: bool) -> Span:
         start = date(y if first != 12 else y - 1, first, 1)
         end_month = month(y, last).end
         if start <= now and not (strictly and start <= now <= end_month):
-            return Span(start, end_month, f"{name} {y}" if first != 12 else f"winter {y - 1}/{str(y)[2:]}")
+            return Span(
+                start, end_month, f"{name} {y}" if first != 12 else f"winter {y - 1}/{str(y)[2:]}"
+            )
     raise ValueError(name)
 
 
@@ -361,53 +444,115 @@ _Q_LEAD = r"(?:\b(?:in|on|during|from|since|around|over|at|for|back in|early|lat
 # (pattern, maker(match groups, now: date | None) -> Span); a maker returns None when it
 # needs the time of asking and has none. Longer phrases come first.
 _ORDINAL = {"first": 0, "second": 1, "third": 2, "fourth": 3, "last": -1}
-_PART = {"early": (1, 10), "start of": (1, 10), "beginning of": (1, 10), "mid": (11, 20), "middle of": (11, 20),
-         "late": (21, 31), "end of": (21, 31)}
-_HOLIDAY = (r"(valentine'?s(?: day)?|christmas eve|christmas(?: day)?|boxing day|new year'?s eve|new year'?s(?: day)?"
-            r"|halloween|easter(?: sunday| weekend)?|bonfire night)")
+_PART = {
+    "early": (1, 10),
+    "start of": (1, 10),
+    "beginning of": (1, 10),
+    "mid": (11, 20),
+    "middle of": (11, 20),
+    "late": (21, 31),
+    "end of": (21, 31),
+}
+_HOLIDAY = (
+    r"(valentine'?s(?: day)?|christmas eve|christmas(?: day)?|boxing day|new year'?s eve|new year'?s(?: day)?"
+    r"|halloween|easter(?: sunday| weekend)?|bonfire night)"
+)
 _Q_RULES: list[tuple[str, object]] = [
     (_Q_LEAD + "(" + _DATE + ")", lambda m, now: day(_date(m[1]))),
-    (r"\b(?:in\s+|during\s+)?(?:the\s+)?(first|second|third|fourth|last)\s+week\s+of\s+" + _Q_MONTH
-     + r"(?:,?\s+((?:19|20)\d\d))?", lambda m, now: _part_back(now, _month_number(m[2]), m[3], week=_ORDINAL[m[1].lower()])),
-    (r"\b(?:in\s+|at\s+|by\s+)?(?:the\s+)?(early|mid|late|start of|beginning of|end of|middle of)[- ]?\s*" + _Q_MONTH
-     + r"(?:,?\s+((?:19|20)\d\d))?", lambda m, now: _part_back(now, _month_number(m[2]), m[3], part=m[1].lower())),
-    (r"\b(?:the\s+)?(week|weekend)\s+(before|after)\s+" + _HOLIDAY,
-     lambda m, now: now and _around_holiday(now, m[3], m[1].lower(), m[2].lower())),
-    (r"\b(?:(last|on|at|over|for|this|this past)\s+)?" + _HOLIDAY + r"\b",
-     lambda m, now: now and _holiday_back(now, m[2], strictly=(m[1] or "").lower() == "last")),
-    (_Q_LEAD + _Q_MONTH + r",?\s+((?:19|20)\d\d)\b", lambda m, now: month(int(m[2]), _month_number(m[1]))),
-    (r"\b(?:on\s+)?(?:the\s+)?(\d{1,2})(?:st|nd|rd|th)?(?:\s+of)?\s+" + _Q_MONTH + r"(?!,?\s*\d{4})",
-     lambda m, now: now and _day_back(now, _month_number(m[2]), int(m[1]))),
-    (r"\b(?:on\s+)?" + _Q_MONTH + r"\s+(\d{1,2})(?:st|nd|rd|th)?\b(?!,?\s*\d{4})",
-     lambda m, now: now and _day_back(now, _month_number(m[1]), int(m[2]))),
-    (r"\blast\s+" + _Q_MONTH, lambda m, now: now and _month_back(now, _month_number(m[1]), strictly=True)),
-    (r"\b(?:in|during|since|from|this|back in|the month of)\s+" + _Q_MONTH,
-     lambda m, now: now and _month_back(now, _month_number(m[1]), strictly=False)),
-    (r"\blast\s+(spring|summer|autumn|fall|winter)\b", lambda m, now: now and _season_back(now, m[1], strictly=True)),
-    (r"\b(?:this|in the|during the|over the|in)\s+(spring|summer|autumn|fall|winter)\b",
-     lambda m, now: now and _season_back(now, m[1], strictly=False)),
+    (
+        r"\b(?:in\s+|during\s+)?(?:the\s+)?(first|second|third|fourth|last)\s+week\s+of\s+"
+        + _Q_MONTH
+        + r"(?:,?\s+((?:19|20)\d\d))?",
+        lambda m, now: _part_back(now, _month_number(m[2]), m[3], week=_ORDINAL[m[1].lower()]),
+    ),
+    (
+        r"\b(?:in\s+|at\s+|by\s+)?(?:the\s+)?(early|mid|late|start of|beginning of|end of|middle of)[- ]?\s*"
+        + _Q_MONTH
+        + r"(?:,?\s+((?:19|20)\d\d))?",
+        lambda m, now: _part_back(now, _month_number(m[2]), m[3], part=m[1].lower()),
+    ),
+    (
+        r"\b(?:the\s+)?(week|weekend)\s+(before|after)\s+" + _HOLIDAY,
+        lambda m, now: now and _around_holiday(now, m[3], m[1].lower(), m[2].lower()),
+    ),
+    (
+        r"\b(?:(last|on|at|over|for|this|this past)\s+)?" + _HOLIDAY + r"\b",
+        lambda m, now: now and _holiday_back(now, m[2], strictly=(m[1] or "").lower() == "last"),
+    ),
+    (
+        _Q_LEAD + _Q_MONTH + r",?\s+((?:19|20)\d\d)\b",
+        lambda m, now: month(int(m[2]), _month_number(m[1])),
+    ),
+    (
+        r"\b(?:on\s+)?(?:the\s+)?(\d{1,2})(?:st|nd|rd|th)?(?:\s+of)?\s+"
+        + _Q_MONTH
+        + r"(?!,?\s*\d{4})",
+        lambda m, now: now and _day_back(now, _month_number(m[2]), int(m[1])),
+    ),
+    (
+        r"\b(?:on\s+)?" + _Q_MONTH + r"\s+(\d{1,2})(?:st|nd|rd|th)?\b(?!,?\s*\d{4})",
+        lambda m, now: now and _day_back(now, _month_number(m[1]), int(m[2])),
+    ),
+    (
+        r"\blast\s+" + _Q_MONTH,
+        lambda m, now: now and _month_back(now, _month_number(m[1]), strictly=True),
+    ),
+    (
+        r"\b(?:in|during|since|from|this|back in|the month of)\s+" + _Q_MONTH,
+        lambda m, now: now and _month_back(now, _month_number(m[1]), strictly=False),
+    ),
+    (
+        r"\blast\s+(spring|summer|autumn|fall|winter)\b",
+        lambda m, now: now and _season_back(now, m[1], strictly=True),
+    ),
+    (
+        r"\b(?:this|in the|during the|over the|in)\s+(spring|summer|autumn|fall|winter)\b",
+        lambda m, now: now and _season_back(now, m[1], strictly=False),
+    ),
     (r"\b(?:in|during|since|from|back in)\s+((?:19|20)\d\d)\b", lambda m, now: year(int(m[1]))),
-    (r"\b(?:on|last|this past)\s+" + _WD, lambda m, now: now and _weekday_back(now, _weekday(m[1]),
-                                                                              m[0].lower().startswith("on"))),
+    (
+        r"\b(?:on|last|this past)\s+" + _WD,
+        lambda m, now: now and _weekday_back(now, _weekday(m[1]), m[0].lower().startswith("on")),
+    ),
 ]
 _Q_RULES = [(re.compile(p, re.IGNORECASE), f) for p, f in _Q_RULES]
 
 
-def _part_back(now: date | None, mo: int, year_text: str | None, week: int | None = None,
-               part: str | None = None) -> Span | None:
+def _part_back(
+    now: date | None,
+    mo: int,
+    year_text: str | None,
+    week: int | None = None,
+    part: str | None = None,
+) -> Span | None:
     """A week ("the second week of June") or a part ("early March", "the end of October")
     of the most recent such month (or of the year named)."""
-    whole = month(int(year_text), mo) if year_text else (_month_back(now, mo, strictly=False) if now else None)
+    whole = (
+        month(int(year_text), mo)
+        if year_text
+        else (_month_back(now, mo, strictly=False) if now else None)
+    )
     if whole is None:
         return None
     if week is not None:
-        start = whole.end - timedelta(days=6) if week < 0 else whole.start + timedelta(days=7 * week)
+        start = (
+            whole.end - timedelta(days=6) if week < 0 else whole.start + timedelta(days=7 * week)
+        )
         end = min(start + timedelta(days=6), whole.end)
         return Span(start, end, f"the week of {day_text(start)}")
     lo, hi = _PART[part]
-    start, end = whole.start.replace(day=lo), min(whole.end, whole.start.replace(day=min(hi, whole.end.day)))
-    return Span(start, end, f"{part.replace(' of', '')} {whole.text}".replace("start ", "early ").replace(
-        "beginning ", "early ").replace("end ", "late ").replace("middle ", "mid "))
+    start, end = (
+        whole.start.replace(day=lo),
+        min(whole.end, whole.start.replace(day=min(hi, whole.end.day))),
+    )
+    return Span(
+        start,
+        end,
+        f"{part.replace(' of', '')} {whole.text}".replace("start ", "early ")
+        .replace("beginning ", "early ")
+        .replace("end ", "late ")
+        .replace("middle ", "mid "),
+    )
 
 
 def easter(y: int) -> date:
@@ -431,10 +576,19 @@ def _holiday(y: int, name: str) -> Span:
         if name == "easter sunday":
             return day(sunday)
         return Span(sunday - timedelta(days=2), sunday + timedelta(days=1), f"Easter {y}")
-    fixed = {"valentines": (2, 14, 2, 14), "valentines day": (2, 14, 2, 14), "christmas eve": (12, 24, 12, 24),
-             "christmas": (12, 24, 12, 26), "christmas day": (12, 25, 12, 25), "boxing day": (12, 26, 12, 26),
-             "new years eve": (12, 31, 12, 31), "new years": (1, 1, 1, 1), "new years day": (1, 1, 1, 1),
-             "halloween": (10, 31, 10, 31), "bonfire night": (11, 5, 11, 5)}[name]
+    fixed = {
+        "valentines": (2, 14, 2, 14),
+        "valentines day": (2, 14, 2, 14),
+        "christmas eve": (12, 24, 12, 24),
+        "christmas": (12, 24, 12, 26),
+        "christmas day": (12, 25, 12, 25),
+        "boxing day": (12, 26, 12, 26),
+        "new years eve": (12, 31, 12, 31),
+        "new years": (1, 1, 1, 1),
+        "new years day": (1, 1, 1, 1),
+        "halloween": (10, 31, 10, 31),
+        "bonfire night": (11, 5, 11, 5),
+    }[name]
     start, end = date(y, fixed[0], fixed[1]), date(y, fixed[2], fixed[3])
     return Span(start, end, day_text(start) if start == end else f"Christmas {y}")
 
@@ -449,7 +603,7 @@ def _holiday_back(now: date, name: str, strictly: bool) -> Span:
 
 
 def _around_holiday(now: date, name: str, unit: str, direction: str) -> Span:
-    """"the week before Easter", "the weekend after Christmas": from the most recent one."""
+    """ "the week before Easter", "the weekend after Christmas": from the most recent one."""
     h = _holiday_back(now, name, strictly=False)
     if name.lower().startswith("easter"):
         h = day(easter(h.start.year))  # counted from Easter Sunday
@@ -463,7 +617,9 @@ def shifted(text: str, days: tuple[date, date]) -> Span | None:
     year before", "and the September before?", "the week before", "the month after"."""
     start, end = days
     t = text.lower()
-    if re.search(r"\b(?:a|one|the)\s+year\s+(?:before|earlier)|\bprevious year\b|\byear before\b", t):
+    if re.search(
+        r"\b(?:a|one|the)\s+year\s+(?:before|earlier)|\bprevious year\b|\byear before\b", t
+    ):
         return _minus_years(start, end, 1)
     if re.search(r"\b(?:a|one|the)\s+year\s+(?:after|later)|\bthe next year\b|\byear after\b", t):
         return _minus_years(start, end, -1)
@@ -479,7 +635,11 @@ def shifted(text: str, days: tuple[date, date]) -> Span | None:
     if m:
         if m[1] == "week":
             return week_before(start) if m[2] == "before" else week_after(end)
-        return month(start.year, start.month - 1) if m[2] == "before" else month(end.year, end.month + 1)
+        return (
+            month(start.year, start.month - 1)
+            if m[2] == "before"
+            else month(end.year, end.month + 1)
+        )
     return None
 
 
@@ -492,7 +652,11 @@ def _minus_years(start: date, end: date, n: int) -> Span:
 
     s, e = back(start), back(end)
     if s.day == 1 and e == month(e.year, e.month).end:
-        return month(s.year, s.month) if (s.year, s.month) == (e.year, e.month) else Span(s, e, f"{day_text(s)} to {day_text(e)}")
+        return (
+            month(s.year, s.month)
+            if (s.year, s.month) == (e.year, e.month)
+            else Span(s, e, f"{day_text(s)} to {day_text(e)}")
+        )
     return Span(s, e, day_text(s) if s == e else f"{day_text(s)} to {day_text(e)}")
 
 
@@ -525,18 +689,36 @@ def question_window(text: str, now: datetime | date | None = None) -> Window | N
             if span:
                 found.append(Window(span, m.group(0).strip(), m.start(), m.end()))
     if ref is not None:
-        for mention in resolve(text, ref, bare=False):  # yesterday, last week, two weeks ago, this year, ...
-            lead = re.search(r"(?:\b(?:in|on|during|from|since|over)\s+)?$", text[: mention.start], re.IGNORECASE)
+        for mention in resolve(
+            text, ref, bare=False
+        ):  # yesterday, last week, two weeks ago, this year, ...
+            lead = re.search(
+                r"(?:\b(?:in|on|during|from|since|over)\s+)?$", text[: mention.start], re.IGNORECASE
+            )
             start = lead.start() if lead and lead.group(0) else mention.start
-            found.append(Window(mention.span, text[start: mention.start + len(mention.phrase)].strip(), start,
-                                mention.start + len(mention.phrase)))
+            found.append(
+                Window(
+                    mention.span,
+                    text[start : mention.start + len(mention.phrase)].strip(),
+                    start,
+                    mention.start + len(mention.phrase),
+                )
+            )
     if not found:
         return None
-    first = min(found, key=lambda w: (w.start, -(w.end - w.start)))  # the first phrase, the longest there
-    later = re.match(r",?\s*(?:in\s+)?(?:the|a|one)\s+year\s+(?:before|earlier)", text[first.end:], re.IGNORECASE)
+    first = min(
+        found, key=lambda w: (w.start, -(w.end - w.start))
+    )  # the first phrase, the longest there
+    later = re.match(
+        r",?\s*(?:in\s+)?(?:the|a|one)\s+year\s+(?:before|earlier)",
+        text[first.end :],
+        re.IGNORECASE,
+    )
     if later:  # "in October the year before"
         moved = shifted("a year before", (first.span.start, first.span.end))
-        return Window(moved, text[first.start: first.end + later.end()], first.start, first.end + later.end())
+        return Window(
+            moved, text[first.start : first.end + later.end()], first.start, first.end + later.end()
+        )
     return first
 
 

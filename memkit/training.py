@@ -91,8 +91,13 @@ class TrainSettings:
     symmetric: bool = False
 
     def __post_init__(self):
-        ints = {"epochs": (1, 50), "batch_size": (2, 1024), "max_pairs": (1, 10_000_000), "max_length": (8, 512),
-                "seed": (0, 2**31 - 1)}
+        ints = {
+            "epochs": (1, 50),
+            "batch_size": (2, 1024),
+            "max_pairs": (1, 10_000_000),
+            "max_length": (8, 512),
+            "seed": (0, 2**31 - 1),
+        }
         for name, (lo, hi) in ints.items():
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
@@ -100,24 +105,38 @@ class TrainSettings:
         for name, lo, hi in (("lr", 0.0, 0.01), ("warmup", 0.0, 1.0), ("scale", 0.0, 100.0)):
             v = getattr(self, name)
             zero = name == "warmup"  # no warm-up is fine; no learning rate or scale is not
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not lo <= v <= hi or (v == 0 and not zero):
-                raise ValidationError(name, f"expected a number in {'[' if zero else '('}{lo}, {hi}], got {v!r}")
+            if (
+                isinstance(v, bool)
+                or not isinstance(v, (int, float))
+                or not lo <= v <= hi
+                or (v == 0 and not zero)
+            ):
+                raise ValidationError(
+                    name, f"expected a number in {'[' if zero else '('}{lo}, {hi}], got {v!r}"
+                )
         if not isinstance(self.symmetric, bool):
             raise ValidationError("symmetric", f"expected true or false, got {self.symmetric!r}")
 
     @classmethod
-    def from_dict(cls, d: dict, where: str, defaults: "TrainSettings | None" = None) -> "TrainSettings":
+    def from_dict(
+        cls, d: dict, where: str, defaults: "TrainSettings | None" = None
+    ) -> "TrainSettings":
         known = {f.name for f in fields(cls)}
         unknown = set(d) - known
         if unknown:
-            raise ValidationError(f"{where}.{sorted(unknown)[0]}", f"unknown setting (expected one of {sorted(known)})")
+            raise ValidationError(
+                f"{where}.{sorted(unknown)[0]}",
+                f"unknown setting (expected one of {sorted(known)})",
+            )
         try:
             return cls(**{**(asdict(defaults) if defaults else {}), **d})
         except ValidationError as exc:
             raise ValidationError(f"{where}.{exc.field}", exc.message) from None
 
 
-SUPERVISED = TrainSettings(epochs=2)  # labels: two passes (the settings of the issue's first measurements)
+SUPERVISED = TrainSettings(
+    epochs=2
+)  # labels: two passes (the settings of the issue's first measurements)
 # A corpus's own structure: pairs are many, so one pass over at most 3,000 of them, texts cut
 # at 64 word pieces while training, learned both ways (a post and its neighbour have no
 # direction). Chosen on LoCoMo-dev: eval/train_encoder.py --part settings.
@@ -126,33 +145,60 @@ ADAPT = TrainSettings(epochs=1, max_length=64, symmetric=True)
 
 # -- pairs ---------------------------------------------------------------------------------
 def _pairs(frame: pl.DataFrame) -> pl.DataFrame:
-    cols = [pl.col(c).cast(t) if c in frame.columns else pl.lit(None, t).alias(c) for c, t in PAIRS_SCHEMA.items()]
-    return frame.select(cols).filter((pl.col("anchor").str.strip_chars() != "") & (pl.col("positive").str.strip_chars() != ""))
+    cols = [
+        pl.col(c).cast(t) if c in frame.columns else pl.lit(None, t).alias(c)
+        for c, t in PAIRS_SCHEMA.items()
+    ]
+    return frame.select(cols).filter(
+        (pl.col("anchor").str.strip_chars() != "") & (pl.col("positive").str.strip_chars() != "")
+    )
 
 
-def supervised_pairs(dataset, doc_template: str = "{line}", query_field: str = "text",
-                     hard_negatives: bool = False) -> pl.DataFrame:
+def supervised_pairs(
+    dataset, doc_template: str = "{line}", query_field: str = "text", hard_negatives: bool = False
+) -> pl.DataFrame:
     """(query, relevant event) pairs from a dataset's qrels; see the module docstring."""
     docs = add_context(dataset.events)
     text_of = dict(zip(docs["event_id"].to_list(), document_text(docs, doc_template)))
     q = dataset.queries
-    asked = pl.coalesce(pl.col(query_field), pl.col("text")) if query_field in q.columns else pl.col("text")
+    asked = (
+        pl.coalesce(pl.col(query_field), pl.col("text"))
+        if query_field in q.columns
+        else pl.col("text")
+    )
     q = q.select("query_id", asked.alias("anchor"), "floor_ids")
-    rel = (dataset.qrels.filter(pl.col("relevance") > 0).join(q, on="query_id")
-           .filter(pl.col("event_id").is_in(list(text_of)))
-           .with_columns(pl.col("event_id").replace_strict(text_of).alias("positive"), pl.lit("label").alias("kind")))
+    rel = (
+        dataset.qrels.filter(pl.col("relevance") > 0)
+        .join(q, on="query_id")
+        .filter(pl.col("event_id").is_in(list(text_of)))
+        .with_columns(
+            pl.col("event_id").replace_strict(text_of).alias("positive"),
+            pl.lit("label").alias("kind"),
+        )
+    )
     if hard_negatives and rel.height:
         from memkit.retrievers import BM25Retriever
 
-        asked_q = q.filter(pl.col("query_id").is_in(rel["query_id"].unique().to_list())).rename({"anchor": "text"})
+        asked_q = q.filter(pl.col("query_id").is_in(rel["query_id"].unique().to_list())).rename(
+            {"anchor": "text"}
+        )
         run = BM25Retriever(doc_template=doc_template).fit(docs).search(asked_q, 20)
-        wrong = (run.join(rel.select("query_id", "event_id"), on=["query_id", "event_id"], how="anti")
-                 .sort("query_id", "rank").group_by("query_id", maintain_order=True).agg("event_id"))
+        wrong = (
+            run.join(rel.select("query_id", "event_id"), on=["query_id", "event_id"], how="anti")
+            .sort("query_id", "rank")
+            .group_by("query_id", maintain_order=True)
+            .agg("event_id")
+        )
         wrong_of = dict(zip(wrong["query_id"].to_list(), wrong["event_id"].to_list()))
         negs = []
-        for i, qid in zip(rel.select(pl.int_range(pl.len()).over("query_id"))[:, 0].to_list(), rel["query_id"].to_list()):
+        for i, qid in zip(
+            rel.select(pl.int_range(pl.len()).over("query_id"))[:, 0].to_list(),
+            rel["query_id"].to_list(),
+        ):
             ids = wrong_of.get(qid) or []
-            negs.append(text_of[ids[i % len(ids)]] if ids else None)  # the query's i-th pair: its i-th miss
+            negs.append(
+                text_of[ids[i % len(ids)]] if ids else None
+            )  # the query's i-th pair: its i-th miss
         rel = rel.with_columns(pl.Series("negative", negs, pl.Utf8))
     return _pairs(rel)
 
@@ -165,20 +211,46 @@ def structure_pairs(events: pl.DataFrame, kinds: Sequence[str] = KINDS) -> pl.Da
     ev = add_context(events, before=1, after=0)
     out = []
     if "neighbour" in kinds:
-        out.append(ev.filter(pl.col("prev_lines") != "").select(
-            pl.col("prev_lines").alias("anchor"), pl.col("line").alias("positive"), pl.lit("neighbour").alias("kind")))
+        out.append(
+            ev.filter(pl.col("prev_lines") != "").select(
+                pl.col("prev_lines").alias("anchor"),
+                pl.col("line").alias("positive"),
+                pl.lit("neighbour").alias("kind"),
+            )
+        )
     if "reply" in kinds and "reply_to" in ev.columns:
         parents = ev.select(pl.col("event_id").alias("reply_to"), pl.col("line").alias("anchor"))
-        out.append(ev.join(parents, on="reply_to").select("anchor", pl.col("line").alias("positive"),
-                                                          pl.lit("reply").alias("kind")))
+        out.append(
+            ev.join(parents, on="reply_to").select(
+                "anchor", pl.col("line").alias("positive"), pl.lit("reply").alias("kind")
+            )
+        )
     if "title" in kinds:
-        halves = ev.filter(pl.col("text").str.contains("\n\n", literal=True))["text"].str.splitn("\n\n", 2)
-        out.append(halves.struct.unnest().select(pl.col("field_0").alias("anchor"), pl.col("field_1").alias("positive"),
-                                                 pl.lit("title").alias("kind")))
+        halves = ev.filter(pl.col("text").str.contains("\n\n", literal=True))["text"].str.splitn(
+            "\n\n", 2
+        )
+        out.append(
+            halves.struct.unnest().select(
+                pl.col("field_0").alias("anchor"),
+                pl.col("field_1").alias("positive"),
+                pl.lit("title").alias("kind"),
+            )
+        )
         if "block_title" in ev.columns:
-            unique = ev.select("block_id", "block_title").unique().group_by("block_title").len().filter(pl.col("len") == 1)
-            out.append(ev.filter(pl.col("block_title").is_in(unique["block_title"].to_list())).select(
-                pl.col("block_title").alias("anchor"), pl.col("line").alias("positive"), pl.lit("title").alias("kind")))
+            unique = (
+                ev.select("block_id", "block_title")
+                .unique()
+                .group_by("block_title")
+                .len()
+                .filter(pl.col("len") == 1)
+            )
+            out.append(
+                ev.filter(pl.col("block_title").is_in(unique["block_title"].to_list())).select(
+                    pl.col("block_title").alias("anchor"),
+                    pl.col("line").alias("positive"),
+                    pl.lit("title").alias("kind"),
+                )
+            )
     return pl.concat([_pairs(f) for f in out]) if out else _pairs(pl.DataFrame(schema=PAIRS_SCHEMA))
 
 
@@ -194,9 +266,20 @@ def model_name(base: str, pairs: pl.DataFrame, settings: TrainSettings) -> str:
     """``minilm-ft-<hash>``: the base model, the pairs and the settings, hashed. A base
     with int8 weights (``minilm-int8``) trains its float model, and the trained model is
     served with int8 weights too (``minilm-ft-<hash>-int8``)."""
-    key = json.dumps({"base": float_name(base), "pairs": pairs_hash(pairs), "settings": asdict(settings),
-                      "version": TRAIN_VERSION}, sort_keys=True)
-    return "minilm-ft-" + hashlib.sha256(key.encode()).hexdigest()[:12] + (INT8 if base.endswith(INT8) else "")
+    key = json.dumps(
+        {
+            "base": float_name(base),
+            "pairs": pairs_hash(pairs),
+            "settings": asdict(settings),
+            "version": TRAIN_VERSION,
+        },
+        sort_keys=True,
+    )
+    return (
+        "minilm-ft-"
+        + hashlib.sha256(key.encode()).hexdigest()[:12]
+        + (INT8 if base.endswith(INT8) else "")
+    )
 
 
 def is_trained(name: str) -> bool:
@@ -209,8 +292,14 @@ def model_info(name: str) -> dict:
     return json.loads((trained_model_path(float_name(name)) / "memkit.json").read_text())
 
 
-def train(pairs: pl.DataFrame, base: str = "minilm", settings: TrainSettings | None = None,
-          sources: Sequence[str] = (), progress: bool | None = None, threads: int | None = None) -> str:
+def train(
+    pairs: pl.DataFrame,
+    base: str = "minilm",
+    settings: TrainSettings | None = None,
+    sources: Sequence[str] = (),
+    progress: bool | None = None,
+    threads: int | None = None,
+) -> str:
     """Fine-tune ``base`` on ``pairs``; returns the model's name (an encoder name). A model
     trained before with the same base, pairs and settings is returned without training.
     ``threads``: PyTorch threads while training (else ``$MEMKIT_TRAIN_THREADS``, else 1:
@@ -220,28 +309,51 @@ def train(pairs: pl.DataFrame, base: str = "minilm", settings: TrainSettings | N
     if pairs.height == 0:
         raise ValidationError("pairs", "nothing to learn from: no pairs")
     start = float_name(base)
-    if start not in ("minilm", MINILM) and not TRAINED.match(start) and not (Path(start) / "memkit.json").exists():
-        raise ValidationError("model", f"expected 'minilm' or a trained model's name (minilm-ft-...), got {base!r}")
+    if (
+        start not in ("minilm", MINILM)
+        and not TRAINED.match(start)
+        and not (Path(start) / "memkit.json").exists()
+    ):
+        raise ValidationError(
+            "model", f"expected 'minilm' or a trained model's name (minilm-ft-...), got {base!r}"
+        )
     name = model_name(base, pairs, settings)
     folder = models_dir() / float_name(name)
     if (folder / "memkit.json").exists():
         return name
     used = pairs
     if pairs.height > settings.max_pairs:  # a seeded sample, kept in its original order
-        keep = np.sort(np.random.default_rng(settings.seed).choice(pairs.height, settings.max_pairs, replace=False))
+        keep = np.sort(
+            np.random.default_rng(settings.seed).choice(
+                pairs.height, settings.max_pairs, replace=False
+            )
+        )
         used = pairs[keep]
-    model = load_sentence_transformer(None if start in ("minilm", MINILM) else trained_model_path(start))
+    model = load_sentence_transformer(
+        None if start in ("minilm", MINILM) else trained_model_path(start)
+    )
     started = time.perf_counter()
-    _fit(model, used, settings, progress, threads or int(os.environ.get("MEMKIT_TRAIN_THREADS", "1")))
+    _fit(
+        model, used, settings, progress, threads or int(os.environ.get("MEMKIT_TRAIN_THREADS", "1"))
+    )
     seconds = time.perf_counter() - started
     tmp = folder.with_name(f".{folder.name}.{os.getpid()}.tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     model.save(str(tmp), create_model_card=False)
     kinds = used.group_by("kind").len().sort("kind")
-    info = {"name": folder.name, "base": start, "pairs": pairs.height, "pairs_used": used.height,
-            "pairs_sha256": pairs_hash(pairs), "kinds": dict(zip(kinds["kind"].to_list(), kinds["len"].to_list())),
-            "hard_negatives": int(used["negative"].is_not_null().sum()), "settings": asdict(settings),
-            "sources": list(sources), "train_seconds": round(seconds, 1), "version": TRAIN_VERSION}
+    info = {
+        "name": folder.name,
+        "base": start,
+        "pairs": pairs.height,
+        "pairs_used": used.height,
+        "pairs_sha256": pairs_hash(pairs),
+        "kinds": dict(zip(kinds["kind"].to_list(), kinds["len"].to_list())),
+        "hard_negatives": int(used["negative"].is_not_null().sum()),
+        "settings": asdict(settings),
+        "sources": list(sources),
+        "train_seconds": round(seconds, 1),
+        "version": TRAIN_VERSION,
+    }
     (tmp / "memkit.json").write_text(json.dumps(info, indent=2))
     try:
         tmp.rename(folder)
@@ -275,7 +387,8 @@ def _fit(model, pairs: pl.DataFrame, s: TrainSettings, progress: bool | None, th
     words.requires_grad_(False)
     opt = torch.optim.AdamW([w for w in model.parameters() if w.requires_grad], lr=s.lr)
     sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda i: min((i + 1) / warm, max(0.0, (steps - i) / max(1, steps - warm))))
+        opt, lambda i: min((i + 1) / warm, max(0.0, (steps - i) / max(1, steps - warm)))
+    )
     full_length = model.max_seq_length
     model.max_seq_length = s.max_length
 
@@ -284,7 +397,9 @@ def _fit(model, pairs: pl.DataFrame, s: TrainSettings, progress: bool | None, th
 
     def masked(logits, rows, cands, allowed):
         """Logits with each row's other right answers (a shared text) taken out."""
-        drop = torch.tensor([[j != i and c in allowed[r] for j, c in enumerate(cands)] for i, r in enumerate(rows)])
+        drop = torch.tensor(
+            [[j != i and c in allowed[r] for j, c in enumerate(cands)] for i, r in enumerate(rows)]
+        )
         return logits.masked_fill(drop, float("-inf"))
 
     model.train()
@@ -297,11 +412,17 @@ def _fit(model, pairs: pl.DataFrame, s: TrainSettings, progress: bool | None, th
                     a_txt, p_txt = [anchors[i] for i in idx], [positives[i] for i in idx]
                     n_txt = [negatives[i] for i in idx if negatives[i] is not None]
                     a, p = embed(a_txt), embed(p_txt)
-                    cands, c_txt = (torch.cat([p, embed(n_txt)]), p_txt + n_txt) if n_txt else (p, p_txt)
+                    cands, c_txt = (
+                        (torch.cat([p, embed(n_txt)]), p_txt + n_txt) if n_txt else (p, p_txt)
+                    )
                     target = torch.arange(len(idx))
-                    loss = F.cross_entropy(masked(a @ cands.T * s.scale, a_txt, c_txt, answers), target)
+                    loss = F.cross_entropy(
+                        masked(a @ cands.T * s.scale, a_txt, c_txt, answers), target
+                    )
                     if s.symmetric:
-                        back = F.cross_entropy(masked(p @ a.T * s.scale, p_txt, a_txt, asked), target)
+                        back = F.cross_entropy(
+                            masked(p @ a.T * s.scale, p_txt, a_txt, asked), target
+                        )
                         loss = (loss + back) / 2
                     opt.zero_grad()
                     loss.backward()
@@ -318,7 +439,9 @@ def _fit(model, pairs: pl.DataFrame, s: TrainSettings, progress: bool | None, th
 
 # -- the [encoder] section of a pipeline ---------------------------------------------------
 @lru_cache(maxsize=16)
-def dataset_pairs(spec: str, template: str, query_field: str, hard_negatives: bool) -> tuple[str, pl.DataFrame]:
+def dataset_pairs(
+    spec: str, template: str, query_field: str, hard_negatives: bool
+) -> tuple[str, pl.DataFrame]:
     """(dataset name, its supervised pairs) for ``path[:split]``: a dataset folder, BEIR
     folder or LoCoMo file, as given or under the data root; ``split`` is a BEIR split
     (default ``train``: SciFact's test claims stay for scoring)."""
@@ -352,34 +475,56 @@ class EncoderStage:
     adapted on ``events``.
     """
 
-    def __init__(self, model: str = "minilm", supervised: dict | None = None, adapt: dict | None = None):
+    def __init__(
+        self, model: str = "minilm", supervised: dict | None = None, adapt: dict | None = None
+    ):
         if not isinstance(model, str) or not model:
-            raise ValidationError("encoder.model", f"expected 'minilm' or a trained model's name, got {model!r}")
+            raise ValidationError(
+                "encoder.model", f"expected 'minilm' or a trained model's name, got {model!r}"
+            )
         self.spec = {"model": model, "supervised": supervised, "adapt": adapt}  # as given
         self.model = model
-        self.supervised = self._section(supervised, "supervised", {"datasets", "doc_template", "query_field",
-                                                                     "hard_negatives"}, SUPERVISED)
+        self.supervised = self._section(
+            supervised,
+            "supervised",
+            {"datasets", "doc_template", "query_field", "hard_negatives"},
+            SUPERVISED,
+        )
         if self.supervised is not None:
             sets = self.supervised["datasets"]
-            if not isinstance(sets, list) or not sets or not all(isinstance(d, str) and d for d in sets):
-                raise ValidationError("encoder.supervised.datasets", f"expected a list of dataset paths, got {sets!r}")
+            if (
+                not isinstance(sets, list)
+                or not sets
+                or not all(isinstance(d, str) and d for d in sets)
+            ):
+                raise ValidationError(
+                    "encoder.supervised.datasets", f"expected a list of dataset paths, got {sets!r}"
+                )
         self.adapt = self._section(adapt, "adapt", {"kinds"}, ADAPT)
         if self.adapt is not None:
             kinds = self.adapt.setdefault("kinds", list(KINDS))
             if not isinstance(kinds, list) or not kinds or any(k not in KINDS for k in kinds):
-                raise ValidationError("encoder.adapt.kinds", f"expected a list of some of {list(KINDS)}, got {kinds!r}")
+                raise ValidationError(
+                    "encoder.adapt.kinds",
+                    f"expected a list of some of {list(KINDS)}, got {kinds!r}",
+                )
 
     @staticmethod
-    def _section(spec: dict | None, where: str, own: set[str], defaults: TrainSettings) -> dict | None:
+    def _section(
+        spec: dict | None, where: str, own: set[str], defaults: TrainSettings
+    ) -> dict | None:
         if spec is None:
             return None
         if not isinstance(spec, dict):
             raise ValidationError(f"encoder.{where}", f"expected a table, got {spec!r}")
         if where == "supervised" and "datasets" not in spec:
-            raise ValidationError("encoder.supervised.datasets", "required: the dataset folders to learn from")
+            raise ValidationError(
+                "encoder.supervised.datasets", "required: the dataset folders to learn from"
+            )
         out = dict(spec)
-        out["settings"] = TrainSettings.from_dict({k: v for k, v in spec.items() if k not in own}, f"encoder.{where}",
-                                                  defaults)
+        out["settings"] = TrainSettings.from_dict(
+            {k: v for k, v in spec.items() if k not in own}, f"encoder.{where}", defaults
+        )
         return out
 
     @classmethod
@@ -390,13 +535,22 @@ class EncoderStage:
             raise ValidationError("encoder", f"expected a table, got {spec!r}")
         unknown = set(spec) - {"model", "supervised", "adapt"}
         if unknown:
-            raise ValidationError(f"encoder.{sorted(unknown)[0]}", "unknown setting (expected model, supervised, adapt)")
+            raise ValidationError(
+                f"encoder.{sorted(unknown)[0]}",
+                "unknown setting (expected model, supervised, adapt)",
+            )
         return cls(**spec)
 
     def params(self) -> dict:
         def show(section):
-            return None if section is None else {**{k: v for k, v in section.items() if k != "settings"},
-                                                 **asdict(section["settings"])}
+            return (
+                None
+                if section is None
+                else {
+                    **{k: v for k, v in section.items() if k != "settings"},
+                    **asdict(section["settings"]),
+                }
+            )
 
         return {"model": self.model, "supervised": show(self.supervised), "adapt": show(self.adapt)}
 
@@ -405,32 +559,48 @@ class EncoderStage:
         sup = self.supervised
         names, frames = [], []
         for spec in sup["datasets"]:
-            name, pairs = dataset_pairs(spec, sup.get("doc_template", "{line}"), sup.get("query_field", "text"),
-                                         bool(sup.get("hard_negatives", False)))
+            name, pairs = dataset_pairs(
+                spec,
+                sup.get("doc_template", "{line}"),
+                sup.get("query_field", "text"),
+                bool(sup.get("hard_negatives", False)),
+            )
             if name != hold_out:
                 names.append(name)
                 frames.append(pairs)
         return names, pl.concat(frames) if frames else _pairs(pl.DataFrame(schema=PAIRS_SCHEMA))
 
-    def resolve(self, events: pl.DataFrame | None = None, hold_out: str | None = None,
-                allow_training: bool = True, threads: int | None = None) -> str:
+    def resolve(
+        self,
+        events: pl.DataFrame | None = None,
+        hold_out: str | None = None,
+        allow_training: bool = True,
+        threads: int | None = None,
+    ) -> str:
         """The encoder's name; see the class docstring. ``allow_training=False`` raises
         instead of training a model that is not in the cache (the service's query path)."""
         name = self.model
         if self.supervised is not None:
             sources, pairs = self.supervised_pairs(hold_out)
             if pairs.height:
-                name = self._train(pairs, name, self.supervised["settings"], sources, allow_training, threads)
+                name = self._train(
+                    pairs, name, self.supervised["settings"], sources, allow_training, threads
+                )
         if self.adapt is not None and events is not None and events.height:
             pairs = structure_pairs(events, self.adapt["kinds"])
             if pairs.height:
-                name = self._train(pairs, name, self.adapt["settings"], ["events"], allow_training, threads)
+                name = self._train(
+                    pairs, name, self.adapt["settings"], ["events"], allow_training, threads
+                )
         return name
 
     @staticmethod
     def _train(pairs, base, settings, sources, allow_training, threads) -> str:
         wanted = model_name(base, pairs, settings)
         if not allow_training and not is_trained(wanted):
-            raise ValidationError("encoder", f"model {wanted} is not trained yet: run `memkit adapt` (or an eval "
-                                  "with this config) where the data is")
+            raise ValidationError(
+                "encoder",
+                f"model {wanted} is not trained yet: run `memkit adapt` (or an eval "
+                "with this config) where the data is",
+            )
         return train(pairs, base, settings, sources, threads=threads)

@@ -32,11 +32,16 @@ def create_app(config: dict | None = None) -> Flask:
     settings = Settings.load(config)
     app = Flask(__name__)
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
-    app.json = StrictJSONProvider(app)  # bodies: UTF-8, finite, shallow, storable text (server/api/strict_json.py)
+    app.json = StrictJSONProvider(
+        app
+    )  # bodies: UTF-8, finite, shallow, storable text (server/api/strict_json.py)
     app.json.sort_keys = False
     engine = connect(settings.database_url)
-    mailer = (SmtpSender(settings.smtp_host, settings.smtp_port, settings.mail_from) if settings.smtp_host
-              else OutboxSender(settings.outbox_dir, "email"))
+    mailer = (
+        SmtpSender(settings.smtp_host, settings.smtp_port, settings.mail_from)
+        if settings.smtp_host
+        else OutboxSender(settings.outbox_dir, "email")
+    )
     sms = settings.extra.get("sms_sender") or OutboxSender(settings.outbox_dir, "sms")
     memory = Memory(engine, settings)
     app.extensions["memkit"] = {
@@ -44,13 +49,23 @@ def create_app(config: dict | None = None) -> Flask:
         "engine": engine,
         "accounts": Accounts(engine, settings, mailer, sms),
         "floors": Floors(engine, settings),
-        "events": Events(engine, indexer=memory.indexer, after_write=memory.catch_up, before_write=memory.encode_ahead),
+        "events": Events(
+            engine,
+            indexer=memory.indexer,
+            after_write=memory.catch_up,
+            before_write=memory.encode_ahead,
+        ),
         "memory": memory,
     }
     # No X-RateLimit-*/Retry-After headers on every answer: Retry-After goes with a 429
     # only (server/errors.py), where it says when to try again.
-    limiter = Limiter(get_remote_address, app=app, storage_uri=settings.rate_limit_storage, headers_enabled=False,
-                      key_prefix="memkit")
+    limiter = Limiter(
+        get_remote_address,
+        app=app,
+        storage_uri=settings.rate_limit_storage,
+        headers_enabled=False,
+        key_prefix="memkit",
+    )
     app.extensions["memkit"]["limiter"] = limiter
     errors.register(app)
 
@@ -58,8 +73,9 @@ def create_app(config: dict | None = None) -> Flask:
     from server.api.limits import FailedCredentials, RefuseUnchecked, make_limits
 
     failed = app.extensions["memkit"]["failed_credentials"] = FailedCredentials(limiter, settings)
-    app.wsgi_app = RefuseUnchecked(app.wsgi_app, failed, app.extensions["memkit"]["accounts"].known_app,
-                                   settings.refused_delay)
+    app.wsgi_app = RefuseUnchecked(
+        app.wsgi_app, failed, app.extensions["memkit"]["accounts"].known_app, settings.refused_delay
+    )
     app.register_blueprint(auth.make_blueprint(make_limits(limiter, settings)))
     app.register_blueprint(floors.bp)
     app.register_blueprint(floors.events_bp)
@@ -80,7 +96,9 @@ def create_app(config: dict | None = None) -> Flask:
     def _log_request(response):
         # Method, path (no query string, no headers, no body: nothing secret) and outcome.
         took = (time.perf_counter() - g.get("started", time.perf_counter())) * 1000
-        requests_log.info("%s %s %s %.1f ms", request.method, request.path, response.status_code, took)
+        requests_log.info(
+            "%s %s %s %.1f ms", request.method, request.path, response.status_code, took
+        )
         return response
 
     return app

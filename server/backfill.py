@@ -31,14 +31,25 @@ def id_ranges(engine: sa.Engine, jobs: int) -> list[tuple[str, str | None]]:
     starts before every id (``""``), the last has no upper bound (None)."""
     with engine.connect() as conn:
         n = conn.execute(sa.text("SELECT count(*) FROM events")).scalar()
-        cuts = [conn.execute(sa.text("SELECT id FROM events ORDER BY id OFFSET :k LIMIT 1"), {"k": n * j // jobs}).scalar()
-                for j in range(1, jobs)]
+        cuts = [
+            conn.execute(
+                sa.text("SELECT id FROM events ORDER BY id OFFSET :k LIMIT 1"), {"k": n * j // jobs}
+            ).scalar()
+            for j in range(1, jobs)
+        ]
     cuts = sorted(set(c for c in cuts if c is not None))
     return list(zip(["", *cuts], [*cuts, None]))
 
 
-def fill(overrides: dict, after: str = "", upto: str | None = None, batch: int = 500, progress=None,
-         report_every: int = 0, version: Version | None = None) -> int:
+def fill(
+    overrides: dict,
+    after: str = "",
+    upto: str | None = None,
+    batch: int = 500,
+    progress=None,
+    report_every: int = 0,
+    version: Version | None = None,
+) -> int:
     """One process's part: the missing rows of the events with ids in ``(after, upto]``,
     with the settings of ``MEMKIT_*`` and ``overrides``. Returns how many events.
     ``progress(n)`` after each batch; or, with ``report_every``, a printed line (the
@@ -47,13 +58,21 @@ def fill(overrides: dict, after: str = "", upto: str | None = None, batch: int =
     settings = Settings.load({**overrides, "search_backend": "postgres"})
     engine = connect(settings.database_url)
     if progress is None and report_every:
-        started, label, mark = time.perf_counter(), f"(ids {after or 'first'}..{upto or 'last'})", report_every
+        started, label, mark = (
+            time.perf_counter(),
+            f"(ids {after or 'first'}..{upto or 'last'})",
+            report_every,
+        )
 
         def progress(n):
             nonlocal mark
             if n >= mark:
                 mark += report_every
-                print(f"   backfilled {n:,} {label} ({n / (time.perf_counter() - started):.0f} events/s)", flush=True)
+                print(
+                    f"   backfilled {n:,} {label} ({n / (time.perf_counter() - started):.0f} events/s)",
+                    flush=True,
+                )
+
     try:
         memory = Memory(engine, settings)
         search = memory.index if version is None else memory.builder(version)
@@ -62,23 +81,39 @@ def fill(overrides: dict, after: str = "", upto: str | None = None, batch: int =
         engine.dispose()
 
 
-def fill_ranges(overrides: dict, jobs: int, batch: int = 500, progress=None, report_every: int = 0,
-                version: Version | None = None) -> int:
+def fill_ranges(
+    overrides: dict,
+    jobs: int,
+    batch: int = 500,
+    progress=None,
+    report_every: int = 0,
+    version: Version | None = None,
+) -> int:
     """Every missing row, ``jobs`` processes side by side (spawned: each loads its own
     model); ``progress(n)`` in the one-process case only."""
     if jobs == 1:
-        return fill(overrides, batch=batch, progress=progress, report_every=report_every, version=version)
+        return fill(
+            overrides, batch=batch, progress=progress, report_every=report_every, version=version
+        )
     engine = connect(Settings.load({**overrides, "search_backend": "postgres"}).database_url)
     ranges = id_ranges(engine, jobs)
     engine.dispose()
     with mp.get_context("spawn").Pool(len(ranges)) as pool:
-        return sum(pool.starmap(fill, [(overrides, lo, hi, batch, None, report_every, version) for lo, hi in ranges]))
+        return sum(
+            pool.starmap(
+                fill, [(overrides, lo, hi, batch, None, report_every, version) for lo, hi in ranges]
+            )
+        )
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m server.backfill", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m server.backfill", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("--batch", type=int, default=500, help="events per transaction")
-    parser.add_argument("--jobs", type=int, default=1, help="processes, each filling a disjoint range of event ids")
+    parser.add_argument(
+        "--jobs", type=int, default=1, help="processes, each filling a disjoint range of event ids"
+    )
     args = parser.parse_args(argv)
     if args.jobs < 1:
         parser.error("--jobs: expected a whole number of at least 1")

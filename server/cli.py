@@ -17,7 +17,10 @@ def register(sub) -> None:
     p = sub.add_parser("serve", help="run the service (SQLite store in ./instance by default)")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8080)
-    p.add_argument("--db", help="database URL (default: sqlite:///instance/memkit.db; postgresql://... works too)")
+    p.add_argument(
+        "--db",
+        help="database URL (default: sqlite:///instance/memkit.db; postgresql://... works too)",
+    )
     p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("app", help="register an application that may register external users")
@@ -26,12 +29,27 @@ def register(sub) -> None:
     p.add_argument("--db", help="database URL (as for serve)")
     p.set_defaults(func=cmd_app)
 
-    p = sub.add_parser("adapt", help="the service: adapt the encoder to the store's posts, re-encode, switch")
+    p = sub.add_parser(
+        "adapt", help="the service: adapt the encoder to the store's posts, re-encode, switch"
+    )
     p.add_argument("--db", help="database URL (default: MEMKIT_DATABASE_URL, as for serve)")
-    p.add_argument("--batch", type=int, default=500, help="events per transaction when re-encoding PostgreSQL rows")
-    p.add_argument("--threads", type=int, help="PyTorch threads while training (1 is faster on busy shared cores)")
-    p.add_argument("--jobs", type=int, default=1,
-                   help="PostgreSQL: processes that re-encode side by side, a range of event ids each")
+    p.add_argument(
+        "--batch",
+        type=int,
+        default=500,
+        help="events per transaction when re-encoding PostgreSQL rows",
+    )
+    p.add_argument(
+        "--threads",
+        type=int,
+        help="PyTorch threads while training (1 is faster on busy shared cores)",
+    )
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="PostgreSQL: processes that re-encode side by side, a range of event ids each",
+    )
     p.set_defaults(func=cmd_adapt)
 
 
@@ -40,15 +58,25 @@ def cmd_serve(args) -> int:
     from server import create_app
 
     overrides = {"database_url": args.db} if args.db else {}
-    if "MEMKIT_REFUSED_DELAY" not in os.environ:  # a thread per connection: a refused flood can wait
+    if (
+        "MEMKIT_REFUSED_DELAY" not in os.environ
+    ):  # a thread per connection: a refused flood can wait
         overrides["refused_delay"] = 1.0
     app = create_app(overrides)
     settings = app.extensions["memkit"]["settings"]
-    print(f"memkit service on http://{args.host}:{args.port}  store: {settings.database_url}\n"
-          f"codes are written to {settings.outbox_dir} (no SMTP host set)" if not settings.smtp_host else "")
-    index = app.extensions["memkit"]["memory"].index  # load the model and index the store before the first query
+    print(
+        f"memkit service on http://{args.host}:{args.port}  store: {settings.database_url}\n"
+        f"codes are written to {settings.outbox_dir} (no SMTP host set)"
+        if not settings.smtp_host
+        else ""
+    )
+    index = app.extensions["memkit"][
+        "memory"
+    ].index  # load the model and index the store before the first query
     where = "in PostgreSQL" if settings.search_backend == "postgres" else "in this process"
-    print(f"search index ({where}): {index.pipeline.name} over {len(index.pipeline.retriever)} events")
+    print(
+        f"search index ({where}): {index.pipeline.name} over {len(index.pipeline.retriever)} events"
+    )
     print(encoder_line(app.extensions["memkit"]["memory"]))
     app.run(host=args.host, port=args.port, debug=False, threaded=True)
     return 0
@@ -64,8 +92,10 @@ def encoder_line(memory) -> str:
     line = f"encoder: {pipeline.encoder_name()} (the configuration's own model)"
     stage = pipeline.encoder_stage
     if stage is not None and stage.adapt is not None:
-        line += ("; this configuration adapts it to the store's own posts (no labels): run `memkit adapt` once "
-                 "posts are in, and again as they grow")
+        line += (
+            "; this configuration adapts it to the store's own posts (no labels): run `memkit adapt` once "
+            "posts are in, and again as they grow"
+        )
     return line
 
 
@@ -74,7 +104,9 @@ def cmd_app(args) -> int:
 
     app = create_app({"database_url": args.db} if args.db else {})
     app_id, secret = app.extensions["memkit"]["accounts"].register_app(args.name)
-    print(f"app_id: {app_id}\nsecret: {secret}\n(the secret is shown once; send both as X-App-Id and X-App-Secret)")
+    print(
+        f"app_id: {app_id}\nsecret: {secret}\n(the secret is shown once; send both as X-App-Id and X-App-Secret)"
+    )
     return 0
 
 
@@ -88,13 +120,22 @@ def cmd_adapt(args) -> int:
     settings = Settings.load({"database_url": args.db} if args.db else {})
     engine = connect(settings.database_url)
     try:
-        r = adapt(Memory(engine, settings), batch=args.batch, threads=args.threads, jobs=args.jobs,
-                  progress=lambda m: print(m, file=sys.stderr, flush=True))
+        r = adapt(
+            Memory(engine, settings),
+            batch=args.batch,
+            threads=args.threads,
+            jobs=args.jobs,
+            progress=lambda m: print(m, file=sys.stderr, flush=True),
+        )
     finally:
         engine.dispose()
     if not r.switched:
-        print(f"{r.encoder} (version {r.version}) already learned these {r.events:,} posts: nothing to switch")
+        print(
+            f"{r.encoder} (version {r.version}) already learned these {r.events:,} posts: nothing to switch"
+        )
         return 0
-    print(f"version {r.version} active: {r.encoder}, trained on {r.pairs:,} pairs of {r.events:,} posts\n"
-          f"training {r.train_seconds:.1f} s, re-encoding {r.encode_seconds:.1f} s, switch {r.switch_seconds:.2f} s")
+    print(
+        f"version {r.version} active: {r.encoder}, trained on {r.pairs:,} pairs of {r.events:,} posts\n"
+        f"training {r.train_seconds:.1f} s, re-encoding {r.encode_seconds:.1f} s, switch {r.switch_seconds:.2f} s"
+    )
     return 0

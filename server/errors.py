@@ -22,8 +22,14 @@ class ApiError(Exception):
     status = 400
     code = "bad_request"
 
-    def __init__(self, message: str, field: str | None = None, code: str | None = None, status: int | None = None,
-                 headers: dict | None = None):
+    def __init__(
+        self,
+        message: str,
+        field: str | None = None,
+        code: str | None = None,
+        status: int | None = None,
+        headers: dict | None = None,
+    ):
         super().__init__(message)
         self.message = message
         self.field = field
@@ -82,9 +88,15 @@ def register(app: Flask) -> None:
 
     @app.errorhandler(HTTPException)
     def _http(err: HTTPException):
-        code = {404: "not_found", 405: "method_not_allowed", 413: "too_large", 429: "rate_limited"}.get(
-            err.code, (err.name or "error").lower().replace(" ", "_"))
-        message = {404: "no such resource", 413: "request body too large"}.get(err.code, err.description or err.name)
+        code = {
+            404: "not_found",
+            405: "method_not_allowed",
+            413: "too_large",
+            429: "rate_limited",
+        }.get(err.code, (err.name or "error").lower().replace(" ", "_"))
+        message = {404: "no such resource", 413: "request body too large"}.get(
+            err.code, err.description or err.name
+        )
         resp = jsonify(body(code, message))
         resp.status_code = err.code or 500
         if err.code == 429:

@@ -76,24 +76,39 @@ def _unique(values: list) -> list:
 def _time(value):
     """ISO 8601 text to an aware UTC datetime (a naive time is UTC)."""
     if not isinstance(value, str):
-        raise PydanticCustomError("invalid_time", "expected an ISO 8601 time such as 2024-05-01T12:00:00Z")
+        raise PydanticCustomError(
+            "invalid_time", "expected an ISO 8601 time such as 2024-05-01T12:00:00Z"
+        )
     try:
         return parse_time(value)
     except ValueError as exc:
-        raise PydanticCustomError("invalid_time", "expected an ISO 8601 time such as 2024-05-01T12:00:00Z ({why})",
-                                  {"why": str(exc)}) from None
+        raise PydanticCustomError(
+            "invalid_time",
+            "expected an ISO 8601 time such as 2024-05-01T12:00:00Z ({why})",
+            {"why": str(exc)},
+        ) from None
 
 
 NonBlank = Annotated[str, StringConstraints(min_length=1), AfterValidator(_not_blank)]
-Title = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200),
-                  Field(description="1 to 200 characters once outer spaces are trimmed")]
+Title = Annotated[
+    str,
+    StringConstraints(strip_whitespace=True, min_length=1, max_length=200),
+    Field(description="1 to 200 characters once outer spaces are trimmed"),
+]
 Details = Annotated[str, StringConstraints(max_length=MAX_DETAILS)]
 Password = Annotated[str, StringConstraints(min_length=8, max_length=256)]
-Time = Annotated[datetime, BeforeValidator(_time),
-                 WithJsonSchema({"type": "string", "format": "date-time",
-                                 "description": "ISO 8601; no zone means UTC"})]
-Tags = Annotated[list[Annotated[str, StringConstraints(min_length=1, max_length=50)]],
-                 Field(max_length=MAX_TAGS), AfterValidator(_unique)]
+Time = Annotated[
+    datetime,
+    BeforeValidator(_time),
+    WithJsonSchema(
+        {"type": "string", "format": "date-time", "description": "ISO 8601; no zone means UTC"}
+    ),
+]
+Tags = Annotated[
+    list[Annotated[str, StringConstraints(min_length=1, max_length=50)]],
+    Field(max_length=MAX_TAGS),
+    AfterValidator(_unique),
+]
 BlockTypeName = Literal["feed", "blog", "forum", "quiz"]
 # What filters.types takes: the block types, and "post" (the interface's example value): the
 # posts of feed blocks, the same as "feed".
@@ -105,9 +120,15 @@ IsoTime = Annotated[str, Field(json_schema_extra={"format": "date-time"})]
 
 # -- errors -------------------------------------------------------------------------------
 CODES = {  # pydantic error type -> the service's error code (any other type is its own code)
-    "missing": "missing_field", "extra_forbidden": "unknown_field", "string_too_short": "empty",
-    "string_too_long": "too_long", "too_short": "empty", "too_long": "too_many",
-    "greater_than_equal": "out_of_range", "less_than_equal": "out_of_range", "literal_error": "invalid_type",
+    "missing": "missing_field",
+    "extra_forbidden": "unknown_field",
+    "string_too_short": "empty",
+    "string_too_long": "too_long",
+    "too_short": "empty",
+    "too_long": "too_many",
+    "greater_than_equal": "out_of_range",
+    "less_than_equal": "out_of_range",
+    "literal_error": "invalid_type",
     "enum": "invalid_type",
 }
 
@@ -127,7 +148,9 @@ def errors_to_api(exc: ValidationError, error_class):
     # an unknown field first (what was sent is wrong before what is missing), as before the models
     err = next((e for e in problems if e["type"] == "extra_forbidden"), problems[0])
     # a rule of a whole model names the field it is about in its context
-    field = field_path(err["loc"] + ((err["ctx"]["field"],) if "field" in err.get("ctx", {}) else ()))
+    field = field_path(
+        err["loc"] + ((err["ctx"]["field"],) if "field" in err.get("ctx", {}) else ())
+    )
     kind = err["type"]
     code = CODES.get(kind, "invalid_type" if kind.endswith(("_type", "_parsing")) else kind)
     message = err["msg"][0].lower() + err["msg"][1:] if err["msg"] else kind
@@ -135,8 +158,11 @@ def errors_to_api(exc: ValidationError, error_class):
         message = "unknown field"
     elif kind == "missing":
         message = "required"
-    shown = "" if kind in ("missing", "extra_forbidden") or isinstance(err.get("input"), (dict, list)) \
+    shown = (
+        ""
+        if kind in ("missing", "extra_forbidden") or isinstance(err.get("input"), (dict, list))
         else f" (got {err.get('input')!r:.80})"
+    )
     return error_class(f"{field or 'the body'}: {message}{shown}", field=field, code=code)
 
 
@@ -150,14 +176,17 @@ class SignUpRequest(Request):
 
 class SendCodeRequest(Request):
     mode: Literal["signup", "reset_password", "change_email", "change_mobile"] = Field(
-        description="; ".join(f"{k}: {v}" for k, v in MODES.items()))
+        description="; ".join(f"{k}: {v}" for k, v in MODES.items())
+    )
     email: str | None = None
     mobile: str | None = None
     new_email_id: str | None = None
     new_mobile: str | None = None
     user_id: str | None = None
     app_id: str | None = Field(None, description="a registered application's id (else invalid_app)")
-    password: str | None = Field(None, description="the account's password: required by change_email and change_mobile")
+    password: str | None = Field(
+        None, description="the account's password: required by change_email and change_mobile"
+    )
 
 
 class ValidateRequest(Request):
@@ -196,8 +225,11 @@ class ChangeEmailRequest(Request):
     user_id: str | None = Field(None, description="if given, the bearer token's user")
     new_email_id: str
     activation_code: str
-    app_id: str | None = Field(None, description="if given, a registered application's id (else invalid_app); "
-                                                 "echoed in the answer")
+    app_id: str | None = Field(
+        None,
+        description="if given, a registered application's id (else invalid_app); "
+        "echoed in the answer",
+    )
 
 
 class ChangeMobileRequest(Request):
@@ -206,7 +238,9 @@ class ChangeMobileRequest(Request):
 
 
 class ExternalRegisterRequest(Request):
-    external_id: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
+    external_id: Annotated[
+        str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)
+    ]
     name: str | None = None
 
 
@@ -240,7 +274,9 @@ class FloorEdit(Request):
     @model_validator(mode="after")
     def _something(self):
         if not self.model_fields_set:
-            raise PydanticCustomError("missing_field", "nothing to change: give title, details or avatar")
+            raise PydanticCustomError(
+                "missing_field", "nothing to change: give title, details or avatar"
+            )
         return self
 
 
@@ -261,11 +297,15 @@ class Media(Request):
 
 
 class PostAdd(Request):
-    text: Annotated[str, StringConstraints(min_length=1, max_length=MAX_TEXT), AfterValidator(_not_blank)]
+    text: Annotated[
+        str, StringConstraints(min_length=1, max_length=MAX_TEXT), AfterValidator(_not_blank)
+    ]
     tags: Tags = []
     media: Annotated[list[Media], Field(max_length=MAX_MEDIA)] = []
     reply_to: str | None = Field(None, description="an event of the same floor")
-    repost_of: str | None = Field(None, description="an event you can read; its floor becomes from_floor_uid")
+    repost_of: str | None = Field(
+        None, description="an event you can read; its floor becomes from_floor_uid"
+    )
     created_at: Time | None = Field(None, description="the event's own time; absent: now")
 
 
@@ -274,14 +314,18 @@ class PostBatch(Request):
 
 
 class EventEdit(Request):
-    text: Annotated[str, StringConstraints(min_length=1, max_length=MAX_TEXT), AfterValidator(_not_blank)] = UNCHANGED
+    text: Annotated[
+        str, StringConstraints(min_length=1, max_length=MAX_TEXT), AfterValidator(_not_blank)
+    ] = UNCHANGED
     tags: Tags = UNCHANGED
     media: Annotated[list[Media], Field(max_length=MAX_MEDIA)] = UNCHANGED
 
     @model_validator(mode="after")
     def _something(self):
         if not self.model_fields_set:
-            raise PydanticCustomError("missing_field", "nothing to change: give text, tags or media")
+            raise PydanticCustomError(
+                "missing_field", "nothing to change: give text, tags or media"
+            )
         return self
 
 
@@ -297,32 +341,54 @@ class RecentEvents(BaseModel):
 
 # -- requests: the conversational query (interface 2.1) -----------------------------------
 class QueryFilters(Request):
-    time_from: Time | None = Field(None, description="inclusive, on the event's own time; no zone means UTC")
+    time_from: Time | None = Field(
+        None, description="inclusive, on the event's own time; no zone means UTC"
+    )
     time_to: Time | None = Field(None, description="inclusive")
-    types: list[FilterTypeName] | None = Field(None, description='block type names; "post" is the same as "feed"')
+    types: list[FilterTypeName] | None = Field(
+        None, description='block type names; "post" is the same as "feed"'
+    )
     tags: FilterTags | None = Field(None, description="an event matches if it has any of them")
 
     @model_validator(mode="after")
     def _ordered(self):
         if self.time_from and self.time_to and self.time_from > self.time_to:
-            raise PydanticCustomError("invalid_range", "must not be after filters.time_to", {"field": "time_from"})
+            raise PydanticCustomError(
+                "invalid_range", "must not be after filters.time_to", {"field": "time_from"}
+            )
         return self
 
 
 class QueryRequest(Request):
-    user_id: NonBlank = Field(description="the token's user (or the calling application's own user)")
-    query: Annotated[str, StringConstraints(min_length=1, max_length=MAX_QUERY), AfterValidator(_not_blank)]
-    floor_ids: Annotated[list[NonBlank], Field(min_length=1, max_length=MAX_FLOORS), AfterValidator(_unique)]
+    user_id: NonBlank = Field(
+        description="the token's user (or the calling application's own user)"
+    )
+    query: Annotated[
+        str, StringConstraints(min_length=1, max_length=MAX_QUERY), AfterValidator(_not_blank)
+    ]
+    floor_ids: Annotated[
+        list[NonBlank], Field(min_length=1, max_length=MAX_FLOORS), AfterValidator(_unique)
+    ]
     filters: QueryFilters = Field(default_factory=QueryFilters, description="must be an object")
     k: int = Field(DEFAULT_K, ge=1, le=MAX_K)
-    min_score: float | None = Field(None, ge=0, le=1, description="items scoring below this probability of "
-                                    "relevance are not returned; default: the served config's [relevance] "
-                                    "min_score")
+    min_score: float | None = Field(
+        None,
+        ge=0,
+        le=1,
+        description="items scoring below this probability of "
+        "relevance are not returned; default: the served config's [relevance] "
+        "min_score",
+    )
     include_metadata: Flag = "0"
     summary_needed: Flag = Field("0", description='"1": a written answer; "0": a one-line account')
-    app_id: NonBlank | None = Field(None, description="the calling application; a registered one (else invalid_app), "
-                                                      "the caller's own with application credentials")
-    filter_types: list[FilterTypeName] | None = Field(None, description="alias of filters.types (not both)")
+    app_id: NonBlank | None = Field(
+        None,
+        description="the calling application; a registered one (else invalid_app), "
+        "the caller's own with application credentials",
+    )
+    filter_types: list[FilterTypeName] | None = Field(
+        None, description="alias of filters.types (not both)"
+    )
     filter_tags: FilterTags | None = Field(None, description="alias of filters.tags (not both)")
 
     @model_validator(mode="after")
@@ -331,8 +397,11 @@ class QueryRequest(Request):
             value = getattr(self, alias)
             if value is not None:
                 if getattr(self.filters, name) is not None:
-                    raise PydanticCustomError("duplicate", "give {name} once: filters.{name} or {field}",
-                                              {"field": alias, "name": name})
+                    raise PydanticCustomError(
+                        "duplicate",
+                        "give {name} once: filters.{name} or {field}",
+                        {"field": alias, "name": name},
+                    )
                 setattr(self.filters, name, value)
         return self
 
@@ -389,9 +458,13 @@ class PodInfo(Response):
     """The user's own floor (the first one created for them), as interface 2.4 shapes it."""
 
     floor_id: str = Field(description="the same as floor_uid (memkit has one floor identifier)")
-    is_owner: Literal["0", "1"] = Field(description='"1": the pod is always the user\'s own floor (a string, '
-                                                    'as the interface types it)')
-    app_id: str = Field(description="the application that registered the user; empty for users who signed up")
+    is_owner: Literal["0", "1"] = Field(
+        description='"1": the pod is always the user\'s own floor (a string, '
+        "as the interface types it)"
+    )
+    app_id: str = Field(
+        description="the application that registered the user; empty for users who signed up"
+    )
     title: str
     details: str
     floor_uid: str
@@ -455,9 +528,16 @@ class Deleted(Response):
     events_deleted: int | None = None
 
 
-TypeNumber = Annotated[int, Field(description=f"{BLOCK_TYPE_DOC}; 0 = a type this version does not know")]
-TypeName = Annotated[str, Field(description="the block type's name (any other than "
-                                            f"{', '.join(BLOCK_TYPES)}: a type this version does not know)")]
+TypeNumber = Annotated[
+    int, Field(description=f"{BLOCK_TYPE_DOC}; 0 = a type this version does not know")
+]
+TypeName = Annotated[
+    str,
+    Field(
+        description="the block type's name (any other than "
+        f"{', '.join(BLOCK_TYPES)}: a type this version does not know)"
+    ),
+]
 
 
 class BlockDetails(Response):
@@ -536,13 +616,18 @@ class QueryItem(Response):
     block_details: str
     event_id: str
     floor_uid: str
-    from_floor_uid: str = Field(description="the floor the event was first posted in (its own unless a re-post)")
+    from_floor_uid: str = Field(
+        description="the floor the event was first posted in (its own unless a re-post)"
+    )
     user_id: str
     text: str
-    score: float = Field(description="the probability (0 to 1, calibrated on held-out questions) that the item "
-                                     "answers the question; the same meaning on every turn")
+    score: float = Field(
+        description="the probability (0 to 1, calibrated on held-out questions) that the item "
+        "answers the question; the same meaning on every turn"
+    )
     match_type: Literal["keyword", "semantic", "hybrid", "time"] = Field(
-        description='"time": the question named only a time window and the item is in it')
+        description='"time": the question named only a time window and the item is in it'
+    )
     metadata: ItemMetadata | None = Field(None, description='only when include_metadata is "1"')
 
 
@@ -557,12 +642,19 @@ class CarriedWindow(Response):
 class Carried(Response):
     kind: Literal["alone", "new", "follow-up", "return", "unresolved"] = Field(
         description="how the question was read: on its own (no earlier turns, or naming its own subject), starting "
-                    "a new topic, following up the current topic, returning to an earlier one, or a bare follow-up "
-                    "of a new user that refers to nothing asked before")
-    topic: int = Field(description="which topic of this user's conversation it belongs to (0, 1, ...)")
+        "a new topic, following up the current topic, returning to an earlier one, or a bare follow-up "
+        "of a new user that refers to nothing asked before"
+    )
+    topic: int = Field(
+        description="which topic of this user's conversation it belongs to (0, 1, ...)"
+    )
     words: list[str] = Field(description="words carried from earlier turns into the search")
-    posts: list[str] = Field(description="the posts the previous answer quoted (what a pronoun may refer to)")
-    window: CarriedWindow | None = Field(description="the days searched: named in the question or carried")
+    posts: list[str] = Field(
+        description="the posts the previous answer quoted (what a pronoun may refer to)"
+    )
+    window: CarriedWindow | None = Field(
+        description="the days searched: named in the question or carried"
+    )
 
 
 class QueryMetadata(Response):
@@ -571,7 +663,9 @@ class QueryMetadata(Response):
     contextualizer: dict
     pipeline: str
     carried: Carried
-    declined: bool = Field(description="the answer says the floors hold nothing that answers the question")
+    declined: bool = Field(
+        description="the answer says the floors hold nothing that answers the question"
+    )
     quoted: list[str] = Field(description="the event ids the answer quotes, in order")
 
 
@@ -579,8 +673,10 @@ class QueryResponse(Response):
     user_id: str
     query: str
     effective_query: str = Field(description="what was searched, after follow-up handling")
-    answer: str = Field(description='summary_needed "1": a written answer quoting the items; "0": a one-line '
-                                    "account; a fallback when nothing relevant was found")
+    answer: str = Field(
+        description='summary_needed "1": a written answer quoting the items; "0": a one-line '
+        "account; a fallback when nothing relevant was found"
+    )
     items: list[QueryItem]
     app_id: str | None
     metadata: QueryMetadata | None = Field(None, description='only when include_metadata is "1"')

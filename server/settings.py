@@ -19,7 +19,9 @@ class Settings:
     code_ttl_minutes: float = 10.0
     code_max_attempts: int = 5  # checks of one code (right or wrong); then it is burned
     code_checks_per_hour: int = 20  # checks of all codes of one account and mode in the last hour
-    signup_ttl_hours: float = 24.0  # a sign-up nobody validated in this time is deleted; its address is free
+    signup_ttl_hours: float = (
+        24.0  # a sign-up nobody validated in this time is deleted; its address is free
+    )
     floor_quota: int = 5  # floors a user may own, their own floor included
     block_quota: int = 20  # blocks a user may own across floors
     smtp_host: str = ""  # empty: e-mail goes to the outbox folder
@@ -32,7 +34,9 @@ class Settings:
     rate_limit_change_email: str = "10 per minute"
     rate_limit_sign_in: str = "20 per minute"
     rate_limit_sign_up: str = "5 per minute;30 per hour"
-    rate_limit_check_code: str = "10 per minute;60 per hour"  # validate, reset/password, change/mobile
+    rate_limit_check_code: str = (
+        "10 per minute;60 per hour"  # validate, reset/password, change/mobile
+    )
     # Failed credentials only (server/api/limits.py FailedCredentials): a wrong password given
     # with a token (change password, delete account, ask for a change-of-address code) per user;
     # a wrong application secret per application id.
@@ -45,14 +49,22 @@ class Settings:
     refused_delay: float = 0.0
     rate_limit_storage: str = "memory://"
     max_body_bytes: int = 1_000_000
-    index_dir: str = ""  # where the search index is saved after a build and loaded at start; empty: rebuilt
-    warm_index: bool = False  # build (or load) the search index when the app starts, not on the first query
-    catch_up_seconds: float = 1.0  # the in-memory index applies every floor's changes this often (0: only on demand)
+    index_dir: str = (
+        ""  # where the search index is saved after a build and loaded at start; empty: rebuilt
+    )
+    warm_index: bool = (
+        False  # build (or load) the search index when the app starts, not on the first query
+    )
+    catch_up_seconds: float = (
+        1.0  # the in-memory index applies every floor's changes this often (0: only on demand)
+    )
     # How long a query waits for other users' writes to its floors to be indexed (its own, it
     # always waits for); with catch_up_seconds = 0 nothing applies them in the background, so
     # a query applies them itself, however long that takes.
     others_writes_wait: float = 1.0
-    pipeline_config: str = ""  # the TOML the query endpoint serves; empty: eval/configs/default.toml
+    pipeline_config: str = (
+        ""  # the TOML the query endpoint serves; empty: eval/configs/default.toml
+    )
     # "memory": each process holds its own index, caught up from the store's log (server/search/index.py);
     # "postgres": the index lives in PostgreSQL (pgvector, full-text), nothing per process
     # (server/search/store.py); needs a PostgreSQL database_url and a config of pgvector/pgtext
@@ -73,12 +85,24 @@ class Settings:
             raise ValueError(f"unknown setting(s): {sorted(unknown)}")
         s = cls(**values)
         if s.search_backend not in ("memory", "postgres"):
-            raise ValueError(f"search_backend: expected 'memory' or 'postgres', got {s.search_backend!r}")
-        if s.search_backend == "postgres" and not s.database_url.startswith(("postgresql://", "postgresql+")):
-            raise ValueError("search_backend = 'postgres' (MEMKIT_SEARCH_BACKEND) keeps the search index in the store "
-                             "and needs a PostgreSQL database_url (MEMKIT_DATABASE_URL=postgresql://...), "
-                             f"not {s.database_url.split(':', 1)[0]}")
-        for name in ("token_ttl_hours", "code_ttl_minutes", "code_max_attempts", "code_checks_per_hour", "signup_ttl_hours"):
+            raise ValueError(
+                f"search_backend: expected 'memory' or 'postgres', got {s.search_backend!r}"
+            )
+        if s.search_backend == "postgres" and not s.database_url.startswith(
+            ("postgresql://", "postgresql+")
+        ):
+            raise ValueError(
+                "search_backend = 'postgres' (MEMKIT_SEARCH_BACKEND) keeps the search index in the store "
+                "and needs a PostgreSQL database_url (MEMKIT_DATABASE_URL=postgresql://...), "
+                f"not {s.database_url.split(':', 1)[0]}"
+            )
+        for name in (
+            "token_ttl_hours",
+            "code_ttl_minutes",
+            "code_max_attempts",
+            "code_checks_per_hour",
+            "signup_ttl_hours",
+        ):
             if not getattr(s, name) > 0:
                 raise ValueError(f"{name}: expected a positive number, got {getattr(s, name)!r}")
         if not s.secret_key:
@@ -97,7 +121,9 @@ def _from_env(name: str, text: str, kind: str):
             return text.lower() in ("1", "true")
         return {"int": int, "float": float}.get(kind, str)(text)
     except ValueError:
-        expected = {"bool": "0, 1, true or false", "int": "a whole number", "float": "a number"}[kind]
+        expected = {"bool": "0, 1, true or false", "int": "a whole number", "float": "a number"}[
+            kind
+        ]
         raise ValueError(f"{name}: expected {expected}, got {text!r}") from None
 
 

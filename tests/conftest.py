@@ -16,7 +16,9 @@ SHARED = data_root()
 @pytest.fixture(scope="session", autouse=True)
 def _cache_dir(tmp_path_factory):
     os.environ["MEMKIT_CACHE_DIR"] = str(tmp_path_factory.mktemp("memkit-cache"))
-    os.environ.setdefault("XDG_RUNTIME_DIR", str(tmp_path_factory.mktemp("xdg-runtime")))  # for pgserver
+    os.environ.setdefault(
+        "XDG_RUNTIME_DIR", str(tmp_path_factory.mktemp("xdg-runtime"))
+    )  # for pgserver
     yield
 
 

@@ -41,17 +41,21 @@ def make_events(n: int, seed: int = 0, prefix: str = "e"):
     for i in range(n):
         floor = rng.choice(FLOORS)
         s = rng.choice(SENTENCES)
-        rows.append({
-            "event_id": f"{prefix}{i}",
-            "floor_id": floor,
-            "block_id": f"{floor}/{rng.randrange(3)}",
-            "block_type": rng.choice(TYPES),
-            "user_id": rng.choice(["ann", "ben", "cy"]),
-            # A unique word per event keeps texts distinct (no exact ties).
-            "text": f"{s} (note {i} {rng.choice(SENTENCES).split()[-1]})",
-            "created_at": None if rng.random() < 0.1 else (T0 + timedelta(hours=rng.randrange(24 * 365))).isoformat(),
-            "tags": rng.sample(TAGS, rng.randrange(3)),
-        })
+        rows.append(
+            {
+                "event_id": f"{prefix}{i}",
+                "floor_id": floor,
+                "block_id": f"{floor}/{rng.randrange(3)}",
+                "block_type": rng.choice(TYPES),
+                "user_id": rng.choice(["ann", "ben", "cy"]),
+                # A unique word per event keeps texts distinct (no exact ties).
+                "text": f"{s} (note {i} {rng.choice(SENTENCES).split()[-1]})",
+                "created_at": None
+                if rng.random() < 0.1
+                else (T0 + timedelta(hours=rng.randrange(24 * 365))).isoformat(),
+                "tags": rng.sample(TAGS, rng.randrange(3)),
+            }
+        )
     return events_frame(rows)
 
 
@@ -63,4 +67,6 @@ def served_pipeline(config=None):
     from memkit.pipeline import Pipeline
 
     pipeline = Pipeline.from_config(config or CONFIG_DIR / "default.toml")
-    return pipeline.use_encoder(pipeline.encoder_stage.model) if pipeline.encoder_stage else pipeline
+    return (
+        pipeline.use_encoder(pipeline.encoder_stage.model) if pipeline.encoder_stage else pipeline
+    )

@@ -32,14 +32,26 @@ def postgres_url(tmp_path_factory) -> str:
 BACKENDS = {  # fixture param -> settings beyond the database URL
     "sqlite": {},
     "postgresql": {},
-    "postgresql+pgvector": {"search_backend": "postgres", "pipeline_config": str(CONFIG_DIR / "postgres.toml")},
+    "postgresql+pgvector": {
+        "search_backend": "postgres",
+        "pipeline_config": str(CONFIG_DIR / "postgres.toml"),
+    },
 }
 
 
 def make_app(kind: str, tmp_path, tmp_path_factory, **extra):
-    url = f"sqlite:///{tmp_path / 'memkit.db'}" if kind == "sqlite" else postgres_url(tmp_path_factory)
-    overrides = {"database_url": url, "outbox_dir": str(tmp_path / "outbox"), "secret_key": "test-secret",
-                 **BACKENDS[kind], **extra}
+    url = (
+        f"sqlite:///{tmp_path / 'memkit.db'}"
+        if kind == "sqlite"
+        else postgres_url(tmp_path_factory)
+    )
+    overrides = {
+        "database_url": url,
+        "outbox_dir": str(tmp_path / "outbox"),
+        "secret_key": "test-secret",
+        **BACKENDS[kind],
+        **extra,
+    }
     application = create_app(overrides)
     application.config["TESTING"] = True
     return application
@@ -47,8 +59,14 @@ def make_app(kind: str, tmp_path, tmp_path_factory, **extra):
 
 def same_store(settings, **extra) -> dict:
     """Settings for another app process over the same store and search backend."""
-    return {"database_url": settings.database_url, "outbox_dir": settings.outbox_dir, "secret_key": settings.secret_key,
-            "search_backend": settings.search_backend, "pipeline_config": settings.pipeline_config, **extra}
+    return {
+        "database_url": settings.database_url,
+        "outbox_dir": settings.outbox_dir,
+        "secret_key": settings.secret_key,
+        "search_backend": settings.search_backend,
+        "pipeline_config": settings.pipeline_config,
+        **extra,
+    }
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -58,8 +76,10 @@ def app(request, tmp_path, tmp_path_factory):
     application.extensions["memkit"]["engine"].dispose()
 
 
-NO_LIMITS = {f"rate_limit_{n}": "10000 per second" for n in ("send_code", "sign_in", "sign_up", "check_code",
-                                                             "change_email")}
+NO_LIMITS = {
+    f"rate_limit_{n}": "10000 per second"
+    for n in ("send_code", "sign_in", "sign_up", "check_code", "change_email")
+}
 
 
 @pytest.fixture
@@ -98,9 +118,16 @@ PW = "correct horse battery"
 def user(client, app, name):
     """Sign up and validate ``name``; returns (auth headers, own floor id, {block type: block id})."""
     email = f"{name.lower()}@example.com"
-    assert client.post("/auth-service/signup", json={"name": name, "email": email, "password": PW}).status_code == 200
-    r = client.post("/auth-service/validate", json={"email": email, "code": outbox_code(app, email),
-                                                        "password": PW}).get_json()
+    assert (
+        client.post(
+            "/auth-service/signup", json={"name": name, "email": email, "password": PW}
+        ).status_code
+        == 200
+    )
+    r = client.post(
+        "/auth-service/validate",
+        json={"email": email, "code": outbox_code(app, email), "password": PW},
+    ).get_json()
     h = {"Authorization": f"Bearer {r['token']}"}
     pod = client.get("/auth-service/profile", headers=h).get_json()["pod_info"]
     return h, pod["floor_uid"], {b["type"]: b["block_id"] for b in pod["blocks"]}
@@ -112,7 +139,15 @@ def all_rows(app, skip: tuple[str, ...] = ()) -> dict[str, list[tuple]]:
     from server.store.schema import metadata
 
     with app.extensions["memkit"]["engine"].connect() as conn:
-        return {t.name: sorted((tuple(r) for r in conn.execute(sa.select(*[c for c in t.columns
-                                                                           if f"{t.name}.{c.name}" not in skip]))),
-                               key=repr)
-                for t in metadata.sorted_tables}
+        return {
+            t.name: sorted(
+                (
+                    tuple(r)
+                    for r in conn.execute(
+                        sa.select(*[c for c in t.columns if f"{t.name}.{c.name}" not in skip])
+                    )
+                ),
+                key=repr,
+            )
+            for t in metadata.sorted_tables
+        }

@@ -15,12 +15,29 @@ from memkit.pipeline import DEFAULT_CONFIG, Pipeline
 from tests.helpers import make_events
 
 ITEMS = [
-    {"event_id": "e1", "text": "We drove to the coast. The lighthouse was closed for repairs! Fog all day.",
-     "block_title": "Trips", "block_type_name": "blog", "speaker": "Ana",
-     "created_at": datetime(2024, 4, 1, 12, tzinfo=timezone.utc)},
-    {"event_id": "e2", "text": "Lighthouse tours reopen in May.", "block_title": "Feed", "block_type_name": "feed",
-     "speaker": "Ben", "created_at": "2024-04-20T09:00:00+00:00"},
-    {"event_id": "e3", "text": "Bread again today.", "block_title": "Feed", "block_type_name": "feed", "created_at": None},
+    {
+        "event_id": "e1",
+        "text": "We drove to the coast. The lighthouse was closed for repairs! Fog all day.",
+        "block_title": "Trips",
+        "block_type_name": "blog",
+        "speaker": "Ana",
+        "created_at": datetime(2024, 4, 1, 12, tzinfo=timezone.utc),
+    },
+    {
+        "event_id": "e2",
+        "text": "Lighthouse tours reopen in May.",
+        "block_title": "Feed",
+        "block_type_name": "feed",
+        "speaker": "Ben",
+        "created_at": "2024-04-20T09:00:00+00:00",
+    },
+    {
+        "event_id": "e3",
+        "text": "Bread again today.",
+        "block_title": "Feed",
+        "block_type_name": "feed",
+        "created_at": None,
+    },
 ]
 
 
@@ -32,19 +49,32 @@ def lexical(**kw) -> ExtractiveAnswerer:
 def test_summary_quotes_the_sentences_that_answer_and_says_who_where_and_when():
     written = lexical().write("is the lighthouse open?", ITEMS, summary=True)
     # a short post is quoted whole: the sentence that answers, with its neighbours
-    assert written.text == ("On 1 April 2024 Ana wrote in “Trips”: “We drove to the coast. The lighthouse was closed "
-                            "for repairs! Fog all day.” On 20 April 2024 Ben wrote in “Feed”: “Lighthouse tours reopen in May.”")
+    assert written.text == (
+        "On 1 April 2024 Ana wrote in “Trips”: “We drove to the coast. The lighthouse was closed "
+        "for repairs! Fog all day.” On 20 April 2024 Ben wrote in “Feed”: “Lighthouse tours reopen in May.”"
+    )
     # past max_words, only the sentence
-    assert lexical(max_words=8).write("is the lighthouse open?", ITEMS, summary=True).text.startswith(
-        "On 1 April 2024 Ana wrote in “Trips”: “The lighthouse was closed for repairs!”")
+    assert (
+        lexical(max_words=8)
+        .write("is the lighthouse open?", ITEMS, summary=True)
+        .text.startswith(
+            "On 1 April 2024 Ana wrote in “Trips”: “The lighthouse was closed for repairs!”"
+        )
+    )
     assert [q["event_id"] for q in written.quotes] == ["e1", "e2"] and not written.declined
     # every quoted sentence is in the item it is attributed to
-    assert all(q["sentence"] in next(i["text"] for i in ITEMS if i["event_id"] == q["event_id"]) for q in written.quotes)
+    assert all(
+        q["sentence"] in next(i["text"] for i in ITEMS if i["event_id"] == q["event_id"])
+        for q in written.quotes
+    )
 
 
 def test_one_line_account_and_conversational_fallback():
     line = lexical().answer("lighthouse", ITEMS, summary=False)
-    assert line == "Found 3 items for “lighthouse” (2 feed posts, 1 blog post); the best match was posted in “Trips” on 1 April 2024."
+    assert (
+        line
+        == "Found 3 items for “lighthouse” (2 feed posts, 1 blog post); the best match was posted in “Trips” on 1 April 2024."
+    )
     empty = lexical().write(" zebras ", [], summary=True)
     assert empty.declined and "couldn't find anything about “zebras”" in empty.text
     with pytest.raises(ValidationError, match="answer.type"):
@@ -52,20 +82,36 @@ def test_one_line_account_and_conversational_fallback():
 
 
 POSTS = [
-    {"event_id": "m1", "speaker": "Melanie", "block_title": "Session 2", "created_at": "2023-05-25T13:00:00",
-     "text": "Thanks, Caroline! I ran a charity race for mental health last Saturday. It was really rewarding."},
-    {"event_id": "c1", "speaker": "Caroline", "block_title": "Session 1", "created_at": "2023-05-08T13:56:00",
-     "text": "I went to a LGBTQ support group yesterday and it was so powerful."},
+    {
+        "event_id": "m1",
+        "speaker": "Melanie",
+        "block_title": "Session 2",
+        "created_at": "2023-05-25T13:00:00",
+        "text": "Thanks, Caroline! I ran a charity race for mental health last Saturday. It was really rewarding.",
+    },
+    {
+        "event_id": "c1",
+        "speaker": "Caroline",
+        "block_title": "Session 1",
+        "created_at": "2023-05-08T13:56:00",
+        "text": "I went to a LGBTQ support group yesterday and it was so powerful.",
+    },
 ]
 
 
 def test_a_when_question_leads_with_the_date_resolved_against_the_post():
-    written = lexical().write("When did Caroline go to the LGBTQ support group?", POSTS[::-1], summary=True)
-    assert written.text.startswith("On 7 May 2023 — “yesterday” in what Caroline wrote on 8 May 2023 in “Session 1”: "
-                                   "“I went to a LGBTQ support group yesterday")
+    written = lexical().write(
+        "When did Caroline go to the LGBTQ support group?", POSTS[::-1], summary=True
+    )
+    assert written.text.startswith(
+        "On 7 May 2023 — “yesterday” in what Caroline wrote on 8 May 2023 in “Session 1”: "
+        "“I went to a LGBTQ support group yesterday"
+    )
     assert written.date.start == date(2023, 5, 7)
     race = lexical().write("When did Melanie run the charity race?", POSTS, summary=True)
-    assert race.text.startswith("On 20 May 2023 — “last Saturday” in what Melanie wrote on 25 May 2023")
+    assert race.text.startswith(
+        "On 20 May 2023 — “last Saturday” in what Melanie wrote on 25 May 2023"
+    )
 
 
 def test_relative_times_in_quotes_are_resolved_in_place():
@@ -80,8 +126,12 @@ def test_declines_when_only_someone_else_said_it():
     assert not own.declined and "Melanie wrote" in own.text
     other = writer.write("What did Caroline run for mental health?", POSTS, summary=True)
     assert other.declined and other.text.startswith(DECLINE)
-    assert "closest post is Melanie's" in other.text and "charity" not in other.text  # nothing guessed
-    weak = lexical(min_score=0.9).write("charity race weather forecast tomorrow", POSTS, summary=True)
+    assert (
+        "closest post is Melanie's" in other.text and "charity" not in other.text
+    )  # nothing guessed
+    weak = lexical(min_score=0.9).write(
+        "charity race weather forecast tomorrow", POSTS, summary=True
+    )
     assert weak.declined and weak.quotes == []
 
 
@@ -108,7 +158,11 @@ class _StandIn(BaseHTTPRequestHandler):
             self.send_response(500)
             self.end_headers()
             return
-        reply = {"choices": [{"message": {"role": "assistant", "content": "Caroline went on 7 May 2023."}}]}
+        reply = {
+            "choices": [
+                {"message": {"role": "assistant", "content": "Caroline went on 7 May 2023."}}
+            ]
+        }
         data = b"not json" if _StandIn.mode == "garbage" else json.dumps(reply).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
@@ -132,22 +186,42 @@ def stand_in():
 def test_contract_llm_writer_sends_dated_attributed_items_and_uses_the_reply(stand_in, monkeypatch):
     monkeypatch.setenv("MEMKIT_TEST_LLM_KEY", "sk-test")
     _StandIn.mode = "ok"
-    writer = build_answerer({"type": "llm", "url": stand_in, "model": "local-model", "api_key_env": "MEMKIT_TEST_LLM_KEY",
-                             "timeout": 1.0})
+    writer = build_answerer(
+        {
+            "type": "llm",
+            "url": stand_in,
+            "model": "local-model",
+            "api_key_env": "MEMKIT_TEST_LLM_KEY",
+            "timeout": 1.0,
+        }
+    )
     written = writer.write("When did Caroline go to the support group?", POSTS[::-1], summary=True)
     assert written.text == "Caroline went on 7 May 2023." and written.writer == "llm"
     headers, body = _StandIn.seen[0]
     assert headers["Authorization"] == "Bearer sk-test" and body["model"] == "local-model"
     prompt = body["messages"][1]["content"]
-    assert "[1] (Caroline, 8 May 2023, in Session 1) I went to a LGBTQ support group yesterday" in prompt
+    assert (
+        "[1] (Caroline, 8 May 2023, in Session 1) I went to a LGBTQ support group yesterday"
+        in prompt
+    )
     assert prompt.endswith("Question: When did Caroline go to the support group?")
 
 
 @pytest.mark.parametrize("mode", ["error", "slow", "garbage"])
 def test_contract_llm_writer_falls_back_to_extractive_on_any_failure(stand_in, mode):
     _StandIn.mode = mode
-    writer = build_answerer({"type": "llm", "url": stand_in, "model": "m", "timeout": 0.5, "fallback": {"rank_weight": 0.0}})
-    written = writer.write("When did Caroline go to the LGBTQ support group?", POSTS[::-1], summary=True)
+    writer = build_answerer(
+        {
+            "type": "llm",
+            "url": stand_in,
+            "model": "m",
+            "timeout": 0.5,
+            "fallback": {"rank_weight": 0.0},
+        }
+    )
+    written = writer.write(
+        "When did Caroline go to the LGBTQ support group?", POSTS[::-1], summary=True
+    )
     assert written.writer == "extractive" and written.text.startswith("On 7 May 2023")
     with pytest.raises(ValidationError, match="answer.url"):
         build_answerer({"type": "llm", "url": "ftp://x", "model": "m"})
@@ -166,12 +240,18 @@ def test_gate_drops_semantic_only_rankings_below_the_threshold(events):
     assert gated.query(events["text"][0], k=5).run.height == 5  # its own text: similarity 1
     open_ = Pipeline.from_config({"retriever": {"type": "dense"}}).fit(events)
     assert open_.query("kubernetes cluster autoscaling", k=5).run.height == 5  # no gate configured
-    hybrid = Pipeline.from_config({"retriever": {"type": "hybrid", "retrievers": [{"type": "bm25"}, {"type": "dense"}]},
-                                   "relevance": {"min_similarity": 0.99}}).fit(events)
+    hybrid = Pipeline.from_config(
+        {
+            "retriever": {"type": "hybrid", "retrievers": [{"type": "bm25"}, {"type": "dense"}]},
+            "relevance": {"min_similarity": 0.99},
+        }
+    ).fit(events)
     word = events["text"][0].split()[0]
     assert hybrid.query(word, k=5).relevant  # a term match counts whatever the similarity
     with pytest.raises(ValidationError, match="relevance.min_similarity"):
-        Pipeline.from_config({"retriever": {"type": "bm25"}, "relevance": {"min_similarity": "high"}})
+        Pipeline.from_config(
+            {"retriever": {"type": "bm25"}, "relevance": {"min_similarity": "high"}}
+        )
 
 
 # -- the writer with its trained models (eval/configs/default.toml) ------------------------------
@@ -190,18 +270,36 @@ def test_question_types_and_lists():
     assert question_type("Who organised the trip to Zion?") == "who"
     assert question_type("Would Caroline pursue writing as a career?") == "yesno"
     assert question_type("What colour is the jacket?") == "what"
-    assert wants_list("What activities does Melanie partake in?") and wants_list("Where has Melanie camped?")
+    assert wants_list("What activities does Melanie partake in?") and wants_list(
+        "Where has Melanie camped?"
+    )
     assert not wants_list("What did Melanie realize after the charity race?")
 
 
 def test_trained_writer_quotes_one_post_never_a_question(trained):
-    posts = [{"event_id": "j", "speaker": "Ann", "created_at": "2024-05-07T10:00:00", "block_title": "Feed",
-              "text": "Someone left a blue Patagonia jacket in meeting room 4 after the stand-up. Is it yours?"},
-             {"event_id": "p", "speaker": "Ann", "created_at": "2024-05-10T12:30:00", "block_title": "Feed",
-              "text": "We ordered pizza for the team lunch on Friday."}]
+    posts = [
+        {
+            "event_id": "j",
+            "speaker": "Ann",
+            "created_at": "2024-05-07T10:00:00",
+            "block_title": "Feed",
+            "text": "Someone left a blue Patagonia jacket in meeting room 4 after the stand-up. Is it yours?",
+        },
+        {
+            "event_id": "p",
+            "speaker": "Ann",
+            "created_at": "2024-05-10T12:30:00",
+            "block_title": "Feed",
+            "text": "We ordered pizza for the team lunch on Friday.",
+        },
+    ]
     trained.prepare(posts)
     written = trained.write("What colour is the jacket?", posts, summary=True)
-    assert written.quoted == ["j"] and "blue Patagonia jacket" in written.text and "Is it yours" not in written.text
+    assert (
+        written.quoted == ["j"]
+        and "blue Patagonia jacket" in written.text
+        and "Is it yours" not in written.text
+    )
     # the first writer (no models) quoted the question and padded with the other post
     old = ExtractiveAnswerer(max_words=None)
     old.bind(get_encoder())
@@ -209,10 +307,20 @@ def test_trained_writer_quotes_one_post_never_a_question(trained):
 
 
 def test_trained_writer_declines_a_fact_never_posted_and_quotes_nothing(trained):
-    posts = [{"event_id": "p", "speaker": "Ann", "created_at": "2024-05-10T12:30:00",
-              "text": "We ordered pizza for the team lunch on Friday and it was gone in ten minutes."},
-             {"event_id": "b", "speaker": "Ann", "created_at": "2024-03-02T10:00:00",
-              "text": "I adopted a puppy named Biscuit; she loves running on the beach."}]
+    posts = [
+        {
+            "event_id": "p",
+            "speaker": "Ann",
+            "created_at": "2024-05-10T12:30:00",
+            "text": "We ordered pizza for the team lunch on Friday and it was gone in ten minutes.",
+        },
+        {
+            "event_id": "b",
+            "speaker": "Ann",
+            "created_at": "2024-03-02T10:00:00",
+            "text": "I adopted a puppy named Biscuit; she loves running on the beach.",
+        },
+    ]
     trained.prepare(posts)
     written = trained.write("What is Ann's favourite pizza topping?", posts, summary=True)
     assert written.declined and written.quoted == [] and written.text.startswith(DECLINE)
@@ -222,17 +330,34 @@ def test_trained_writer_declines_a_fact_never_posted_and_quotes_nothing(trained)
 
 def test_a_long_sentence_is_cut_to_the_clause_that_answers():
     writer = lexical(max_words=12)
-    sentence = ("After the long meeting on Tuesday we all walked down to the harbour together, "
-                "and Maya showed us the red kayak she bought last spring, which was lovely.")
+    sentence = (
+        "After the long meeting on Tuesday we all walked down to the harbour together, "
+        "and Maya showed us the red kayak she bought last spring, which was lovely."
+    )
     span = writer.span("What colour is the kayak Maya bought?", sentence)
     assert "red kayak" in span and len(span.split()) <= 12 and span.startswith("…")
-    assert writer.span("short question?", "A short sentence stays whole.") == "A short sentence stays whole."
+    assert (
+        writer.span("short question?", "A short sentence stays whole.")
+        == "A short sentence stays whole."
+    )
 
 
 def test_a_list_question_quotes_several_posts(trained):
-    posts = [{"event_id": f"e{i}", "speaker": "Mel", "created_at": f"2023-05-0{i + 1}T10:00:00", "text": text} for i, text in enumerate(["Pottery is a hobby I took up this spring.",
-                                                       "Camping in the mountains with the kids is my other hobby.",
-                                                       "Painting sunsets is the hobby that relaxes me most."])]
+    posts = [
+        {
+            "event_id": f"e{i}",
+            "speaker": "Mel",
+            "created_at": f"2023-05-0{i + 1}T10:00:00",
+            "text": text,
+        }
+        for i, text in enumerate(
+            [
+                "Pottery is a hobby I took up this spring.",
+                "Camping in the mountains with the kids is my other hobby.",
+                "Painting sunsets is the hobby that relaxes me most.",
+            ]
+        )
+    ]
     trained.prepare(posts)
     written = trained.write("What hobbies does Mel have?", posts, summary=True)
     assert len(written.quoted) >= 2 and len(set(written.quoted)) == len(written.quoted)
@@ -242,17 +367,37 @@ def test_bad_models_are_named():
     with pytest.raises(ValidationError, match="answer.select"):
         build_answerer({"type": "extractive", "select": {"features": ["cos"], "coef": [1.0]}})
     with pytest.raises(ValidationError, match="answer.decline.features"):
-        build_answerer({"type": "extractive", "decline": {"features": ["colour"], "coef": [1.0], "intercept": 0.0,
-                                                          "mean": [0.0], "scale": [1.0], "threshold": 0.0}})
+        build_answerer(
+            {
+                "type": "extractive",
+                "decline": {
+                    "features": ["colour"],
+                    "coef": [1.0],
+                    "intercept": 0.0,
+                    "mean": [0.0],
+                    "scale": [1.0],
+                    "threshold": 0.0,
+                },
+            }
+        )
 
 
 def test_a_config_table_can_come_from_another_config(tmp_path):
     from memkit.config import CONFIG_DIR, load_config
 
-    assert load_config(CONFIG_DIR / "postgres.toml")["answer"] == load_config(CONFIG_DIR / "default.toml")["answer"]
-    (tmp_path / "base.toml").write_text('[retriever]\ntype = "bm25"\n[answer]\ntype = "extractive"\nmax_items = 5\n')
-    (tmp_path / "child.toml").write_text('[retriever]\ntype = "bm25"\n[answer]\nfrom = "base.toml"\nmax_items = 7\n')
+    assert (
+        load_config(CONFIG_DIR / "postgres.toml")["answer"]
+        == load_config(CONFIG_DIR / "default.toml")["answer"]
+    )
+    (tmp_path / "base.toml").write_text(
+        '[retriever]\ntype = "bm25"\n[answer]\ntype = "extractive"\nmax_items = 5\n'
+    )
+    (tmp_path / "child.toml").write_text(
+        '[retriever]\ntype = "bm25"\n[answer]\nfrom = "base.toml"\nmax_items = 7\n'
+    )
     assert load_config(tmp_path / "child.toml")["answer"] == {"type": "extractive", "max_items": 7}
-    (tmp_path / "bad.toml").write_text('[retriever]\ntype = "bm25"\n[relevance]\nfrom = "base.toml"\n')
+    (tmp_path / "bad.toml").write_text(
+        '[retriever]\ntype = "bm25"\n[relevance]\nfrom = "base.toml"\n'
+    )
     with pytest.raises(ValidationError, match="relevance.from"):
         load_config(tmp_path / "bad.toml")

@@ -10,14 +10,33 @@ from tests.service_fixtures import make_app, user
 
 Q = "/agent/memory/query"
 POSTS = [  # (block type, text, created_at)
-    ("feed", "Someone left a blue Patagonia jacket on the chair in meeting room 4 after the Tuesday stand-up. "
-             "Is it yours?", "2024-05-07T10:00:00Z"),
-    ("feed", "Maya organised the trip to Zion for the hiking club, and she booked the campsite too.",
-     "2024-05-02T09:00:00Z"),
-    ("forum", "The Angels Landing permits for Zion are handed out by lottery in March.", "2024-04-20T09:00:00Z"),
-    ("feed", "We ordered pizza for the team lunch on Friday and it was gone in ten minutes.", "2024-05-10T12:30:00Z"),
+    (
+        "feed",
+        "Someone left a blue Patagonia jacket on the chair in meeting room 4 after the Tuesday stand-up. "
+        "Is it yours?",
+        "2024-05-07T10:00:00Z",
+    ),
+    (
+        "feed",
+        "Maya organised the trip to Zion for the hiking club, and she booked the campsite too.",
+        "2024-05-02T09:00:00Z",
+    ),
+    (
+        "forum",
+        "The Angels Landing permits for Zion are handed out by lottery in March.",
+        "2024-04-20T09:00:00Z",
+    ),
+    (
+        "feed",
+        "We ordered pizza for the team lunch on Friday and it was gone in ten minutes.",
+        "2024-05-10T12:30:00Z",
+    ),
     ("blog", "Packed snacks and water bottles for the long drive south.", "2024-05-03T18:00:00Z"),
-    ("feed", "I adopted a puppy named Biscuit; she loves running on the beach.", "2024-03-02T10:00:00Z"),
+    (
+        "feed",
+        "I adopted a puppy named Biscuit; she loves running on the beach.",
+        "2024-03-02T10:00:00Z",
+    ),
 ]
 
 
@@ -29,7 +48,11 @@ def floor(request, tmp_path_factory):
     ann, floor_id, blocks = user(c, app, "Ann")
     ids = []
     for btype, text, at in POSTS:
-        r = c.post(f"/floors/{floor_id}/blocks/{blocks[btype]}/events", headers=ann, json={"text": text, "created_at": at})
+        r = c.post(
+            f"/floors/{floor_id}/blocks/{blocks[btype]}/events",
+            headers=ann,
+            json={"text": text, "created_at": at},
+        )
         assert r.status_code == 200, r.get_json()
         ids.append(r.get_json()["event_id"])
     uid = c.get("/auth-service/profile", headers=ann).get_json()["profile"]["user_id"]
@@ -38,8 +61,17 @@ def floor(request, tmp_path_factory):
 
 
 def ask(f, query: str, summary: str) -> dict:
-    r = f["c"].post(Q, headers=f["ann"], json={"user_id": f["uid"], "floor_ids": [f["floor"]], "query": query,
-                                               "summary_needed": summary, "k": 5})
+    r = f["c"].post(
+        Q,
+        headers=f["ann"],
+        json={
+            "user_id": f["uid"],
+            "floor_ids": [f["floor"]],
+            "query": query,
+            "summary_needed": summary,
+            "k": 5,
+        },
+    )
     assert r.status_code == 200, r.get_json()
     return r.get_json()
 
@@ -57,7 +89,11 @@ def test_the_sentence_that_answers_is_kept_not_the_question_beside_it(floor):
 def test_one_post_answers_without_padding(floor):
     body = ask(floor, "Who organised the trip to Zion?", "1")
     assert "Maya organised the trip to Zion" in body["answer"]
-    assert quotes(body["answer"]) == 1 and "Angels Landing" not in body["answer"] and "pizza" not in body["answer"]
+    assert (
+        quotes(body["answer"]) == 1
+        and "Angels Landing" not in body["answer"]
+        and "pizza" not in body["answer"]
+    )
     assert len(body["items"]) > 1  # the other posts are still listed as items
 
 
@@ -76,5 +112,7 @@ def test_summary_needed_as_documented(floor, summary):
     if summary == "1":  # a written answer: the quote, who and when
         assert body["answer"].startswith("On 2 May 2024 Ann wrote") and "Maya" in body["answer"]
     else:  # a one-line account of what was found, no quote
-        assert body["answer"].startswith(f"Found {len(body['items'])} items for “Who organised the trip to Zion?”")
+        assert body["answer"].startswith(
+            f"Found {len(body['items'])} items for “Who organised the trip to Zion?”"
+        )
         assert "Maya" not in body["answer"] and "\n" not in body["answer"]

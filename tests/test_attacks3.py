@@ -60,31 +60,62 @@ def sqlite_app(tmp_path, tmp_path_factory, **settings):
 
 # -- 1. a flood of wrong application secrets: no account needed, every try an argon2 check ------
 @pytest.mark.parametrize("path", [Q, EXTERNAL])
-def test_wrong_app_secrets_are_refused_unchecked_past_the_limit(tmp_path, tmp_path_factory, argon2, path):
+def test_wrong_app_secrets_are_refused_unchecked_past_the_limit(
+    tmp_path, tmp_path_factory, argon2, path
+):
     app = sqlite_app(tmp_path, tmp_path_factory)  # rate_limit_app_secret: 20 a minute
     c = app.test_client()
     app_id, secret = app.extensions["memkit"]["accounts"].register_app("widget")
-    flood = {"headers": {"X-App-Id": "app_nope", "X-App-Secret": "x"}, "json": {"external_id": "e1"}}
+    flood = {
+        "headers": {"X-App-Id": "app_nope", "X-App-Secret": "x"},
+        "json": {"external_id": "e1"},
+    }
     argon2.calls = 0
     answers = [c.post(path, **flood, **from_address("127.0.0.2")) for _ in range(30)]
     assert [r.status_code for r in answers] == [401] * 20 + [429] * 10
     assert argon2.calls == 20  # the refused ones cost no argon2 work
-    assert all(int(r.headers["Retry-After"]) > 0 and error_of(r)["code"] == "rate_limited" for r in answers[20:])
+    assert all(
+        int(r.headers["Retry-After"]) > 0 and error_of(r)["code"] == "rate_limited"
+        for r in answers[20:]
+    )
     # Counted against the id named, from any address; another application is not held up.
     assert c.post(path, **flood, **from_address("127.0.0.3")).status_code == 429
     mine = {"X-App-Id": app_id, "X-App-Secret": secret}
-    assert c.post(EXTERNAL, headers=mine, json={"external_id": "e1"}, **from_address("127.0.0.4")).status_code == 200
+    assert (
+        c.post(
+            EXTERNAL, headers=mine, json={"external_id": "e1"}, **from_address("127.0.0.4")
+        ).status_code
+        == 200
+    )
     # Nor is it by a flood under its own id, once its secret is known (checked before the flood).
     for _ in range(25):
-        c.post(path, headers={**mine, "X-App-Secret": "x"}, json={"external_id": "e1"}, **from_address("127.0.0.5"))
-    assert c.post(path, headers={"X-App-Id": app_id, "X-App-Secret": "x"}, json={}).status_code == 429
-    assert c.post(EXTERNAL, headers=mine, json={"external_id": "e1"}, **from_address("127.0.0.4")).status_code == 200
+        c.post(
+            path,
+            headers={**mine, "X-App-Secret": "x"},
+            json={"external_id": "e1"},
+            **from_address("127.0.0.5"),
+        )
+    assert (
+        c.post(path, headers={"X-App-Id": app_id, "X-App-Secret": "x"}, json={}).status_code == 429
+    )
+    assert (
+        c.post(
+            EXTERNAL, headers=mine, json={"external_id": "e1"}, **from_address("127.0.0.4")
+        ).status_code
+        == 200
+    )
 
 
-def test_concurrent_wrong_secrets_cannot_all_slip_past_the_count(tmp_path, tmp_path_factory, argon2):
+def test_concurrent_wrong_secrets_cannot_all_slip_past_the_count(
+    tmp_path, tmp_path_factory, argon2
+):
     app = sqlite_app(tmp_path, tmp_path_factory)  # 20 a minute
-    answers = at_once(32, lambda i: app.test_client().post(
-        Q, headers={"X-App-Id": "app_nope", "X-App-Secret": f"x{i}"}, json={}))
+    answers = at_once(
+        32,
+        lambda i: app.test_client().post(
+            Q, headers={"X-App-Id": "app_nope", "X-App-Secret": f"x{i}"}, json={}
+        ),
+    )
     statuses = sorted(r.status_code for r in answers)
     assert statuses.count(401) <= 20 and statuses.count(429) >= 12 and set(statuses) == {401, 429}
     assert argon2.calls <= 20
@@ -94,32 +125,75 @@ def test_an_applications_right_secret_is_never_limited(tmp_path, tmp_path_factor
     app = sqlite_app(tmp_path, tmp_path_factory)  # 20 wrong secrets a minute
     c = app.test_client()
     app_id, secret = app.extensions["memkit"]["accounts"].register_app("widget")
-    statuses = [c.post(EXTERNAL, headers={"X-App-Id": app_id, "X-App-Secret": secret},
-                       json={"external_id": f"e{i}"}).status_code for i in range(25)]
+    statuses = [
+        c.post(
+            EXTERNAL,
+            headers={"X-App-Id": app_id, "X-App-Secret": secret},
+            json={"external_id": f"e{i}"},
+        ).status_code
+        for i in range(25)
+    ]
     assert statuses == [200] * 25
 
 
 # -- 4. limits keyed on spelling, not on the account -------------------------------------------------
-@pytest.mark.parametrize("path,field,right,spellings", [
-    ("/auth-service/signin/email", "email", "ann@example.com",
-     ["Ann@EXAMPLE.com", "ann@ｅｘａｍｐｌｅ.com", "ann@example.ＣＯＭ", "ＡＮＮ@example.com"]),
-    ("/auth-service/signin/mobile", "mobile", "+447911123457",
-     ["+447911123457 ext. 1", "+447911123457 ext. 2", "+44 7911 123457", "+447911123457;ext=3"]),
-])
-def test_every_spelling_of_an_account_counts_against_it(tmp_path, tmp_path_factory, path, field, right, spellings):
+@pytest.mark.parametrize(
+    "path,field,right,spellings",
+    [
+        (
+            "/auth-service/signin/email",
+            "email",
+            "ann@example.com",
+            [
+                "Ann@EXAMPLE.com",
+                "ann@ｅｘａｍｐｌｅ.com",
+                "ann@example.ＣＯＭ",
+                "ＡＮＮ@example.com",
+            ],
+        ),
+        (
+            "/auth-service/signin/mobile",
+            "mobile",
+            "+447911123457",
+            [
+                "+447911123457 ext. 1",
+                "+447911123457 ext. 2",
+                "+44 7911 123457",
+                "+447911123457;ext=3",
+            ],
+        ),
+    ],
+)
+def test_every_spelling_of_an_account_counts_against_it(
+    tmp_path, tmp_path_factory, path, field, right, spellings
+):
     app = sqlite_app(tmp_path, tmp_path_factory, rate_limit_sign_in="3 per minute")
     c = app.test_client()
     assert c.post(SIGNUP, json={"name": "Ann", field: right, "password": PW}).status_code == 200
-    assert c.post(VALIDATE, json={field: right, "code": outbox_code(app, right), "password": PW}).status_code == 200
+    assert (
+        c.post(
+            VALIDATE, json={field: right, "code": outbox_code(app, right), "password": PW}
+        ).status_code
+        == 200
+    )
     app.extensions["memkit"]["limiter"].reset()
-    statuses = [c.post(path, json={field: s, "password": "a wrong guess"}, **from_address(f"127.0.0.{2 + i}")).status_code
-                for i, s in enumerate(spellings)]
+    statuses = [
+        c.post(
+            path, json={field: s, "password": "a wrong guess"}, **from_address(f"127.0.0.{2 + i}")
+        ).status_code
+        for i, s in enumerate(spellings)
+    ]
     assert statuses == [401, 401, 401, 429]  # from three addresses, four spellings: one account
-    assert c.post(path, json={field: right, "password": PW}).status_code == 429  # held for the rest of the minute
+    assert (
+        c.post(path, json={field: right, "password": PW}).status_code == 429
+    )  # held for the rest of the minute
 
 
-EMAILS = st.tuples(st.from_regex(r"[a-z]{1,8}", fullmatch=True), st.from_regex(r"[a-z]{1,8}", fullmatch=True),
-                   st.sampled_from(["com", "org", "net"]))
+EMAILS = st.tuples(
+    st.from_regex(r"[a-z]{1,8}", fullmatch=True),
+    st.from_regex(r"[a-z]{1,8}", fullmatch=True),
+    st.sampled_from(["com", "org", "net"]),
+)
 
 
 def spelt(text: str, data) -> str:
@@ -127,7 +201,11 @@ def spelt(text: str, data) -> str:
     out = []
     for ch in text:
         ch = ch.upper() if data.draw(st.booleans()) else ch
-        out.append(chr(ord(ch) + 0xFEE0) if ch.isascii() and ch.isalnum() and data.draw(st.booleans()) else ch)
+        out.append(
+            chr(ord(ch) + 0xFEE0)
+            if ch.isascii() and ch.isalnum() and data.draw(st.booleans())
+            else ch
+        )
     return "".join(out)
 
 
@@ -136,13 +214,20 @@ def spelt(text: str, data) -> str:
 def test_property_an_e_mail_address_is_one_account_however_it_is_spelt(parts, data):
     local, host, tld = parts
     plain = f"{local}@{host}.{tld}"
-    assert identity("email", f" {spelt(local, data)}@{spelt(host, data)}.{spelt(tld, data)} ") == f"email:{plain}"
+    assert (
+        identity("email", f" {spelt(local, data)}@{spelt(host, data)}.{spelt(tld, data)} ")
+        == f"email:{plain}"
+    )
 
 
 @settings(max_examples=60, deadline=None)
-@given(digits=st.from_regex(r"79[0-9]{8}", fullmatch=True), ext=st.integers(0, 99999), data=st.data())
+@given(
+    digits=st.from_regex(r"79[0-9]{8}", fullmatch=True), ext=st.integers(0, 99999), data=st.data()
+)
 def test_property_a_mobile_number_is_one_account_with_any_spacing_or_extension(digits, ext, data):
-    assume(phonenumbers.is_valid_number(phonenumbers.parse(f"+44{digits}")))  # others name no account
+    assume(
+        phonenumbers.is_valid_number(phonenumbers.parse(f"+44{digits}"))
+    )  # others name no account
     spaced = " ".join([digits[:4], digits[4:]]) if data.draw(st.booleans()) else digits
     suffix = data.draw(st.sampled_from(["", f" ext. {ext}", f";ext={ext}", f" x{ext}"]))
     assert identity("mobile", f"+44 {spaced}{suffix}") == identity("mobile", f"+44{digits}")
@@ -150,7 +235,9 @@ def test_property_a_mobile_number_is_one_account_with_any_spacing_or_extension(d
 
 # -- 5. guessing the password with a stolen token --------------------------------------------------
 @pytest.mark.parametrize("guess", ["change", "delete", "code"])
-def test_password_guesses_with_a_token_are_limited_and_unchecked_past_it(tmp_path, tmp_path_factory, argon2, guess):
+def test_password_guesses_with_a_token_are_limited_and_unchecked_past_it(
+    tmp_path, tmp_path_factory, argon2, guess
+):
     app = sqlite_app(tmp_path, tmp_path_factory, **NO_LIMITS)  # rate_limit_password: 10 a minute
     c = app.test_client()
     stolen = bearer(signed_up(c, app))
@@ -158,12 +245,22 @@ def test_password_guesses_with_a_token_are_limited_and_unchecked_past_it(tmp_pat
 
     def attempt(password, h=stolen):
         if guess == "change":
-            return c.post("/auth-service/change/password", headers=h, json={"old_password": password,
-                                                                            "new_password": "taken over 1"})
+            return c.post(
+                "/auth-service/change/password",
+                headers=h,
+                json={"old_password": password, "new_password": "taken over 1"},
+            )
         if guess == "delete":
             return c.delete("/auth-service/account", headers=h, json={"password": password})
-        return c.post(SEND, headers=h, json={"mode": "change_email", "new_email_id": "thief@example.net",
-                                             "password": password})
+        return c.post(
+            SEND,
+            headers=h,
+            json={
+                "mode": "change_email",
+                "new_email_id": "thief@example.net",
+                "password": password,
+            },
+        )
 
     argon2.calls = 0
     statuses = [attempt(f"guess number {i}").status_code for i in range(15)]
@@ -178,36 +275,84 @@ def test_the_three_password_paths_share_one_count(tmp_path, tmp_path_factory):
     c = app.test_client()
     h = bearer(signed_up(c, app))
     for i in range(4):
-        assert c.post("/auth-service/change/password", headers=h, json={"old_password": f"guess {i}",
-                                                                        "new_password": "taken over 1"}).status_code == 400
-        assert c.delete("/auth-service/account", headers=h, json={"password": f"guess {i}"}).status_code == 400
+        assert (
+            c.post(
+                "/auth-service/change/password",
+                headers=h,
+                json={"old_password": f"guess {i}", "new_password": "taken over 1"},
+            ).status_code
+            == 400
+        )
+        assert (
+            c.delete(
+                "/auth-service/account", headers=h, json={"password": f"guess {i}"}
+            ).status_code
+            == 400
+        )
         if i < 2:
-            assert c.post(SEND, headers=h, json={"mode": "change_mobile", "new_mobile": "+447911123456",
-                                                 "password": f"guess {i}"}).status_code == 400
-    assert c.delete("/auth-service/account", headers=h, json={"password": "guess 11"}).status_code == 429
+            assert (
+                c.post(
+                    SEND,
+                    headers=h,
+                    json={
+                        "mode": "change_mobile",
+                        "new_mobile": "+447911123456",
+                        "password": f"guess {i}",
+                    },
+                ).status_code
+                == 400
+            )
+    assert (
+        c.delete("/auth-service/account", headers=h, json={"password": "guess 11"}).status_code
+        == 429
+    )
 
 
 # -- 6. which addresses have accounts --------------------------------------------------------------
 @pytest.mark.parametrize("open_app", ["sqlite", "postgresql"], indirect=True)
 @pytest.mark.parametrize("kind", ["email", "mobile"])
-def test_asking_to_change_to_an_address_does_not_tell_whether_it_has_an_account(open_app, argon2, kind):
+def test_asking_to_change_to_an_address_does_not_tell_whether_it_has_an_account(
+    open_app, argon2, kind
+):
     app = open_app
     c = app.test_client()
     mallory = bearer(signed_up(c, app, "mallory@example.com", "Mallory"))
-    field, mode = ("new_email_id", "change_email") if kind == "email" else ("new_mobile", "change_mobile")
-    taken, pending, free = (("ann@example.com", "cy@example.com", "nobody@example.com") if kind == "email"
-                            else ("+447911123451", "+447911123452", "+447911123453"))
-    contact = {"email": "ann@example.com", "mobile": taken} if kind == "mobile" else {"email": taken}
+    field, mode = (
+        ("new_email_id", "change_email") if kind == "email" else ("new_mobile", "change_mobile")
+    )
+    taken, pending, free = (
+        ("ann@example.com", "cy@example.com", "nobody@example.com")
+        if kind == "email"
+        else ("+447911123451", "+447911123452", "+447911123453")
+    )
+    contact = (
+        {"email": "ann@example.com", "mobile": taken} if kind == "mobile" else {"email": taken}
+    )
     assert c.post(SIGNUP, json={"name": "Ann", **contact, "password": PW}).status_code == 200
-    assert c.post(VALIDATE, json={"email": "ann@example.com", "code": outbox_code(app, "ann@example.com"),
-                                  "password": PW}).status_code == 200
-    assert c.post(SIGNUP, json={"name": "Cy", kind: pending, "password": PW}).status_code == 200  # never validated
+    assert (
+        c.post(
+            VALIDATE,
+            json={
+                "email": "ann@example.com",
+                "code": outbox_code(app, "ann@example.com"),
+                "password": PW,
+            },
+        ).status_code
+        == 200
+    )
+    assert (
+        c.post(SIGNUP, json={"name": "Cy", kind: pending, "password": PW}).status_code == 200
+    )  # never validated
 
     def ask(address, password):
         argon2.calls = 0
         r = c.post(SEND, headers=mallory, json={"mode": mode, field: address, "password": password})
         body = r.get_json()
-        text = body.get("message", "").replace(address, "ADDRESS") if r.status_code == 200 else error_of(r)
+        text = (
+            body.get("message", "").replace(address, "ADDRESS")
+            if r.status_code == 200
+            else error_of(r)
+        )
         return r.status_code, text, argon2.calls
 
     for password in ("a wrong guess", PW):
@@ -231,9 +376,15 @@ def test_checking_a_code_does_not_tell_whether_the_address_has_an_account(app):
     c = app.test_client()
     signed_up(c, app)
     answers = {}
-    for email in ("ann@example.com", "nobody@example.com"):  # a reset code is sent only where there is an account
+    for email in (
+        "ann@example.com",
+        "nobody@example.com",
+    ):  # a reset code is sent only where there is an account
         assert c.post(SEND, json={"mode": "reset_password", "email": email}).status_code == 200
-        r = c.post("/auth-service/reset/password", json={"email": email, "code": "000000", "new_password": "guessed it"})
+        r = c.post(
+            "/auth-service/reset/password",
+            json={"email": email, "code": "000000", "new_password": "guessed it"},
+        )
         answers[email] = (r.status_code, error_of(r))
         r = c.post(VALIDATE, json={"email": email, "code": "000000", "password": PW})
         answers[email] += (r.status_code, error_of(r))
@@ -245,8 +396,14 @@ def test_sign_ups_of_a_taken_address_are_rate_limited(tmp_path, tmp_path_factory
     c = app.test_client()
     signed_up(c, app)
     app.extensions["memkit"]["limiter"].reset()
-    statuses = [c.post(SIGNUP, json={"name": "M", "email": "Ann@Example.com", "password": PW},
-                       **from_address(f"127.0.0.{2 + i}")).status_code for i in range(8)]
+    statuses = [
+        c.post(
+            SIGNUP,
+            json={"name": "M", "email": "Ann@Example.com", "password": PW},
+            **from_address(f"127.0.0.{2 + i}"),
+        ).status_code
+        for i in range(8)
+    ]
     assert statuses == [409] * 5 + [429] * 3
 
 
@@ -256,11 +413,22 @@ def test_quotas_hold_under_concurrent_creations(open_app):
     c = open_app.test_client()
     h = bearer(signed_up(c, open_app))
     pod = c.get("/auth-service/profile", headers=h).get_json()["pod_info"]
-    answers = at_once(20, lambda i: open_app.test_client().post("/floors", headers=h, json={"title": f"Floor {i}"}))
+    answers = at_once(
+        20,
+        lambda i: open_app.test_client().post("/floors", headers=h, json={"title": f"Floor {i}"}),
+    )
     assert sorted(r.status_code for r in answers) == [200] * 4 + [403] * 16  # 5 with the own floor
-    answers = at_once(30, lambda i: open_app.test_client().post(
-        f"/floors/{pod['floor_uid']}/blocks", headers=h, json={"block_type": 1, "title": f"Block {i}"}))
-    assert sorted(r.status_code for r in answers) == [200] * 16 + [403] * 14  # 20 with the own floor's 4
+    answers = at_once(
+        30,
+        lambda i: open_app.test_client().post(
+            f"/floors/{pod['floor_uid']}/blocks",
+            headers=h,
+            json={"block_type": 1, "title": f"Block {i}"},
+        ),
+    )
+    assert (
+        sorted(r.status_code for r in answers) == [200] * 16 + [403] * 14
+    )  # 20 with the own floor's 4
     with open_app.extensions["memkit"]["engine"].connect() as conn:
         assert conn.execute(sa.select(sa.func.count()).select_from(floors)).scalar() == 5
 
@@ -275,11 +443,15 @@ def test_an_edit_racing_the_deletion_of_its_event_is_a_404(open_app, monkeypatch
     eid = c.post(where, headers=h, json={"text": "a post"}).get_json()["event_id"]
     real, raced = Events._editable, []
 
-    def deleted_meanwhile(self, conn, user_id, event_id):  # the race the report won 6 times in 25, every time
+    def deleted_meanwhile(
+        self, conn, user_id, event_id
+    ):  # the race the report won 6 times in 25, every time
         e = real(self, conn, user_id, event_id)
         if not raced:  # the edit's check; the deletion's own check (below) passes through
             raced.append("deleting")
-            raced.append(open_app.test_client().delete(f"/events/{event_id}", headers=h).status_code)
+            raced.append(
+                open_app.test_client().delete(f"/events/{event_id}", headers=h).status_code
+            )
         return e
 
     monkeypatch.setattr(Events, "_editable", deleted_meanwhile)
@@ -302,26 +474,52 @@ def test_a_cursor_at_the_calendar_edges_is_a_400_naming_it(app, when):
 def test_a_sign_up_nobody_validated_never_blocks_a_change_of_address(app):
     c = app.test_client()
     h = bearer(signed_up(c, app))
-    assert c.post(SIGNUP, json={"name": "Squatter", "email": "newhome@example.com", "password": "squatter pw"}
-                  ).status_code == 200
-    assert c.post(SEND, headers=h, json={"mode": "change_email", "new_email_id": "newhome@example.com",
-                                         "password": PW}).status_code == 200
-    r = c.post("/auth-service/change/email", headers=h,
-               json={"new_email_id": "newhome@example.com", "activation_code": outbox_code(app, "newhome@example.com")})
+    assert (
+        c.post(
+            SIGNUP,
+            json={"name": "Squatter", "email": "newhome@example.com", "password": "squatter pw"},
+        ).status_code
+        == 200
+    )
+    assert (
+        c.post(
+            SEND,
+            headers=h,
+            json={"mode": "change_email", "new_email_id": "newhome@example.com", "password": PW},
+        ).status_code
+        == 200
+    )
+    r = c.post(
+        "/auth-service/change/email",
+        headers=h,
+        json={
+            "new_email_id": "newhome@example.com",
+            "activation_code": outbox_code(app, "newhome@example.com"),
+        },
+    )
     assert r.status_code == 200, r.get_json()
     assert r.get_json()["profile"]["email"] == "newhome@example.com"
-    r = c.post("/auth-service/signin/email", json={"email": "newhome@example.com", "password": "squatter pw"})
+    r = c.post(
+        "/auth-service/signin/email",
+        json={"email": "newhome@example.com", "password": "squatter pw"},
+    )
     assert r.status_code == 401
 
 
 def test_sign_ups_nobody_validated_expire(app):
     c = app.test_client()
-    assert c.post(SIGNUP, json={"name": "Old", "email": "old@example.com", "password": PW}).status_code == 200
+    assert (
+        c.post(SIGNUP, json={"name": "Old", "email": "old@example.com", "password": PW}).status_code
+        == 200
+    )
     with app.extensions["memkit"]["engine"].begin() as conn:  # a day and a minute ago
         conn.execute(users.update().values(created_at=now() - timedelta(hours=24, minutes=1)))
     r = c.post("/auth-service/signin/email", json={"email": "old@example.com", "password": PW})
     assert r.status_code == 401  # as if it never was (not 403 "validate first")
-    assert c.post(SIGNUP, json={"name": "New", "email": "new@example.com", "password": PW}).status_code == 200
+    assert (
+        c.post(SIGNUP, json={"name": "New", "email": "new@example.com", "password": PW}).status_code
+        == 200
+    )
     with app.extensions["memkit"]["engine"].connect() as conn:
         assert conn.execute(sa.select(users.c.email)).scalars().all() == ["new@example.com"]
 
@@ -332,22 +530,41 @@ def test_stored_turns_per_user_are_bounded(app):
     h = bearer(signed_up(c, app))
     profile = c.get("/auth-service/profile", headers=h).get_json()["profile"]
     for i in range(25):
-        r = c.post(Q, headers=h, json={"user_id": profile["user_id"], "query": f"question {i}",
-                                        "floor_ids": [profile["floor_id"]]})
+        r = c.post(
+            Q,
+            headers=h,
+            json={
+                "user_id": profile["user_id"],
+                "query": f"question {i}",
+                "floor_ids": [profile["floor_id"]],
+            },
+        )
         assert r.status_code == 200
     with app.extensions["memkit"]["engine"].connect() as conn:
-        kept = conn.execute(sa.select(conversation_turns.c.query).order_by(conversation_turns.c.id)).scalars().all()
+        kept = (
+            conn.execute(sa.select(conversation_turns.c.query).order_by(conversation_turns.c.id))
+            .scalars()
+            .all()
+        )
     assert kept == [f"question {i}" for i in range(5, 25)]  # the last 20: what is read
 
 
 # -- 11. a burst of sign-ups passes the limit ------------------------------------------------------------
 def test_a_burst_of_sign_ups_sends_no_more_codes_than_the_limit(tmp_path, tmp_path_factory):
     app = sqlite_app(tmp_path, tmp_path_factory, rate_limit_sign_up="5 per minute")
-    answers = at_once(24, lambda i: app.test_client().post(
-        SIGNUP, json={"name": f"Twin {i}", "email": "twin@example.com", "password": PW}))
+    answers = at_once(
+        24,
+        lambda i: app.test_client().post(
+            SIGNUP, json={"name": f"Twin {i}", "email": "twin@example.com", "password": PW}
+        ),
+    )
     statuses = [r.status_code for r in answers]
     assert statuses.count(429) >= 19 and set(statuses) <= {200, 409, 429}
-    sent = [p for p in (tmp_path / "outbox").glob("*.txt") if p.read_text().startswith("To: twin@example.com\n")]
+    sent = [
+        p
+        for p in (tmp_path / "outbox").glob("*.txt")
+        if p.read_text().startswith("To: twin@example.com\n")
+    ]
     assert 1 <= len(sent) <= 5
 
 
@@ -355,8 +572,10 @@ def test_a_burst_of_sign_ups_sends_no_more_codes_than_the_limit(tmp_path, tmp_pa
 def test_retry_after_comes_only_with_a_429(tmp_path, tmp_path_factory):
     app = sqlite_app(tmp_path, tmp_path_factory, rate_limit_sign_in="2 per minute")
     c = app.test_client()
-    answers = [c.post("/auth-service/signin/email", json={"email": "ann@example.com", "password": "guess"})
-               for _ in range(3)]
+    answers = [
+        c.post("/auth-service/signin/email", json={"email": "ann@example.com", "password": "guess"})
+        for _ in range(3)
+    ]
     assert [r.status_code for r in answers] == [401, 401, 429]
     assert [("Retry-After" in r.headers) for r in answers] == [False, False, True]
     assert 0 < int(answers[2].headers["Retry-After"]) <= 61  # the window, rounded up

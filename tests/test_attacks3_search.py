@@ -46,25 +46,35 @@ def test_a_strangers_batch_into_my_floor_holds_neither_my_queries_nor_my_writes(
     entered, release = hold_encoding(monkeypatch, "STRANGER")
     bo_h = u["bo"][0]
     batch = {"events": [{"text": f"STRANGER post {i} about sailing"} for i in range(20)]}
-    writer, written = in_thread(lambda: app.test_client().post(
-        f"/floors/{floor}/blocks/{blocks['feed']}/events/batch", headers=bo_h, json=batch))
+    writer, written = in_thread(
+        lambda: app.test_client().post(
+            f"/floors/{floor}/blocks/{blocks['feed']}/events/batch", headers=bo_h, json=batch
+        )
+    )
     try:
         assert entered.wait(60), "the batch never started encoding"
         # While Bo's batch is being encoded, Ann asks and writes on her own floor.
         reader, asked = in_thread(lambda: query(app.test_client(), u["ann"], "sailing"))
         reader.join(30)  # held by the batch, it would wait for the release below
         query_held = reader.is_alive()
-        poster, posted = in_thread(lambda: post(app.test_client(), u["ann"], "Ann's kayak log", block="blog"))
+        poster, posted = in_thread(
+            lambda: post(app.test_client(), u["ann"], "Ann's kayak log", block="blog")
+        )
         poster.join(30)
         post_held = poster.is_alive()
         if not (query_held or post_held):  # read your own writes, still during the batch
-            found = [i["text"] for i in query(app.test_client(), u["ann"], "kayak").get_json()["items"]]
+            found = [
+                i["text"] for i in query(app.test_client(), u["ann"], "kayak").get_json()["items"]
+            ]
     finally:
         release.set()
         writer.join(120)
     assert not query_held, "Ann's query on her own floor waited for Bo's batch"
     assert not post_held, "Ann's post to her own floor waited for Bo's batch"
-    assert asked[0].status_code == 200 and asked[0].get_json()["items"][0]["text"] == "Ann's sailing diary"
+    assert (
+        asked[0].status_code == 200
+        and asked[0].get_json()["items"][0]["text"] == "Ann's sailing diary"
+    )
     assert posted[0].status_code == 200 and "Ann's kayak log" in found
     assert written[0].status_code == 200
     # Once indexed (Bo's own request waits for that), the batch is searchable by everyone.
@@ -100,13 +110,21 @@ def ann_and_bo_with_secrets(app, template: str, numbers: range):
 
 
 def test_another_users_posts_and_questions_make_no_query_of_mine_quicker(app):
-    c, u, candidates, secret = ann_and_bo_with_secrets(app, "my garage code is {n} ({run})", range(4800, 4825))
+    c, u, candidates, secret = ann_and_bo_with_secrets(
+        app, "my garage code is {n} ({run})", range(4800, 4825)
+    )
     assert query(c, u["ann"], secret, summary_needed="1").status_code == 200  # and Ann asks it
-    work = {t: model_work(app, lambda t=t: query(c, u["bo"], t, summary_needed="1")) for t in candidates}
-    assert work[secret] > 0 and len(set(work.values())) == 1, work  # Ann's text is no cheaper for Bo
+    work = {
+        t: model_work(app, lambda t=t: query(c, u["bo"], t, summary_needed="1")) for t in candidates
+    }
+    assert work[secret] > 0 and len(set(work.values())) == 1, (
+        work
+    )  # Ann's text is no cheaper for Bo
 
 
 def test_another_users_posts_make_no_write_of_mine_quicker(app):
-    c, u, candidates, secret = ann_and_bo_with_secrets(app, "the alarm code is {n} ({run})", range(1200, 1210))
+    c, u, candidates, secret = ann_and_bo_with_secrets(
+        app, "the alarm code is {n} ({run})", range(1200, 1210)
+    )
     work = {t: model_work(app, lambda t=t: post(c, u["bo"], t, block="blog")) for t in candidates}
     assert work[secret] > 0 and len(set(work.values())) == 1, work

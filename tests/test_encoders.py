@@ -6,7 +6,9 @@ from memkit.encoders import CachedEncoder, EmbeddingCache, MiniLMEncoder, get_en
 
 def test_minilm_vectors_are_normalised_and_meaningful():
     enc = MiniLMEncoder()
-    v = enc.encode(["I adopted a kitten", "We got a new cat from the shelter", "Quarterly tax filing deadline"])
+    v = enc.encode(
+        ["I adopted a kitten", "We got a new cat from the shelter", "Quarterly tax filing deadline"]
+    )
     assert v.shape == (3, 384) and v.dtype == np.float32
     assert np.allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-5)
     assert v[0] @ v[1] > v[0] @ v[2] + 0.2
@@ -18,7 +20,9 @@ def test_second_run_encodes_nothing(tmp_path):
     first = CachedEncoder(MiniLMEncoder(), tmp_path / "cache.sqlite")
     a = first.encode(texts)
     assert first.encoded == 3  # the repeated text is encoded once
-    second = CachedEncoder(MiniLMEncoder(), tmp_path / "cache.sqlite")  # a new process, same cache file
+    second = CachedEncoder(
+        MiniLMEncoder(), tmp_path / "cache.sqlite"
+    )  # a new process, same cache file
     b = second.encode(texts)
     assert second.encoded == 0
     assert np.array_equal(a, b)
@@ -45,17 +49,31 @@ def test_queries_are_remembered_in_memory_not_written_to_disk(tmp_path):
     enc = CachedEncoder(MiniLMEncoder(), tmp_path / "cache.sqlite", memory=2)
     q = enc.encode(["where did Ann go hiking?"])
     assert enc.encoded == 1 and len(enc.cache) == 0  # a query: no disk write
-    assert np.array_equal(enc.encode(["where did Ann go hiking?"]), q) and enc.encoded == 1  # from memory
-    enc.encode(["first other"]), enc.encode(["second other"])  # the LRU holds two: the query falls out
+    assert (
+        np.array_equal(enc.encode(["where did Ann go hiking?"]), q) and enc.encoded == 1
+    )  # from memory
+    (
+        enc.encode(["first other"]),
+        enc.encode(["second other"]),
+    )  # the LRU holds two: the query falls out
     enc.encode(["where did Ann go hiking?"])
     assert enc.encoded == 4
     docs = enc.encode(["doc one", "doc two", "doc three"])  # documents go to disk
-    assert len(enc.cache) == 3 and np.allclose(docs, MiniLMEncoder().encode(["doc one", "doc two", "doc three"]), atol=1e-6)
+    assert len(enc.cache) == 3 and np.allclose(
+        docs, MiniLMEncoder().encode(["doc one", "doc two", "doc three"]), atol=1e-6
+    )
 
 
-TEXTS = ["ok", "I adopted a kitten from the shelter yesterday!", "Ünïcödé café ✓ 東京で会いましょう", "",
-         "We spent the weekend on our kitchen renovation and it was a disaster. " * 30,  # > 256 word pieces
-         "Quarterly tax filing deadline", "lol same"]
+TEXTS = [
+    "ok",
+    "I adopted a kitten from the shelter yesterday!",
+    "Ünïcödé café ✓ 東京で会いましょう",
+    "",
+    "We spent the weekend on our kitchen renovation and it was a disaster. "
+    * 30,  # > 256 word pieces
+    "Quarterly tax filing deadline",
+    "lol same",
+]
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +85,9 @@ def onnx_folder(tmp_path_factory):
 def test_onnx_encoder_matches_the_plain_model(onnx_folder, quantize, floor):
     from memkit.encoders import OnnxMiniLMEncoder
 
-    enc = OnnxMiniLMEncoder(quantize=quantize, folder=onnx_folder, batch_size=3)  # several length-sorted batches
+    enc = OnnxMiniLMEncoder(
+        quantize=quantize, folder=onnx_folder, batch_size=3
+    )  # several length-sorted batches
     got, want = enc.encode(TEXTS), MiniLMEncoder().encode(TEXTS)
     assert got.shape == (len(TEXTS), 384) and got.dtype == np.float32
     assert np.allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-5)
@@ -87,7 +107,9 @@ def test_an_int8_vector_depends_on_its_text_alone(onnx_folder):
     enc = OnnxMiniLMEncoder(quantize=True, folder=onnx_folder)
     alone = np.concatenate([enc.encode([t]) for t in TEXTS])
     assert np.array_equal(enc.encode(TEXTS), alone)
-    batched = OnnxMiniLMEncoder(quantize=True, folder=onnx_folder, batch_size=len(TEXTS)).encode(TEXTS)
+    batched = OnnxMiniLMEncoder(quantize=True, folder=onnx_folder, batch_size=len(TEXTS)).encode(
+        TEXTS
+    )
     assert not np.allclose(batched, alone, atol=1e-3)  # what one text per run avoids
 
 
@@ -110,7 +132,9 @@ def test_texts_differing_only_in_outer_whitespace_share_one_vector(tmp_path):
     enc = CachedEncoder(MiniLMEncoder(), tmp_path / "cache.sqlite")
     v = enc.encode(["\nBought a kayak.", "Bought a kayak.  ", "Bought a kayak."])
     assert enc.encoded == 1 and np.array_equal(v[0], v[1]) and np.array_equal(v[1], v[2])
-    assert np.allclose(v[0], MiniLMEncoder().encode(["\nBought a kayak."])[0], atol=1e-6)  # the model agrees
+    assert np.allclose(
+        v[0], MiniLMEncoder().encode(["\nBought a kayak."])[0], atol=1e-6
+    )  # the model agrees
 
 
 @pytest.mark.parametrize("model", ["minilm", "minilm-int8"])
@@ -129,11 +153,17 @@ def test_a_posts_sentences_are_read_in_it_by_one_run_of_the_model(tmp_path, mode
     cos = (vecs * alone).sum(axis=1)
     assert (cos > 0.6).all() and (cos < 0.9999).all()  # the same sentences, read in their post
     trip = base.encode(["driving to a national park"])[0]
-    assert vecs[0] @ trip > vecs[1] @ trip and vecs[0] @ trip > vecs[2] @ trip  # each sentence keeps its own sense
-    again = CachedEncoder(base, tmp_path / "c.sqlite")  # another process: the post's line too, no run
+    assert (
+        vecs[0] @ trip > vecs[1] @ trip and vecs[0] @ trip > vecs[2] @ trip
+    )  # each sentence keeps its own sense
+    again = CachedEncoder(
+        base, tmp_path / "c.sqlite"
+    )  # another process: the post's line too, no run
     [same] = again.encode_in_context([post], [parts])
     line = again.encode([post])
     assert again.encoded == 0 and np.array_equal(same, vecs)
     assert np.allclose(line[0], base.encode([post])[0], atol=1e-5)
     [odd] = again.encode_in_context([post], [["not in the post at all"]])
-    assert again.encoded == 1 and np.allclose(odd[0], base.encode(["not in the post at all"])[0], atol=1e-5)
+    assert again.encoded == 1 and np.allclose(
+        odd[0], base.encode(["not in the post at all"])[0], atol=1e-5
+    )

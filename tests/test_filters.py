@@ -27,7 +27,14 @@ from tests.helpers import FLOORS, TAGS, TYPES, make_events
 
 EVENTS = make_events(150, seed=3)
 ROWS = {r["event_id"]: r for r in EVENTS.iter_rows(named=True)}
-QUERIES = ["support group", "dog shoes", "painting sunrise", "road trip coast", "quiz chemistry", "bread"]
+QUERIES = [
+    "support group",
+    "dog shoes",
+    "painting sunrise",
+    "road trip coast",
+    "quiz chemistry",
+    "bread",
+]
 EVERYTHING = 10**6
 
 
@@ -57,14 +64,19 @@ def world_of(retriever, f: Filters):
     key = (type(retriever), frozenset(f.floor_ids))
     if key not in _WORLDS:
         _WORLDS[key] = type(retriever)(**retriever.get_params()).fit(
-            EVENTS.filter(pl.col("floor_id").is_in(list(f.floor_ids))))
+            EVENTS.filter(pl.col("floor_id").is_in(list(f.floor_ids)))
+        )
     return _WORLDS[key]
 
 
 def brute_force(retriever, query, k, f):
     full = world_of(retriever, f).search(query, k=EVERYTHING)
     keep = [admits(f, ROWS[e]) for e in full["event_id"]]
-    return full.filter(pl.Series(keep, dtype=pl.Boolean)).head(k).with_columns(pl.int_range(1, pl.len() + 1).cast(pl.Int64).alias("rank"))
+    return (
+        full.filter(pl.Series(keep, dtype=pl.Boolean))
+        .head(k)
+        .with_columns(pl.int_range(1, pl.len() + 1).cast(pl.Int64).alias("rank"))
+    )
 
 
 times = st.datetimes(min_value=datetime(2022, 12, 1), max_value=datetime(2024, 1, 31))
@@ -102,7 +114,9 @@ def fitted():
     }
 
 
-PROPS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+PROPS = settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 
 
 @pytest.mark.parametrize("kind", ["tfidf", "bm25", "dense"])
@@ -131,8 +145,12 @@ def test_hnsw_filtered_search_against_brute_force(fitted, f, q, k):
     want = brute_force(fitted["dense"], q, k, f)
     assert all(admits(f, ROWS[e]) for e in got["event_id"])
     assert got.height == want.height
-    scores = dict(zip(brute_force(fitted["dense"], q, EVERYTHING, f)["event_id"],
-                      brute_force(fitted["dense"], q, EVERYTHING, f)["score"]))
+    scores = dict(
+        zip(
+            brute_force(fitted["dense"], q, EVERYTHING, f)["event_id"],
+            brute_force(fitted["dense"], q, EVERYTHING, f)["score"],
+        )
+    )
     assert np.allclose(got["score"].to_numpy(), [scores[e] for e in got["event_id"]], atol=1e-5)
     admitted = sum(admits(f, r) for r in ROWS.values())
     if f.floor_ids is not None or admitted <= hnsw.exact_share * len(ROWS):  # floors: always exact
@@ -170,24 +188,41 @@ def test_hybrid_fuses_filtered_candidates(fitted, method, f, q, k):
     hybrid.catalog = parts[0].catalog
     got = hybrid.search(q, k=k, filters=f)
     children = [brute_force(p, q, max(k, 25), f) for p in parts]
-    want = rrf(children, k=60, weights=[0.3, 0.7], top=k) if method == "rrf" else convex(children, [0.3, 0.7], top=k)
-    assert got.select("event_id", "rank", "match_type").equals(want.select("event_id", "rank", "match_type"))
+    want = (
+        rrf(children, k=60, weights=[0.3, 0.7], top=k)
+        if method == "rrf"
+        else convex(children, [0.3, 0.7], top=k)
+    )
+    assert got.select("event_id", "rank", "match_type").equals(
+        want.select("event_id", "rank", "match_type")
+    )
     assert np.allclose(got["score"].to_numpy(), want["score"].to_numpy(), atol=1e-6)
     assert all(admits(f, ROWS[e]) for e in got["event_id"])
 
 
 def test_per_query_floor_ids_narrow_the_filters(fitted):
-    queries = pl.DataFrame({"query_id": ["a", "b"], "text": ["bread", "bread"], "floor_ids": [["alice"], ["bob", "carol"]]})
+    queries = pl.DataFrame(
+        {
+            "query_id": ["a", "b"],
+            "text": ["bread", "bread"],
+            "floor_ids": [["alice"], ["bob", "carol"]],
+        }
+    )
     run = fitted["bm25"].search(queries, k=50, filters=Filters(floor_ids=["alice", "bob"]))
-    floors = {q: {ROWS[e]["floor_id"] for e in g["event_id"]} for (q,), g in run.group_by("query_id")}
+    floors = {
+        q: {ROWS[e]["floor_id"] for e in g["event_id"]} for (q,), g in run.group_by("query_id")
+    }
     assert floors == {"a": {"alice"}, "b": {"bob"}}
 
 
 def test_time_bounds_are_inclusive_and_naive_means_utc(fitted):
     t = next(r["created_at"] for r in ROWS.values() if r["created_at"] is not None)
     naive = t.replace(tzinfo=None)
-    run = fitted["bm25"].search(ROWS[[e for e, r in ROWS.items() if r["created_at"] == t][0]]["text"], k=5,
-                                filters=Filters(time_from=naive, time_to=naive))
+    run = fitted["bm25"].search(
+        ROWS[[e for e, r in ROWS.items() if r["created_at"] == t][0]]["text"],
+        k=5,
+        filters=Filters(time_from=naive, time_to=naive),
+    )
     assert {ROWS[e]["created_at"] for e in run["event_id"]} == {t}
 
 
@@ -209,7 +244,16 @@ def test_one_query_is_fused_as_the_frame_query_fuses_it(fitted, q, k, w):
     polars query every batch takes, ties and match types included."""
     from memkit.retrievers.hybrid import _convex_frames, _convex_one
 
-    runs = [fitted["bm25"].search(q, k=25), fitted["dense"].search(q, k=25), fitted["bm25"].search(q + " bread", k=10)]
-    got, want = _convex_one(runs, [w, 1 - w, 0.4], k), _convex_frames(runs, [w, 1 - w, 0.4], "minmax", k)
-    assert got.select("query_id", "event_id", "rank", "match_type").equals(want.select("query_id", "event_id", "rank", "match_type"))
+    runs = [
+        fitted["bm25"].search(q, k=25),
+        fitted["dense"].search(q, k=25),
+        fitted["bm25"].search(q + " bread", k=10),
+    ]
+    got, want = (
+        _convex_one(runs, [w, 1 - w, 0.4], k),
+        _convex_frames(runs, [w, 1 - w, 0.4], "minmax", k),
+    )
+    assert got.select("query_id", "event_id", "rank", "match_type").equals(
+        want.select("query_id", "event_id", "rank", "match_type")
+    )
     assert np.allclose(got["score"].to_numpy(), want["score"].to_numpy(), atol=1e-9)

@@ -19,19 +19,32 @@ def topic_turns(*specs):
     """Turns from (question, topic, words the answer quoted)."""
     from memkit.conversation import content_words
 
-    return [Turn(query=q, effective_query=q, words=content_words(q), answer_words=content_words(a), topic=t,
-                 quoted=[f"e{i}"]) for i, (q, t, a) in enumerate(specs)]
+    return [
+        Turn(
+            query=q,
+            effective_query=q,
+            words=content_words(q),
+            answer_words=content_words(a),
+            topic=t,
+            quoted=[f"e{i}"],
+        )
+        for i, (q, t, a) in enumerate(specs)
+    ]
 
 
 def test_a_follow_up_carries_the_current_topic_not_the_first_question():
     c = TopicContext(weight=0.4)
-    history = topic_turns(("When did we fly to Lisbon?", 0, "Flight to Lisbon is booked for 7 March"),
-                          ("Who bought the Coldplay tickets?", 1, "Sam bought the Coldplay tickets for the concert"))
+    history = topic_turns(
+        ("When did we fly to Lisbon?", 0, "Flight to Lisbon is booked for 7 March"),
+        ("Who bought the Coldplay tickets?", 1, "Sam bought the Coldplay tickets for the concert"),
+    )
     r = c.read("and how did they get home?", history, names=["Sam", "Mia"])
     assert r.kind == "follow-up" and r.topic == 1
     assert r.words == ["bought", "Coldplay", "tickets"]  # the topic's question, not Lisbon's
-    assert r.variants == [("and how did they get home?", pytest.approx(0.6)),
-                          ("and how did they get home? bought Coldplay tickets", 0.4)]
+    assert r.variants == [
+        ("and how did they get home?", pytest.approx(0.6)),
+        ("and how did they get home? bought Coldplay tickets", 0.4),
+    ]
     assert r.posts == ["e1"]  # what the last answer quoted
     # Nothing of its own: it is about what the answer quoted, so the quoted words come along.
     bare = c.read("when was that?", history, names=["Sam", "Mia"])
@@ -40,15 +53,19 @@ def test_a_follow_up_carries_the_current_topic_not_the_first_question():
 
 def test_a_question_naming_its_own_subject_starts_a_topic_or_returns_to_one():
     c = TopicContext()
-    history = topic_turns(("When did we fly to Lisbon?", 0, "Flight to Lisbon is booked for 7 March"),
-                          ("Who bought the Coldplay tickets?", 1, "Sam bought the Coldplay tickets"))
+    history = topic_turns(
+        ("When did we fly to Lisbon?", 0, "Flight to Lisbon is booked for 7 March"),
+        ("Who bought the Coldplay tickets?", 1, "Sam bought the Coldplay tickets"),
+    )
     new = c.read("What did Tom's sister name her puppy?", history)
     assert (new.kind, new.topic, new.words, len(new.variants)) == ("new", 2, [], 1)
     back = c.read("Which airline flew us to Lisbon?", history)
     assert (back.kind, back.topic, back.words) == ("return", 0, [])
     same = c.read("Where did Sam buy the Coldplay tickets?", history, names=["Sam"])
     assert (same.kind, same.topic) == ("alone", 1)
-    assert c.read("Who bought the Coldplay tickets?", []).kind == "new"  # a new user: nothing to lean on
+    assert (
+        c.read("Who bought the Coldplay tickets?", []).kind == "new"
+    )  # a new user: nothing to lean on
 
 
 def test_what_about_a_new_thing_is_a_new_subject_unless_the_posts_tie_it_to_the_topic():
@@ -57,99 +74,171 @@ def test_what_about_a_new_thing_is_a_new_subject_unless_the_posts_tie_it_to_the_
     puppy = c.read("what about the puppy?", history)
     assert puppy.kind == "follow-up" and puppy.new_subject == ["puppy"]
     assert not confirms_topic(puppy, "My sister got a new puppy last week", 0.4)
-    assert confirms_topic(puppy, "My sister got a new puppy last week", 0.05)  # not sure of it: the topic's
-    assert c.new_topic(puppy, history).kind == "new" and c.new_topic(puppy, history).variants == \
-        [("what about the puppy?", 1.0)]
+    assert confirms_topic(
+        puppy, "My sister got a new puppy last week", 0.05
+    )  # not sure of it: the topic's
+    assert c.new_topic(puppy, history).kind == "new" and c.new_topic(puppy, history).variants == [
+        ("what about the puppy?", 1.0)
+    ]
     cost = c.read("and what about the cost?", history)
     assert confirms_topic(cost, "The Zion cabin cost us 400 dollars for three nights", 0.4)
-    assert c.read("what did it cost?", history).new_subject == []  # a pronoun: about the topic, whatever it names
+    assert (
+        c.read("what did it cost?", history).new_subject == []
+    )  # a pronoun: about the topic, whatever it names
 
 
 def test_carry_adds_the_first_and_previous_questions_words():
     c = CarryContext(weight=0.4, recent=1)
-    history = turns("What are the most common types of breast cancer?", "How likely is it to spread?")
-    assert c.carried("How deadly is it?", history) == ["common", "types", "breast", "cancer", "likely", "spread"]
+    history = turns(
+        "What are the most common types of breast cancer?", "How likely is it to spread?"
+    )
+    assert c.carried("How deadly is it?", history) == [
+        "common",
+        "types",
+        "breast",
+        "cancer",
+        "likely",
+        "spread",
+    ]
     assert c.read("How deadly is it?", history).variants == [
         ("How deadly is it?", pytest.approx(0.6)),
-        ("How deadly is it? common types breast cancer likely spread", 0.4)]
-    assert c.read("How deadly is it?", []).variants == [("How deadly is it?", 1.0)]  # a new user: no context
+        ("How deadly is it? common types breast cancer likely spread", 0.4),
+    ]
+    assert c.read("How deadly is it?", []).variants == [
+        ("How deadly is it?", 1.0)
+    ]  # a new user: no context
     assert CarryContext(recent=0, first=False).carried("How deadly is it?", history) == []
 
 
 def test_detection_keeps_self_contained_questions_as_asked():
     c = CarryContext(detect=True)
     history = turns("Where did Caroline go hiking last summer?")
-    assert leans_on_context("What about her sister?", c.short) and leans_on_context("And in winter?", c.short)
+    assert leans_on_context("What about her sister?", c.short) and leans_on_context(
+        "And in winter?", c.short
+    )
     assert not leans_on_context("When did Melanie paint the sunrise over the lake?", c.short)
-    assert c.contextualize("When did Melanie paint the sunrise over the lake?", history) == \
-        "When did Melanie paint the sunrise over the lake?"
+    assert (
+        c.contextualize("When did Melanie paint the sunrise over the lake?", history)
+        == "When did Melanie paint the sunrise over the lake?"
+    )
     assert "Caroline" in c.contextualize("What about her sister?", history)
     with pytest.raises(ValidationError, match="contextualizer.weight"):
         CarryContext(weight=1.5)
     with pytest.raises(ValidationError, match="contextualizer"):
-        Pipeline.from_config({"retriever": {"type": "bm25"}, "contextualizer": {"type": "carry", "colour": 1}})
+        Pipeline.from_config(
+            {"retriever": {"type": "bm25"}, "contextualizer": {"type": "carry", "colour": 1}}
+        )
 
 
 def test_idle_time_ends_a_conversation():
-    p = Pipeline.from_config({"retriever": {"type": "bm25"},
-                              "contextualizer": {"type": "carry", "idle_minutes": 10}})
+    p = Pipeline.from_config(
+        {"retriever": {"type": "bm25"}, "contextualizer": {"type": "carry", "idle_minutes": 10}}
+    )
     assert p.conversations.idle_expiry == timedelta(minutes=10)
     t0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
     from tests.helpers import make_events
 
     p.fit(make_events(30, seed=2))
     p.query("Tell me about the dog", user_id="u", now=t0)
-    assert "dog" in p.query("Is it friendly?", user_id="u", now=t0 + timedelta(minutes=5)).effective_query
-    assert p.query("Is it friendly?", user_id="u", now=t0 + timedelta(minutes=30)).effective_query == "Is it friendly?"
+    assert (
+        "dog"
+        in p.query("Is it friendly?", user_id="u", now=t0 + timedelta(minutes=5)).effective_query
+    )
+    assert (
+        p.query("Is it friendly?", user_id="u", now=t0 + timedelta(minutes=30)).effective_query
+        == "Is it friendly?"
+    )
 
 
-POSTS = ["Biscuit's checkup at the vet is on Friday.", "Rex's checkup at the vet is on Monday.",
-         "Biscuit loves chasing seagulls on the beach.", "The lighthouse on the cape is open again for tours.",
-         "Rex learned to fetch the newspaper."]
+POSTS = [
+    "Biscuit's checkup at the vet is on Friday.",
+    "Rex's checkup at the vet is on Monday.",
+    "Biscuit loves chasing seagulls on the beach.",
+    "The lighthouse on the cape is open again for tours.",
+    "Rex learned to fetch the newspaper.",
+]
 
 
 def test_a_conversation_through_the_api(tmp_path):
     """The third turn only makes sense with the first; a new user sees none of it; two
     users' conversations never mix."""
     config = tmp_path / "carry.toml"
-    config.write_text('[retriever]\ntype = "bm25"\n[contextualizer]\ntype = "carry"\nweight = 0.5\nrecent = 1\n')
-    app = create_app({"database_url": f"sqlite:///{tmp_path / 'm.db'}", "outbox_dir": str(tmp_path / "o"),
-                      "secret_key": "k", "pipeline_config": str(config)})
+    config.write_text(
+        '[retriever]\ntype = "bm25"\n[contextualizer]\ntype = "carry"\nweight = 0.5\nrecent = 1\n'
+    )
+    app = create_app(
+        {
+            "database_url": f"sqlite:///{tmp_path / 'm.db'}",
+            "outbox_dir": str(tmp_path / "o"),
+            "secret_key": "k",
+            "pipeline_config": str(config),
+        }
+    )
     c = app.test_client()
     ann, floor, blocks = user(c, app, "Ann")
     bo, _, _ = user(c, app, "Bo")
     cy, _, _ = user(c, app, "Cy")
     c.post(f"/floors/{floor}/public", headers=ann)
-    ids = [c.post(f"/floors/{floor}/blocks/{blocks['feed']}/events", headers=ann, json={"text": t}).get_json()["event_id"]
-           for t in POSTS]
-    uid = {h["Authorization"]: c.get("/auth-service/profile", headers=h).get_json()["profile"]["user_id"] for h in (ann, bo, cy)}
+    ids = [
+        c.post(
+            f"/floors/{floor}/blocks/{blocks['feed']}/events", headers=ann, json={"text": t}
+        ).get_json()["event_id"]
+        for t in POSTS
+    ]
+    uid = {
+        h["Authorization"]: c.get("/auth-service/profile", headers=h).get_json()["profile"][
+            "user_id"
+        ]
+        for h in (ann, bo, cy)
+    }
 
     def ask(h, q, meta="1"):
-        r = c.post("/agent/memory/query", headers=h, json={"user_id": uid[h["Authorization"]], "query": q,
-                                                            "floor_ids": [floor], "include_metadata": meta})
+        r = c.post(
+            "/agent/memory/query",
+            headers=h,
+            json={
+                "user_id": uid[h["Authorization"]],
+                "query": q,
+                "floor_ids": [floor],
+                "include_metadata": meta,
+            },
+        )
         assert r.status_code == 200, r.get_json()
         return r.get_json()
 
     first = ask(ann, "How is Biscuit doing?")
-    assert first["metadata"]["context_turns"] == 0 and first["metadata"]["effective_query"] == "How is Biscuit doing?"
+    assert (
+        first["metadata"]["context_turns"] == 0
+        and first["metadata"]["effective_query"] == "How is Biscuit doing?"
+    )
     ask(bo, "How is Rex doing?")  # another user's conversation, interleaved
     ask(ann, "Is the lighthouse open?")
     third = ask(ann, "When is the checkup?")
-    assert third["metadata"]["context_turns"] == 2 and "Biscuit" in third["metadata"]["effective_query"]
+    assert (
+        third["metadata"]["context_turns"] == 2
+        and "Biscuit" in third["metadata"]["effective_query"]
+    )
     assert "Rex" not in third["effective_query"]
     assert third["items"][0]["event_id"] == ids[0]  # Biscuit's checkup, not Rex's
     bos = ask(bo, "When is the checkup?")
     assert "Rex" in bos["effective_query"] and "Biscuit" not in bos["effective_query"]
     assert bos["items"][0]["event_id"] == ids[1]
     fresh = ask(cy, "When is the checkup?")  # a new user starts with no context
-    assert fresh["effective_query"] == "When is the checkup?" and fresh["metadata"]["context_turns"] == 0
+    assert (
+        fresh["effective_query"] == "When is the checkup?"
+        and fresh["metadata"]["context_turns"] == 0
+    )
     assert "metadata" not in ask(cy, "When is the checkup?", meta="0")
     app.extensions["memkit"]["engine"].dispose()
 
 
-TRIP = ["Maya organised our trip to Zion National Park.", "The coffee grinder broke again.",
-        "The Zion trip cost us 900 dollars in total.", "The tomatoes are finally ripe.",
-        "Tom's new bike cost 400 dollars."]
+TRIP = [
+    "Maya organised our trip to Zion National Park.",
+    "The coffee grinder broke again.",
+    "The Zion trip cost us 900 dollars in total.",
+    "The tomatoes are finally ripe.",
+    "Tom's new bike cost 400 dollars.",
+]
 
 
 def test_the_served_default_carries_a_follow_up(app):
@@ -160,22 +249,37 @@ def test_the_served_default_carries_a_follow_up(app):
     ann, floor, blocks = user(c, app, "Ann")
     cy, _, _ = user(c, app, "Cy")
     c.post(f"/floors/{floor}/public", headers=ann)
-    ids = [c.post(f"/floors/{floor}/blocks/{blocks['feed']}/events", headers=ann, json={"text": t}).get_json()["event_id"]
-           for t in TRIP]
+    ids = [
+        c.post(
+            f"/floors/{floor}/blocks/{blocks['feed']}/events", headers=ann, json={"text": t}
+        ).get_json()["event_id"]
+        for t in TRIP
+    ]
 
     def ask(h, q):
         uid = c.get("/auth-service/profile", headers=h).get_json()["profile"]["user_id"]
-        r = c.post("/agent/memory/query", headers=h, json={"user_id": uid, "query": q, "floor_ids": [floor],
-                                                            "include_metadata": "1"})
+        r = c.post(
+            "/agent/memory/query",
+            headers=h,
+            json={"user_id": uid, "query": q, "floor_ids": [floor], "include_metadata": "1"},
+        )
         assert r.status_code == 200, r.get_json()
         return r.get_json()
 
     assert ask(ann, "Who organised the trip to Zion?")["items"][0]["event_id"] == ids[0]
     follow = ask(ann, "and how much did it cost?")
-    assert follow["metadata"]["pipeline"] == "default" and follow["metadata"]["contextualizer"]["type"] == "topic"
+    assert (
+        follow["metadata"]["pipeline"] == "default"
+        and follow["metadata"]["contextualizer"]["type"] == "topic"
+    )
     assert "Zion" in follow["metadata"]["effective_query"]
     assert follow["items"][0]["event_id"] == ids[2]
-    fresh = ask(cy, "and how much did it cost?")  # a new user: no context, the bare question's best match
-    assert fresh["metadata"]["context_turns"] == 0 and fresh["effective_query"] == "and how much did it cost?"
+    fresh = ask(
+        cy, "and how much did it cost?"
+    )  # a new user: no context, the bare question's best match
+    assert (
+        fresh["metadata"]["context_turns"] == 0
+        and fresh["effective_query"] == "and how much did it cost?"
+    )
     assert not fresh["items"] or fresh["items"][0]["event_id"] != ids[2]
     assert ask(ann, "What bike did Tom buy?")["items"][0]["event_id"] == ids[4]

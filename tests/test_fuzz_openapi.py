@@ -32,9 +32,15 @@ MIN_REQUESTS = 1000
 @pytest.fixture(params=["sqlite", "postgresql"])
 def fuzz_app(request, tmp_path, tmp_path_factory):
     # Rate limits off: a 429 is a documented answer, but it would hide the code behind it.
-    application = make_app(request.param, tmp_path, tmp_path_factory,
-                           **{f"rate_limit_{name}": "10000 per second"
-                              for name in ("send_code", "sign_in", "sign_up", "check_code", "change_email")})
+    application = make_app(
+        request.param,
+        tmp_path,
+        tmp_path_factory,
+        **{
+            f"rate_limit_{name}": "10000 per second"
+            for name in ("send_code", "sign_in", "sign_up", "check_code", "change_email")
+        },
+    )
     yield application
     application.extensions["memkit"]["engine"].dispose()
 
@@ -43,10 +49,18 @@ def real_ids(app) -> tuple[dict, dict]:
     """A signed-in user with a second floor and an event: (auth headers, path ids)."""
     c = app.test_client()
     headers, floor, blocks = user(c, app, "Fuzz")
-    event = c.post(f"/floors/{floor}/blocks/{blocks['feed']}/events", headers=headers,
-                   json={"text": "the fuzzer's first post about gardening", "tags": ["garden"]}).get_json()
+    event = c.post(
+        f"/floors/{floor}/blocks/{blocks['feed']}/events",
+        headers=headers,
+        json={"text": "the fuzzer's first post about gardening", "tags": ["garden"]},
+    ).get_json()
     me = c.get("/auth-service/profile", headers=headers).get_json()
-    return headers, {"user_id": me["profile"]["user_id"], "floor_id": floor, "block_id": blocks["feed"], "event_id": event["event_id"]}
+    return headers, {
+        "user_id": me["profile"]["user_id"],
+        "floor_id": floor,
+        "block_id": blocks["feed"],
+        "event_id": event["event_id"],
+    }
 
 
 REAL_KEYS = {"reply_to": "event_id", "repost_of": "event_id", "user_id": "user_id"}
@@ -77,10 +91,17 @@ def test_fuzz_every_operation(fuzz_app):
 
     for operation in operations:
         # Hypothesis leans to the first choice: three in four requests are signed in.
-        @given(case=operation.as_strategy(), signed_in=st.sampled_from([True, True, True, False]),
-               real_path=st.sampled_from([True, True, False]))
-        @settings(max_examples=EXAMPLES_PER_OPERATION, deadline=None, database=None,
-                  suppress_health_check=list(HealthCheck))
+        @given(
+            case=operation.as_strategy(),
+            signed_in=st.sampled_from([True, True, True, False]),
+            real_path=st.sampled_from([True, True, False]),
+        )
+        @settings(
+            max_examples=EXAMPLES_PER_OPERATION,
+            deadline=None,
+            database=None,
+            suppress_health_check=list(HealthCheck),
+        )
         def run(case, signed_in, real_path):
             if real_path and case.path_parameters:
                 case.path_parameters = {k: ids.get(k, v) for k, v in case.path_parameters.items()}
@@ -88,11 +109,19 @@ def test_fuzz_every_operation(fuzz_app):
                 case.body = with_real_ids(case.body, ids)
             extra = headers if signed_in else None
             try:
-                response = case.call_and_validate(headers=extra, excluded_checks=[positive_data_acceptance])
-            except BaseExceptionGroup as group:  # schemathesis' FailureGroup: collect all, report at the end
+                response = case.call_and_validate(
+                    headers=extra, excluded_checks=[positive_data_acceptance]
+                )
+            except (
+                BaseExceptionGroup
+            ) as group:  # schemathesis' FailureGroup: collect all, report at the end
                 for exc in group.exceptions:
-                    kind = f"{case.operation.label}: {type(exc).__name__}: {str(exc).splitlines()[0]}"
-                    failures.setdefault(kind, f"{case.path_parameters} {case.query} body={case.body!r:.300}\n{exc}")
+                    kind = (
+                        f"{case.operation.label}: {type(exc).__name__}: {str(exc).splitlines()[0]}"
+                    )
+                    failures.setdefault(
+                        kind, f"{case.path_parameters} {case.query} body={case.body!r:.300}\n{exc}"
+                    )
                 return
             sent[case.operation.label] += 1
             statuses[case.operation.label, response.status_code] += 1
@@ -101,9 +130,13 @@ def test_fuzz_every_operation(fuzz_app):
 
     print(f"\n{sum(sent.values())} requests over {len(sent)} operations")
     for label, n in sorted(sent.items()):
-        got = ", ".join(f"{status}: {k}" for (op, status), k in sorted(statuses.items()) if op == label)
+        got = ", ".join(
+            f"{status}: {k}" for (op, status), k in sorted(statuses.items()) if op == label
+        )
         print(f"  {n:4d}  {label}  ({got})")
-    assert not failures, "\n\n".join(f"{kind}\n  e.g. {example}" for kind, example in failures.items())
+    assert not failures, "\n\n".join(
+        f"{kind}\n  e.g. {example}" for kind, example in failures.items()
+    )
     assert {op.label for op in operations} == set(sent), "an operation got no request"
     assert sum(sent.values()) >= MIN_REQUESTS
     assert not any(status >= 500 for _, status in statuses)

@@ -38,16 +38,42 @@ BM25 = {"name": "bm25", "retriever": {"type": "bm25"}}
 
 
 def tiny(tmp_path):
-    events = [{"event_id": f"e{i}", "floor_id": "f", "block_id": "f/b", "block_type": "forum", "text": t}
-              for i, t in enumerate(["breast cancer types ductal lobular", "lobular carcinoma spread rate",
-                                     "sourdough starter recipe", "bread flour hydration"])]
+    events = [
+        {"event_id": f"e{i}", "floor_id": "f", "block_id": "f/b", "block_type": "forum", "text": t}
+        for i, t in enumerate(
+            [
+                "breast cancer types ductal lobular",
+                "lobular carcinoma spread rate",
+                "sourdough starter recipe",
+                "bread flour hydration",
+            ]
+        )
+    ]
     queries = [
         {"query_id": "solo1", "text": "sourdough starter", "floor_ids": ["f"]},
         {"query_id": "solo2", "text": "flour", "floor_ids": ["f"]},
-        {"query_id": "c1-2", "text": "how fast does it spread", "conversation_id": "c1", "turn": 2, "floor_ids": ["f"],
-         "rewrite": "how fast does lobular carcinoma spread"},
-        {"query_id": "c1-1", "text": "types of breast cancer", "conversation_id": "c1", "turn": 1, "floor_ids": ["f"]},
-        {"query_id": "c2-1", "text": "bread hydration", "conversation_id": "c2", "turn": 1, "floor_ids": ["f"]},
+        {
+            "query_id": "c1-2",
+            "text": "how fast does it spread",
+            "conversation_id": "c1",
+            "turn": 2,
+            "floor_ids": ["f"],
+            "rewrite": "how fast does lobular carcinoma spread",
+        },
+        {
+            "query_id": "c1-1",
+            "text": "types of breast cancer",
+            "conversation_id": "c1",
+            "turn": 1,
+            "floor_ids": ["f"],
+        },
+        {
+            "query_id": "c2-1",
+            "text": "bread hydration",
+            "conversation_id": "c2",
+            "turn": 1,
+            "floor_ids": ["f"],
+        },
     ]
     folder = tmp_path / "tiny"
     folder.mkdir()
@@ -64,9 +90,11 @@ def test_independent_queries_see_no_context_and_conversations_go_in_turn_order(t
     run, eff, _ = run_queries(pipe, ds.queries)
     conv_calls = [s for s in recorder.seen if s[0] != "sourdough starter" and s[0] != "flour"]
     # c1 is asked turn 1 then turn 2, as one user; c2 starts with no history.
-    assert conv_calls == [("types of breast cancer", []),
-                          ("how fast does it spread", ["types of breast cancer"]),
-                          ("bread hydration", [])]
+    assert conv_calls == [
+        ("types of breast cancer", []),
+        ("how fast does it spread", ["types of breast cancer"]),
+        ("bread hydration", []),
+    ]
     effective = dict(eff.iter_rows())
     assert effective["solo2"] == "flour"  # no context from solo1
     assert effective["c1-2"] == "types of breast cancer how fast does it spread"
@@ -87,7 +115,9 @@ def test_rewrite_field_asks_the_rewrite(tmp_path):
 def test_comparison_table_and_paired_test(tmp_path):
     ds = load_any(shared_dataset("cast2021"))
     a = evaluate_config(BM25, ds)
-    b = evaluate_config({**BM25, "name": "bm25-rewrite"}, ds, query_field="rewrite", name="bm25-rewrite")
+    b = evaluate_config(
+        {**BM25, "name": "bm25-rewrite"}, ds, query_field="rewrite", name="bm25-rewrite"
+    )
     table = comparison_table([a, b], ds, baseline="bm25")
     assert table["config"].to_list() == ["bm25", "bm25-rewrite"]
     assert table["p(mrr@10)"][0] is None and 0.0 <= table["p(mrr@10)"][1] <= 1.0

@@ -14,9 +14,11 @@ from server import create_app
 from server.search.index import load_events
 from tests.service_fixtures import make_app, user
 
-CONFIG = ('[representation]\nbefore = 1\nafter = 1\n[retriever]\ntype = "hybrid"\nweights = [0.5, 0.5]\n'
-          '[[retriever.retrievers]]\ntype = "bm25"\ndoc_template = "{session_text}"\n'
-          '[[retriever.retrievers]]\ntype = "dense"\ndoc_template = "{prev_lines}\\n{line}"\n')
+CONFIG = (
+    '[representation]\nbefore = 1\nafter = 1\n[retriever]\ntype = "hybrid"\nweights = [0.5, 0.5]\n'
+    '[[retriever.retrievers]]\ntype = "bm25"\ndoc_template = "{session_text}"\n'
+    '[[retriever.retrievers]]\ntype = "dense"\ndoc_template = "{prev_lines}\\n{line}"\n'
+)
 
 
 @pytest.mark.parametrize("kind", ["sqlite", "postgresql+pgvector"])
@@ -34,7 +36,14 @@ def test_a_write_is_encoded_before_its_transaction(kind, tmp_path, tmp_path_fact
     ann, floor, blocks = user(c, app, "Ann")
     memory, events = app.extensions["memkit"]["memory"], app.extensions["memkit"]["events"]
     path = f"/floors/{floor}/blocks/{blocks['forum']}/events"
-    assert c.post(path, headers=ann, json={"text": "First post. It is here.", "created_at": "2024-03-01T10:00:00Z"}).status_code == 200
+    assert (
+        c.post(
+            path,
+            headers=ann,
+            json={"text": "First post. It is here.", "created_at": "2024-03-01T10:00:00Z"},
+        ).status_code
+        == 200
+    )
     pipeline = memory.warm().pipeline
     dense = [p for p in _leaves(pipeline.retriever) if hasattr(p, "_enc")]
     seen = {}
@@ -42,14 +51,26 @@ def test_a_write_is_encoded_before_its_transaction(kind, tmp_path, tmp_path_fact
     def probe(conn, event_ids):  # the Events service's hook inside the transaction
         frame = load_events(conn, event_ids=list(event_ids))
         if pipeline.representation:  # documents as the index makes them: over whole sessions
-            days = {(f, b, at.date()) for f, b, at in frame.select("floor_id", "block_id", "created_at").iter_rows()}
+            days = {
+                (f, b, at.date())
+                for f, b, at in frame.select("floor_id", "block_id", "created_at").iter_rows()
+            }
             docs = pipeline.documents(load_events(conn, sessions=list(days)))
         else:
             docs = frame
-        wanted = [(d._enc, d._enc.name, t.strip()) for d in dense for t in document_text(docs, d.doc_template)]
-        answers = pipeline.answerer.encoder  # sentences: read in their post's line (encode_in_context)
-        wanted += [(answers, f"{answers.name}#in", f"{pipeline._line(r).strip()}\x00{s}")
-                   for r in frame.to_dicts() for s in sentences(r["text"])]
+        wanted = [
+            (d._enc, d._enc.name, t.strip())
+            for d in dense
+            for t in document_text(docs, d.doc_template)
+        ]
+        answers = (
+            pipeline.answerer.encoder
+        )  # sentences: read in their post's line (encode_in_context)
+        wanted += [
+            (answers, f"{answers.name}#in", f"{pipeline._line(r).strip()}\x00{s}")
+            for r in frame.to_dicts()
+            for s in sentences(r["text"])
+        ]
         keys: dict = {}  # each encoder's own on-disk cache (the one it was made with)
         for enc, model, text in wanted:
             keys.setdefault(enc, set()).add(EmbeddingCache.key(model, text))
@@ -58,8 +79,15 @@ def test_a_write_is_encoded_before_its_transaction(kind, tmp_path, tmp_path_fact
         original(conn, event_ids)
 
     original, events.indexer = events.indexer, probe
-    body = {"events": [{"text": f"Batch post {i} about a kayak. Then lunch {i}.", "created_at": f"2024-03-01T10:0{i}:30Z"}
-                       for i in range(1, 5)]}
+    body = {
+        "events": [
+            {
+                "text": f"Batch post {i} about a kayak. Then lunch {i}.",
+                "created_at": f"2024-03-01T10:0{i}:30Z",
+            }
+            for i in range(1, 5)
+        ]
+    }
     assert c.post(path + "/batch", headers=ann, json=body).status_code == 200
     assert seen["wanted"] > 8 and seen["found"] == seen["wanted"]
     app.extensions["memkit"]["engine"].dispose()
@@ -76,22 +104,39 @@ def test_a_restart_reindexes_only_what_changed(tmp_path):
     hash), not every post of the sessions they touch: a new tag on one post of a busy
     block-day re-indexes that post, not its 30 neighbours."""
     (tmp_path / "ctx.toml").write_text(CONFIG)
-    settings = {"database_url": f"sqlite:///{tmp_path / 'm.db'}", "outbox_dir": str(tmp_path / "o"), "secret_key": "k",
-                "pipeline_config": str(tmp_path / "ctx.toml"), "index_dir": str(tmp_path / "index")}
+    settings = {
+        "database_url": f"sqlite:///{tmp_path / 'm.db'}",
+        "outbox_dir": str(tmp_path / "o"),
+        "secret_key": "k",
+        "pipeline_config": str(tmp_path / "ctx.toml"),
+        "index_dir": str(tmp_path / "index"),
+    }
     app = create_app(settings)
     c = app.test_client()
     ann, floor, blocks = user(c, app, "Ann")
     path = f"/floors/{floor}/blocks/{blocks['feed']}/events"
-    body = {"events": [{"text": f"morning note {i}", "created_at": f"2024-05-01T08:{i:02d}:00Z"} for i in range(31)]}
+    body = {
+        "events": [
+            {"text": f"morning note {i}", "created_at": f"2024-05-01T08:{i:02d}:00Z"}
+            for i in range(31)
+        ]
+    }
     posted = c.post(path + "/batch", headers=ann, json=body).get_json()["events"]
     first = app.extensions["memkit"]["memory"].warm()
     assert first.started_from == "store" and (tmp_path / "index" / "state.json").exists()
-    assert c.patch(f"/events/{posted[7]['event_id']}", headers=ann, json={"tags": ["garden"]}).status_code == 200
+    assert (
+        c.patch(
+            f"/events/{posted[7]['event_id']}", headers=ann, json={"tags": ["garden"]}
+        ).status_code
+        == 200
+    )
     later = create_app({**settings, "secret_key": "k"})
     index = later.extensions["memkit"]["memory"].warm()
     assert index.started_from == "saved" and index.applied_rows == 1
     assert index.reindexed == 1  # without the saved hashes: all 31 posts of the session
-    tagged = index.pipeline.search(["morning note 7"], k=31, filters={"tags": ["garden"]})["event_id"].to_list()
+    tagged = index.pipeline.search(["morning note 7"], k=31, filters={"tags": ["garden"]})[
+        "event_id"
+    ].to_list()
     assert tagged == [posted[7]["event_id"]]
     for a in (app, later):
         a.extensions["memkit"]["engine"].dispose()

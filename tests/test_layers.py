@@ -20,8 +20,13 @@ print(sorted(m for m in sys.modules if m == "server" or m.startswith("server."))
 
 def test_no_memkit_module_imports_the_service():
     # A fresh interpreter: this test process may already hold server modules from other tests.
-    out = subprocess.run([sys.executable, "-c", IMPORT_ALL], capture_output=True, text=True, check=True,
-                         cwd=Path(memkit.__file__).parents[1]).stdout.splitlines()
+    out = subprocess.run(
+        [sys.executable, "-c", IMPORT_ALL],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=Path(memkit.__file__).parents[1],
+    ).stdout.splitlines()
     assert int(out[0]) > 20  # every module was walked (cli, config, retrievers, evaluation, ...)
     assert out[1] == "[]"
 

@@ -9,8 +9,12 @@ from memkit.tables import events_frame
 from tests.helpers import make_events
 
 EVENTS = make_events(120, seed=11)
-FIRST = {"type": "hybrid", "weights": [0.6, 0.4], "depth": 50,
-         "retrievers": [{"type": "bm25"}, {"type": "dense"}]}
+FIRST = {
+    "type": "hybrid",
+    "weights": [0.6, 0.4],
+    "depth": 50,
+    "retrievers": [{"type": "bm25"}, {"type": "dense"}],
+}
 EXTRA = [{"type": "bm25", "doc_template": "{user_id}: {text}"}]
 
 
@@ -21,8 +25,13 @@ def plain():
 
 def model_for(r, weights: dict) -> dict:
     names = r.feature_names()
-    return {"features": names, "coef": [weights.get(n, 0.0) for n in names], "intercept": 0.0,
-            "mean": [0.0] * len(names), "scale": [1.0] * len(names)}
+    return {
+        "features": names,
+        "coef": [weights.get(n, 0.0) for n in names],
+        "intercept": 0.0,
+        "mean": [0.0] * len(names),
+        "scale": [1.0] * len(names),
+    }
 
 
 def test_without_a_model_it_ranks_as_its_first_stage(plain):
@@ -34,20 +43,31 @@ def test_without_a_model_it_ranks_as_its_first_stage(plain):
 
 
 def test_the_model_orders_candidates_by_its_score(plain):
-    r = build({"type": "learned", "first": FIRST, "extra": EXTRA, "candidates": 30,
-               "model": model_for(plain, {"log_length": -1.0})}).fit(EVENTS)
+    r = build(
+        {
+            "type": "learned",
+            "first": FIRST,
+            "extra": EXTRA,
+            "candidates": 30,
+            "model": model_for(plain, {"log_length": -1.0}),
+        }
+    ).fit(EVENTS)
     run = r.search("dog shoes", k=30)
     lengths = {e: len(t) for e, t in zip(EVENTS["event_id"], EVENTS["text"])}
     got = [lengths[e] for e in run["event_id"]]
     assert got == sorted(got)  # shortest first: the model alone decides the order
-    assert set(run["event_id"]) == set(plain.search("dog shoes", k=30)["event_id"])  # same candidates
+    assert set(run["event_id"]) == set(
+        plain.search("dog shoes", k=30)["event_id"]
+    )  # same candidates
 
 
 def test_filters_reach_every_part(plain):
     f = Filters(floor_ids=["alice"], tags=["pets"])
     run = plain.search("dog", k=50, filters=f)
     rows = {r["event_id"]: r for r in EVENTS.iter_rows(named=True)}
-    assert run.height and all(rows[e]["floor_id"] == "alice" and "pets" in rows[e]["tags"] for e in run["event_id"])
+    assert run.height and all(
+        rows[e]["floor_id"] == "alice" and "pets" in rows[e]["tags"] for e in run["event_id"]
+    )
 
 
 def test_bad_models_name_the_field(plain):
@@ -68,17 +88,36 @@ def joined_features(r, query: str, filters=None):
     parts = [p.search(query, depth, filters) for p in r.first.retrievers]
     cand = r.first.fuse(parts, r.candidates)
     parts += [p.search(query, depth, filters) for p in r.extra]
-    cand = cand.select("event_id", "match_type", pl.col("score").alias("fused"), (1.0 / (pl.col("rank") + 5)).alias("fused_r"))
+    cand = cand.select(
+        "event_id",
+        "match_type",
+        pl.col("score").alias("fused"),
+        (1.0 / (pl.col("rank") + 5)).alias("fused_r"),
+    )
     for i, run in enumerate(parts):
         lo, hi = pl.col("score").min(), pl.col("score").max()
-        run = run.select("event_id", pl.when(hi > lo).then((pl.col("score") - lo) / (hi - lo)).otherwise(1.0).alias(f"part{i}"),
-                         (1.0 / (pl.col("rank") + 5)).alias(f"part{i}_r"))
+        run = run.select(
+            "event_id",
+            pl.when(hi > lo)
+            .then((pl.col("score") - lo) / (hi - lo))
+            .otherwise(1.0)
+            .alias(f"part{i}"),
+            (1.0 / (pl.col("rank") + 5)).alias(f"part{i}_r"),
+        )
         cand = cand.join(run, on="event_id", how="left")
     return cand.fill_null(0.0)
 
 
-@pytest.mark.parametrize("query,filters", [("dog shoes", None), ("support group meeting", None), ("bread", None),
-                                           ("dog", Filters(floor_ids=["alice"])), ("zzzz unknown", None)])
+@pytest.mark.parametrize(
+    "query,filters",
+    [
+        ("dog shoes", None),
+        ("support group meeting", None),
+        ("bread", None),
+        ("dog", Filters(floor_ids=["alice"])),
+        ("zzzz unknown", None),
+    ],
+)
 def test_features_equal_the_joins_of_the_runs(plain, query, filters):
     got = plain.features(query, filters)
     want = joined_features(plain, query, filters)
@@ -98,9 +137,16 @@ def test_posts_that_stand_alone_are_scored_by_the_passage_model(plain):
     the other posts ``passage_model``: here opposite orders by length, so each shape's
     order shows which model scored it."""
     events = EVENTS.with_columns((EVENTS["block_type"] != "blog").alias("chat"))
-    r = build({"type": "learned", "first": FIRST, "extra": EXTRA, "candidates": 30,
-               "model": model_for(plain, {"log_length": -1.0}),
-               "passage_model": model_for(plain, {"log_length": 1.0})}).fit(events)
+    r = build(
+        {
+            "type": "learned",
+            "first": FIRST,
+            "extra": EXTRA,
+            "candidates": 30,
+            "model": model_for(plain, {"log_length": -1.0}),
+            "passage_model": model_for(plain, {"log_length": 1.0}),
+        }
+    ).fit(events)
     run = r.search("dog shoes", k=30)
     chat = dict(zip(events["event_id"], events["chat"]))
     lengths = {e: len(t) for e, t in zip(EVENTS["event_id"], EVENTS["text"])}
@@ -108,22 +154,50 @@ def test_posts_that_stand_alone_are_scored_by_the_passage_model(plain):
     alone = [lengths[e] for e in run["event_id"] if not chat[e]]
     assert lines and alone and lines == sorted(lines) and alone == sorted(alone, reverse=True)
     with pytest.raises(ValidationError, match="retriever.passage_model"):
-        build({"type": "learned", "first": FIRST, "extra": EXTRA, "passage_model": model_for(plain, {})})
+        build(
+            {
+                "type": "learned",
+                "first": FIRST,
+                "extra": EXTRA,
+                "passage_model": model_for(plain, {}),
+            }
+        )
 
 
 def test_a_chat_line_that_names_a_date_is_dated_and_the_feature_survives_saving(plain, tmp_path):
     """``dated``: a chat line with a time in it ("last weekend", resolved against its own
     time, or a date written out) is 1, any other post 0; posts that stand alone are 0
     whatever they say (their model does not use it); a saved ranker loads the same values."""
-    texts = ["we went camping last weekend", "the camping trip was fun", "camping on 3 May 2023 was cold",
-             "camping gear review from last week"]
-    rows = [{"event_id": f"d{i}", "floor_id": "f", "block_id": "f/b", "block_type": "feed" if i < 3 else "blog",
-             "user_id": "ann", "text": t, "created_at": f"2023-05-0{i + 4}T10:00:00", "tags": []}
-            for i, t in enumerate(texts)]
+    texts = [
+        "we went camping last weekend",
+        "the camping trip was fun",
+        "camping on 3 May 2023 was cold",
+        "camping gear review from last week",
+    ]
+    rows = [
+        {
+            "event_id": f"d{i}",
+            "floor_id": "f",
+            "block_id": "f/b",
+            "block_type": "feed" if i < 3 else "blog",
+            "user_id": "ann",
+            "text": t,
+            "created_at": f"2023-05-0{i + 4}T10:00:00",
+            "tags": [],
+        }
+        for i, t in enumerate(texts)
+    ]
     events = events_frame(rows)
     events = events.with_columns((events["block_type"] != "blog").alias("chat"))
-    r = build({"type": "learned", "first": FIRST, "extra": EXTRA, "candidates": 30,
-               "model": model_for(plain, {"dated": 1.0})}).fit(events)
+    r = build(
+        {
+            "type": "learned",
+            "first": FIRST,
+            "extra": EXTRA,
+            "candidates": 30,
+            "model": model_for(plain, {"dated": 1.0}),
+        }
+    ).fit(events)
     run = r.search("camping", k=4)
     assert run["event_id"].to_list()[:2] == ["d0", "d2"]  # the dated chat lines first
     feats = r.features("camping").select("event_id", "dated").sort("event_id")

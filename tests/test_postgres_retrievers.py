@@ -28,7 +28,9 @@ class HashEncoder:
     def encode(self, texts, show_progress=None):
         out = np.empty((len(texts), self.dim), np.float32)
         for i, t in enumerate(texts):
-            rng = np.random.default_rng(int.from_bytes(hashlib.sha256(t.encode()).digest()[:8], "little"))
+            rng = np.random.default_rng(
+                int.from_bytes(hashlib.sha256(t.encode()).digest()[:8], "little")
+            )
             v = rng.standard_normal(self.dim)
             out[i] = v / np.linalg.norm(v)
         return out
@@ -55,7 +57,9 @@ def graph_url(tmp_path_factory):
 
     url = postgres_url(tmp_path_factory)
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET enable_seqscan = off', current_database()); END $$")
+        conn.execute(
+            "DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET enable_seqscan = off', current_database()); END $$"
+        )
     return url
 
 
@@ -68,10 +72,25 @@ def test_selective_filters_still_return_k_admitted_items(graph_url, iterative_sc
     # graph, whose first ef_search neighbours hold almost none of the admitted events.
     rare = {f"e{i}" for i in range(0, 3000, 97)}
     events = events.with_columns(
-        pl.Series("tags", [["rare"] if e in rare else t for e, t in zip(events["event_id"], events["tags"].to_list())]),
-        pl.Series("floor_id", ["dora" if e in rare else f for e, f in zip(events["event_id"], events["floor_id"])]))
-    r = PgVectorRetriever(url=pg_url, table=f"vec_filter_{iterative_scan}", encoder=enc, ef_search=10,
-                          iterative_scan=iterative_scan).fit(events)
+        pl.Series(
+            "tags",
+            [
+                ["rare"] if e in rare else t
+                for e, t in zip(events["event_id"], events["tags"].to_list())
+            ],
+        ),
+        pl.Series(
+            "floor_id",
+            ["dora" if e in rare else f for e, f in zip(events["event_id"], events["floor_id"])],
+        ),
+    )
+    r = PgVectorRetriever(
+        url=pg_url,
+        table=f"vec_filter_{iterative_scan}",
+        encoder=enc,
+        ef_search=10,
+        iterative_scan=iterative_scan,
+    ).fit(events)
     assert len(r) == 3000
     assert r.pgvector_version and tuple(map(int, r.pgvector_version.split(".")[:2])) >= (0, 8)
     k = 10
@@ -81,8 +100,12 @@ def test_selective_filters_still_return_k_admitted_items(graph_url, iterative_sc
         got = run.filter(pl.col("query_id") == qid)["event_id"].to_list()
         assert len(got) == k and set(got) <= rare
         expected = _brute(enc, events, query, k, lambda i: events["event_id"][i] in rare)
-        assert len(set(got) & set(expected)) >= k - 1  # HNSW is approximate; the exact fallback is exact
-    if iterative_scan == "off":  # ef_search = 10 neighbours hold about one admitted event: exact fallback
+        assert (
+            len(set(got) & set(expected)) >= k - 1
+        )  # HNSW is approximate; the exact fallback is exact
+    if (
+        iterative_scan == "off"
+    ):  # ef_search = 10 neighbours hold about one admitted event: exact fallback
         assert r.exact_fallbacks == 2
     else:  # pgvector >= 0.8 keeps walking the graph until k admitted rows are found
         assert r.exact_fallbacks == 0
@@ -93,10 +116,17 @@ def test_selective_filters_still_return_k_admitted_items(graph_url, iterative_sc
     # A floor and a time range together (the floor's b-tree index serves this one).
     f = Filters(floor_ids=("bob",), time_from="2023-03-01", time_to="2023-03-20")
     ts = events["created_at"].to_list()
-    admitted = [i for i in range(3000) if events["floor_id"][i] == "bob" and ts[i] is not None
-                and f.time_from <= ts[i] <= f.time_to]
+    admitted = [
+        i
+        for i in range(3000)
+        if events["floor_id"][i] == "bob"
+        and ts[i] is not None
+        and f.time_from <= ts[i] <= f.time_to
+    ]
     got = r.search("marathon", 50, f)["event_id"].to_list()
-    assert set(got) <= {events["event_id"][i] for i in admitted} and len(got) == min(50, len(admitted))
+    assert set(got) <= {events["event_id"][i] for i in admitted} and len(got) == min(
+        50, len(admitted)
+    )
 
 
 def test_without_a_graph_searches_are_exact_and_no_graph_is_built(pg_url):
@@ -108,9 +138,17 @@ def test_without_a_graph_searches_are_exact_and_no_graph_is_built(pg_url):
     events = make_events(400, seed=5)
     r = PgVectorRetriever(url=pg_url, table="vec_nograph", encoder=enc, graph=False).fit(events)
     with psycopg.connect(pg_url) as conn:
-        indexes = {row[0] for row in conn.execute("SELECT indexname FROM pg_indexes WHERE tablename = 'vec_nograph'")}
+        indexes = {
+            row[0]
+            for row in conn.execute(
+                "SELECT indexname FROM pg_indexes WHERE tablename = 'vec_nograph'"
+            )
+        }
     assert "vec_nograph_hnsw" not in indexes and "vec_nograph_floor" in indexes
-    for f, admitted in ((None, lambda i: True), (Filters(floor_ids=("bob",)), lambda i: events["floor_id"][i] == "bob")):
+    for f, admitted in (
+        (None, lambda i: True),
+        (Filters(floor_ids=("bob",)), lambda i: events["floor_id"][i] == "bob"),
+    ):
         got = r.search("sourdough bread", 15, f)["event_id"].to_list()
         assert got == _brute(enc, events, "sourdough bread", 15, admitted)
     assert r.exact_fallbacks == 0 and build(r.params()).graph is False
@@ -126,12 +164,17 @@ def test_add_replaces_and_remove_drops(pg_url):
     assert len(vec) == len(text) == 38 and "e1" not in vec.event_ids()
     target = events["text"][5]
     assert "e1" not in vec.search(target, 40)["event_id"].to_list()
-    changed = events.filter(pl.col("event_id") == "e5").with_columns(pl.lit("a zeppelin over the harbour").alias("text"))
+    changed = events.filter(pl.col("event_id") == "e5").with_columns(
+        pl.lit("a zeppelin over the harbour").alias("text")
+    )
     vec.add(changed)
     text.add(changed)
     assert len(vec) == 38
     assert vec.search("a zeppelin over the harbour", 1)["event_id"].to_list() == ["e5"]
-    assert vec.similarity("a zeppelin over the harbour", ["e5", "e1"]).round(4).tolist() == [1.0, -1.0]
+    assert vec.similarity("a zeppelin over the harbour", ["e5", "e1"]).round(4).tolist() == [
+        1.0,
+        -1.0,
+    ]
     assert text.search("zeppelin", 5)["event_id"].to_list() == ["e5"]
     assert text.search(target, 40).filter(pl.col("event_id") == "e5").height == 0  # old text gone
     vec.fit(events.head(3))
@@ -146,7 +189,9 @@ def test_a_second_fit_of_the_same_events_keeps_the_rows_and_a_changed_table_is_r
 
     def physical() -> list:  # a row's physical place: a rewritten row moves
         with psycopg.connect(pg_url) as c:
-            return c.execute("SELECT event_id, ctid::text FROM vec_refit ORDER BY event_id").fetchall()
+            return c.execute(
+                "SELECT event_id, ctid::text FROM vec_refit ORDER BY event_id"
+            ).fetchall()
 
     before = physical()
     vec.fit(events)
@@ -154,35 +199,73 @@ def test_a_second_fit_of_the_same_events_keeps_the_rows_and_a_changed_table_is_r
     vec.remove(["e1"])  # a change after the fit: the next fit of the same events restores them
     vec.fit(events)
     assert len(vec) == 30 and "e1" in vec.event_ids()
-    changed = events.with_columns(pl.when(pl.col("event_id") == "e2").then(pl.lit("a zeppelin over the harbour"))
-                                  .otherwise(pl.col("text")).alias("text"))
+    changed = events.with_columns(
+        pl.when(pl.col("event_id") == "e2")
+        .then(pl.lit("a zeppelin over the harbour"))
+        .otherwise(pl.col("text"))
+        .alias("text")
+    )
     vec.fit(changed)  # another text: refilled
     assert vec.search("a zeppelin over the harbour", 1)["event_id"].to_list() == ["e2"]
-    other = PgVectorRetriever(url=pg_url, table="vec_refit", encoder=HashEncoder(), doc_template="{user_id}: {text}")
+    other = PgVectorRetriever(
+        url=pg_url, table="vec_refit", encoder=HashEncoder(), doc_template="{user_id}: {text}"
+    )
     other.fit(changed)  # other parameters: refilled
     assert other.similarity("a zeppelin over the harbour", ["e2"])[0] < 0.99
 
 
 def test_text_search_matches_any_term_and_honours_filters(pg_url):
     rows = [
-        {"event_id": "a", "floor_id": "f1", "block_id": "b", "block_type": "feed", "user_id": "u",
-         "text": "I adopted a puppy named Biscuit", "created_at": "2024-03-02T10:00:00Z", "tags": ["pets"]},
-        {"event_id": "b", "floor_id": "f1", "block_id": "b", "block_type": "forum", "user_id": "u",
-         "text": "Does anyone know a good vet for a puppy?", "created_at": "2024-03-09T10:00:00Z", "tags": []},
-        {"event_id": "c", "floor_id": "f2", "block_id": "b", "block_type": "feed", "user_id": "u",
-         "text": "Baked sourdough bread this morning", "created_at": None, "tags": ["food"]},
+        {
+            "event_id": "a",
+            "floor_id": "f1",
+            "block_id": "b",
+            "block_type": "feed",
+            "user_id": "u",
+            "text": "I adopted a puppy named Biscuit",
+            "created_at": "2024-03-02T10:00:00Z",
+            "tags": ["pets"],
+        },
+        {
+            "event_id": "b",
+            "floor_id": "f1",
+            "block_id": "b",
+            "block_type": "forum",
+            "user_id": "u",
+            "text": "Does anyone know a good vet for a puppy?",
+            "created_at": "2024-03-09T10:00:00Z",
+            "tags": [],
+        },
+        {
+            "event_id": "c",
+            "floor_id": "f2",
+            "block_id": "b",
+            "block_type": "feed",
+            "user_id": "u",
+            "text": "Baked sourdough bread this morning",
+            "created_at": None,
+            "tags": ["food"],
+        },
     ]
     r = PgTextRetriever(url=pg_url, table="text_or").fit(events_frame(rows))
     run = r.search("puppy Biscuit telescope", 10)  # AND would find nothing: no post has all three
     assert run["event_id"].to_list() == ["a", "b"] and (run["score"] > 0).all()
     assert set(run["match_type"]) == {"keyword"}
-    assert r.search("puppies and breads", 10)["event_id"].sort().to_list() == ["a", "b", "c"]  # stemmed
+    assert r.search("puppies and breads", 10)["event_id"].sort().to_list() == [
+        "a",
+        "b",
+        "c",
+    ]  # stemmed
     assert r.search("the of and", 10).height == 0  # only stopwords: nothing, no error
     assert r.search("quantum", 10).height == 0
     assert r.search("puppy bread", 10, Filters(floor_ids=("f2",)))["event_id"].to_list() == ["c"]
     assert r.search("puppy bread", 10, Filters(types=("forum",)))["event_id"].to_list() == ["b"]
-    assert r.search("puppy bread", 10, Filters(tags=("pets", "food")))["event_id"].sort().to_list() == ["a", "c"]
-    assert r.search("puppy bread", 10, Filters(time_from="2024-03-05"))["event_id"].to_list() == ["b"]
+    assert r.search("puppy bread", 10, Filters(tags=("pets", "food")))[
+        "event_id"
+    ].sort().to_list() == ["a", "c"]
+    assert r.search("puppy bread", 10, Filters(time_from="2024-03-05"))["event_id"].to_list() == [
+        "b"
+    ]
     assert r.search("puppy bread", 1)["rank"].to_list() == [1]
 
 
@@ -210,7 +293,9 @@ def _sessions(url: str) -> set[int]:
 
     p = pool(url)
     with ExitStack() as stack:
-        conns = [stack.enter_context(p.connection()) for _ in range(max(1, p.get_stats()["pool_size"]))]
+        conns = [
+            stack.enter_context(p.connection()) for _ in range(max(1, p.get_stats()["pool_size"]))
+        ]
         return {c.execute("SELECT pg_backend_pid()").fetchone()[0] for c in conns}
 
 
@@ -243,4 +328,6 @@ def test_a_forked_child_opens_its_own_connections(pg_url):
     got = {int(x) for x in os.read(read, 1000).split()}
     os.waitpid(child, 0)
     assert got and not got & parent
-    assert _sessions(pg_url) == parent  # the parent's sessions were neither used nor closed by the child
+    assert (
+        _sessions(pg_url) == parent
+    )  # the parent's sessions were neither used nor closed by the child

@@ -16,14 +16,50 @@ from server.store.schema import conversation_turns, event_log, events
 from tests.service_fixtures import error_of, make_app, same_store, user
 
 Q = "/agent/memory/query"
-ITEM_FIELDS = {"block_type", "block_id", "block_title", "block_details", "event_id", "floor_uid", "from_floor_uid",
-               "user_id", "text", "score", "match_type"}
+ITEM_FIELDS = {
+    "block_type",
+    "block_id",
+    "block_title",
+    "block_details",
+    "event_id",
+    "floor_uid",
+    "from_floor_uid",
+    "user_id",
+    "text",
+    "score",
+    "match_type",
+}
 POSTS = [  # (block type, text, tags, created_at)
-    ("feed", "I adopted a puppy named Biscuit; she loves running on the beach.", ["pets"], "2024-03-02T10:00:00Z"),
-    ("feed", "Baked sourdough bread this morning and the crust came out great.", ["food"], "2024-03-05T08:00:00Z"),
-    ("forum", "Does anyone know a good vet for a puppy near the harbour?", ["pets", "help"], "2024-03-09T18:30:00Z"),
-    ("blog", "Notes from my trip along the coast road: cliffs, lighthouses and fog.", ["travel"], "2024-04-01T12:00:00Z"),
-    ("quiz", "Chemistry quiz: which gas do plants take in for photosynthesis?", [], "2024-04-10T09:00:00Z"),
+    (
+        "feed",
+        "I adopted a puppy named Biscuit; she loves running on the beach.",
+        ["pets"],
+        "2024-03-02T10:00:00Z",
+    ),
+    (
+        "feed",
+        "Baked sourdough bread this morning and the crust came out great.",
+        ["food"],
+        "2024-03-05T08:00:00Z",
+    ),
+    (
+        "forum",
+        "Does anyone know a good vet for a puppy near the harbour?",
+        ["pets", "help"],
+        "2024-03-09T18:30:00Z",
+    ),
+    (
+        "blog",
+        "Notes from my trip along the coast road: cliffs, lighthouses and fog.",
+        ["travel"],
+        "2024-04-01T12:00:00Z",
+    ),
+    (
+        "quiz",
+        "Chemistry quiz: which gas do plants take in for photosynthesis?",
+        [],
+        "2024-04-10T09:00:00Z",
+    ),
 ]
 
 
@@ -50,12 +86,26 @@ def world(app):
     bo, bo_floor, bo_blocks = user(c, app, "Bo")
     ids = []
     for btype, text, tags, at in POSTS:
-        r = c.post(f"/floors/{floor}/blocks/{blocks[btype]}/events", headers=ann,
-                   json={"text": text, "tags": tags, "created_at": at})
+        r = c.post(
+            f"/floors/{floor}/blocks/{blocks[btype]}/events",
+            headers=ann,
+            json={"text": text, "tags": tags, "created_at": at},
+        )
         assert r.status_code == 200, r.get_json()
         ids.append(r.get_json()["event_id"])
-    return {"c": c, "app": app, "ann": ann, "bo": bo, "floor": floor, "blocks": blocks, "bo_floor": bo_floor,
-            "bo_blocks": bo_blocks, "ids": ids, "ann_id": uid_of(c, ann), "bo_id": uid_of(c, bo)}
+    return {
+        "c": c,
+        "app": app,
+        "ann": ann,
+        "bo": bo,
+        "floor": floor,
+        "blocks": blocks,
+        "bo_floor": bo_floor,
+        "bo_blocks": bo_blocks,
+        "ids": ids,
+        "ann_id": uid_of(c, ann),
+        "bo_id": uid_of(c, bo),
+    }
 
 
 def ask(w, who="ann", **body):
@@ -67,8 +117,10 @@ def ask(w, who="ann", **body):
 def stored(app):
     """Everything a failed query must leave alone."""
     with app.extensions["memkit"]["engine"].connect() as conn:
-        return {t.name: conn.execute(sa.select(sa.func.count()).select_from(t)).scalar()
-                for t in (conversation_turns, event_log, events)}
+        return {
+            t.name: conn.execute(sa.select(sa.func.count()).select_from(t)).scalar()
+            for t in (conversation_turns, event_log, events)
+        }
 
 
 BAD = [  # (body changes, field named)
@@ -131,14 +183,21 @@ def test_user_id_must_be_the_callers(world):
 
 
 def test_tokens_and_body_kinds(world):
-    c, body = world["c"], {"user_id": world["ann_id"], "query": "puppy", "floor_ids": [world["floor"]]}
+    c, body = (
+        world["c"],
+        {"user_id": world["ann_id"], "query": "puppy", "floor_ids": [world["floor"]]},
+    )
     before = stored(world["app"])
     r = c.post(Q, json=body)
     assert r.status_code == 401 and error_of(r)["code"] == "missing_token"
     r = c.post(Q, json=body, headers={"Authorization": "Bearer not-a-token"})
     assert r.status_code == 401 and error_of(r)["code"] == "invalid_token"
-    r = c.post(Q, headers=world["ann"], data={"user_id": world["ann_id"], "query": "puppy"},
-               content_type="multipart/form-data")
+    r = c.post(
+        Q,
+        headers=world["ann"],
+        data={"user_id": world["ann_id"], "query": "puppy"},
+        content_type="multipart/form-data",
+    )
     assert r.status_code == 415 and "JSON" in error_of(r)["message"]
     r = c.post(Q, headers=world["ann"], data="{not json", content_type="application/json")
     assert r.status_code == 400 and error_of(r)["code"] == "invalid_json"
@@ -154,13 +213,21 @@ def test_private_floors_get_the_same_422_as_missing_ones(world):
     assert hidden.status_code == missing.status_code == 422
     h, m = error_of(hidden), error_of(missing)
     assert h["field"] == m["field"] == "floor_ids[1]" and h["code"] == m["code"]
-    assert h["message"].replace(world["floor"], "ID") == m["message"].replace("f_0000000000000000", "ID")
+    assert h["message"].replace(world["floor"], "ID") == m["message"].replace(
+        "f_0000000000000000", "ID"
+    )
 
 
 @pytest.mark.parametrize("include_metadata", ["0", "1"])
 @pytest.mark.parametrize("summary_needed", ["0", "1"])
 def test_response_shape(world, include_metadata, summary_needed):
-    r = ask(world, query="how is my puppy Biscuit?", include_metadata=include_metadata, summary_needed=summary_needed, k=3)
+    r = ask(
+        world,
+        query="how is my puppy Biscuit?",
+        include_metadata=include_metadata,
+        summary_needed=summary_needed,
+        k=3,
+    )
     assert r.status_code == 200, r.get_json()
     body = r.get_json()
     assert isinstance(body["answer"], str) and body["answer"]
@@ -171,8 +238,13 @@ def test_response_shape(world, include_metadata, summary_needed):
         assert set(item) == ITEM_FIELDS | ({"metadata"} if include_metadata == "1" else set())
         assert item["block_type"] == BLOCK_TYPES[types[item["event_id"]]]
         assert item["block_id"] == world["blocks"][types[item["event_id"]]]
-        assert item["floor_uid"] == item["from_floor_uid"] == world["floor"] and item["user_id"] == world["ann_id"]
-        assert item["match_type"] in ("keyword", "semantic", "hybrid") and isinstance(item["score"], float)
+        assert (
+            item["floor_uid"] == item["from_floor_uid"] == world["floor"]
+            and item["user_id"] == world["ann_id"]
+        )
+        assert item["match_type"] in ("keyword", "semantic", "hybrid") and isinstance(
+            item["score"], float
+        )
         assert isinstance(item["block_title"], str) and isinstance(item["block_details"], str)
     assert [i["score"] for i in items] == sorted((i["score"] for i in items), reverse=True)
     if include_metadata == "1":
@@ -197,8 +269,12 @@ def test_filters_on_stored_events(world):
     everything = {"query": "puppy bread coast chemistry quiz vet beach", "k": 50}
     got = lambda **f: [i["event_id"] for i in ask(world, **everything, **f).get_json()["items"]]  # noqa: E731
     assert set(got()) == set(ids)
-    assert set(got(filters={"time_from": "2024-03-05T08:00:00Z", "time_to": "2024-04-01T12:00:00Z"})) == set(ids[1:4])
-    assert set(got(filters={"time_from": "2024-03-05T09:00:00+01:00"})) == set(ids[1:])  # 08:00Z, inclusive
+    assert set(
+        got(filters={"time_from": "2024-03-05T08:00:00Z", "time_to": "2024-04-01T12:00:00Z"})
+    ) == set(ids[1:4])
+    assert set(got(filters={"time_from": "2024-03-05T09:00:00+01:00"})) == set(
+        ids[1:]
+    )  # 08:00Z, inclusive
     assert set(got(filters={"types": ["forum", "quiz"]})) == {ids[2], ids[4]}
     assert set(got(filters={"tags": ["pets"]})) == {ids[0], ids[2]}
     assert set(got(filter_types=["blog"], filter_tags=["travel", "food"])) == {ids[3]}
@@ -209,15 +285,27 @@ def test_filters_on_stored_events(world):
 def test_read_your_writes_edit_and_delete(world):
     c, ann, floor, feed = world["c"], world["ann"], world["floor"], world["blocks"]["feed"]
     assert ask(world, query="kayak").get_json()["items"] == []
-    e = c.post(f"/floors/{floor}/blocks/{feed}/events", headers=ann, json={"text": "Bought a red kayak today."}).get_json()
-    assert [i["event_id"] for i in ask(world, query="kayak").get_json()["items"]][:1] == [e["event_id"]]
+    e = c.post(
+        f"/floors/{floor}/blocks/{feed}/events",
+        headers=ann,
+        json={"text": "Bought a red kayak today."},
+    ).get_json()
+    assert [i["event_id"] for i in ask(world, query="kayak").get_json()["items"]][:1] == [
+        e["event_id"]
+    ]
     c.patch(f"/events/{e['event_id']}", headers=ann, json={"text": "Bought a green canoe today."})
-    items = ask(world, query="kayak").get_json()["items"]  # a canoe is still close in meaning, not in words
-    assert not any("kayak" in i["text"] for i in items) and all(i["match_type"] == "semantic" for i in items)
+    items = ask(world, query="kayak").get_json()[
+        "items"
+    ]  # a canoe is still close in meaning, not in words
+    assert not any("kayak" in i["text"] for i in items) and all(
+        i["match_type"] == "semantic" for i in items
+    )
     top = ask(world, query="canoe").get_json()["items"][0]
     assert top["event_id"] == e["event_id"] and top["text"] == "Bought a green canoe today."
     c.delete(f"/events/{e['event_id']}", headers=ann)
-    assert e["event_id"] not in [i["event_id"] for i in ask(world, query="canoe").get_json()["items"]]
+    assert e["event_id"] not in [
+        i["event_id"] for i in ask(world, query="canoe").get_json()["items"]
+    ]
 
 
 def test_writes_through_one_process_are_found_by_another(world):
@@ -227,11 +315,25 @@ def test_writes_through_one_process_are_found_by_another(world):
     other = create_app(same_store(settings))
     try:
         c2 = other.test_client()
-        ask2 = lambda q: c2.post(Q, headers=world["ann"], json={  # noqa: E731
-            "user_id": world["ann_id"], "query": q, "floor_ids": [world["floor"]]}).get_json()["items"]
+        ask2 = lambda q: c2.post(  # noqa: E731
+            Q,
+            headers=world["ann"],
+            json={
+                "user_id": world["ann_id"],
+                "query": q,
+                "floor_ids": [world["floor"]],
+            },
+        ).get_json()["items"]
         assert ask2("Biscuit")[0]["event_id"] == world["ids"][0]  # built from the store on start
-        e = world["c"].post(f"/floors/{world['floor']}/blocks/{world['blocks']['feed']}/events", headers=world["ann"],
-                            json={"text": "The tomatoes in the greenhouse are finally ripe."}).get_json()
+        e = (
+            world["c"]
+            .post(
+                f"/floors/{world['floor']}/blocks/{world['blocks']['feed']}/events",
+                headers=world["ann"],
+                json={"text": "The tomatoes in the greenhouse are finally ripe."},
+            )
+            .get_json()
+        )
         assert ask2("greenhouse tomatoes")[0]["event_id"] == e["event_id"]
         world["c"].delete(f"/events/{e['event_id']}", headers=world["ann"])
         assert e["event_id"] not in [i["event_id"] for i in ask2("greenhouse tomatoes")]
@@ -250,18 +352,33 @@ def test_privacy_and_account_deletion_take_events_out_at_once(world):
     # Bo re-posts from Ann's floor while it is public; deleting Ann's account removes her
     # floor, but Bo's copy stays in Bo's floor with its source.
     c.post(f"/floors/{world['floor']}/public", headers=world["ann"])
-    repost = c.post(f"/floors/{world['bo_floor']}/blocks/{world['bo_blocks']['feed']}/events", headers=world["bo"],
-                    json={"text": POSTS[0][1], "repost_of": world["ids"][0]}).get_json()
+    repost = c.post(
+        f"/floors/{world['bo_floor']}/blocks/{world['bo_blocks']['feed']}/events",
+        headers=world["bo"],
+        json={"text": POSTS[0][1], "repost_of": world["ids"][0]},
+    ).get_json()
     both = [world["bo_floor"], world["floor"]]
-    found = {i["event_id"]: i for i in ask(world, "bo", query="Biscuit", floor_ids=both).get_json()["items"]}
+    found = {
+        i["event_id"]: i
+        for i in ask(world, "bo", query="Biscuit", floor_ids=both).get_json()["items"]
+    }
     assert {world["ids"][0], repost["event_id"]} <= set(found)
     assert found[repost["event_id"]]["from_floor_uid"] == world["floor"]
-    assert c.delete("/auth-service/account", headers=world["ann"], json={"password": "correct horse battery"}).status_code == 200
+    assert (
+        c.delete(
+            "/auth-service/account",
+            headers=world["ann"],
+            json={"password": "correct horse battery"},
+        ).status_code
+        == 200
+    )
     assert ask(world, "bo", query="Biscuit", floor_ids=both).status_code == 422
     items = ask(world, "bo", query="Biscuit", floor_ids=[world["bo_floor"]]).get_json()["items"]
     assert [i["event_id"] for i in items] == [repost["event_id"]]
     index = world["app"].extensions["memkit"]["memory"].index
-    if stateless(world["app"]):  # the search rows went with the events (foreign keys, ON DELETE CASCADE)
+    if stateless(
+        world["app"]
+    ):  # the search rows went with the events (foreign keys, ON DELETE CASCADE)
         assert all(not set(world["ids"]) & part.event_ids() for part in index.parts)
         assert all(repost["event_id"] in part.event_ids() for part in index.parts)
     else:  # gone from the index too, once every floor is caught up (the background catch-up's step)
@@ -284,22 +401,42 @@ def test_conversation_state_is_kept_in_the_store(world, tmp_path, monkeypatch):
     config.write_text('[retriever]\ntype = "bm25"\n[contextualizer]\ntype = "echo-previous"\n')
     app = world["app"]
     settings = app.extensions["memkit"]["settings"]
-    make = lambda: create_app({"database_url": settings.database_url, "outbox_dir": settings.outbox_dir,  # noqa: E731
-                               "secret_key": settings.secret_key, "pipeline_config": str(config)})
+    make = lambda: create_app(  # noqa: E731
+        {
+            "database_url": settings.database_url,
+            "outbox_dir": settings.outbox_dir,
+            "secret_key": settings.secret_key,
+            "pipeline_config": str(config),
+        }
+    )
     first = make()
     body = {"user_id": world["ann_id"], "floor_ids": [world["floor"]]}
-    r = first.test_client().post(Q, headers=world["ann"], json={**body, "query": "puppy"}).get_json()
+    r = (
+        first.test_client()
+        .post(Q, headers=world["ann"], json={**body, "query": "puppy"})
+        .get_json()
+    )
     assert r["effective_query"] == "puppy"  # a new user starts with no context
     first.extensions["memkit"]["engine"].dispose()
     second = make()  # a restart: the state comes from the store
-    r = second.test_client().post(Q, headers=world["ann"], json={**body, "query": "bread"}).get_json()
+    r = (
+        second.test_client()
+        .post(Q, headers=world["ann"], json={**body, "query": "bread"})
+        .get_json()
+    )
     assert r["effective_query"] == "puppy bread"
     turns = StoredConversations(second.extensions["memkit"]["engine"]).history(world["ann_id"])
     assert [t.query for t in turns] == ["puppy", "bread"]
-    assert turns[0].event_ids == [world["ids"][0], world["ids"][2]][: len(turns[0].event_ids)] and turns[0].answer
+    assert (
+        turns[0].event_ids == [world["ids"][0], world["ids"][2]][: len(turns[0].event_ids)]
+        and turns[0].answer
+    )
     assert StoredConversations(second.extensions["memkit"]["engine"]).history(world["bo_id"]) == []
     later = datetime.now(timezone.utc) + timedelta(hours=2)  # idle too long: a new conversation
-    assert StoredConversations(second.extensions["memkit"]["engine"]).history(world["ann_id"], later) == []
+    assert (
+        StoredConversations(second.extensions["memkit"]["engine"]).history(world["ann_id"], later)
+        == []
+    )
     second.extensions["memkit"]["engine"].dispose()
 
 
@@ -308,17 +445,31 @@ def test_an_application_asks_for_its_own_external_user(world):
     accounts = app.extensions["memkit"]["accounts"]
     app_id, secret = accounts.register_app("notes-app")
     creds = {"X-App-Id": app_id, "X-App-Secret": secret}
-    ext = c.post("/auth-service/external/register", headers=creds, json={"external_id": "n-1"}).get_json()
+    ext = c.post(
+        "/auth-service/external/register", headers=creds, json={"external_id": "n-1"}
+    ).get_json()
     own = ext["pod_info"]
-    e = c.post(f"/floors/{own['floor_uid']}/blocks/{own['blocks'][0]['block_id']}/events",
-               headers={"Authorization": f"Bearer {ext['token']}"}, json={"text": "Meeting notes: budget approved."}).get_json()
-    body = {"user_id": ext["user_id"], "query": "budget", "floor_ids": [own["floor_uid"]], "app_id": app_id}
+    e = c.post(
+        f"/floors/{own['floor_uid']}/blocks/{own['blocks'][0]['block_id']}/events",
+        headers={"Authorization": f"Bearer {ext['token']}"},
+        json={"text": "Meeting notes: budget approved."},
+    ).get_json()
+    body = {
+        "user_id": ext["user_id"],
+        "query": "budget",
+        "floor_ids": [own["floor_uid"]],
+        "app_id": app_id,
+    }
     r = c.post(Q, headers=creds, json=body)
     assert r.status_code == 200 and r.get_json()["items"][0]["event_id"] == e["event_id"]
-    r = c.post(Q, headers=creds, json={**body, "user_id": world["ann_id"], "floor_ids": [world["floor"]]})
+    r = c.post(
+        Q, headers=creds, json={**body, "user_id": world["ann_id"], "floor_ids": [world["floor"]]}
+    )
     assert r.status_code == 422 and error_of(r)["field"] == "user_id"  # not this application's user
     other_id, _ = accounts.register_app("other-app")
-    assert error_of(c.post(Q, headers=creds, json={**body, "app_id": other_id}))["field"] == "app_id"
+    assert (
+        error_of(c.post(Q, headers=creds, json={**body, "app_id": other_id}))["field"] == "app_id"
+    )
     assert c.post(Q, headers={**creds, "X-App-Secret": "wrong"}, json=body).status_code == 401
 
 
@@ -328,7 +479,9 @@ def test_index_waits_for_a_commit_that_lands_out_of_order(app):
     if app.extensions["memkit"]["engine"].dialect.name != "postgresql":
         pytest.skip("SQLite serialises writers: rows always land in order")
     if stateless(app):
-        pytest.skip("the in-memory index's log catch-up: the PostgreSQL search backend reads no log")
+        pytest.skip(
+            "the in-memory index's log catch-up: the PostgreSQL search backend reads no log"
+        )
     from server.services.common import new_id, now
     from server.store.changes import log_event_changes
 
@@ -341,15 +494,30 @@ def test_index_waits_for_a_commit_that_lands_out_of_order(app):
     slow = engine.connect()
     tx = slow.begin()  # a writer that takes its number first and commits last
     slow_id = new_id("e")
-    slow.execute(events.insert().values(id=slow_id, floor_id=floor, block_id=blocks["feed"], user_id=uid,
-                                        text="The violin lesson moved to Thursday.", tags=[], media=[], created_at=now(),
-                                        updated_at=now()))
+    slow.execute(
+        events.insert().values(
+            id=slow_id,
+            floor_id=floor,
+            block_id=blocks["feed"],
+            user_id=uid,
+            text="The violin lesson moved to Thursday.",
+            tags=[],
+            media=[],
+            created_at=now(),
+            updated_at=now(),
+        )
+    )
     log_event_changes(slow, [slow_id])
-    fast = c.post(f"/floors/{floor}/blocks/{blocks['feed']}/events", headers=ann,
-                  json={"text": "The cello lesson moved to Friday."}).get_json()
+    fast = c.post(
+        f"/floors/{floor}/blocks/{blocks['feed']}/events",
+        headers=ann,
+        json={"text": "The cello lesson moved to Friday."},
+    ).get_json()
     body = {"user_id": uid, "floor_ids": [floor], "query": "lesson moved", "k": 5}
     found = [i["event_id"] for i in c.post(Q, headers=ann, json=body).get_json()["items"]]
-    assert found == [fast["event_id"]] and index.watermark < max(index._applied | {0})  # waiting on the gap
+    assert found == [fast["event_id"]] and index.watermark < max(
+        index._applied | {0}
+    )  # waiting on the gap
     tx.commit()
     slow.close()
     found = {i["event_id"] for i in c.post(Q, headers=ann, json=body).get_json()["items"]}
@@ -358,13 +526,23 @@ def test_index_waits_for_a_commit_that_lands_out_of_order(app):
 
 def test_answers_say_who_and_when_and_resolve_relative_times(world):
     c, ann, floor, feed = world["c"], world["ann"], world["floor"], world["blocks"]["feed"]
-    r = c.post(f"/floors/{floor}/blocks/{feed}/events", headers=ann,
-               json={"text": "Took Biscuit to the vet yesterday for her shots.", "created_at": "2024-03-12T09:00:00Z"})
+    r = c.post(
+        f"/floors/{floor}/blocks/{feed}/events",
+        headers=ann,
+        json={
+            "text": "Took Biscuit to the vet yesterday for her shots.",
+            "created_at": "2024-03-12T09:00:00Z",
+        },
+    )
     assert r.status_code == 200
     body = ask(world, query="When did Biscuit go to the vet?", k=5, summary_needed="1").get_json()
-    assert body["answer"].startswith("On 11 March 2024 — “yesterday” in what Ann wrote on 12 March 2024 in “"), body["answer"]
+    assert body["answer"].startswith(
+        "On 11 March 2024 — “yesterday” in what Ann wrote on 12 March 2024 in “"
+    ), body["answer"]
     assert "“Took Biscuit to the vet yesterday for her shots.”" in body["answer"]
-    assert r.get_json()["event_id"] in [i["event_id"] for i in body["items"]]  # the quote is among the items
+    assert r.get_json()["event_id"] in [
+        i["event_id"] for i in body["items"]
+    ]  # the quote is among the items
     assert all("speaker" not in i for i in body["items"])
 
 
@@ -374,26 +552,44 @@ def test_batch_ingest_is_all_or_nothing_and_searchable_when_it_returns(world):
     ask(world, query="anything about kayaks?")  # the index is built before the batch
     index = world["app"].extensions["memkit"]["memory"]._index
     before = stored(world["app"])
-    good = [{"text": f"Kayak trip number {i} on the fjord", "tags": ["travel"], "created_at": f"2024-05-0{i + 1}T10:00:00Z"}
-            for i in range(3)]
-    for body, field in [({"events": good + [{"text": ""}]}, "events[3].text"),
-                        ({"events": good + [{"text": "ok", "colour": "red"}]}, "events[3].colour"),
-                        ({"events": [{"text": "ok", "reply_to": "e_missing"}]}, "events[0].reply_to"),
-                        ({"events": []}, "events"), ({"events": "kayak"}, "events"), ({"posts": good}, "posts")]:
+    good = [
+        {
+            "text": f"Kayak trip number {i} on the fjord",
+            "tags": ["travel"],
+            "created_at": f"2024-05-0{i + 1}T10:00:00Z",
+        }
+        for i in range(3)
+    ]
+    for body, field in [
+        ({"events": good + [{"text": ""}]}, "events[3].text"),
+        ({"events": good + [{"text": "ok", "colour": "red"}]}, "events[3].colour"),
+        ({"events": [{"text": "ok", "reply_to": "e_missing"}]}, "events[0].reply_to"),
+        ({"events": []}, "events"),
+        ({"events": "kayak"}, "events"),
+        ({"posts": good}, "posts"),
+    ]:
         r = c.post(url, headers=ann, json=body)
         assert r.status_code in (400, 404) and error_of(r)["field"] == field, (body, r.get_json())
         assert stored(world["app"]) == before  # nothing of a refused batch is kept
     r = c.post(url, headers=ann, json={"events": good})
     assert r.status_code == 200, r.get_json()
     made = r.get_json()["events"]
-    assert [e["text"] for e in made] == [g["text"] for g in good] and {e["block_type_name"] for e in made} == {"forum"}
+    assert [e["text"] for e in made] == [g["text"] for g in good] and {
+        e["block_type_name"] for e in made
+    } == {"forum"}
     applied = index.applied_rows
-    if not stateless(world["app"]):  # (the PostgreSQL backend indexed them in the batch's own transaction)
-        assert applied >= 3  # the batch's request caught the index up: the query has nothing left to apply
+    if not stateless(
+        world["app"]
+    ):  # (the PostgreSQL backend indexed them in the batch's own transaction)
+        assert (
+            applied >= 3
+        )  # the batch's request caught the index up: the query has nothing left to apply
     found = ask(world, query="kayak trip on the fjord").get_json()["items"]
     assert {e["event_id"] for e in made} <= {i["event_id"] for i in found}
     assert index.applied_rows == applied
-    r = world["c"].post(url, headers=world["bo"], json={"events": good})  # Ann's floor is private to Bo
+    r = world["c"].post(
+        url, headers=world["bo"], json={"events": good}
+    )  # Ann's floor is private to Bo
     assert r.status_code == 404
 
 
@@ -403,27 +599,57 @@ def test_a_saved_index_is_loaded_and_caught_up_from_the_store(world, tmp_path):
     index made with other settings."""
     app, c = world["app"], world["c"]
     if stateless(app):
-        pytest.skip("the in-memory index's saved copy: the PostgreSQL search backend keeps nothing per process")
+        pytest.skip(
+            "the in-memory index's saved copy: the PostgreSQL search backend keeps nothing per process"
+        )
     settings = app.extensions["memkit"]["settings"]
     folder = tmp_path / "index"
-    base = {"database_url": settings.database_url, "outbox_dir": settings.outbox_dir, "secret_key": settings.secret_key}
+    base = {
+        "database_url": settings.database_url,
+        "outbox_dir": settings.outbox_dir,
+        "secret_key": settings.secret_key,
+    }
     first = create_app({**base, "index_dir": str(folder), "warm_index": True})
-    assert first.extensions["memkit"]["memory"]._index.started_from == "store" and (folder / "state.json").exists()
-    r = c.post(f"/floors/{world['floor']}/blocks/{world['blocks']['blog']}/events", headers=world["ann"],
-               json={"text": "Bought a second-hand kayak from the harbour shop.", "created_at": "2024-05-01T09:00:00Z"})
+    assert (
+        first.extensions["memkit"]["memory"]._index.started_from == "store"
+        and (folder / "state.json").exists()
+    )
+    r = c.post(
+        f"/floors/{world['floor']}/blocks/{world['blocks']['blog']}/events",
+        headers=world["ann"],
+        json={
+            "text": "Bought a second-hand kayak from the harbour shop.",
+            "created_at": "2024-05-01T09:00:00Z",
+        },
+    )
     new_id = r.get_json()["event_id"]
     second = create_app({**base, "index_dir": str(folder)})
     index = second.extensions["memkit"]["memory"].index
-    assert index.started_from == "saved" and index.applied_rows >= 1  # the kayak post came from the log
-    body = {"user_id": world["ann_id"], "floor_ids": [world["floor"]], "query": "kayak from the harbour shop"}
+    assert (
+        index.started_from == "saved" and index.applied_rows >= 1
+    )  # the kayak post came from the log
+    body = {
+        "user_id": world["ann_id"],
+        "floor_ids": [world["floor"]],
+        "query": "kayak from the harbour shop",
+    }
     found = second.test_client().post(Q, headers=world["ann"], json=body).get_json()["items"]
     assert found[0]["event_id"] == new_id
     body["query"] = "puppy Biscuit on the beach"
-    assert second.test_client().post(Q, headers=world["ann"], json=body).get_json()["items"][0]["event_id"] == world["ids"][0]
+    assert (
+        second.test_client()
+        .post(Q, headers=world["ann"], json=body)
+        .get_json()["items"][0]["event_id"]
+        == world["ids"][0]
+    )
     other = tmp_path / "other.toml"
     other.write_text('name = "bm25"\n[retriever]\ntype = "bm25"\n')
-    third = create_app({**base, "index_dir": str(folder), "pipeline_config": str(other), "warm_index": True})
-    assert third.extensions["memkit"]["memory"]._index.started_from == "store"  # other settings: rebuilt
+    third = create_app(
+        {**base, "index_dir": str(folder), "pipeline_config": str(other), "warm_index": True}
+    )
+    assert (
+        third.extensions["memkit"]["memory"]._index.started_from == "store"
+    )  # other settings: rebuilt
     for a in (first, second, third):
         a.extensions["memkit"]["engine"].dispose()
 
@@ -433,9 +659,17 @@ def test_a_catch_up_of_many_sessions_at_once(world):
     them in pieces (one query of 1,000 alternatives is too deep for SQLite) and finds them."""
     c, ann, floor, blocks = world["c"], world["ann"], world["floor"], world["blocks"]
     ask(world, query="warm up the index")
-    posts = [{"text": f"Day {i} of the long walk along the river", "created_at": f"{2020 + i // 360}-{i % 12 + 1:02d}-"
-              f"{i % 28 + 1:02d}T{i % 24:02d}:00:00Z"} for i in range(1000)]
-    r = c.post(f"/floors/{floor}/blocks/{blocks['feed']}/events/batch", headers=ann, json={"events": posts})
+    posts = [
+        {
+            "text": f"Day {i} of the long walk along the river",
+            "created_at": f"{2020 + i // 360}-{i % 12 + 1:02d}-"
+            f"{i % 28 + 1:02d}T{i % 24:02d}:00:00Z",
+        }
+        for i in range(1000)
+    ]
+    r = c.post(
+        f"/floors/{floor}/blocks/{blocks['feed']}/events/batch", headers=ann, json={"events": posts}
+    )
     assert r.status_code == 200, r.get_json()
     made = {e["event_id"] for e in r.get_json()["events"]}
     found = ask(world, query="Day 417 of the long walk along the river", k=50).get_json()["items"]

@@ -17,7 +17,12 @@ from memkit.tables import check_run
 from memkit.text import Analyzer
 from tests.helpers import make_events
 
-QUERIES = ["support group", "camping with kids at the lake", "sourdough recipe", "kitten from the shelter"]
+QUERIES = [
+    "support group",
+    "camping with kids at the lake",
+    "sourdough recipe",
+    "kitten from the shelter",
+]
 
 
 def all_kinds():
@@ -27,8 +32,12 @@ def all_kinds():
         "dense": lambda: DenseRetriever(),
         # The HNSW path from the first event (with ef >= n the graph search is exhaustive).
         "dense-hnsw": lambda: DenseRetriever(exact_below=0),
-        "hybrid-rrf": lambda: HybridRetriever([BM25Retriever(), DenseRetriever()], method="rrf", rrf_k=60),
-        "hybrid-convex": lambda: HybridRetriever([BM25Retriever(), DenseRetriever()], method="convex", weights=[0.4, 0.6]),
+        "hybrid-rrf": lambda: HybridRetriever(
+            [BM25Retriever(), DenseRetriever()], method="rrf", rrf_k=60
+        ),
+        "hybrid-convex": lambda: HybridRetriever(
+            [BM25Retriever(), DenseRetriever()], method="convex", weights=[0.4, 0.6]
+        ),
     }
 
 
@@ -44,15 +53,24 @@ def events():
 def test_finds_the_relevant_post(kind, events):
     r = all_kinds()[kind]().fit(events)
     run = check_run(r.search(QUERIES, k=5))
-    for qid, words in zip(["0", "1", "2", "3"], ["support group", "camping", "sourdough", "kitten"]):
+    for qid, words in zip(
+        ["0", "1", "2", "3"], ["support group", "camping", "sourdough", "kitten"]
+    ):
         top = run.filter(pl.col("query_id") == qid)["event_id"][0]
         text = events.filter(pl.col("event_id") == top)["text"][0]
         assert words in text, (kind, qid, text)
-    expected = {"tfidf": "keyword", "bm25": "keyword", "dense": "semantic", "dense-hnsw": "semantic"}.get(kind)
+    expected = {
+        "tfidf": "keyword",
+        "bm25": "keyword",
+        "dense": "semantic",
+        "dense-hnsw": "semantic",
+    }.get(kind)
     if expected:
         assert set(run["match_type"]) == {expected}
     else:
-        assert set(run["match_type"]) <= {"keyword", "semantic", "hybrid"} and "hybrid" in set(run["match_type"])
+        assert set(run["match_type"]) <= {"keyword", "semantic", "hybrid"} and "hybrid" in set(
+            run["match_type"]
+        )
     assert run.group_by("query_id").agg(pl.col("rank").max())["rank"].max() <= 5
 
 
@@ -83,7 +101,12 @@ def assert_same_results(kind, a, b):
         assert a["event_id"].to_list() == b["event_id"].to_list()
         assert np.allclose(a["score"].to_numpy(), b["score"].to_numpy(), atol=1e-6)
         return
-    assert a.group_by("query_id").len().sort("query_id").equals(b.group_by("query_id").len().sort("query_id"))
+    assert (
+        a.group_by("query_id")
+        .len()
+        .sort("query_id")
+        .equals(b.group_by("query_id").len().sort("query_id"))
+    )
     both = a.join(b, on=["query_id", "event_id"])
     assert np.allclose(both["score"], both["score_right"], atol=1e-5)
     assert both.height >= 0.9 * a.height
@@ -101,7 +124,8 @@ def test_add_equals_refit(kind, events):
 def test_added_event_found_by_next_search(kind, events):
     r = all_kinds()[kind]().fit(events)
     new = make_events(1, seed=99, prefix="new").with_columns(
-        pl.lit("Zanzibar snorkelling trip with the octopus").alias("text"))
+        pl.lit("Zanzibar snorkelling trip with the octopus").alias("text")
+    )
     r.add(new)
     run = r.search("snorkelling in Zanzibar", k=3)
     assert run["event_id"][0] == "new0"
@@ -115,7 +139,9 @@ def test_remove_and_replace(kind, events):
     assert top not in r.search("kitten from the shelter", k=50)["event_id"].to_list()
     assert len(r) == events.height - 1
     # Re-adding an id replaces the old event: its old text is no longer found.
-    row = events.filter(pl.col("event_id") == "e0").with_columns(pl.lit("Zanzibar octopus").alias("text"))
+    row = events.filter(pl.col("event_id") == "e0").with_columns(
+        pl.lit("Zanzibar octopus").alias("text")
+    )
     r.add(row)
     assert r.search("Zanzibar octopus", k=1)["event_id"][0] == "e0"
     assert len(r) == events.height - 1
@@ -158,7 +184,12 @@ def test_save_load_identical(kind, events, tmp_path):
 
 
 def test_build_from_config_and_params_round_trip():
-    spec = {"type": "hybrid", "method": "rrf", "rrf_k": 30, "retrievers": [{"type": "bm25", "k1": 0.9}, {"type": "dense"}]}
+    spec = {
+        "type": "hybrid",
+        "method": "rrf",
+        "rrf_k": 30,
+        "retrievers": [{"type": "bm25", "k1": 0.9}, {"type": "dense"}],
+    }
     r = build(spec)
     assert r.params()["rrf_k"] == 30 and r.params()["retrievers"][0]["k1"] == 0.9
     assert build(r.params()).params() == r.params()
@@ -197,8 +228,10 @@ def test_a_document_of_several_lines_can_be_the_mean_of_its_lines(tmp_path):
     from datetime import datetime, timedelta, timezone
 
     t0 = datetime(2024, 5, 1, 9, tzinfo=timezone.utc)  # one session: one block, one day, in order
-    raw = make_events(6, seed=2).with_columns(pl.lit("b1").alias("block_id"),
-                                              pl.Series("created_at", [t0 + timedelta(minutes=i) for i in range(6)]))
+    raw = make_events(6, seed=2).with_columns(
+        pl.lit("b1").alias("block_id"),
+        pl.Series("created_at", [t0 + timedelta(minutes=i) for i in range(6)]),
+    )
     events = add_context(raw)
     assert events["prev_lines"][1] == events["line"][0]
     line = DenseRetriever(enc, doc_template="{line}").fit(events)
@@ -211,7 +244,9 @@ def test_a_document_of_several_lines_can_be_the_mean_of_its_lines(tmp_path):
         wa, wb = len(lines[i - 1].split()), len(lines[i].split())
         want = (wa * a + wb * b) / np.linalg.norm(wa * a + wb * b)
         assert np.allclose(mean.vectors[i], want, atol=1e-5)
-    assert np.allclose(mean.vectors[0], line.vectors[0], atol=1e-6)  # no previous line: the line itself
+    assert np.allclose(
+        mean.vectors[0], line.vectors[0], atol=1e-6
+    )  # no previous line: the line itself
     assert mean.get_params()["lines"] == "mean" and "lines" not in line.get_params()
     with pytest.raises(ValidationError, match="lines"):
         DenseRetriever(enc, lines="sum")

@@ -40,22 +40,54 @@ def smtp():
 
 def test_change_email_with_codes_read_from_a_real_smtp_server(smtp, tmp_path):
     inbox, port = smtp
-    app = create_app({"database_url": f"sqlite:///{tmp_path / 'm.db'}", "smtp_host": "127.0.0.1", "smtp_port": port,
-                      "outbox_dir": str(tmp_path / "outbox"), "secret_key": "k"})
+    app = create_app(
+        {
+            "database_url": f"sqlite:///{tmp_path / 'm.db'}",
+            "smtp_host": "127.0.0.1",
+            "smtp_port": port,
+            "outbox_dir": str(tmp_path / "outbox"),
+            "secret_key": "k",
+        }
+    )
     c = app.test_client()
-    assert c.post("/auth-service/signup", json={"name": "Ann", "email": "ann@example.com", "password": "pass words"}).status_code == 200
+    assert (
+        c.post(
+            "/auth-service/signup",
+            json={"name": "Ann", "email": "ann@example.com", "password": "pass words"},
+        ).status_code
+        == 200
+    )
     rcpt, msg = inbox.messages[-1]
     assert rcpt == ["ann@example.com"] and "memkit code" in msg["Subject"]
-    r = c.post("/auth-service/validate", json={"email": "ann@example.com", "code": inbox.code_for("ann@example.com"),
-                                                       "password": "pass words"})
+    r = c.post(
+        "/auth-service/validate",
+        json={
+            "email": "ann@example.com",
+            "code": inbox.code_for("ann@example.com"),
+            "password": "pass words",
+        },
+    )
     token = r.get_json()["token"]
     auth = {"Authorization": f"Bearer {token}"}
-    assert c.post("/auth-service/send/validation/code", headers=auth,
-                  json={"mode": "change_email", "new_email_id": "ann@elsewhere.example",
-                        "password": "pass words"}).status_code == 200
+    assert (
+        c.post(
+            "/auth-service/send/validation/code",
+            headers=auth,
+            json={
+                "mode": "change_email",
+                "new_email_id": "ann@elsewhere.example",
+                "password": "pass words",
+            },
+        ).status_code
+        == 200
+    )
     code = inbox.code_for("ann@elsewhere.example")
-    r = c.post("/auth-service/change/email", headers=auth, data={"new_email_id": "ann@elsewhere.example", "activation_code": code},
-               content_type="multipart/form-data")
+    r = c.post(
+        "/auth-service/change/email",
+        headers=auth,
+        data={"new_email_id": "ann@elsewhere.example", "activation_code": code},
+        content_type="multipart/form-data",
+    )
     assert r.status_code == 200 and r.get_json()["profile"]["email"] == "ann@elsewhere.example"
     rcpt, msg = inbox.messages[-1]  # the old address is told
     assert rcpt == ["ann@example.com"] and "was changed" in msg["Subject"]
@@ -66,10 +98,19 @@ def test_smtp_failure_changes_nothing(tmp_path):
     with socket.socket() as s:  # a port with nobody listening
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    app = create_app({"database_url": f"sqlite:///{tmp_path / 'm.db'}", "smtp_host": "127.0.0.1", "smtp_port": port,
-                      "secret_key": "k"})
+    app = create_app(
+        {
+            "database_url": f"sqlite:///{tmp_path / 'm.db'}",
+            "smtp_host": "127.0.0.1",
+            "smtp_port": port,
+            "secret_key": "k",
+        }
+    )
     c = app.test_client()
-    r = c.post("/auth-service/signup", json={"name": "Ann", "email": "ann@example.com", "password": "pass words"})
+    r = c.post(
+        "/auth-service/signup",
+        json={"name": "Ann", "email": "ann@example.com", "password": "pass words"},
+    )
     assert r.status_code == 503 and r.get_json()["error"]["code"] == "delivery_failed"
     assert "Traceback" not in r.get_data(as_text=True)
     # The sign-up was rolled back with the failed delivery: the address is still free.

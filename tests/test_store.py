@@ -24,22 +24,43 @@ T0 = datetime(2026, 11, 1, 12, 0, tzinfo=timezone.utc)
 
 @pytest.fixture(params=["sqlite", "postgresql"])
 def url(request, tmp_path, tmp_path_factory):
-    return f"sqlite:///{tmp_path / 'store.db'}" if request.param == "sqlite" else postgres_url(tmp_path_factory)
+    return (
+        f"sqlite:///{tmp_path / 'store.db'}"
+        if request.param == "sqlite"
+        else postgres_url(tmp_path_factory)
+    )
 
 
 def test_times_come_back_aware_and_in_utc(url):
     engine = connect(url)
     users = metadata.tables["users"]
     india = timezone(timedelta(hours=5, minutes=30))
-    rows = [("u_1", T0.astimezone(india)), ("u_2", T0.replace(tzinfo=None)), ("u_3", T0)]  # naive: UTC
+    rows = [
+        ("u_1", T0.astimezone(india)),
+        ("u_2", T0.replace(tzinfo=None)),
+        ("u_3", T0),
+    ]  # naive: UTC
     try:
         with engine.begin() as conn:
-            conn.execute(users.insert(), [dict(id=i, name="Ann", validated=True, floor_quota=5, block_quota=20,
-                                               created_at=at) for i, at in rows])
+            conn.execute(
+                users.insert(),
+                [
+                    dict(
+                        id=i,
+                        name="Ann",
+                        validated=True,
+                        floor_quota=5,
+                        block_quota=20,
+                        created_at=at,
+                    )
+                    for i, at in rows
+                ],
+            )
             got = conn.execute(sa.select(users.c.created_at).order_by(users.c.id)).scalars().all()
             # compared in SQL too: the stored instants order as the times do, whatever zone they came in
-            later = conn.execute(sa.select(sa.func.count()).where(users.c.created_at > T0 - timedelta(minutes=1))
-                                 ).scalar_one()
+            later = conn.execute(
+                sa.select(sa.func.count()).where(users.c.created_at > T0 - timedelta(minutes=1))
+            ).scalar_one()
         assert got == [T0] * 3 and all(t.tzinfo is timezone.utc for t in got)
         assert later == 3
     finally:
@@ -52,8 +73,13 @@ HEAD = "0003"  # the newest revision (server/store/migrations/versions)
 
 
 def old_schema() -> sa.MetaData:
-    text = subprocess.run(["git", "show", f"{BEFORE}:server/store/schema.py"], cwd=ROOT, capture_output=True,
-                          text=True, check=True).stdout
+    text = subprocess.run(
+        ["git", "show", f"{BEFORE}:server/store/schema.py"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     module = types.ModuleType("old_schema")
     exec(compile(text, "old_schema.py", "exec"), module.__dict__)
     return module.metadata
@@ -69,15 +95,39 @@ def old_store(url: str, drop: tuple[str, ...] = ()) -> None:
     with engine.begin() as conn:
         for name in drop:
             conn.execute(sa.text(f"ALTER TABLE event_log DROP COLUMN {name}"))
-        conn.execute(t["users"].insert(), dict(id="u_1", name="Ann", validated=True, floor_quota=5, block_quota=20,
-                                               created_at=T0))
-        conn.execute(t["floors"].insert(), dict(id="f_1", owner_id="u_1", title="Ann", details="", is_private=False,
-                                                created_at=T0))
-        conn.execute(t["blocks"].insert(), dict(id="b_1", floor_id="f_1", type="feed", title="Feed", details="",
-                                                created_at=T0))
-        conn.execute(t["events"].insert(), dict(id="e_1", floor_id="f_1", block_id="b_1", user_id="u_1", text="hello",
-                                                tags=[], media=[], created_at=T0, updated_at=T0))
-        conn.execute(t["event_log"].insert(), dict(event_id="e_1", at=T0))  # names only columns every version had
+        conn.execute(
+            t["users"].insert(),
+            dict(
+                id="u_1", name="Ann", validated=True, floor_quota=5, block_quota=20, created_at=T0
+            ),
+        )
+        conn.execute(
+            t["floors"].insert(),
+            dict(
+                id="f_1", owner_id="u_1", title="Ann", details="", is_private=False, created_at=T0
+            ),
+        )
+        conn.execute(
+            t["blocks"].insert(),
+            dict(id="b_1", floor_id="f_1", type="feed", title="Feed", details="", created_at=T0),
+        )
+        conn.execute(
+            t["events"].insert(),
+            dict(
+                id="e_1",
+                floor_id="f_1",
+                block_id="b_1",
+                user_id="u_1",
+                text="hello",
+                tags=[],
+                media=[],
+                created_at=T0,
+                updated_at=T0,
+            ),
+        )
+        conn.execute(
+            t["event_log"].insert(), dict(event_id="e_1", at=T0)
+        )  # names only columns every version had
     engine.dispose()
 
 
@@ -123,10 +173,14 @@ def test_a_new_store_gets_the_schema_py_declares(url):
 def test_processes_starting_together_on_a_new_store_take_turns(tmp_path):
     url = f"sqlite:///{tmp_path / 'new.db'}"
     # each process also writes through its engine at once, as a worker's first request does
-    start = (f"import sqlalchemy as sa; from server.store import connect; e = connect({url!r})\n"
-             "with e.begin() as c: c.execute(sa.text(\"INSERT INTO apps VALUES (hex(randomblob(8)), 'a', 'h', '2026-11-01')\"))")
-    procs = [subprocess.Popen([sys.executable, "-c", start], cwd=ROOT, stderr=subprocess.PIPE, text=True)
-             for _ in range(6)]
+    start = (
+        f"import sqlalchemy as sa; from server.store import connect; e = connect({url!r})\n"
+        "with e.begin() as c: c.execute(sa.text(\"INSERT INTO apps VALUES (hex(randomblob(8)), 'a', 'h', '2026-11-01')\"))"
+    )
+    procs = [
+        subprocess.Popen([sys.executable, "-c", start], cwd=ROOT, stderr=subprocess.PIPE, text=True)
+        for _ in range(6)
+    ]
     errors = [p.communicate()[1] for p in procs]
     assert [p.returncode for p in procs] == [0] * 6, errors
     engine = sa.create_engine(url)
@@ -139,8 +193,10 @@ def test_processes_starting_together_on_a_new_store_take_turns(tmp_path):
 def test_a_store_from_before_event_log_block_id_gains_the_column(tmp_path):
     path = tmp_path / "old.db"
     db = sqlite3.connect(path)
-    db.execute("CREATE TABLE event_log (seq INTEGER PRIMARY KEY AUTOINCREMENT, event_id VARCHAR(40) NOT NULL, "
-               "at DATETIME NOT NULL)")
+    db.execute(
+        "CREATE TABLE event_log (seq INTEGER PRIMARY KEY AUTOINCREMENT, event_id VARCHAR(40) NOT NULL, "
+        "at DATETIME NOT NULL)"
+    )
     db.execute("INSERT INTO event_log (event_id, at) VALUES ('e_old', '2024-01-01 00:00:00')")
     db.commit()
     db.close()
@@ -148,5 +204,7 @@ def test_a_store_from_before_event_log_block_id_gains_the_column(tmp_path):
     connect(f"sqlite:///{path}").dispose()  # a second start changes nothing
     assert "block_id" in {c["name"] for c in sa.inspect(engine).get_columns("event_log")}
     with engine.connect() as conn:
-        assert conn.execute(sa.text("SELECT event_id, block_id FROM event_log")).all() == [("e_old", None)]
+        assert conn.execute(sa.text("SELECT event_id, block_id FROM event_log")).all() == [
+            ("e_old", None)
+        ]
     engine.dispose()

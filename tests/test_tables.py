@@ -15,15 +15,25 @@ from memkit.tables import (
     read_qrels,
 )
 
-EVENT = {"event_id": "f/1", "floor_id": "f", "block_id": "f/b", "block_type": "feed", "user_id": "ann",
-         "text": "hello", "created_at": "2023-05-08T13:56:00", "tags": ["x"]}
+EVENT = {
+    "event_id": "f/1",
+    "floor_id": "f",
+    "block_id": "f/b",
+    "block_type": "feed",
+    "user_id": "ann",
+    "text": "hello",
+    "created_at": "2023-05-08T13:56:00",
+    "tags": ["x"],
+}
 
 
 def write_dataset(folder, events, queries, qrels_lines):
     folder.mkdir(exist_ok=True)
     (folder / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
     (folder / "queries.jsonl").write_text("".join(json.dumps(q) + "\n" for q in queries))
-    (folder / "qrels.tsv").write_text("query_id\tevent_id\trelevance\n" + "".join(line + "\n" for line in qrels_lines))
+    (folder / "qrels.tsv").write_text(
+        "query_id\tevent_id\trelevance\n" + "".join(line + "\n" for line in qrels_lines)
+    )
     return folder
 
 
@@ -47,7 +57,11 @@ def test_reads_a_dataset_folder(tmp_path):
 def test_round_trip_through_write(tmp_path):
     ds = read_dataset(good(tmp_path))
     again = read_dataset(ds.write(tmp_path / "copy"))
-    assert again.events.equals(ds.events) and again.queries.equals(ds.queries) and again.qrels.equals(ds.qrels)
+    assert (
+        again.events.equals(ds.events)
+        and again.queries.equals(ds.queries)
+        and again.qrels.equals(ds.qrels)
+    )
 
 
 def test_offset_time_converted_to_utc():
@@ -71,7 +85,7 @@ def test_bad_event_row_names_file_line_and_field(tmp_path, bad, field, words):
     path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     with pytest.raises(DatasetError) as info:
         read_events(path)
-    (file, line, fld, message), = info.value.problems
+    ((file, line, fld, message),) = info.value.problems
     assert (file, line, fld) == (str(path), 3, field)
     assert words in message
     assert f"{path}:3" in str(info.value)
@@ -120,6 +134,8 @@ def test_nothing_half_loaded(tmp_path):
 
 
 def test_run_schema_rejects_bad_match_type():
-    run = pl.DataFrame({"query_id": ["q"], "event_id": ["e"], "score": [1.0], "rank": [1], "match_type": ["magic"]})
+    run = pl.DataFrame(
+        {"query_id": ["q"], "event_id": ["e"], "score": [1.0], "rank": [1], "match_type": ["magic"]}
+    )
     with pytest.raises(DatasetError, match="match_type"):
         check_run(run)

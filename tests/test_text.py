@@ -13,7 +13,13 @@ def test_punctuation_and_underscores_split_tokens():
 
 def test_stopwords_removed_and_configurable():
     assert Analyzer(stemmer=None)("What did you do with the dog?") == ["dog"]
-    assert Analyzer(stopwords="lucene", stemmer=None)("What did you do with the dog?") == ["what", "did", "you", "do", "dog"]
+    assert Analyzer(stopwords="lucene", stemmer=None)("What did you do with the dog?") == [
+        "what",
+        "did",
+        "you",
+        "do",
+        "dog",
+    ]
     assert Analyzer(stopwords=["dog"], stemmer=None)("the dog") == ["the"]
 
 

@@ -15,7 +15,12 @@ pytestmark = pytest.mark.slow
 
 ASKED = datetime(2026, 11, 20, 10, tzinfo=timezone.utc)
 POSTS = [  # (id, author, text, posted)
-    ("k1", "Claire", "We started tearing out the old kitchen on 10 February, dust everywhere", "2026-02-14T09:00:00"),
+    (
+        "k1",
+        "Claire",
+        "We started tearing out the old kitchen on 10 February, dust everywhere",
+        "2026-02-14T09:00:00",
+    ),
     ("k2", "Ben", "The new kitchen units arrived today, all twelve boxes", "2026-03-20T18:00:00"),
     ("b1", "Claire", "Booked the boiler service for next spring", "2026-05-02T08:00:00"),
     ("b2", "Ben", "The boiler engineer says the pump is fine", "2026-05-12T08:00:00"),
@@ -26,13 +31,27 @@ POSTS = [  # (id, author, text, posted)
 
 @pytest.fixture(scope="module")
 def pipeline():
-    events = events_frame([{"event_id": i, "floor_id": "f", "block_id": "f/chat", "block_type": "feed", "user_id": u,
-                            "text": t, "created_at": at} for i, u, t, at in POSTS])
+    events = events_frame(
+        [
+            {
+                "event_id": i,
+                "floor_id": "f",
+                "block_id": "f/chat",
+                "block_type": "feed",
+                "user_id": u,
+                "text": t,
+                "created_at": at,
+            }
+            for i, u, t, at in POSTS
+        ]
+    )
     return served_pipeline().fit(events)
 
 
 def ask(p, q, **kw):
-    return p.ask(QueryRequest(q, floor_ids=["f"], now=ASKED, authors=["Claire", "Ben", "Jade"], **kw))
+    return p.ask(
+        QueryRequest(q, floor_ids=["f"], now=ASKED, authors=["Claire", "Ben", "Jade"], **kw)
+    )
 
 
 def test_a_window_keeps_posts_of_those_days_and_posts_saying_something_happened_then(pipeline):
@@ -45,7 +64,9 @@ def test_a_window_keeps_posts_of_those_days_and_posts_saying_something_happened_
 
 def test_a_question_naming_only_a_window_lists_its_posts_and_whose(pipeline):
     res = ask(pipeline, "What happened last May?")
-    assert {i.event_id for i in res.items} == {"b1", "b2", "g1"} and {i.score for i in res.items} == {1.0}
+    assert {i.event_id for i in res.items} == {"b1", "b2", "g1"} and {
+        i.score for i in res.items
+    } == {1.0}
     assert res.answer.startswith("3 posts from May 2026")
     two = ask(pipeline, "What happened last May?", k=2)  # shows two, counts all three
     assert len(two.items) == 2 and two.answer.startswith("3 posts from May 2026 (and 1 more)")
@@ -56,8 +77,13 @@ def test_a_question_naming_only_a_window_lists_its_posts_and_whose(pipeline):
 
 
 def test_eval_asks_a_dated_question_as_the_service_does(pipeline):
-    frame = pl.DataFrame({"query_id": ["dated", "plain"], "text": ["what happened in June 2026?", "garden fence"],
-                          "floor_ids": [["f"], ["f"]]})
+    frame = pl.DataFrame(
+        {
+            "query_id": ["dated", "plain"],
+            "text": ["what happened in June 2026?", "garden fence"],
+            "floor_ids": [["f"], ["f"]],
+        }
+    )
     run = pipeline.search(frame, 5)
     assert run.filter(pl.col("query_id") == "dated")["event_id"].to_list() == ["g2"]
     assert run.filter(pl.col("query_id") == "plain")["event_id"][0] in {"g1", "g2"}
@@ -75,16 +101,17 @@ def test_a_carried_window_yields_to_a_question_about_another_time(pipeline):
     pipeline.conversations.forget("w")
     pipeline.query("What happened last May?", **ask_as)
     kitchen = pipeline.query("when did Claire and Ben tear out the kitchen?", **ask_as)
-    assert kitchen.carried.window["source"] == "previous turn"  # read as a follow-up: May carried ...
+    assert (
+        kitchen.carried.window["source"] == "previous turn"
+    )  # read as a follow-up: May carried ...
     assert kitchen.items[0].event_id == "k1"  # ... but nothing of May is about it
 
 
 def test_a_window_outside_the_requests_time_filter_is_no_error(pipeline):
-    """"what did Ben say about the boiler in May?" asked with a filter from June on: the
+    """ "what did Ben say about the boiler in May?" asked with a filter from June on: the
     question's days and the filter's do not meet; the answer is the filter's posts, not a 400."""
     from memkit.retrievers import Filters
 
     june = Filters(time_from=datetime(2026, 6, 1, tzinfo=timezone.utc))
     res = ask(pipeline, "what did Ben say about the boiler in May?", filters=june)
     assert all(i.created_at >= june.time_from for i in res.items)
-

@@ -34,12 +34,46 @@ from memkit.training import (
 
 pytestmark = pytest.mark.slow
 
-CODES = [("zorvex", "plimbor"), ("quandle", "fribbet"), ("snarlow", "vantic"), ("moxtrel", "grellin"),
-         ("twindop", "casperel"), ("blurnish", "dolvane"), ("krestin", "pomwick"), ("yaddle", "sorbinth")]
-ASK = ["Tell me about the {} {}", "Any news on the {} {}", "How is the {} doing {}", "What happened with the {} {}"]
-WHEN = ["today", "this week", "lately", "since Monday", "after the storm", "at the fair", "on the boat"]
-ANSWER = ["The {} is {}", "Oh, the {} turned out {}", "Honestly the {} seems {}", "Well, the {} got {}"]
-MOOD = ["fine", "a bit loud", "bigger than before", "quite shiny", "very calm", "rather odd", "almost done"]
+CODES = [
+    ("zorvex", "plimbor"),
+    ("quandle", "fribbet"),
+    ("snarlow", "vantic"),
+    ("moxtrel", "grellin"),
+    ("twindop", "casperel"),
+    ("blurnish", "dolvane"),
+    ("krestin", "pomwick"),
+    ("yaddle", "sorbinth"),
+]
+ASK = [
+    "Tell me about the {} {}",
+    "Any news on the {} {}",
+    "How is the {} doing {}",
+    "What happened with the {} {}",
+]
+WHEN = [
+    "today",
+    "this week",
+    "lately",
+    "since Monday",
+    "after the storm",
+    "at the fair",
+    "on the boat",
+]
+ANSWER = [
+    "The {} is {}",
+    "Oh, the {} turned out {}",
+    "Honestly the {} seems {}",
+    "Well, the {} got {}",
+]
+MOOD = [
+    "fine",
+    "a bit loud",
+    "bigger than before",
+    "quite shiny",
+    "very calm",
+    "rather odd",
+    "almost done",
+]
 SETTINGS = TrainSettings(epochs=4, batch_size=8, lr=1e-4, max_length=32, seed=3)
 T0 = datetime(2024, 3, 1, 9, 0)
 
@@ -52,8 +86,18 @@ def exchanges(rounds: range) -> pl.DataFrame:
             ask = ASK[(r + i) % len(ASK)].format(thing, WHEN[(r * 3 + i) % len(WHEN)])
             answer = ANSWER[(r + 2 * i) % len(ANSWER)].format(word, MOOD[(r * 5 + i) % len(MOOD)])
             for n, (who, text) in enumerate([("Ann", ask), ("Bo", answer)]):
-                rows.append({"event_id": f"{block}/{n}", "floor_id": "f", "block_id": block, "block_type": "feed",
-                             "user_id": who, "text": text, "created_at": t + timedelta(minutes=n), "tags": []})
+                rows.append(
+                    {
+                        "event_id": f"{block}/{n}",
+                        "floor_id": "f",
+                        "block_id": block,
+                        "block_type": "feed",
+                        "user_id": who,
+                        "text": text,
+                        "created_at": t + timedelta(minutes=n),
+                        "tags": [],
+                    }
+                )
     return events_frame(rows)
 
 
@@ -81,23 +125,67 @@ def trained(tmp_path_factory):
 def test_structure_pairs_follow_sessions_replies_and_titles():
     t = T0
     rows = [
-        {"event_id": "a1", "block_id": "chat", "user_id": "Ann", "text": "Shall we sail on Sunday?", "created_at": t},
-        {"event_id": "a2", "block_id": "chat", "user_id": "Bo", "text": "Only if the wind drops", "created_at": t},
-        {"event_id": "a3", "block_id": "chat", "user_id": "Ann", "text": "It will", "created_at": t + timedelta(days=1)},
-        {"event_id": "d1", "block_id": "docs", "user_id": None, "text": "Tides\n\nThey follow the moon.", "created_at": None},
-        {"event_id": "r1", "block_id": "forum", "user_id": "Cy", "text": "Bring a jacket", "created_at": t},
+        {
+            "event_id": "a1",
+            "block_id": "chat",
+            "user_id": "Ann",
+            "text": "Shall we sail on Sunday?",
+            "created_at": t,
+        },
+        {
+            "event_id": "a2",
+            "block_id": "chat",
+            "user_id": "Bo",
+            "text": "Only if the wind drops",
+            "created_at": t,
+        },
+        {
+            "event_id": "a3",
+            "block_id": "chat",
+            "user_id": "Ann",
+            "text": "It will",
+            "created_at": t + timedelta(days=1),
+        },
+        {
+            "event_id": "d1",
+            "block_id": "docs",
+            "user_id": None,
+            "text": "Tides\n\nThey follow the moon.",
+            "created_at": None,
+        },
+        {
+            "event_id": "r1",
+            "block_id": "forum",
+            "user_id": "Cy",
+            "text": "Bring a jacket",
+            "created_at": t,
+        },
     ]
     ev = events_frame([{"floor_id": "f", "block_type": "feed", "tags": [], **r} for r in rows])
-    ev = ev.with_columns(pl.Series("reply_to", [None, None, None, None, "a1"]),
-                         pl.Series("block_title", ["Sailing", "Sailing", "Sailing", "Notes", "Notes"]))
-    pairs = {(p["kind"], p["anchor"], p["positive"]) for p in structure_pairs(ev).iter_rows(named=True)}
+    ev = ev.with_columns(
+        pl.Series("reply_to", [None, None, None, None, "a1"]),
+        pl.Series("block_title", ["Sailing", "Sailing", "Sailing", "Notes", "Notes"]),
+    )
+    pairs = {
+        (p["kind"], p["anchor"], p["positive"]) for p in structure_pairs(ev).iter_rows(named=True)
+    }
     assert pairs == {
-        ("neighbour", "Ann: Shall we sail on Sunday?", "Bo: Only if the wind drops"),  # a3 is the next day: a new session
+        (
+            "neighbour",
+            "Ann: Shall we sail on Sunday?",
+            "Bo: Only if the wind drops",
+        ),  # a3 is the next day: a new session
         ("reply", "Ann: Shall we sail on Sunday?", "Cy: Bring a jacket"),
         ("title", "Tides", "They follow the moon."),
         # "Sailing" names one block; "Notes" names two, so it teaches nothing
-        *{("title", "Sailing", line) for line in ("Ann: Shall we sail on Sunday?", "Bo: Only if the wind drops",
-                                                  "Ann: It will")},
+        *{
+            ("title", "Sailing", line)
+            for line in (
+                "Ann: Shall we sail on Sunday?",
+                "Bo: Only if the wind drops",
+                "Ann: It will",
+            )
+        },
     }
     assert structure_pairs(ev, ["reply"]).height == 1
     with pytest.raises(ValidationError, match="kinds"):
@@ -109,10 +197,20 @@ def _dataset(name: str, rounds: range) -> Dataset:
     marked relevance 0 once, which is not relevant)."""
     ev = exchanges(rounds)
     ids = [(f"b{r}-{i}", thing) for r in rounds for i, (thing, _) in enumerate(CODES)]
-    queries = queries_frame([{"query_id": f"{name}/{b}", "text": f"What did Bo say about the {thing}?",
-                              "floor_ids": ["f"]} for b, thing in ids])
-    qrels = qrels_frame([{"query_id": f"{name}/{b}", "event_id": f"{b}/1", "relevance": 1} for b, _ in ids]
-                        + [{"query_id": f"{name}/{ids[0][0]}", "event_id": f"{ids[0][0]}/0", "relevance": 0}])
+    queries = queries_frame(
+        [
+            {
+                "query_id": f"{name}/{b}",
+                "text": f"What did Bo say about the {thing}?",
+                "floor_ids": ["f"],
+            }
+            for b, thing in ids
+        ]
+    )
+    qrels = qrels_frame(
+        [{"query_id": f"{name}/{b}", "event_id": f"{b}/1", "relevance": 1} for b, _ in ids]
+        + [{"query_id": f"{name}/{ids[0][0]}", "event_id": f"{ids[0][0]}/0", "relevance": 0}]
+    )
     return Dataset(name, ev, queries, qrels)
 
 
@@ -121,7 +219,9 @@ def test_supervised_pairs_are_relevant_events_as_indexed_with_hard_negatives():
     pairs = supervised_pairs(ds)
     assert pairs.height == 16  # relevance 0 is not a pair
     first = pairs.row(0, named=True)
-    assert first["anchor"] == "What did Bo say about the zorvex?" and first["positive"].startswith("Bo: ")
+    assert first["anchor"] == "What did Bo say about the zorvex?" and first["positive"].startswith(
+        "Bo: "
+    )
     assert pairs["negative"].null_count() == 16
     hard = supervised_pairs(ds, hard_negatives=True)
     relevant = set(zip(pairs["anchor"], pairs["positive"]))
@@ -139,9 +239,13 @@ def test_training_changes_the_vectors_and_ranks_held_back_pairs_higher(trained):
     assert after > before + 0.2, (before, after)  # exchanges it never saw, with its own words
 
 
-def test_training_is_deterministic_with_a_seed_and_kept_by_what_made_it(trained, tmp_path, monkeypatch):
+def test_training_is_deterministic_with_a_seed_and_kept_by_what_made_it(
+    trained, tmp_path, monkeypatch
+):
     name, path, pairs = trained
-    monkeypatch.setenv("MEMKIT_CACHE_DIR", str(tmp_path))  # a fresh cache: trained again, from scratch
+    monkeypatch.setenv(
+        "MEMKIT_CACHE_DIR", str(tmp_path)
+    )  # a fresh cache: trained again, from scratch
     again = train(pairs, "minilm", SETTINGS, ["test"], progress=False)
     assert again == name and trained_model_path(again) != path
     texts = ["Ann: Any news on the quandle lately", "Bo: Oh, the fribbet turned out very calm"]
@@ -149,14 +253,21 @@ def test_training_is_deterministic_with_a_seed_and_kept_by_what_made_it(trained,
     b = MiniLMEncoder(path=trained_model_path(again), name=again).encode(texts)
     assert np.allclose(a, b, atol=1e-6)
     info = model_info(again)
-    assert info["base"] == "minilm" and info["pairs"] == pairs.height and info["kinds"] == {"neighbour": pairs.height}
+    assert (
+        info["base"] == "minilm"
+        and info["pairs"] == pairs.height
+        and info["kinds"] == {"neighbour": pairs.height}
+    )
     # The same training is not done twice; any other seed, setting or pair is another model.
     monkeypatch.setattr("memkit.training._fit", lambda *a, **k: pytest.fail("trained again"))
     assert train(pairs, "minilm", SETTINGS, progress=False) == name
     from memkit.training import model_name
 
-    others = {model_name("minilm", pairs, TrainSettings(**{**SETTINGS.__dict__, "seed": 4})),
-              model_name("minilm", pairs.head(10), SETTINGS), model_name(name, pairs, SETTINGS)}
+    others = {
+        model_name("minilm", pairs, TrainSettings(**{**SETTINGS.__dict__, "seed": 4})),
+        model_name("minilm", pairs.head(10), SETTINGS),
+        model_name(name, pairs, SETTINGS),
+    }
     assert name not in others and len(others) == 3
 
 
@@ -166,8 +277,11 @@ def test_a_trained_model_is_an_encoder_with_its_own_cache_entries(trained, monke
     enc = get_encoder(name)
     assert enc.name == name != get_encoder("minilm").name and enc.dim == 384
     v = enc.encode(["Bo: The plimbor is fine", "Ann: hello"])
-    assert np.allclose(v, MiniLMEncoder(path=path, name=name).encode(["Bo: The plimbor is fine", "Ann: hello"]),
-                       atol=1e-6)
+    assert np.allclose(
+        v,
+        MiniLMEncoder(path=path, name=name).encode(["Bo: The plimbor is fine", "Ann: hello"]),
+        atol=1e-6,
+    )
     assert get_encoder(str(path)).name == name  # or by its folder
     with pytest.raises(ValueError, match="memkit train-encoder"):
         get_encoder("minilm-ft-0123456789ab")
@@ -178,19 +292,37 @@ def test_a_trained_model_is_an_encoder_with_its_own_cache_entries(trained, monke
 def test_the_encoder_stage_adapts_on_fit_and_reuses_the_model(trained, monkeypatch):
     name, path, pairs = trained
     monkeypatch.setenv("MEMKIT_CACHE_DIR", str(path.parent.parent))
-    config = {"name": "adapted", "representation": {"before": 1, "after": 0},
-              "retriever": {"type": "hybrid", "retrievers": [{"type": "bm25"}, {"type": "dense", "doc_template": "{line}"},
-                                                            {"type": "dense", "doc_template": "{text}"}]},
-              "encoder": {"adapt": {**SETTINGS.__dict__, "kinds": ["neighbour"]}}}
+    config = {
+        "name": "adapted",
+        "representation": {"before": 1, "after": 0},
+        "retriever": {
+            "type": "hybrid",
+            "retrievers": [
+                {"type": "bm25"},
+                {"type": "dense", "doc_template": "{line}"},
+                {"type": "dense", "doc_template": "{text}"},
+            ],
+        },
+        "encoder": {"adapt": {**SETTINGS.__dict__, "kinds": ["neighbour"]}},
+    }
     monkeypatch.setattr("memkit.training._fit", lambda *a, **k: pytest.fail("trained again"))
-    pipe = Pipeline.from_config(config).fit(exchanges(range(8)))  # the same events: the model is in the cache
+    pipe = Pipeline.from_config(config).fit(
+        exchanges(range(8))
+    )  # the same events: the model is in the cache
     assert pipe.encoder_name() == name
-    assert [p.encoder for p in pipe.retriever.retrievers[1:]] == [name, name]  # every dense part: one model
+    assert [p.encoder for p in pipe.retriever.retrievers[1:]] == [
+        name,
+        name,
+    ]  # every dense part: one model
     assert pipe.answerer.encoder.name == name  # answers compare sentences with the same model
     assert pipe.params()["encoder"]["adapt"]["epochs"] == SETTINGS.epochs
-    run = pipe.search(pl.DataFrame({"query_id": ["q"], "text": ["Ann: Tell me about the zorvex at the fair"]}), 3)
+    run = pipe.search(
+        pl.DataFrame({"query_id": ["q"], "text": ["Ann: Tell me about the zorvex at the fair"]}), 3
+    )
     assert run.height == 3
-    fixed = Pipeline.from_config(config).use_encoder("minilm").fit(exchanges(range(8)))  # the service's way: no training
+    fixed = (
+        Pipeline.from_config(config).use_encoder("minilm").fit(exchanges(range(8)))
+    )  # the service's way: no training
     assert fixed.encoder_name() == "minilm"
 
 
@@ -198,33 +330,49 @@ def test_supervised_stage_never_learns_from_the_held_out_dataset(tmp_path, monke
     monkeypatch.setenv("MEMKIT_CACHE_DIR", str(tmp_path / "cache"))
     for name, rounds in (("alpha", range(0, 1)), ("beta", range(1, 2))):
         _dataset(name, rounds).write(tmp_path / name)
-    stage = EncoderStage.from_config({"supervised": {"datasets": [str(tmp_path / "alpha"), str(tmp_path / "beta")],
-                                                     "epochs": 1, "batch_size": 8, "max_length": 16}})
+    stage = EncoderStage.from_config(
+        {
+            "supervised": {
+                "datasets": [str(tmp_path / "alpha"), str(tmp_path / "beta")],
+                "epochs": 1,
+                "batch_size": 8,
+                "max_length": 16,
+            }
+        }
+    )
     held = stage.resolve(hold_out="alpha")
     assert model_info(held)["sources"] == ["beta"] and model_info(held)["pairs"] == 8
     # memkit eval scores alpha with the model that never saw alpha's labels
-    config = {"name": "sup", "representation": {}, "retriever": {"type": "dense", "doc_template": "{line}"},
-              "encoder": {"supervised": stage.spec["supervised"]}}
+    config = {
+        "name": "sup",
+        "representation": {},
+        "retriever": {"type": "dense", "doc_template": "{line}"},
+        "encoder": {"supervised": stage.spec["supervised"]},
+    }
     assert evaluate_config(config, load_any(tmp_path / "alpha"), answers=False).encoder == held
     both = stage.resolve()
     assert model_info(both)["sources"] == ["alpha", "beta"] and both != held
     assert stage.resolve(hold_out="beta") not in (held, both)
     with pytest.raises(ValidationError, match="not trained yet"):
-        EncoderStage.from_config({"supervised": {"datasets": [str(tmp_path / "alpha")], "epochs": 2}}).resolve(
-            allow_training=False)
+        EncoderStage.from_config(
+            {"supervised": {"datasets": [str(tmp_path / "alpha")], "epochs": 2}}
+        ).resolve(allow_training=False)
 
 
-@pytest.mark.parametrize("spec,field", [
-    ({"adapt": {"epoch": 1}}, "encoder.adapt.epoch"),
-    ({"adapt": {"epochs": 0}}, "encoder.adapt.epochs"),
-    ({"adapt": {"lr": "fast"}}, "encoder.adapt.lr"),
-    ({"adapt": {"kinds": ["gossip"]}}, "encoder.adapt.kinds"),
-    ({"supervised": {"epochs": 1}}, "encoder.supervised.datasets"),
-    ({"supervised": {"datasets": "locomo"}}, "encoder.supervised.datasets"),
-    ({"model": ""}, "encoder.model"),
-    ({"adapted": {}}, "encoder.adapted"),
-    ("yes", "encoder"),
-])
+@pytest.mark.parametrize(
+    "spec,field",
+    [
+        ({"adapt": {"epoch": 1}}, "encoder.adapt.epoch"),
+        ({"adapt": {"epochs": 0}}, "encoder.adapt.epochs"),
+        ({"adapt": {"lr": "fast"}}, "encoder.adapt.lr"),
+        ({"adapt": {"kinds": ["gossip"]}}, "encoder.adapt.kinds"),
+        ({"supervised": {"epochs": 1}}, "encoder.supervised.datasets"),
+        ({"supervised": {"datasets": "locomo"}}, "encoder.supervised.datasets"),
+        ({"model": ""}, "encoder.model"),
+        ({"adapted": {}}, "encoder.adapted"),
+        ("yes", "encoder"),
+    ],
+)
 def test_bad_encoder_sections_name_the_field(spec, field):
     with pytest.raises(ValidationError) as err:
         Pipeline.from_config({"retriever": {"type": "dense"}, "encoder": spec})
@@ -244,20 +392,52 @@ def test_an_int8_base_trains_its_float_model_and_serves_int8_weights():
     pairs, settings = structure_pairs(exchanges(range(2))), TrainSettings()
     float_model = model_name("minilm", pairs, settings)
     assert model_name("minilm-int8", pairs, settings) == float_model + "-int8"
-    assert model_name(float_model + "-int8", pairs, settings) == model_name(float_model, pairs, settings) + "-int8"
+    assert (
+        model_name(float_model + "-int8", pairs, settings)
+        == model_name(float_model, pairs, settings) + "-int8"
+    )
 
 
 def test_train_encoder_command(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("MEMKIT_CACHE_DIR", str(tmp_path / "cache"))
     _dataset("gamma", range(2)).write(tmp_path / "gamma")
-    rc = main(["train-encoder", "--dataset", str(tmp_path / "gamma"), "--epochs", "1", "--batch-size", "8",
-               "--max-length", "16", "--threads", "1"])
+    rc = main(
+        [
+            "train-encoder",
+            "--dataset",
+            str(tmp_path / "gamma"),
+            "--epochs",
+            "1",
+            "--batch-size",
+            "8",
+            "--max-length",
+            "16",
+            "--threads",
+            "1",
+        ]
+    )
     out = capsys.readouterr().out
     assert rc == 0 and "16 pairs (label 16) from gamma" in out
     name = out.split(":")[0]
-    assert (models_dir() / name / "memkit.json").exists() and model_info(name)["settings"]["epochs"] == 1
-    assert main(["train-encoder", "--events", str(tmp_path / "gamma"), "--max-pairs", "4", "--batch-size", "4",
-                 "--max-length", "16"]) == 0
+    assert (models_dir() / name / "memkit.json").exists() and model_info(name)["settings"][
+        "epochs"
+    ] == 1
+    assert (
+        main(
+            [
+                "train-encoder",
+                "--events",
+                str(tmp_path / "gamma"),
+                "--max-pairs",
+                "4",
+                "--batch-size",
+                "4",
+                "--max-length",
+                "16",
+            ]
+        )
+        == 0
+    )
     assert "4 pairs (neighbour 4)" in capsys.readouterr().out
     assert main(["train-encoder"]) == 2 and "--dataset" in capsys.readouterr().err
     assert main(["train-encoder", "--events", str(tmp_path / "gamma"), "--lr", "5"]) == 2

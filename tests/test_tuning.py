@@ -14,9 +14,15 @@ def test_simplex_grid():
 def test_each_group_is_scored_with_the_setting_chosen_on_the_others():
     # Held out x (or y), the others favour b (0.6 vs 0.5); held out z, they favour a.
     def table(scores):
-        return pl.DataFrame({"query_id": ["qx", "qy", "qz"], "group": ["x", "y", "z"], "recall@10": scores})
+        return pl.DataFrame(
+            {"query_id": ["qx", "qy", "qz"], "group": ["x", "y", "z"], "recall@10": scores}
+        )
 
     tables = {"a": table([0.9, 0.9, 0.1]), "b": table([0.2, 0.2, 1.0])}
     held, chosen = cross_validate(tables, "recall@10")
     assert dict(chosen) == {"x": "b", "y": "b", "z": "a"}
-    assert held.sort("query_id")["recall@10"].to_list() == [0.2, 0.2, 0.1]  # never the in-sample best of a group
+    assert held.sort("query_id")["recall@10"].to_list() == [
+        0.2,
+        0.2,
+        0.1,
+    ]  # never the in-sample best of a group

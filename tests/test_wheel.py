@@ -25,9 +25,33 @@ def run(*cmd, cwd=None) -> str:
 def test_a_wheel_in_a_fresh_virtualenv_runs_eval_with_its_own_default_config(tmp_path):
     # Build from a copy, so the build's own files never land in the working tree.
     source = tmp_path / "source"
-    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(
-        ".venv", ".git", "__pycache__", "*.egg-info", "build", "eval", "notebooks", "tests", "instance", "mlruns*"))
-    run(sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", tmp_path / "dist", source)
+    shutil.copytree(
+        ROOT,
+        source,
+        ignore=shutil.ignore_patterns(
+            ".venv",
+            ".git",
+            "__pycache__",
+            "*.egg-info",
+            "build",
+            "eval",
+            "notebooks",
+            "tests",
+            "instance",
+            "mlruns*",
+        ),
+    )
+    run(
+        sys.executable,
+        "-m",
+        "pip",
+        "wheel",
+        "--no-deps",
+        "--no-build-isolation",
+        "-w",
+        tmp_path / "dist",
+        source,
+    )
     (wheel,) = (tmp_path / "dist").glob("memkit-*.whl")
 
     # A fresh virtualenv that sees this one's dependencies (torch, polars, ...) but not its
@@ -36,16 +60,45 @@ def test_a_wheel_in_a_fresh_virtualenv_runs_eval_with_its_own_default_config(tmp
     run(sys.executable, "-m", "venv", "--without-pip", venv)
     (purelib,) = (venv / "lib").glob("python3.*/site-packages")
     (purelib / "deps.pth").write_text("\n".join(site.getsitepackages()) + "\n")
-    run(sys.executable, "-m", "pip", "--python", venv / "bin" / "python", "install", "--no-deps", "--no-index", wheel)
+    run(
+        sys.executable,
+        "-m",
+        "pip",
+        "--python",
+        venv / "bin" / "python",
+        "install",
+        "--no-deps",
+        "--no-index",
+        wheel,
+    )
 
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    where = run(venv / "bin" / "python", "-c", "import memkit.config as c; print(c.CONFIG_DIR)", cwd=elsewhere)
+    where = run(
+        venv / "bin" / "python",
+        "-c",
+        "import memkit.config as c; print(c.CONFIG_DIR)",
+        cwd=elsewhere,
+    )
     assert Path(where.strip()).is_relative_to(purelib)  # the wheel's memkit, not the repository's
-    out = run(venv / "bin" / "memkit", "eval", "--dataset", DEMO, "--no-mlflow", "--no-answers",
-              "--out", tmp_path / "out", cwd=elsewhere)
+    out = run(
+        venv / "bin" / "memkit",
+        "eval",
+        "--dataset",
+        DEMO,
+        "--no-mlflow",
+        "--no-answers",
+        "--out",
+        tmp_path / "out",
+        cwd=elsewhere,
+    )
     assert "| default |" in out
     assert (tmp_path / "out" / "demo" / "report.md").exists()
-    store = run(venv / "bin" / "python", "-c", "import sqlalchemy as sa; from server.store import connect; "
-                "print(sa.inspect(connect('sqlite:///new.db')).get_table_names())", cwd=elsewhere)
+    store = run(
+        venv / "bin" / "python",
+        "-c",
+        "import sqlalchemy as sa; from server.store import connect; "
+        "print(sa.inspect(connect('sqlite:///new.db')).get_table_names())",
+        cwd=elsewhere,
+    )
     assert "alembic_version" in store and "events" in store

@@ -35,10 +35,19 @@ from service import add_store_arguments, open_store, plain_encoder_rate, setting
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_store_arguments(ap, 20_000)
-    ap.add_argument("--batch", type=int, default=500, help="events per transaction re-encoding PostgreSQL rows")
+    ap.add_argument(
+        "--batch", type=int, default=500, help="events per transaction re-encoding PostgreSQL rows"
+    )
     ap.add_argument("--threads", type=int, help="PyTorch threads while training")
-    ap.add_argument("--jobs", type=int, default=1, help="PostgreSQL: processes that re-encode side by side")
-    ap.add_argument("--plain", type=int, default=3000, help="posts plain sentence-transformers encodes for the yardstick")
+    ap.add_argument(
+        "--jobs", type=int, default=1, help="PostgreSQL: processes that re-encode side by side"
+    )
+    ap.add_argument(
+        "--plain",
+        type=int,
+        default=3000,
+        help="posts plain sentence-transformers encodes for the yardstick",
+    )
     args = ap.parse_args(argv)
     folder, _, pg = open_store(args, "bench-adapt")
 
@@ -50,15 +59,25 @@ def main(argv=None) -> None:
         app = create_app(settings_for(args, folder))
         memory = app.extensions["memkit"]["memory"]
         t = time.perf_counter()
-        r = adapt(memory, batch=args.batch, threads=args.threads, jobs=args.jobs,
-                  progress=lambda m: print("  ", m, flush=True))
+        r = adapt(
+            memory,
+            batch=args.batch,
+            threads=args.threads,
+            jobs=args.jobs,
+            progress=lambda m: print("  ", m, flush=True),
+        )
         total = time.perf_counter() - t
-        trained = model_info(r.encoder)["train_seconds"]  # the loop's own time, also for a model trained before
+        trained = model_info(r.encoder)[
+            "train_seconds"
+        ]  # the loop's own time, also for a model trained before
         app.extensions["memkit"]["engine"].dispose()
-        print(f"2. adapt: {r.encoder} (version {r.version}, switched: {r.switched}): {r.pairs:,} pairs trained in "
-              f"{trained:.1f} s (this run's pairs and training: {r.train_seconds:.1f} s), {r.events:,} posts re-encoded in "
-              f"{r.encode_seconds:.1f} s, switch "
-              f"{r.switch_seconds:.2f} s ({total:.1f} s in all)", flush=True)
+        print(
+            f"2. adapt: {r.encoder} (version {r.version}, switched: {r.switched}): {r.pairs:,} pairs trained in "
+            f"{trained:.1f} s (this run's pairs and training: {r.train_seconds:.1f} s), {r.events:,} posts re-encoded in "
+            f"{r.encode_seconds:.1f} s, switch "
+            f"{r.switch_seconds:.2f} s ({total:.1f} s in all)",
+            flush=True,
+        )
 
         t = time.perf_counter()
         worker = create_app(settings_for(args, folder))
@@ -69,8 +88,11 @@ def main(argv=None) -> None:
         res = index.pipeline.query("Any tips on sourdough baking?", user_id="u_bench00", k=10)
         asked = time.perf_counter() - t
         worker.extensions["memkit"]["engine"].dispose()
-        print(f"3. a worker opens version {r.version} in {opened:.1f} s ({getattr(index, 'started_from', '-')}); "
-              f"a query: {len(res.run)} items in {asked * 1000:.0f} ms", flush=True)
+        print(
+            f"3. a worker opens version {r.version} in {opened:.1f} s ({getattr(index, 'started_from', '-')}); "
+            f"a query: {len(res.run)} items in {asked * 1000:.0f} ms",
+            flush=True,
+        )
         with app.extensions["memkit"]["engine"].connect() as conn:
             texts = store_events(conn)["text"].sample(min(args.plain, r.events), seed=0).to_list()
     finally:
@@ -78,14 +100,21 @@ def main(argv=None) -> None:
             pg.cleanup()
     plain = plain_encoder_rate(texts)
     rate = r.events / max(r.encode_seconds, 1e-9)
-    print(f"4. plain sentence-transformers on {len(texts):,} of the posts: {plain:.0f} texts/s; "
-          f"re-encoding / plain = {rate / plain:.2f}x", flush=True)
+    print(
+        f"4. plain sentence-transformers on {len(texts):,} of the posts: {plain:.0f} texts/s; "
+        f"re-encoding / plain = {rate / plain:.2f}x",
+        flush=True,
+    )
     print()
-    print("| backend | posts | pairs trained | training s | re-encoding s | posts/s re-encoded | plain encoder texts/s "
-          "| re-encoding / plain | switch s | worker opens new version s |")
+    print(
+        "| backend | posts | pairs trained | training s | re-encoding s | posts/s re-encoded | plain encoder texts/s "
+        "| re-encoding / plain | switch s | worker opens new version s |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    print(f"| {args.backend} | {r.events:,} | {r.pairs:,} | {trained:.0f} | {r.encode_seconds:.0f} "
-          f"| {rate:.0f} | {plain:.0f} | {rate / plain:.2f}x | {r.switch_seconds:.2f} | {opened:.1f} |")
+    print(
+        f"| {args.backend} | {r.events:,} | {r.pairs:,} | {trained:.0f} | {r.encode_seconds:.0f} "
+        f"| {rate:.0f} | {plain:.0f} | {rate / plain:.2f}x | {r.switch_seconds:.2f} | {opened:.1f} |"
+    )
 
 
 if __name__ == "__main__":

@@ -30,19 +30,41 @@ import service  # noqa: E402  (the service benchmark)
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORDED = Path(__file__).with_name("guard.json")
-ARGS = ["--events", "3000", "--seconds", "15", "--rate", "20", "--clients", "8", "--ingest", "500", "--catch-up", "100",
-        "--warmup", "20"]
+ARGS = [
+    "--events",
+    "3000",
+    "--seconds",
+    "15",
+    "--rate",
+    "20",
+    "--clients",
+    "8",
+    "--ingest",
+    "500",
+    "--catch-up",
+    "100",
+    "--warmup",
+    "20",
+]
 # figure, True when more is better
-FIGURES = [("ingest_vs_plain", True), ("max_qps_per_100_plain", True), ("max_qps", True),
-           ("ingest_events_per_s", True), ("p50_ms_at_20qps", False), ("p95_ms_at_20qps", False),
-           ("startup_s", False)]
+FIGURES = [
+    ("ingest_vs_plain", True),
+    ("max_qps_per_100_plain", True),
+    ("max_qps", True),
+    ("ingest_events_per_s", True),
+    ("p50_ms_at_20qps", False),
+    ("p95_ms_at_20qps", False),
+    ("startup_s", False),
+]
 
 
 def normalised(figures: dict) -> dict:
     """The figures plus saturated queries/s per 100 texts/s of the plain encoder."""
     out = dict(figures)
     if figures.get("plain_encoder_texts_per_s"):
-        out["max_qps_per_100_plain"] = round(100 * figures["max_qps"] / figures["plain_encoder_texts_per_s"], 2)
+        out["max_qps_per_100_plain"] = round(
+            100 * figures["max_qps"] / figures["plain_encoder_texts_per_s"], 2
+        )
     return out
 
 
@@ -58,15 +80,23 @@ def compare(recorded: dict, now: dict, tolerance: float) -> tuple[list[str], boo
         worse = ratio < 1 - tolerance if more_is_better else ratio > 1 + tolerance
         slower |= worse and name in ("ingest_vs_plain", "max_qps_per_100_plain")
         lines.append(f"| {name} | {was:g} | {got:g} | {ratio:.2f}x | {'SLOWER' if worse else ''} |")
-    lines.append(f"| load average before | {recorded.get('load_before')} | {now.get('load_before')} | | |")
+    lines.append(
+        f"| load average before | {recorded.get('load_before')} | {now.get('load_before')} | | |"
+    )
     return lines, slower
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--record", action="store_true", help="write this run's figures as the ones to compare with")
-    ap.add_argument("--tolerance", type=float, default=0.2, help="a figure this much worse is marked SLOWER")
-    ap.add_argument("--strict", action="store_true", help="exit with 1 when a load-independent figure is SLOWER")
+    ap.add_argument(
+        "--record", action="store_true", help="write this run's figures as the ones to compare with"
+    )
+    ap.add_argument(
+        "--tolerance", type=float, default=0.2, help="a figure this much worse is marked SLOWER"
+    )
+    ap.add_argument(
+        "--strict", action="store_true", help="exit with 1 when a load-independent figure is SLOWER"
+    )
     ap.add_argument("--dir", default=str(ROOT / "eval/out/bench-guard"))
     args = ap.parse_args(argv)
     # A fresh store each run (its vectors come from the embedding cache in seconds): a
@@ -77,7 +107,9 @@ def main(argv=None) -> int:
     if RECORDED.exists():
         recorded = json.loads(RECORDED.read_text())
         lines, slower = compare(recorded, now, args.tolerance)
-        print(f"Against the figures recorded {recorded.get('recorded_at', '?')} ({recorded.get('commit', '')}):")
+        print(
+            f"Against the figures recorded {recorded.get('recorded_at', '?')} ({recorded.get('commit', '')}):"
+        )
         print("\n".join(lines))
     else:
         slower = False
@@ -85,9 +117,21 @@ def main(argv=None) -> int:
     if args.record:
         import subprocess
 
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-        RECORDED.write_text(json.dumps({**now, "recorded_at": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-                                        "commit": commit, "command": "eval/bench/guard.py --record"}, indent=1) + "\n")
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+        ).stdout.strip()
+        RECORDED.write_text(
+            json.dumps(
+                {
+                    **now,
+                    "recorded_at": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+                    "commit": commit,
+                    "command": "eval/bench/guard.py --record",
+                },
+                indent=1,
+            )
+            + "\n"
+        )
         print(f"recorded in {RECORDED}")
     return 1 if slower and args.strict else 0
 

@@ -63,7 +63,9 @@ from memkit.synthetic import BLOCK_TYPES, NAMES, TAGS, generate_events, generate
 ROOT = Path(__file__).resolve().parents[2]
 BENCH_SECRET = "bench-secret"
 FAR = datetime(2100, 1, 1, tzinfo=timezone.utc)
-KEEP_ALIVE_S = 2  # gunicorn closes a kept-alive connection idle this long (its default, passed explicitly)
+KEEP_ALIVE_S = (
+    2  # gunicorn closes a kept-alive connection idle this long (its default, passed explicitly)
+)
 
 
 def token_of(i: int) -> str:
@@ -84,10 +86,14 @@ def build_store(url: str, n: int, per_floor: int = 500, seed: int = 0) -> dict:
     frame = generate_events(n, seed=seed, events_per_floor=per_floor)
     floor_names = sorted(set(frame["floor_id"].to_list()), key=lambda f: int(f.split("-")[1]))
     with engine.begin() as conn:
-        started = conn.execute(sa.select(users.c.id).where(users.c.id == "u_bench00")).first() is not None
+        started = (
+            conn.execute(sa.select(users.c.id).where(users.c.id == "u_bench00")).first() is not None
+        )
         if not started:
             _write_owners(conn, floor_names)
-    insert_events(engine, frame, {name: f"u_bench{i:02d}" for i, name in enumerate(NAMES)}, resume=started)
+    insert_events(
+        engine, frame, {name: f"u_bench{i:02d}" for i, name in enumerate(NAMES)}, resume=started
+    )
     engine.dispose()
     return {"floors": [f"f_{f.replace('-', '')}" for f in floor_names], "users": len(NAMES)}
 
@@ -97,21 +103,67 @@ def _write_owners(conn, floor_names: list[str]) -> None:
     from server.store.schema import blocks, floors, tokens, users
 
     now = datetime.now(timezone.utc)
-    conn.execute(users.insert(), [{"id": f"u_bench{i:02d}", "name": name, "email": f"{name.lower()}@bench.invalid",
-                                   "validated": True, "floor_quota": 10**6, "block_quota": 10**6, "created_at": now}
-                                  for i, name in enumerate(NAMES)])
-    conn.execute(tokens.insert(), [{"hash": hashlib.sha256(token_of(i).encode()).hexdigest(),
-                                    "user_id": f"u_bench{i:02d}", "created_at": now, "expires_at": FAR}
-                                   for i in range(len(NAMES))])
-    conn.execute(floors.insert(), [{"id": f"f_{f.replace('-', '')}", "owner_id": f"u_bench{i % len(NAMES):02d}",
-                                    "title": f"Floor {i}", "details": "", "is_private": False, "created_at": now}
-                                   for i, f in enumerate(floor_names)])
-    conn.execute(blocks.insert(), [{"id": f"b_{f.replace('-', '')}_{t}", "floor_id": f"f_{f.replace('-', '')}",
-                                    "type": t, "title": f"{t.title()} of floor {f.split('-')[1]}", "details": "",
-                                    "created_at": now} for f in floor_names for t in BLOCK_TYPES])
+    conn.execute(
+        users.insert(),
+        [
+            {
+                "id": f"u_bench{i:02d}",
+                "name": name,
+                "email": f"{name.lower()}@bench.invalid",
+                "validated": True,
+                "floor_quota": 10**6,
+                "block_quota": 10**6,
+                "created_at": now,
+            }
+            for i, name in enumerate(NAMES)
+        ],
+    )
+    conn.execute(
+        tokens.insert(),
+        [
+            {
+                "hash": hashlib.sha256(token_of(i).encode()).hexdigest(),
+                "user_id": f"u_bench{i:02d}",
+                "created_at": now,
+                "expires_at": FAR,
+            }
+            for i in range(len(NAMES))
+        ],
+    )
+    conn.execute(
+        floors.insert(),
+        [
+            {
+                "id": f"f_{f.replace('-', '')}",
+                "owner_id": f"u_bench{i % len(NAMES):02d}",
+                "title": f"Floor {i}",
+                "details": "",
+                "is_private": False,
+                "created_at": now,
+            }
+            for i, f in enumerate(floor_names)
+        ],
+    )
+    conn.execute(
+        blocks.insert(),
+        [
+            {
+                "id": f"b_{f.replace('-', '')}_{t}",
+                "floor_id": f"f_{f.replace('-', '')}",
+                "type": t,
+                "title": f"{t.title()} of floor {f.split('-')[1]}",
+                "details": "",
+                "created_at": now,
+            }
+            for f in floor_names
+            for t in BLOCK_TYPES
+        ],
+    )
 
 
-def insert_events(engine, frame: pl.DataFrame, user_of: dict, chunk: int = 5000, resume: bool = False) -> None:
+def insert_events(
+    engine, frame: pl.DataFrame, user_of: dict, chunk: int = 5000, resume: bool = False
+) -> None:
     """The events and their change-log rows, ``chunk`` per transaction (with ``resume``,
     a chunk whose last event is already stored is skipped)."""
     import sqlalchemy as sa
@@ -124,25 +176,53 @@ def insert_events(engine, frame: pl.DataFrame, user_of: dict, chunk: int = 5000,
         if resume:
             last = f"e_{part['event_id'][-1].replace('-', '_')}"
             with engine.connect() as conn:
-                if conn.execute(sa.select(events.c.id).where(events.c.id == last)).first() is not None:
+                if (
+                    conn.execute(sa.select(events.c.id).where(events.c.id == last)).first()
+                    is not None
+                ):
                     continue
         rows = []
         for r in part.iter_rows(named=True):
             floor = f"f_{r['floor_id'].replace('-', '')}"
-            rows.append({"id": f"e_{r['event_id'].replace('-', '_')}", "floor_id": floor,
-                         "block_id": f"b_{r['floor_id'].replace('-', '')}_{r['block_type']}",
-                         "user_id": user_of[r["user_id"]], "text": r["text"], "tags": list(r["tags"] or []),
-                         "media": [], "created_at": r["created_at"], "updated_at": now})
+            rows.append(
+                {
+                    "id": f"e_{r['event_id'].replace('-', '_')}",
+                    "floor_id": floor,
+                    "block_id": f"b_{r['floor_id'].replace('-', '')}_{r['block_type']}",
+                    "user_id": user_of[r["user_id"]],
+                    "text": r["text"],
+                    "tags": list(r["tags"] or []),
+                    "media": [],
+                    "created_at": r["created_at"],
+                    "updated_at": now,
+                }
+            )
         with engine.begin() as conn:
             conn.execute(events.insert(), rows)
-            conn.execute(event_log.insert(), [{"event_id": r["id"], "block_id": r["block_id"], "event_at": r["created_at"],
-                                               "floor_id": r["floor_id"], "at": now} for r in rows])
+            conn.execute(
+                event_log.insert(),
+                [
+                    {
+                        "event_id": r["id"],
+                        "block_id": r["block_id"],
+                        "event_at": r["created_at"],
+                        "floor_id": r["floor_id"],
+                        "at": now,
+                    }
+                    for r in rows
+                ],
+            )
 
 
 # -- 2./3. the index -------------------------------------------------------------------
 def settings_for(args, folder: Path) -> dict:
-    s = {"database_url": args.database_url, "secret_key": BENCH_SECRET, "outbox_dir": str(folder / "outbox"),
-         "index_dir": str(folder / "index"), "pipeline_config": str(args.config)}
+    s = {
+        "database_url": args.database_url,
+        "secret_key": BENCH_SECRET,
+        "outbox_dir": str(folder / "outbox"),
+        "index_dir": str(folder / "index"),
+        "pipeline_config": str(args.config),
+    }
     if args.backend == "postgres":
         s["search_backend"] = "postgres"
         s.pop("index_dir")
@@ -169,7 +249,9 @@ def build_index(args, folder: Path) -> dict:
     else:
         with app.extensions["memkit"]["engine"].connect() as conn:
             frame = load_events(conn)
-        per_floor(frame, index.pipeline.answerer.encode_sentences)  # as ingest: sentence vectors, in their floor's scope
+        per_floor(
+            frame, index.pipeline.answerer.encode_sentences
+        )  # as ingest: sentence vectors, in their floor's scope
     out["build_s"] = time.perf_counter() - t
     app.extensions["memkit"]["engine"].dispose()
     return out
@@ -182,11 +264,18 @@ def start_up(args, folder: Path, catch_up: int) -> dict:
     from server.store import connect
 
     engine = connect(args.database_url)
-    frame = generate_events(catch_up, seed=int(time.time()), events_per_floor=args.per_floor)  # new ids each run
+    frame = generate_events(
+        catch_up, seed=int(time.time()), events_per_floor=args.per_floor
+    )  # new ids each run
     n_floors = max(1, args.events // args.per_floor)
     frame = frame.with_columns(  # into the benchmark's existing floors
-        (pl.lit("floor-") + (pl.col("floor_id").str.split("-").list.get(1).cast(pl.Int64) % n_floors).cast(pl.Utf8))
-        .alias("floor_id"))
+        (
+            pl.lit("floor-")
+            + (pl.col("floor_id").str.split("-").list.get(1).cast(pl.Int64) % n_floors).cast(
+                pl.Utf8
+            )
+        ).alias("floor_id")
+    )
     insert_events(engine, frame, {name: f"u_bench{i:02d}" for i, name in enumerate(NAMES)})
     engine.dispose()
     before = model_calls()
@@ -194,8 +283,12 @@ def start_up(args, folder: Path, catch_up: int) -> dict:
     app = create_app(settings_for(args, folder))
     index = app.extensions["memkit"]["memory"].warm()
     took = time.perf_counter() - t
-    out = {"startup_s": took, "started_from": getattr(index, "started_from", "-"),
-           "caught_up": getattr(index, "applied_rows", 0), "startup_encoded": model_calls() - before}
+    out = {
+        "startup_s": took,
+        "started_from": getattr(index, "started_from", "-"),
+        "caught_up": getattr(index, "applied_rows", 0),
+        "startup_encoded": model_calls() - before,
+    }
     app.extensions["memkit"]["engine"].dispose()
     return out
 
@@ -218,11 +311,26 @@ def start_gunicorn(args, folder: Path, port: int) -> subprocess.Popen:
     env = dict(os.environ, MEMKIT_WARM_INDEX="1", PYTHONUNBUFFERED="1")
     for key, value in settings_for(args, folder).items():
         env[f"MEMKIT_{key.upper()}"] = value
-    cmd = [str(Path(sys.executable).with_name("gunicorn")), "-w", str(args.workers), "--threads", str(args.threads),
-           "-b", f"127.0.0.1:{port}", "--timeout", "900", "--keep-alive", str(KEEP_ALIVE_S), "--log-level", "info",
-           "server.wsgi:app"]
+    cmd = [
+        str(Path(sys.executable).with_name("gunicorn")),
+        "-w",
+        str(args.workers),
+        "--threads",
+        str(args.threads),
+        "-b",
+        f"127.0.0.1:{port}",
+        "--timeout",
+        "900",
+        "--keep-alive",
+        str(KEEP_ALIVE_S),
+        "--log-level",
+        "info",
+        "server.wsgi:app",
+    ]
     with open(folder / "gunicorn.log", "w") as log:
-        return subprocess.Popen(cmd, cwd=ROOT, env=env, start_new_session=True, stdout=log, stderr=subprocess.STDOUT)
+        return subprocess.Popen(
+            cmd, cwd=ROOT, env=env, start_new_session=True, stdout=log, stderr=subprocess.STDOUT
+        )
 
 
 def stop_gunicorn(proc: subprocess.Popen) -> None:
@@ -239,9 +347,19 @@ def stop_gunicorn(proc: subprocess.Popen) -> None:
 def stopped_cleanly(folder: Path) -> tuple[bool, list[str]]:
     """Whether gunicorn's log shows every worker exiting without a signal of its own
     (an abort, a segfault) or a C++ runtime's "terminate called"."""
-    signs = ("terminate called", "Aborted", "core dumped", "was sent SIG", "terminated due to signal", "exited with code")
-    bad = [line for line in (folder / "gunicorn.log").read_text(errors="replace").splitlines()
-           if any(s in line for s in signs)]
+    signs = (
+        "terminate called",
+        "Aborted",
+        "core dumped",
+        "was sent SIG",
+        "terminated due to signal",
+        "exited with code",
+    )
+    bad = [
+        line
+        for line in (folder / "gunicorn.log").read_text(errors="replace").splitlines()
+        if any(s in line for s in signs)
+    ]
     return not bad, bad
 
 
@@ -251,8 +369,15 @@ def workers_of(proc: subprocess.Popen) -> list[int]:
     return [c.pid for c in psutil.Process(proc.pid).children()]
 
 
-def request(conn: http.client.HTTPConnection, path: str, body: dict, token: str) -> tuple[int, dict]:
-    conn.request("POST", path, json.dumps(body), {"Content-Type": "application/json", "Authorization": f"Bearer {token}"})
+def request(
+    conn: http.client.HTTPConnection, path: str, body: dict, token: str
+) -> tuple[int, dict]:
+    conn.request(
+        "POST",
+        path,
+        json.dumps(body),
+        {"Content-Type": "application/json", "Authorization": f"Bearer {token}"},
+    )
     resp = conn.getresponse()
     data = resp.read()
     return resp.status, json.loads(data) if data else {}
@@ -264,8 +389,12 @@ def query_bodies(n: int, floors: list[str], users: int, seed: int = 3) -> list[t
     out = []
     for text in texts:
         u = rng.randrange(users)
-        body = {"user_id": f"u_bench{u:02d}", "query": text, "floor_ids": rng.sample(floors, rng.randint(1, min(3, len(floors)))),
-                "summary_needed": "1"}  # answers on: the writer quotes the sentence that answers
+        body = {
+            "user_id": f"u_bench{u:02d}",
+            "query": text,
+            "floor_ids": rng.sample(floors, rng.randint(1, min(3, len(floors)))),
+            "summary_needed": "1",
+        }  # answers on: the writer quotes the sentence that answers
         roll = rng.random()
         if roll < 0.1:
             body["filters"] = {"types": rng.sample(list(BLOCK_TYPES), 2)}
@@ -273,7 +402,10 @@ def query_bodies(n: int, floors: list[str], users: int, seed: int = 3) -> list[t
             body["filters"] = {"tags": rng.sample(TAGS, 2)}
         elif roll < 0.3:
             start = datetime(2022, 1, 1) + timedelta(days=rng.randrange(900))
-            body["filters"] = {"time_from": start.isoformat() + "Z", "time_to": (start + timedelta(days=180)).isoformat() + "Z"}
+            body["filters"] = {
+                "time_from": start.isoformat() + "Z",
+                "time_to": (start + timedelta(days=180)).isoformat() + "Z",
+            }
         out.append((token_of(u), body))
     return out
 
@@ -297,12 +429,21 @@ def wait_ready(port: int, token: str, floor: str, timeout: float = 1800) -> None
 def _summary(lat: list[float], errors: list, wall: float, sent: int) -> dict:
     lat.sort()
     q = statistics.quantiles(lat, n=100) if len(lat) > 1 else [float("nan")] * 99
-    return {"requests": len(lat), "errors": len(errors), "first_error": errors[0] if errors else None,
-            "p50_ms": q[49] * 1000, "p95_ms": q[94] * 1000, "p99_ms": q[98] * 1000,
-            "mean_ms": statistics.fmean(lat) * 1000 if lat else float("nan"), "throughput": sent / wall}
+    return {
+        "requests": len(lat),
+        "errors": len(errors),
+        "first_error": errors[0] if errors else None,
+        "p50_ms": q[49] * 1000,
+        "p95_ms": q[94] * 1000,
+        "p99_ms": q[98] * 1000,
+        "mean_ms": statistics.fmean(lat) * 1000 if lat else float("nan"),
+        "throughput": sent / wall,
+    }
 
 
-def open_loop(port: int, bodies, rate: float, seconds: float, warmup: int, senders: int = 64) -> dict:
+def open_loop(
+    port: int, bodies, rate: float, seconds: float, warmup: int, senders: int = 64
+) -> dict:
     """Queries due at a fixed rate (``rate`` per second) for ``seconds``, whatever happens
     to earlier ones: ``senders`` threads, each with its own connection, take the next due
     query, wait for its time and send it. Latency counts from when the query was due, so
@@ -407,10 +548,16 @@ def ingest(port: int, floors: list[str], frame: pl.DataFrame, batch: int = 500) 
     done = 0
     for start in range(0, n, batch):
         floor = floors[(start // batch) % len(floors)]
-        body = {"events": [{"text": texts[i], "tags": list(tags[i] or []), "created_at": times[i].isoformat()}
-                           for i in range(start, min(n, start + batch))]}
+        body = {
+            "events": [
+                {"text": texts[i], "tags": list(tags[i] or []), "created_at": times[i].isoformat()}
+                for i in range(start, min(n, start + batch))
+            ]
+        }
         owner = int(floor_owner(floor))
-        status, data = request(conn, f"/floors/{floor}/blocks/b_{floor[2:]}_forum/events/batch", body, token_of(owner))
+        status, data = request(
+            conn, f"/floors/{floor}/blocks/b_{floor[2:]}_forum/events/batch", body, token_of(owner)
+        )
         if status != 200:
             raise SystemExit(f"ingest failed: {status} {data}")
         done += len(body["events"])
@@ -431,7 +578,7 @@ def plain_encoder_rate(texts: list[str]) -> float:
 
 
 def floor_owner(floor: str) -> int:
-    return int(floor[len("f_floor"):]) % len(NAMES)
+    return int(floor[len("f_floor") :]) % len(NAMES)
 
 
 def cpu_seconds(pids: list[int]) -> float:
@@ -474,7 +621,10 @@ def disk_sizes(args, folder: Path) -> dict:
 
         engine = sa.create_engine(args.database_url)
         with engine.connect() as conn:
-            out["database_mib"] = conn.execute(sa.text("SELECT pg_database_size(current_database())")).scalar() / 2**20
+            out["database_mib"] = (
+                conn.execute(sa.text("SELECT pg_database_size(current_database())")).scalar()
+                / 2**20
+            )
         engine.dispose()
     else:
         out["database_mib"] = mib(Path(args.database_url.removeprefix("sqlite:///")))
@@ -489,9 +639,19 @@ def add_store_arguments(ap: argparse.ArgumentParser, events: int) -> None:
     ap.add_argument("--events", type=int, default=events)
     ap.add_argument("--per-floor", type=int, default=500)
     ap.add_argument("--backend", choices=["memory", "postgres"], default="memory")
-    ap.add_argument("--database-url", default="", help="default: a SQLite file in --dir (memory) or a pgserver (postgres)")
-    ap.add_argument("--config", default="", help="pipeline TOML (default: the service's default, or postgres.toml)")
-    ap.add_argument("--dir", default="", help="where the store and the index live (reused when it exists)")
+    ap.add_argument(
+        "--database-url",
+        default="",
+        help="default: a SQLite file in --dir (memory) or a pgserver (postgres)",
+    )
+    ap.add_argument(
+        "--config",
+        default="",
+        help="pipeline TOML (default: the service's default, or postgres.toml)",
+    )
+    ap.add_argument(
+        "--dir", default="", help="where the store and the index live (reused when it exists)"
+    )
 
 
 def open_store(args, bench: str):
@@ -499,7 +659,11 @@ def open_store(args, bench: str):
     write the store of generated posts unless the folder has it. Returns (folder, the
     store's ids, the pgserver or None)."""
     if not args.config:
-        args.config = str(ROOT / "eval/configs" / ("postgres.toml" if args.backend == "postgres" else "default.toml"))
+        args.config = str(
+            ROOT
+            / "eval/configs"
+            / ("postgres.toml" if args.backend == "postgres" else "default.toml")
+        )
     folder = Path(args.dir or ROOT / "eval/out" / bench / f"{args.backend}-{args.events}")
     folder.mkdir(parents=True, exist_ok=True)
     pg = None
@@ -520,40 +684,74 @@ def open_store(args, bench: str):
         t = time.perf_counter()
         meta = build_store(args.database_url, args.events, args.per_floor)
         marker.write_text(json.dumps(meta))
-        print(f"1. store: {args.events:,} events written in {time.perf_counter() - t:.1f} s", flush=True)
+        print(
+            f"1. store: {args.events:,} events written in {time.perf_counter() - t:.1f} s",
+            flush=True,
+        )
     return folder, meta, pg
 
 
 def main(argv=None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     add_store_arguments(ap, 100_000)
     ap.add_argument("--catch-up", type=int, default=1000)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--threads", type=int, default=4)
     ap.add_argument("--clients", type=int, default=8, help="client threads of the saturated load")
-    ap.add_argument("--rate", type=float, default=50, help="queries per second of the open-loop load")
+    ap.add_argument(
+        "--rate", type=float, default=50, help="queries per second of the open-loop load"
+    )
     ap.add_argument("--seconds", type=float, default=60, help="length of each load")
-    ap.add_argument("--warmup", type=int, default=40, help="queries of each load left out of the figures")
+    ap.add_argument(
+        "--warmup", type=int, default=40, help="queries of each load left out of the figures"
+    )
     ap.add_argument("--ingest", type=int, default=5000)
-    ap.add_argument("--query-seed", type=int, default=None,
-                    help="queries are drawn fresh each run (no query vector is cached from an earlier run)")
-    ap.add_argument("--ingest-seed", type=int, default=None,
-                    help="the posts step 5 ingests (default: a seed from the clock, posts no earlier run encoded)")
-    ap.add_argument("--build-only", action="store_true", help="stop after the store and the index are built")
-    ap.add_argument("--backfill-jobs", type=int, default=1,
-                    help="postgres: processes that fill the search rows side by side (disjoint ranges of ids)")
-    ap.add_argument("--json", action="store_true", help="print the figures as one JSON object on the last line")
+    ap.add_argument(
+        "--query-seed",
+        type=int,
+        default=None,
+        help="queries are drawn fresh each run (no query vector is cached from an earlier run)",
+    )
+    ap.add_argument(
+        "--ingest-seed",
+        type=int,
+        default=None,
+        help="the posts step 5 ingests (default: a seed from the clock, posts no earlier run encoded)",
+    )
+    ap.add_argument(
+        "--build-only", action="store_true", help="stop after the store and the index are built"
+    )
+    ap.add_argument(
+        "--backfill-jobs",
+        type=int,
+        default=1,
+        help="postgres: processes that fill the search rows side by side (disjoint ranges of ids)",
+    )
+    ap.add_argument(
+        "--json", action="store_true", help="print the figures as one JSON object on the last line"
+    )
     args = ap.parse_args(argv)
     load_before = os.getloadavg()
-    print(f"load average before: {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}", flush=True)
+    print(
+        f"load average before: {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}",
+        flush=True,
+    )
     folder, meta, pg = open_store(args, "bench-service")
     built = build_index(args, folder)
-    print(f"2. index: built or loaded in {built['build_s']:.1f} s (answer sentences included)", flush=True)
+    print(
+        f"2. index: built or loaded in {built['build_s']:.1f} s (answer sentences included)",
+        flush=True,
+    )
     if args.build_only:
         return {}
     up = start_up(args, folder, args.catch_up)
-    print(f"3. start-up: {up['startup_s']:.1f} s ({up['started_from']}, {up['caught_up']} log rows caught up, "
-          f"{up['startup_encoded']} texts encoded)", flush=True)
+    print(
+        f"3. start-up: {up['startup_s']:.1f} s ({up['started_from']}, {up['caught_up']} log rows caught up, "
+        f"{up['startup_encoded']} texts encoded)",
+        flush=True,
+    )
 
     port = free_port()
     proc = start_gunicorn(args, folder, port)
@@ -571,62 +769,99 @@ def main(argv=None) -> dict:
         served = paced["requests"] + min(args.warmup, paced["requests"])
         paced["server_cpu_ms"] = 1000 * (cpu_seconds(pids) - cpu[0]) / served
         paced["client_cpu_ms"] = 1000 * (time.process_time() - cpu[1]) / served
-        print(f"   open loop at {args.rate:g} queries/s: {paced['requests']} queries: p50 {paced['p50_ms']:.1f} ms, "
-              f"p95 {paced['p95_ms']:.1f} ms, p99 {paced['p99_ms']:.1f} ms, {paced['errors']} errors "
-              f"{paced['first_error'] or ''}; CPU per query: server {paced['server_cpu_ms']:.1f} ms, "
-              f"clients {paced['client_cpu_ms']:.1f} ms", flush=True)
-        load = load_test(port, bodies[len(bodies) // 2:], args.clients, args.seconds, args.warmup)
-        print(f"   saturated, {args.clients} clients: {load['requests']} queries: p50 {load['p50_ms']:.1f} ms, "
-              f"p95 {load['p95_ms']:.1f} ms, p99 {load['p99_ms']:.1f} ms, {load['throughput']:.1f} queries/s, "
-              f"{load['errors']} errors {load['first_error'] or ''}", flush=True)
+        print(
+            f"   open loop at {args.rate:g} queries/s: {paced['requests']} queries: p50 {paced['p50_ms']:.1f} ms, "
+            f"p95 {paced['p95_ms']:.1f} ms, p99 {paced['p99_ms']:.1f} ms, {paced['errors']} errors "
+            f"{paced['first_error'] or ''}; CPU per query: server {paced['server_cpu_ms']:.1f} ms, "
+            f"clients {paced['client_cpu_ms']:.1f} ms",
+            flush=True,
+        )
+        load = load_test(port, bodies[len(bodies) // 2 :], args.clients, args.seconds, args.warmup)
+        print(
+            f"   saturated, {args.clients} clients: {load['requests']} queries: p50 {load['p50_ms']:.1f} ms, "
+            f"p95 {load['p95_ms']:.1f} ms, p99 {load['p99_ms']:.1f} ms, {load['throughput']:.1f} queries/s, "
+            f"{load['errors']} errors {load['first_error'] or ''}",
+            flush=True,
+        )
         mem = memory_of(workers_of(proc))
         ing, plain = None, None
         if args.ingest:
             frame = fresh_events(args.ingest, args.ingest_seed)
             ing = ingest(port, meta["floors"], frame)
-            print(f"5. ingest: {ing['ingested']} events in {ing['ingest_s']:.1f} s = {ing['events_per_s']:.0f} events/s",
-                  flush=True)
+            print(
+                f"5. ingest: {ing['ingested']} events in {ing['ingest_s']:.1f} s = {ing['events_per_s']:.0f} events/s",
+                flush=True,
+            )
         sizes = disk_sizes(args, folder)
-        print("   on disk, MiB: " + ", ".join(f"{k.removesuffix('_mib').replace('_', ' ')} {v:,.0f}" for k, v in sizes.items()),
-              flush=True)
+        print(
+            "   on disk, MiB: "
+            + ", ".join(
+                f"{k.removesuffix('_mib').replace('_', ' ')} {v:,.0f}" for k, v in sizes.items()
+            ),
+            flush=True,
+        )
     finally:
         stop_gunicorn(proc)
         if pg is not None:
             pg.cleanup()
     if ing:
         plain = plain_encoder_rate(frame["text"].to_list())
-        print(f"   plain sentence-transformers on the same texts: {plain:.0f} texts/s; ingest / plain = "
-              f"{ing['events_per_s'] / plain:.2f}x", flush=True)
+        print(
+            f"   plain sentence-transformers on the same texts: {plain:.0f} texts/s; ingest / plain = "
+            f"{ing['events_per_s'] / plain:.2f}x",
+            flush=True,
+        )
     clean, bad = stopped_cleanly(folder)
-    print(f"6. workers stopped cleanly on SIGTERM: {'yes' if clean else 'no: ' + '; '.join(bad[:3])}", flush=True)
+    print(
+        f"6. workers stopped cleanly on SIGTERM: {'yes' if clean else 'no: ' + '; '.join(bad[:3])}",
+        flush=True,
+    )
 
     rss = " / ".join(f"{m['rss_mib']:.0f}" for m in mem)
     pss = " / ".join(f"{m['pss_mib']:.0f}" for m in mem)
     rate = f"{ing['events_per_s']:.0f} ({ing['events_per_s'] / plain:.2f}x plain)" if ing else "-"
     print()
-    print("| backend | events | workers x threads | p50 / p95 ms at " f"{args.rate:g} q/s | saturated queries/s "
-          "(p50 / p95 ms) | start-up s (rows caught up) | ingest events/s | plain encoder texts/s | worker RSS MiB "
-          "| worker PSS MiB | load before |")
+    print(
+        "| backend | events | workers x threads | p50 / p95 ms at "
+        f"{args.rate:g} q/s | saturated queries/s "
+        "(p50 / p95 ms) | start-up s (rows caught up) | ingest events/s | plain encoder texts/s | worker RSS MiB "
+        "| worker PSS MiB | load before |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|")
-    print(f"| {args.backend} | {args.events:,} | {args.workers} x {args.threads} | {paced['p50_ms']:.1f} / "
-          f"{paced['p95_ms']:.1f} | {load['throughput']:.1f} ({load['p50_ms']:.1f} / {load['p95_ms']:.1f}) "
-          f"| {up['startup_s']:.1f} ({up['caught_up']}) | {rate} | {plain or 0:.0f} | {rss} | {pss} "
-          f"| {load_before[0]:.1f} |")
-    figures = {"backend": args.backend, "events": args.events, "workers": args.workers, "threads": args.threads,
-               f"p50_ms_at_{args.rate:g}qps": round(paced["p50_ms"], 1), f"p95_ms_at_{args.rate:g}qps": round(paced["p95_ms"], 1),
-               "p99_ms_open_loop": round(paced["p99_ms"], 1), "offered_qps": args.rate,
-               "open_loop_errors": paced["errors"], "max_qps": round(load["throughput"], 1),
-               "saturated_p50_ms": round(load["p50_ms"], 1), "saturated_p95_ms": round(load["p95_ms"], 1),
-               "saturated_errors": load["errors"], "server_cpu_ms_per_query": round(paced["server_cpu_ms"], 1),
-               "client_cpu_ms_per_query": round(paced["client_cpu_ms"], 1),
-               "ingest_events_per_s": round(ing["events_per_s"], 1) if ing else None,
-               "plain_encoder_texts_per_s": round(plain, 1) if plain else None,
-               "ingest_vs_plain": round(ing["events_per_s"] / plain, 3) if ing else None,
-               "startup_s": round(up["startup_s"], 2), "startup_caught_up": up["caught_up"],
-               "startup_encoded": up["startup_encoded"], "gunicorn_ready_s": round(ready_s, 1),
-               "worker_rss_mib": [round(m["rss_mib"]) for m in mem], "clean_stop": clean,
-               **{k: round(v) for k, v in sizes.items()},
-               "load_before": round(load_before[0], 2)}
+    print(
+        f"| {args.backend} | {args.events:,} | {args.workers} x {args.threads} | {paced['p50_ms']:.1f} / "
+        f"{paced['p95_ms']:.1f} | {load['throughput']:.1f} ({load['p50_ms']:.1f} / {load['p95_ms']:.1f}) "
+        f"| {up['startup_s']:.1f} ({up['caught_up']}) | {rate} | {plain or 0:.0f} | {rss} | {pss} "
+        f"| {load_before[0]:.1f} |"
+    )
+    figures = {
+        "backend": args.backend,
+        "events": args.events,
+        "workers": args.workers,
+        "threads": args.threads,
+        f"p50_ms_at_{args.rate:g}qps": round(paced["p50_ms"], 1),
+        f"p95_ms_at_{args.rate:g}qps": round(paced["p95_ms"], 1),
+        "p99_ms_open_loop": round(paced["p99_ms"], 1),
+        "offered_qps": args.rate,
+        "open_loop_errors": paced["errors"],
+        "max_qps": round(load["throughput"], 1),
+        "saturated_p50_ms": round(load["p50_ms"], 1),
+        "saturated_p95_ms": round(load["p95_ms"], 1),
+        "saturated_errors": load["errors"],
+        "server_cpu_ms_per_query": round(paced["server_cpu_ms"], 1),
+        "client_cpu_ms_per_query": round(paced["client_cpu_ms"], 1),
+        "ingest_events_per_s": round(ing["events_per_s"], 1) if ing else None,
+        "plain_encoder_texts_per_s": round(plain, 1) if plain else None,
+        "ingest_vs_plain": round(ing["events_per_s"] / plain, 3) if ing else None,
+        "startup_s": round(up["startup_s"], 2),
+        "startup_caught_up": up["caught_up"],
+        "startup_encoded": up["startup_encoded"],
+        "gunicorn_ready_s": round(ready_s, 1),
+        "worker_rss_mib": [round(m["rss_mib"]) for m in mem],
+        "clean_stop": clean,
+        **{k: round(v) for k, v in sizes.items()},
+        "load_before": round(load_before[0], 2),
+    }
     if args.json:
         print(json.dumps(figures))
     return figures

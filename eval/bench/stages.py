@@ -110,10 +110,17 @@ def main(argv=None) -> None:
     add_store_arguments(ap, 20_000)
     ap.add_argument("--queries", type=int, default=300)
     ap.add_argument("--warmup", type=int, default=30)
-    ap.add_argument("--ingest", type=int, default=0, help="profile this many new events through the batch endpoint")
+    ap.add_argument(
+        "--ingest",
+        type=int,
+        default=0,
+        help="profile this many new events through the batch endpoint",
+    )
     ap.add_argument("--batch", type=int, default=500)
     ap.add_argument("--top", type=int, default=30)
-    ap.add_argument("--callers", default="", help="also print who calls the functions matching this")
+    ap.add_argument(
+        "--callers", default="", help="also print who calls the functions matching this"
+    )
     args = ap.parse_args(argv)
     folder, meta, pg = open_store(args, "bench-service")
     from server import create_app
@@ -124,38 +131,59 @@ def main(argv=None) -> None:
     bodies = query_bodies(args.queries + args.warmup, meta["floors"], meta["users"], seed=11)
 
     def ask(token, body):
-        r = client.post("/agent/memory/query", json=body, headers={"Authorization": f"Bearer {token}"})
+        r = client.post(
+            "/agent/memory/query", json=body, headers={"Authorization": f"Bearer {token}"}
+        )
         assert r.status_code == 200, r.get_json()
 
     for token, body in bodies[: args.warmup]:
         ask(token, body)
-    if not args.ingest:  # first without the profiler: CPU time per query, which other processes' load barely changes
+    if (
+        not args.ingest
+    ):  # first without the profiler: CPU time per query, which other processes' load barely changes
         cpu, t = time.process_time(), time.perf_counter()
-        for token, body in bodies[args.warmup:]:
+        for token, body in bodies[args.warmup :]:
             ask(token, body)
         cpu, wall = time.process_time() - cpu, time.perf_counter() - t
-        print(f"{args.queries} queries without the profiler: {1000 * cpu / args.queries:.1f} ms CPU, "
-              f"{1000 * wall / args.queries:.1f} ms wall per query (load {os.getloadavg()[0]:.1f})\n")
+        print(
+            f"{args.queries} queries without the profiler: {1000 * cpu / args.queries:.1f} ms CPU, "
+            f"{1000 * wall / args.queries:.1f} ms wall per query (load {os.getloadavg()[0]:.1f})\n"
+        )
     runs = count_model_runs()
     prof = cProfile.Profile()
     t = time.perf_counter()
     if args.ingest:
         frame = fresh_events(args.ingest)
         floor = meta["floors"][1]
-        owner = int(floor[len("f_floor"):]) % meta["users"]
-        texts, tags, times = frame["text"].to_list(), frame["tags"].to_list(), frame["created_at"].to_list()
+        owner = int(floor[len("f_floor") :]) % meta["users"]
+        texts, tags, times = (
+            frame["text"].to_list(),
+            frame["tags"].to_list(),
+            frame["created_at"].to_list(),
+        )
         prof.enable()
         for start in range(0, args.ingest, args.batch):
-            body = {"events": [{"text": texts[i], "tags": list(tags[i] or []), "created_at": times[i].isoformat()}
-                               for i in range(start, min(args.ingest, start + args.batch))]}
-            r = client.post(f"/floors/{floor}/blocks/b_{floor[2:]}_forum/events/batch", json=body,
-                            headers={"Authorization": f"Bearer {token_of(owner)}"})
+            body = {
+                "events": [
+                    {
+                        "text": texts[i],
+                        "tags": list(tags[i] or []),
+                        "created_at": times[i].isoformat(),
+                    }
+                    for i in range(start, min(args.ingest, start + args.batch))
+                ]
+            }
+            r = client.post(
+                f"/floors/{floor}/blocks/b_{floor[2:]}_forum/events/batch",
+                json=body,
+                headers={"Authorization": f"Bearer {token_of(owner)}"},
+            )
             assert r.status_code == 200, r.get_json()
         prof.disable()
         n, unit = args.ingest, "event"
     else:
         prof.enable()
-        for token, body in bodies[args.warmup:]:
+        for token, body in bodies[args.warmup :]:
             ask(token, body)
         prof.disable()
         n, unit = args.queries, "query"
@@ -163,9 +191,11 @@ def main(argv=None) -> None:
     stats = pstats.Stats(prof)
     print(f"{n} {unit}s in {wall:.1f} s under cProfile: {1000 * wall / n:.1f} ms per {unit}\n")
     print("\n".join(stage_table(stats, n, unit)))
-    print(f"\ntexts the model read, per {unit}: {runs['encode'] / n:.2f} alone (encode; {runs['multiline'] / n:.2f} with "
-          f"neighbours' lines), {runs['spans'] / n:.2f} "
-          f"with their sentences (encode_spans); {runs['spans_parts'] / n:.2f} sentences read in their post\n")
+    print(
+        f"\ntexts the model read, per {unit}: {runs['encode'] / n:.2f} alone (encode; {runs['multiline'] / n:.2f} with "
+        f"neighbours' lines), {runs['spans'] / n:.2f} "
+        f"with their sentences (encode_spans); {runs['spans_parts'] / n:.2f} sentences read in their post\n"
+    )
     stats.sort_stats("tottime").print_stats(args.top)
     if args.callers:
         stats.print_callers(args.callers)

@@ -44,19 +44,28 @@ class Serve(Service):
 def flood_client(port: int, stop: threading.Event, statuses: Counter, lock: threading.Lock) -> None:
     """Wrong application secrets back to back on one kept-alive connection from 127.0.0.2
     (a new one after a failure: one per request would soon run out of local ports)."""
-    headers = {"Content-Type": "application/json", "X-App-Id": "app_nope", "X-App-Secret": "a wrong secret"}
+    headers = {
+        "Content-Type": "application/json",
+        "X-App-Id": "app_nope",
+        "X-App-Secret": "a wrong secret",
+    }
     body = json.dumps({"user_id": "u_nobody", "query": "anything", "floor_ids": ["f_nothing"]})
     conn = None
     while not stop.is_set():
-        conn = conn or http.client.HTTPConnection("127.0.0.1", port, timeout=10, source_address=("127.0.0.2", 0))
+        conn = conn or http.client.HTTPConnection(
+            "127.0.0.1", port, timeout=10, source_address=("127.0.0.2", 0)
+        )
         try:
             conn.request("POST", "/agent/memory/query", body, headers)
             resp = conn.getresponse()
             resp.read()
             status = resp.status
         except (OSError, http.client.HTTPException) as exc:
-            status = f"no answer in 10 s ({type(exc).__name__})" if isinstance(exc, TimeoutError) else \
-                f"no answer ({type(exc).__name__})"
+            status = (
+                f"no answer in 10 s ({type(exc).__name__})"
+                if isinstance(exc, TimeoutError)
+                else f"no answer ({type(exc).__name__})"
+            )
             conn.close()
             conn = None
         with lock:
@@ -68,10 +77,16 @@ def bo_latencies(port: int, user, stop: threading.Event) -> dict[str, list[float
     connection, as a browser's or app's request may come, so it lands on whichever worker
     accepts it (a kept-alive one would stay on one worker, which the flood may not use)."""
     out: dict[str, list[float]] = {"query": [], "profile": []}
-    body = {"user_id": user.user_id, "query": "what about the lighthouse?", "floor_ids": [user.floor]}
+    body = {
+        "user_id": user.user_id,
+        "query": "what about the lighthouse?",
+        "floor_ids": [user.floor],
+    }
     while not stop.is_set():
-        for name, method, path, data in (("query", "POST", "/agent/memory/query", body),
-                                         ("profile", "GET", "/auth-service/profile", None)):
+        for name, method, path, data in (
+            ("query", "POST", "/agent/memory/query", body),
+            ("profile", "GET", "/auth-service/profile", None),
+        ):
             t = time.perf_counter()
             client = Client(port, user.token)
             status, answer = client.call(method, path, data)
@@ -97,7 +112,9 @@ def rss_mib(pid: int) -> float:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--backend", choices=BACKENDS, default="sqlite")
     ap.add_argument("--server", choices=["gunicorn", "serve"], default="gunicorn")
     ap.add_argument("--threads", type=int, default=32, help="flood threads")
@@ -110,15 +127,25 @@ def main() -> None:
         service.start()
         bo = sign_up(service.port, folder, "Bo")
         client = Client(service.port, bo.token)
-        for text in ("The harbour lighthouse was repainted white.", "We walked to the lighthouse at dawn."):
-            assert client.call("POST", f"/floors/{bo.floor}/blocks/{bo.blocks['feed']}/events", {"text": text})[0] == 200
+        for text in (
+            "The harbour lighthouse was repainted white.",
+            "We walked to the lighthouse at dawn.",
+        ):
+            assert (
+                client.call(
+                    "POST", f"/floors/{bo.floor}/blocks/{bo.blocks['feed']}/events", {"text": text}
+                )[0]
+                == 200
+            )
         timed(service.port, bo, 3)  # warm up: the model and the index are loaded
         alone = timed(service.port, bo, args.baseline_seconds)
         memory_before = rss_mib(service.proc.pid)
 
         stop, statuses, lock = threading.Event(), Counter(), threading.Lock()
-        flood = [threading.Thread(target=flood_client, args=(service.port, stop, statuses, lock))
-                 for _ in range(args.threads)]
+        flood = [
+            threading.Thread(target=flood_client, args=(service.port, stop, statuses, lock))
+            for _ in range(args.threads)
+        ]
         for t in flood:
             t.start()
         peak = [memory_before]
@@ -139,18 +166,35 @@ def main() -> None:
         service.stop()
 
     def row(name, xs):
-        return {"Bo's requests": name, "n": len(xs), "median s": f"{statistics.median(xs):.3f}",
-                "p95 s": f"{sorted(xs)[int(0.95 * (len(xs) - 1))]:.3f}"}
+        return {
+            "Bo's requests": name,
+            "n": len(xs),
+            "median s": f"{statistics.median(xs):.3f}",
+            "p95 s": f"{sorted(xs)[int(0.95 * (len(xs) - 1))]:.3f}",
+        }
 
-    print(f"\n{args.server}, {args.backend}: {args.threads} threads sending a wrong application secret for "
-          f"{args.seconds:.0f} s; Bo alone for {args.baseline_seconds:.0f} s, then throughout the flood\n")
-    print(table([row(f"{k}, alone", alone[k]) for k in alone] + [row(f"{k}, during the flood", during[k]) for k in during]))
-    print(f"\nthe flood's answers: {dict(sorted(statuses.items(), key=str))} ({sum(statuses.values())} in all)")
+    print(
+        f"\n{args.server}, {args.backend}: {args.threads} threads sending a wrong application secret for "
+        f"{args.seconds:.0f} s; Bo alone for {args.baseline_seconds:.0f} s, then throughout the flood\n"
+    )
+    print(
+        table(
+            [row(f"{k}, alone", alone[k]) for k in alone]
+            + [row(f"{k}, during the flood", during[k]) for k in during]
+        )
+    )
+    print(
+        f"\nthe flood's answers: {dict(sorted(statuses.items(), key=str))} ({sum(statuses.values())} in all)"
+    )
     for k in alone:
-        print(f"Bo's {k} median during the flood: {statistics.median(during[k]) / statistics.median(alone[k]):.2f}x "
-              "alone")
-    print(f"server memory (RSS, all processes): {memory_before:.0f} MiB before the flood, at most {max(peak):.0f} MiB "
-          "during it")
+        print(
+            f"Bo's {k} median during the flood: {statistics.median(during[k]) / statistics.median(alone[k]):.2f}x "
+            "alone"
+        )
+    print(
+        f"server memory (RSS, all processes): {memory_before:.0f} MiB before the flood, at most {max(peak):.0f} MiB "
+        "during it"
+    )
 
 
 if __name__ == "__main__":

@@ -40,12 +40,20 @@ def database_url(backend: str, folder: Path) -> str:
 
 def settings(backend: str, folder: Path) -> dict[str, str]:
     """``MEMKIT_*`` variables for every worker of the service."""
-    env = {"DATABASE_URL": database_url(backend, folder), "OUTBOX_DIR": str(folder / "outbox"),
-           "SECRET_KEY": "reliability-secret", "INDEX_DIR": str(folder / "index"), "WARM_INDEX": "1",
-           # every user signs up from this one address: the per-address limits are not what is measured
-           "RATE_LIMIT_SIGN_UP": "1000 per minute", "RATE_LIMIT_CHECK_CODE": "1000 per minute"}
+    env = {
+        "DATABASE_URL": database_url(backend, folder),
+        "OUTBOX_DIR": str(folder / "outbox"),
+        "SECRET_KEY": "reliability-secret",
+        "INDEX_DIR": str(folder / "index"),
+        "WARM_INDEX": "1",
+        # every user signs up from this one address: the per-address limits are not what is measured
+        "RATE_LIMIT_SIGN_UP": "1000 per minute",
+        "RATE_LIMIT_CHECK_CODE": "1000 per minute",
+    }
     if backend == "pgvector":
-        env.update(SEARCH_BACKEND="postgres", PIPELINE_CONFIG=str(ROOT / "eval/configs/postgres.toml"))
+        env.update(
+            SEARCH_BACKEND="postgres", PIPELINE_CONFIG=str(ROOT / "eval/configs/postgres.toml")
+        )
     return {f"MEMKIT_{k}": v for k, v in env.items()}
 
 
@@ -65,18 +73,39 @@ class Service:
         self.log = open(folder / "gunicorn.log", "a")
 
     def command(self) -> list[str]:
-        return [str(Path(sys.executable).with_name("gunicorn")), "-w", str(self.workers), "--threads", str(self.threads),
-                "-b", f"127.0.0.1:{self.port}", "--timeout", "600", "--keep-alive", "300", "--log-level", "warning",
-                "server.wsgi:app"]
+        return [
+            str(Path(sys.executable).with_name("gunicorn")),
+            "-w",
+            str(self.workers),
+            "--threads",
+            str(self.threads),
+            "-b",
+            f"127.0.0.1:{self.port}",
+            "--timeout",
+            "600",
+            "--keep-alive",
+            "300",
+            "--log-level",
+            "warning",
+            "server.wsgi:app",
+        ]
 
     def start(self, timeout: float = 600) -> float:
         """Start and wait until it answers; returns the seconds that took."""
         t = time.perf_counter()
-        self.proc = subprocess.Popen(self.command(), cwd=ROOT, env=self.env, start_new_session=True, stdout=self.log,
-                                     stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(
+            self.command(),
+            cwd=ROOT,
+            env=self.env,
+            start_new_session=True,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
         while time.perf_counter() - t < timeout:
             if self.proc.poll() is not None:
-                raise SystemExit(f"gunicorn exited with {self.proc.returncode}; see {self.log.name}")
+                raise SystemExit(
+                    f"gunicorn exited with {self.proc.returncode}; see {self.log.name}"
+                )
             try:
                 if Client(self.port).call("GET", "/openapi.json")[0] == 200:
                     return time.perf_counter() - t
@@ -132,22 +161,36 @@ class User:
 def sign_up(port: int, folder: Path, name: str) -> User:
     email = f"{name.lower()}@example.com"
     c = Client(port)
-    status, body = c.call("POST", "/auth-service/signup", {"name": name, "email": email, "password": "reliable pw 1"})
+    status, body = c.call(
+        "POST", "/auth-service/signup", {"name": name, "email": email, "password": "reliable pw 1"}
+    )
     assert status == 200, body
-    mail = sorted(p for p in (folder / "outbox").glob("*.txt") if p.read_text().startswith(f"To: {email}\n"))[-1]
+    mail = sorted(
+        p for p in (folder / "outbox").glob("*.txt") if p.read_text().startswith(f"To: {email}\n")
+    )[-1]
     code = re.search(r"code is (\d{6})", mail.read_text()).group(1)
-    status, body = c.call("POST", "/auth-service/validate", {"email": email, "code": code, "password": "reliable pw 1"})
+    status, body = c.call(
+        "POST",
+        "/auth-service/validate",
+        {"email": email, "code": code, "password": "reliable pw 1"},
+    )
     assert status == 200, body
     me = Client(port, body["token"]).call("GET", "/auth-service/profile")[1]
-    return User(body["token"], me["profile"]["user_id"], me["pod_info"]["floor_uid"],
-                {b["type"]: b["block_id"] for b in me["pod_info"]["blocks"]})
+    return User(
+        body["token"],
+        me["profile"]["user_id"],
+        me["pod_info"]["floor_uid"],
+        {b["type"]: b["block_id"] for b in me["pod_info"]["blocks"]},
+    )
 
 
 def floor_events(port: int, user: User, floor: str) -> list[dict]:
     """Every event of a floor, through the paginated list endpoint."""
     c, out, cursor = Client(port, user.token), [], None
     while True:
-        status, body = c.call("GET", f"/floors/{floor}/events?limit=100" + (f"&cursor={cursor}" if cursor else ""))
+        status, body = c.call(
+            "GET", f"/floors/{floor}/events?limit=100" + (f"&cursor={cursor}" if cursor else "")
+        )
         assert status == 200, body
         out += body["events"]
         cursor = body["next_cursor"]
@@ -161,10 +204,22 @@ def found(client: Client, user: User, floor: str, word: str, event: dict) -> boo
     the index (is the event there, with its text and time) rather than on how the
     ranker orders hundreds of near-identical probe posts."""
     at = datetime.fromisoformat(event["created_at"])
-    filters = {"time_from": (at - timedelta(seconds=1)).isoformat(), "time_to": (at + timedelta(seconds=1)).isoformat()}
-    status, body = client.call("POST", "/agent/memory/query", {"user_id": user.user_id, "query": word, "k": 20,
-                                                                "floor_ids": [floor], "filters": filters,
-                                                                "summary_needed": "0"})
+    filters = {
+        "time_from": (at - timedelta(seconds=1)).isoformat(),
+        "time_to": (at + timedelta(seconds=1)).isoformat(),
+    }
+    status, body = client.call(
+        "POST",
+        "/agent/memory/query",
+        {
+            "user_id": user.user_id,
+            "query": word,
+            "k": 20,
+            "floor_ids": [floor],
+            "filters": filters,
+            "summary_needed": "0",
+        },
+    )
     return status == 200 and event["event_id"] in [i["event_id"] for i in body["items"]]
 
 

@@ -32,16 +32,26 @@ from pathlib import Path
 
 from harness import BACKENDS, Client, Service, sign_up, table
 
-WORDS = ("lake kayak bread violin garden marathon sunrise harbour lighthouse puppy recipe concert pottery museum "
-         "train bicycle picnic thunder library camera festival orchard market winter summer journey").split()
+WORDS = (
+    "lake kayak bread violin garden marathon sunrise harbour lighthouse puppy recipe concert pottery museum "
+    "train bicycle picnic thunder library camera festival orchard market winter summer journey"
+).split()
 
 
-def latencies(client: Client, user, seconds: float | None = None, stop: threading.Event | None = None) -> list[float]:
+def latencies(
+    client: Client, user, seconds: float | None = None, stop: threading.Event | None = None
+) -> list[float]:
     """Bo's queries back to back (for ``seconds``, or until ``stop`` is set); their times."""
     out, started = [], time.perf_counter()
-    body = {"user_id": user.user_id, "query": "what about the lighthouse and the harbour?", "floor_ids": [user.floor],
-            "summary_needed": "1"}
-    while (stop is None and time.perf_counter() - started < seconds) or (stop is not None and not stop.is_set()):
+    body = {
+        "user_id": user.user_id,
+        "query": "what about the lighthouse and the harbour?",
+        "floor_ids": [user.floor],
+        "summary_needed": "1",
+    }
+    while (stop is None and time.perf_counter() - started < seconds) or (
+        stop is not None and not stop.is_set()
+    ):
         t = time.perf_counter()
         status, answer = client.call("POST", "/agent/memory/query", body)
         assert status == 200 and answer["items"], answer
@@ -51,17 +61,26 @@ def latencies(client: Client, user, seconds: float | None = None, stop: threadin
 
 def summary(name: str, xs: list[float]) -> dict:
     xs = sorted(xs)
-    return {"Bo's queries": name, "n": len(xs), "median s": f"{statistics.median(xs):.2f}",
-            "p95 s": f"{xs[min(len(xs) - 1, int(0.95 * len(xs)))]:.2f}", "max s": f"{xs[-1]:.2f}"}
+    return {
+        "Bo's queries": name,
+        "n": len(xs),
+        "median s": f"{statistics.median(xs):.2f}",
+        "p95 s": f"{xs[min(len(xs) - 1, int(0.95 * len(xs)))]:.2f}",
+        "max s": f"{xs[-1]:.2f}",
+    }
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--backend", choices=BACKENDS, default="sqlite")
     ap.add_argument("--batch", type=int, default=1000)
     ap.add_argument("--baseline-seconds", type=float, default=20)
     ap.add_argument("--threads", type=int, default=4)
-    ap.add_argument("--stranger", action="store_true", help="Ann posts her batch into Bo's public floor")
+    ap.add_argument(
+        "--stranger", action="store_true", help="Ann posts her batch into Bo's public floor"
+    )
     args = ap.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="memkit-stall-"))
     service = Service(args.backend, folder, workers=1, threads=args.threads)
@@ -69,16 +88,28 @@ def main() -> None:
         service.start()
         ann, bo = sign_up(service.port, folder, "Ann"), sign_up(service.port, folder, "Bo")
         bo_client = Client(service.port, bo.token)
-        for text in ("The harbour lighthouse was repainted white.", "We walked to the lighthouse at dawn.",
-                     "Fresh fish at the harbour market today."):
-            status, _ = bo_client.call("POST", f"/floors/{bo.floor}/blocks/{bo.blocks['feed']}/events", {"text": text})
+        for text in (
+            "The harbour lighthouse was repainted white.",
+            "We walked to the lighthouse at dawn.",
+            "Fresh fish at the harbour market today.",
+        ):
+            status, _ = bo_client.call(
+                "POST", f"/floors/{bo.floor}/blocks/{bo.blocks['feed']}/events", {"text": text}
+            )
             assert status == 200
         latencies(bo_client, bo, 3)  # warm up: the model and the index are loaded
         alone = latencies(bo_client, bo, args.baseline_seconds)
 
         rng = random.Random(7)
-        batch = {"events": [{"text": " ".join(rng.choice(WORDS) for _ in range(14)) + f" (post {i} of run {time.time()})"}
-                            for i in range(args.batch)]}
+        batch = {
+            "events": [
+                {
+                    "text": " ".join(rng.choice(WORDS) for _ in range(14))
+                    + f" (post {i} of run {time.time()})"
+                }
+                for i in range(args.batch)
+            ]
+        }
         stop, during, took = threading.Event(), [], []
 
         target = bo if args.stranger else ann
@@ -88,7 +119,8 @@ def main() -> None:
         def write():
             t = time.perf_counter()
             status, body = Client(service.port, ann.token, timeout=1800).call(
-                "POST", f"/floors/{target.floor}/blocks/{target.blocks['feed']}/events/batch", batch)
+                "POST", f"/floors/{target.floor}/blocks/{target.blocks['feed']}/events/batch", batch
+            )
             took.append(time.perf_counter() - t)
             assert status == 200, body
             stop.set()
@@ -99,11 +131,15 @@ def main() -> None:
         during = latencies(bo_client, bo, stop=stop)
         writer.join()
         where = "into Bo's public floor" if args.stranger else "into her own floor"
-        print(f"\n{args.backend}: Ann's batch of {args.batch} posts {where} took {took[0]:.1f} s; Bo queried his own "
-              f"floor alone for {args.baseline_seconds:.0f} s, then throughout the batch\n")
+        print(
+            f"\n{args.backend}: Ann's batch of {args.batch} posts {where} took {took[0]:.1f} s; Bo queried his own "
+            f"floor alone for {args.baseline_seconds:.0f} s, then throughout the batch\n"
+        )
         print(table([summary("alone", alone), summary("during the batch", during)]))
-        print(f"\nthe longest any of Bo's queries took during the batch: {max(during):.2f} s "
-              f"({max(during) / statistics.median(alone):.1f}x his median alone)")
+        print(
+            f"\nthe longest any of Bo's queries took during the batch: {max(during):.2f} s "
+            f"({max(during) / statistics.median(alone):.1f}x his median alone)"
+        )
     finally:
         service.stop()
 

@@ -33,8 +33,16 @@ def load_any(path: str | Path, split: str = "test") -> Dataset:
     jsons = sorted(path.glob("*.json")) if path.is_dir() else []
     if len(jsons) == 1:
         return read_locomo(jsons[0], name=jsons[0].stem)
-    raise DatasetError([(str(path), None, None,
-                         "not a dataset: expected events.jsonl (memkit), corpus.jsonl (BEIR) or a LoCoMo .json")])
+    raise DatasetError(
+        [
+            (
+                str(path),
+                None,
+                None,
+                "not a dataset: expected events.jsonl (memkit), corpus.jsonl (BEIR) or a LoCoMo .json",
+            )
+        ]
+    )
 
 
 __all__ = ["Dataset", "data_root", "load_any", "read_beir", "read_dataset", "read_locomo"]

@@ -23,7 +23,9 @@ def _jsonl(path: Path):
                 try:
                     yield n, json.loads(line)
                 except json.JSONDecodeError as exc:
-                    raise DatasetError([(str(path), n, None, f"not valid JSON: {exc.msg}")]) from None
+                    raise DatasetError(
+                        [(str(path), n, None, f"not valid JSON: {exc.msg}")]
+                    ) from None
 
 
 def read_beir(folder: str | Path, split: str = "test", name: str | None = None) -> Dataset:
@@ -38,19 +40,35 @@ def read_beir(folder: str | Path, split: str = "test", name: str | None = None) 
         if "_id" not in doc:
             raise DatasetError([(str(folder / "corpus.jsonl"), n, "_id", "is required")])
         title, text = doc.get("title") or "", doc.get("text") or ""
-        events.append({"event_id": str(doc["_id"]), "floor_id": name, "block_id": str(doc["_id"]),
-                       "block_type": "blog", "user_id": None, "text": f"{title}\n\n{text}".strip(),
-                       "created_at": None, "tags": []})
-    qrels = pl.read_csv(qrels_path, separator="\t", schema_overrides={"query-id": pl.Utf8, "corpus-id": pl.Utf8})
+        events.append(
+            {
+                "event_id": str(doc["_id"]),
+                "floor_id": name,
+                "block_id": str(doc["_id"]),
+                "block_type": "blog",
+                "user_id": None,
+                "text": f"{title}\n\n{text}".strip(),
+                "created_at": None,
+                "tags": [],
+            }
+        )
+    qrels = pl.read_csv(
+        qrels_path, separator="\t", schema_overrides={"query-id": pl.Utf8, "corpus-id": pl.Utf8}
+    )
     qrels = qrels.rename({"query-id": "query_id", "corpus-id": "event_id", "score": "relevance"})
     wanted = set(qrels["query_id"])
-    queries = [{"query_id": str(q["_id"]), "text": q["text"], "floor_ids": [name]}
-               for _, q in _jsonl(folder / "queries.jsonl") if str(q["_id"]) in wanted]
+    queries = [
+        {"query_id": str(q["_id"]), "text": q["text"], "floor_ids": [name]}
+        for _, q in _jsonl(folder / "queries.jsonl")
+        if str(q["_id"]) in wanted
+    ]
     return Dataset(
         name=name,
         events=events_frame(events, str(folder / "corpus.jsonl")),
         queries=queries_frame(queries, str(folder / "queries.jsonl")),
-        qrels=qrels_frame(qrels.select("query_id", "event_id", pl.col("relevance").cast(pl.Int64)).to_dicts(),
-                          str(qrels_path)),
+        qrels=qrels_frame(
+            qrels.select("query_id", "event_id", pl.col("relevance").cast(pl.Int64)).to_dicts(),
+            str(qrels_path),
+        ),
         info={"source": "BEIR", "split": split},
     )

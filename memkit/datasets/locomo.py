@@ -62,7 +62,9 @@ def read_locomo(path: str | Path, name: str = "locomo") -> Dataset:
     except json.JSONDecodeError as exc:
         raise DatasetError([(str(path), exc.lineno, None, f"not valid JSON: {exc.msg}")]) from None
     if not isinstance(samples, list):
-        raise DatasetError([(str(path), None, None, "expected a list of samples (locomo10.json layout)")])
+        raise DatasetError(
+            [(str(path), None, None, "expected a list of samples (locomo10.json layout)")]
+        )
     events, queries, qrels = [], [], []
     unresolved, no_evidence = [], 0
     for sample in samples:
@@ -73,17 +75,36 @@ def read_locomo(path: str | Path, name: str = "locomo") -> Dataset:
             try:
                 created = parse_session_time(when).isoformat() if when else None
             except ValueError:
-                raise DatasetError([(str(path), None, f"{conv_id}.session_{n}_date_time",
-                                     f"expected a time like '1:56 pm on 8 May, 2023', got {when!r}")]) from None
+                raise DatasetError(
+                    [
+                        (
+                            str(path),
+                            None,
+                            f"{conv_id}.session_{n}_date_time",
+                            f"expected a time like '1:56 pm on 8 May, 2023', got {when!r}",
+                        )
+                    ]
+                ) from None
             for turn in turns:
                 dia = normalize_evidence(turn["dia_id"])[0][0]
                 turn_ids.add(dia)
                 text = turn["text"]
                 if turn.get("blip_caption"):
                     text = f"{text} [image: {turn['blip_caption']}]"
-                events.append({"event_id": f"{conv_id}/{dia}", "floor_id": conv_id, "block_id": f"{conv_id}/session_{n}",
-                               "block_type": "feed", "user_id": turn["speaker"], "text": text, "created_at": created,
-                               "tags": [], "dia_id": dia, "session": n})
+                events.append(
+                    {
+                        "event_id": f"{conv_id}/{dia}",
+                        "floor_id": conv_id,
+                        "block_id": f"{conv_id}/session_{n}",
+                        "block_type": "feed",
+                        "user_id": turn["speaker"],
+                        "text": text,
+                        "created_at": created,
+                        "tags": [],
+                        "dia_id": dia,
+                        "session": n,
+                    }
+                )
         for i, qa in enumerate(sample["qa"]):
             qid = f"{conv_id}/q{i}"
             ids, bad = normalize_evidence(qa.get("evidence"))
@@ -95,12 +116,34 @@ def read_locomo(path: str | Path, name: str = "locomo") -> Dataset:
                     qrels.append({"query_id": qid, "event_id": f"{conv_id}/{dia}", "relevance": 1})
                 else:
                     unresolved.append((qid, dia))
-            extra = {"adversarial_answer": qa["adversarial_answer"]} if "adversarial_answer" in qa else {}
-            queries.append({"query_id": qid, "text": qa["question"], "floor_ids": [conv_id],
-                            "category": CATEGORIES.get(qa.get("category"), str(qa.get("category"))),
-                            "answer": qa.get("answer"), "evidence": ids, **extra})
-    info = {"source": "snap-research/LoCoMo (ACL 2024)", "license": "CC BY-NC 4.0", "file": str(path),
-            "evidence_unresolved": len(unresolved), "unresolved": [f"{q}: {e!r}" for q, e in unresolved],
-            "questions_without_evidence": no_evidence}
-    return Dataset(name=name, events=events_frame(events, str(path)), queries=queries_frame(queries, str(path)),
-                   qrels=qrels_frame(qrels, str(path)), info=info)
+            extra = (
+                {"adversarial_answer": qa["adversarial_answer"]}
+                if "adversarial_answer" in qa
+                else {}
+            )
+            queries.append(
+                {
+                    "query_id": qid,
+                    "text": qa["question"],
+                    "floor_ids": [conv_id],
+                    "category": CATEGORIES.get(qa.get("category"), str(qa.get("category"))),
+                    "answer": qa.get("answer"),
+                    "evidence": ids,
+                    **extra,
+                }
+            )
+    info = {
+        "source": "snap-research/LoCoMo (ACL 2024)",
+        "license": "CC BY-NC 4.0",
+        "file": str(path),
+        "evidence_unresolved": len(unresolved),
+        "unresolved": [f"{q}: {e!r}" for q, e in unresolved],
+        "questions_without_evidence": no_evidence,
+    }
+    return Dataset(
+        name=name,
+        events=events_frame(events, str(path)),
+        queries=queries_frame(queries, str(path)),
+        qrels=qrels_frame(qrels, str(path)),
+        info=info,
+    )

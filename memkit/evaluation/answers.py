@@ -93,8 +93,13 @@ def declined(prediction) -> bool:
 def score_answer(answer: str, gold: str | None, category: str | None) -> dict:
     """One answer's metrics that need only its text (NaN where they do not apply)."""
     nan = float("nan")
-    out = {"f1": nan, "gold_recall": nan, "date_ok": nan, "declined": float(declined(answer)),
-           "words": float(len(str(answer).split()))}
+    out = {
+        "f1": nan,
+        "gold_recall": nan,
+        "date_ok": nan,
+        "declined": float(declined(answer)),
+        "words": float(len(str(answer).split())),
+    }
     if category in UNANSWERABLE or gold is None:
         return out
     gold = str(gold)
@@ -112,22 +117,37 @@ def score_answer(answer: str, gold: str | None, category: str | None) -> dict:
 
 def items_from_events(events: pl.DataFrame) -> dict[str, dict]:
     """A dataset's events as the items an answer writer reads (the speaker is the author)."""
-    cols = [c for c in ("event_id", "text", "user_id", "created_at", "block_id", "block_type") if c in events.columns]
+    cols = [
+        c
+        for c in ("event_id", "text", "user_id", "created_at", "block_id", "block_type")
+        if c in events.columns
+    ]
     out = {}
     for r in events.select(cols).iter_rows(named=True):
         block = r.get("block_id") or ""
-        out[r["event_id"]] = {"event_id": r["event_id"], "text": r["text"], "speaker": r.get("user_id"),
-                              "created_at": r.get("created_at"), "block_title": block.rsplit("/", 1)[-1].replace("_", " ").capitalize() or None,
-                              "block_type_name": r.get("block_type")}
+        out[r["event_id"]] = {
+            "event_id": r["event_id"],
+            "text": r["text"],
+            "speaker": r.get("user_id"),
+            "created_at": r.get("created_at"),
+            "block_title": block.rsplit("/", 1)[-1].replace("_", " ").capitalize() or None,
+            "block_type_name": r.get("block_type"),
+        }
     return out
 
 
-ANSWER_SCHEMA = {"query_id": pl.Utf8, "answer": pl.Utf8, "quoted": pl.List(pl.Utf8), "declined": pl.Boolean,
-                 "evidence@10": pl.Boolean}
+ANSWER_SCHEMA = {
+    "query_id": pl.Utf8,
+    "answer": pl.Utf8,
+    "quoted": pl.List(pl.Utf8),
+    "declined": pl.Boolean,
+    "evidence@10": pl.Boolean,
+}
 
 
-def write_answers(pipeline, dataset, run: pl.DataFrame, k: int = 10, answerer=None,
-                  written: dict | None = None) -> pl.DataFrame:
+def write_answers(
+    pipeline, dataset, run: pl.DataFrame, k: int = 10, answerer=None, written: dict | None = None
+) -> pl.DataFrame:
     """The answer to every query from its top ``k`` items, as ``Pipeline.query`` writes it
     (the relevance gate first): query_id, answer, quoted, declined, evidence@10.
     ``answerer``: another writer than the pipeline's (eval/train_answers.py); ``written``:
@@ -135,20 +155,35 @@ def write_answers(pipeline, dataset, run: pl.DataFrame, k: int = 10, answerer=No
     writer = answerer or pipeline.answerer
     written = written or {}
     items = answer_items(pipeline, dataset, run, k, writer)
-    gold = {q: set(ids) for q, ids in dataset.qrels.filter(pl.col("relevance") > 0)
-            .group_by("query_id").agg(pl.col("event_id")).iter_rows()}
+    gold = {
+        q: set(ids)
+        for q, ids in dataset.qrels.filter(pl.col("relevance") > 0)
+        .group_by("query_id")
+        .agg(pl.col("event_id"))
+        .iter_rows()
+    }
     rows = []
     for q in dataset.queries.iter_rows(named=True):
         shown = items.get(q["query_id"], [])
         written_here = written.get(q["query_id"]) if answerer is None else None
         written_here = written_here or writer.write(q["text"], shown, True)
-        rows.append({"query_id": q["query_id"], "answer": written_here.text, "quoted": written_here.quoted,
-                     "declined": written_here.declined,
-                     "evidence@10": bool(gold.get(q["query_id"], set()) & {i["event_id"] for i in shown[:10]})})
+        rows.append(
+            {
+                "query_id": q["query_id"],
+                "answer": written_here.text,
+                "quoted": written_here.quoted,
+                "declined": written_here.declined,
+                "evidence@10": bool(
+                    gold.get(q["query_id"], set()) & {i["event_id"] for i in shown[:10]}
+                ),
+            }
+        )
     return pl.DataFrame(rows, schema=ANSWER_SCHEMA)
 
 
-def answer_items(pipeline, dataset, run: pl.DataFrame, k: int = 10, answerer=None) -> dict[str, list[dict]]:
+def answer_items(
+    pipeline, dataset, run: pl.DataFrame, k: int = 10, answerer=None
+) -> dict[str, list[dict]]:
     """Each query's top ``k`` items as the writer reads them (none when the relevance gate
     finds nothing). The writer learns the authors' names, as the service does, and the
     sentences of these items are encoded in one batch."""
@@ -160,7 +195,11 @@ def answer_items(pipeline, dataset, run: pl.DataFrame, k: int = 10, answerer=Non
     out = {}
     for (qid,), part in top.group_by("query_id", maintain_order=True):
         if qid in texts and pipeline.relevant(part, texts[qid]):
-            out[qid] = [{**events[i], "score": s} for i, s in zip(part["event_id"], part["score"]) if i in events]
+            out[qid] = [
+                {**events[i], "score": s}
+                for i, s in zip(part["event_id"], part["score"])
+                if i in events
+            ]
     if hasattr(writer, "encode_sentences"):
         writer.encode_sentences([i for shown in out.values() for i in shown])
     return out
@@ -169,25 +208,57 @@ def answer_items(pipeline, dataset, run: pl.DataFrame, k: int = 10, answerer=Non
 MEASURES = ("evidence_quoted", "declined", "words", "date_ok", "f1", "gold_recall")
 
 
-def score_answers(answers: pl.DataFrame, queries: pl.DataFrame, qrels: pl.DataFrame | None = None) -> tuple[pl.DataFrame, dict]:
+def score_answers(
+    answers: pl.DataFrame, queries: pl.DataFrame, qrels: pl.DataFrame | None = None
+) -> tuple[pl.DataFrame, dict]:
     """Per-query answer metrics and their summaries: for answerable questions (all
     categories but adversarial), per category, and for the answerable ones whose evidence
     was in the top 10. Each group has the mean of every measure (``words``: the median)
     and how many questions it counts (``<measure>_n``)."""
-    q = queries.select("query_id", *(pl.col(c) if c in queries.columns else pl.lit(None, pl.Utf8).alias(c)
-                                     for c in ("category", "answer"))).rename({"answer": "gold"})
+    q = queries.select(
+        "query_id",
+        *(
+            pl.col(c) if c in queries.columns else pl.lit(None, pl.Utf8).alias(c)
+            for c in ("category", "answer")
+        ),
+    ).rename({"answer": "gold"})
     table = answers.join(q, on="query_id", how="left")
-    scored = [score_answer(a, g, c) for a, g, c in table.select("answer", "gold", "category").iter_rows()]
-    scored = pl.DataFrame(scored, schema={k: pl.Float64 for k in ("f1", "gold_recall", "date_ok", "declined", "words")})
+    scored = [
+        score_answer(a, g, c) for a, g, c in table.select("answer", "gold", "category").iter_rows()
+    ]
+    scored = pl.DataFrame(
+        scored,
+        schema={k: pl.Float64 for k in ("f1", "gold_recall", "date_ok", "declined", "words")},
+    )
     if "declined" in table.columns:  # the writer's own word beats reading its text
         scored = scored.drop("declined")
-    table = pl.concat([table, scored], how="horizontal").with_columns(pl.col("declined").cast(pl.Float64))
-    evidence = {} if qrels is None else {qid: set(ids) for qid, ids in qrels.filter(pl.col("relevance") > 0)
-                                         .group_by("query_id").agg(pl.col("event_id")).iter_rows()}
+    table = pl.concat([table, scored], how="horizontal").with_columns(
+        pl.col("declined").cast(pl.Float64)
+    )
+    evidence = (
+        {}
+        if qrels is None
+        else {
+            qid: set(ids)
+            for qid, ids in qrels.filter(pl.col("relevance") > 0)
+            .group_by("query_id")
+            .agg(pl.col("event_id"))
+            .iter_rows()
+        }
+    )
     quoted = table["quoted"].to_list() if "quoted" in table.columns else [None] * table.height
-    table = table.with_columns(pl.Series("evidence_quoted", [
-        float(bool(set(qs or []) & evidence[qid])) if qid in evidence and cat not in UNANSWERABLE else float("nan")
-        for qid, qs, cat in zip(table["query_id"], quoted, table["category"])], dtype=pl.Float64))
+    table = table.with_columns(
+        pl.Series(
+            "evidence_quoted",
+            [
+                float(bool(set(qs or []) & evidence[qid]))
+                if qid in evidence and cat not in UNANSWERABLE
+                else float("nan")
+                for qid, qs, cat in zip(table["query_id"], quoted, table["category"])
+            ],
+            dtype=pl.Float64,
+        )
+    )
 
     def means(frame: pl.DataFrame) -> dict:
         out = {}
@@ -201,7 +272,9 @@ def score_answers(answers: pl.DataFrame, queries: pl.DataFrame, qrels: pl.DataFr
     answerable = table.filter(~pl.col("category").fill_null("").is_in(list(UNANSWERABLE)))
     summary = {"answerable": means(answerable)}
     if "evidence@10" in table.columns:
-        summary["answerable with evidence in top 10"] = means(answerable.filter(pl.col("evidence@10")))
+        summary["answerable with evidence in top 10"] = means(
+            answerable.filter(pl.col("evidence@10"))
+        )
     for (cat,), part in table.group_by("category", maintain_order=True):
         if cat is not None:
             summary[f"category:{cat}"] = means(part)
@@ -212,6 +285,8 @@ def write_answers_jsonl(answers: pl.DataFrame, path: str | Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", encoding="utf-8") as fh:
-        for r in answers.select("query_id", "answer", "quoted", pl.col("declined").cast(pl.Boolean)).iter_rows(named=True):
+        for r in answers.select(
+            "query_id", "answer", "quoted", pl.col("declined").cast(pl.Boolean)
+        ).iter_rows(named=True):
             fh.write(json.dumps(r, ensure_ascii=False) + "\n")
     return path

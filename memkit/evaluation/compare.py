@@ -39,15 +39,26 @@ def paired_test(a, b, stat_test: str = "student") -> float:
     if stat_test == "wilcoxon":
         return float(stats.wilcoxon(a, b).pvalue)
     if stat_test == "permutation":  # Fisher's randomisation test, sign flips of the differences
-        res = stats.permutation_test((a, b), lambda x, y: np.mean(x - y), permutation_type="samples",
-                                     n_resamples=10_000, random_state=0)
+        res = stats.permutation_test(
+            (a, b),
+            lambda x, y: np.mean(x - y),
+            permutation_type="samples",
+            n_resamples=10_000,
+            random_state=0,
+        )
         return float(res.pvalue)
-    raise ValidationError("stat_test", f"expected student, wilcoxon or permutation, got {stat_test!r}")
+    raise ValidationError(
+        "stat_test", f"expected student, wilcoxon or permutation, got {stat_test!r}"
+    )
 
 
-def comparison_table(results: list[EvalResult], dataset: Dataset | None = None, baseline: str | None = None,
-                     metrics=("recall@5", "recall@10", "ndcg@10", "mrr@10"), stat_test: str = "student"
-                     ) -> pl.DataFrame:
+def comparison_table(
+    results: list[EvalResult],
+    dataset: Dataset | None = None,
+    baseline: str | None = None,
+    metrics=("recall@5", "recall@10", "ndcg@10", "mrr@10"),
+    stat_test: str = "student",
+) -> pl.DataFrame:
     """One row per config: headline means, and the p-value of each metric against the baseline."""
     names = [r.name for r in results]
     if len(set(names)) != len(names):
@@ -56,7 +67,9 @@ def comparison_table(results: list[EvalResult], dataset: Dataset | None = None, 
     if baseline not in names:
         raise ValidationError("baseline", f"expected one of {names}, got {baseline!r}")
     ids = headline_ids(results[0])
-    tables = {r.name: r.per_query.filter(pl.col("query_id").is_in(ids)).sort("query_id") for r in results}
+    tables = {
+        r.name: r.per_query.filter(pl.col("query_id").is_in(ids)).sort("query_id") for r in results
+    }
     base = tables[baseline]
     rows = []
     for r in results:
@@ -77,19 +90,34 @@ def to_markdown(table: pl.DataFrame, baseline: str, stat_test: str = "student") 
         cells = []
         for c in cols:
             v = row[c]
-            cells.append("—" if v is None else f"{v:.4f}" if isinstance(v, float) and not c == "seconds" else str(v))
+            cells.append(
+                "—"
+                if v is None
+                else f"{v:.4f}"
+                if isinstance(v, float) and not c == "seconds"
+                else str(v)
+            )
         lines.append("| " + " | ".join(cells) + " |")
-    test = {"student": "paired t-test", "wilcoxon": "Wilcoxon signed-rank test",
-            "permutation": "paired randomisation test"}.get(stat_test, stat_test)
+    test = {
+        "student": "paired t-test",
+        "wilcoxon": "Wilcoxon signed-rank test",
+        "permutation": "paired randomisation test",
+    }.get(stat_test, stat_test)
     return "\n".join(lines) + f"\n\np-values: {test} against `{baseline}` over the same queries.\n"
 
 
-def recall_curve(results: list[EvalResult], dataset: Dataset, path: str | Path, title: str = "") -> Path:
+def recall_curve(
+    results: list[EvalResult], dataset: Dataset, path: str | Path, title: str = ""
+) -> Path:
     fig, ax = plt.subplots(figsize=(6.5, 4))
     metrics = [f"recall@{k}" for k in CURVE_KS]
     for r in results:
         ids = headline_ids(r)
-        table = per_query(r.run.filter(pl.col("query_id").is_in(ids)), dataset.qrels.filter(pl.col("query_id").is_in(ids)), metrics)
+        table = per_query(
+            r.run.filter(pl.col("query_id").is_in(ids)),
+            dataset.qrels.filter(pl.col("query_id").is_in(ids)),
+            metrics,
+        )
         ax.plot(CURVE_KS, [table[m].mean() for m in metrics], marker="o", ms=3, label=r.name)
     ax.set_xlabel("k")
     ax.set_ylabel("recall@k")
@@ -103,8 +131,12 @@ def recall_curve(results: list[EvalResult], dataset: Dataset, path: str | Path, 
     return Path(path)
 
 
-def category_bars(results: list[EvalResult], path: str | Path, metric: str = "recall@10", title: str = "") -> Path | None:
-    cats = sorted({k.split(":", 1)[1] for r in results for k in r.summary if k.startswith("category:")})
+def category_bars(
+    results: list[EvalResult], path: str | Path, metric: str = "recall@10", title: str = ""
+) -> Path | None:
+    cats = sorted(
+        {k.split(":", 1)[1] for r in results for k in r.summary if k.startswith("category:")}
+    )
     if not cats:
         return None
     fig, ax = plt.subplots(figsize=(7, 4))

@@ -35,15 +35,19 @@ def expectations(queries: pl.DataFrame) -> dict[str, tuple[list[str], bool]]:
     for qid, meta in queries.select("query_id", "metadata").iter_rows():
         extra = json.loads(meta) if meta else {}
         if "expect" in extra or "decline" in extra:
-            out[qid] = ([str(e) for e in extra.get("expect") or []], bool(extra.get("decline", False)))
+            out[qid] = (
+                [str(e) for e in extra.get("expect") or []],
+                bool(extra.get("decline", False)),
+            )
     return out
 
 
 def has_checks(queries: pl.DataFrame) -> bool:
     """A conversation suite (turns with expectations), or any data set of conversations
     (CAsT: its turns get the post checks, from its qrels)."""
-    return bool(expectations(queries)) or ("conversation_id" in queries.columns
-                                          and queries["conversation_id"].drop_nulls().len() > 0)
+    return bool(expectations(queries)) or (
+        "conversation_id" in queries.columns and queries["conversation_id"].drop_nulls().len() > 0
+    )
 
 
 def says(answer: str, entry: str) -> bool:
@@ -52,14 +56,26 @@ def says(answer: str, entry: str) -> bool:
     return any(" ".join(alt.lower().split()) in text for alt in entry.split(" | ") if alt.strip())
 
 
-def turn_checks(answers: pl.DataFrame, queries: pl.DataFrame, qrels: pl.DataFrame, run: pl.DataFrame) -> pl.DataFrame:
+def turn_checks(
+    answers: pl.DataFrame, queries: pl.DataFrame, qrels: pl.DataFrame, run: pl.DataFrame
+) -> pl.DataFrame:
     """One row per turn with expectations or qrels: its checks (1.0 pass, 0.0 fail, null
     when the check does not apply)."""
     expect = expectations(queries)
-    gold = {q: set(ids) for q, ids in qrels.filter(pl.col("relevance") > 0).group_by("query_id")
-            .agg(pl.col("event_id")).iter_rows()}
-    top = {q: ids for q, ids in run.sort("query_id", "rank").group_by("query_id", maintain_order=True)
-           .agg(pl.col("event_id").head(5)).iter_rows()}
+    gold = {
+        q: set(ids)
+        for q, ids in qrels.filter(pl.col("relevance") > 0)
+        .group_by("query_id")
+        .agg(pl.col("event_id"))
+        .iter_rows()
+    }
+    top = {
+        q: ids
+        for q, ids in run.sort("query_id", "rank")
+        .group_by("query_id", maintain_order=True)
+        .agg(pl.col("event_id").head(5))
+        .iter_rows()
+    }
     written = {r["query_id"]: r for r in answers.iter_rows(named=True)}
     cats = dict(queries.select("query_id", "category").iter_rows())
     rows = []
@@ -68,8 +84,15 @@ def turn_checks(answers: pl.DataFrame, queries: pl.DataFrame, qrels: pl.DataFram
             continue
         want, decline = expect.get(qid, ([], False))
         a = written.get(qid, {"answer": "", "declined": True})
-        row = {"query_id": qid, "category": cats.get(qid), "post_first": None, "post_top5": None,
-               "answer_right": None, "false_decline": None, "false_answer": None}
+        row = {
+            "query_id": qid,
+            "category": cats.get(qid),
+            "post_first": None,
+            "post_top5": None,
+            "answer_right": None,
+            "false_decline": None,
+            "false_answer": None,
+        }
         if qid in gold:
             ranked = top.get(qid, [])
             row["post_first"] = float(bool(ranked) and ranked[0] in gold[qid])
@@ -79,7 +102,9 @@ def turn_checks(answers: pl.DataFrame, queries: pl.DataFrame, qrels: pl.DataFram
                 row["answer_right"] = float(bool(a["declined"]))
                 row["false_answer"] = float(not a["declined"])
             else:
-                row["answer_right"] = float(not a["declined"] and all(says(a["answer"] or "", e) for e in want))
+                row["answer_right"] = float(
+                    not a["declined"] and all(says(a["answer"] or "", e) for e in want)
+                )
                 row["false_decline"] = float(bool(a["declined"]))
         rows.append(row)
     schema = {"query_id": pl.Utf8, "category": pl.Utf8, **{m: pl.Float64 for m in MEASURES}}

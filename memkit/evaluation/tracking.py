@@ -24,9 +24,17 @@ def tracking_uri() -> str:
 
 def git_commit() -> str:
     try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=PROJECT, capture_output=True, text=True, timeout=5)
-        dirty = subprocess.run(["git", "status", "--porcelain"], cwd=PROJECT, capture_output=True, text=True, timeout=5)
-        return out.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "") if out.returncode == 0 else "unknown"
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=PROJECT, capture_output=True, text=True, timeout=5
+        )
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain"], cwd=PROJECT, capture_output=True, text=True, timeout=5
+        )
+        return (
+            out.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
+            if out.returncode == 0
+            else "unknown"
+        )
     except (OSError, subprocess.SubprocessError):
         return "unknown"
 
@@ -49,10 +57,19 @@ def log_result(result, artifacts: list[Path] = (), experiment: str | None = None
         mlflow.create_experiment(name, artifact_location=(PROJECT / "mlartifacts").as_uri())
     mlflow.set_experiment(name)
     with mlflow.start_run(run_name=result.name) as run:
-        params = {k: json.dumps(v) if isinstance(v, (list, dict)) else v for k, v in flatten(result.config).items()}
+        params = {
+            k: json.dumps(v) if isinstance(v, (list, dict)) else v
+            for k, v in flatten(result.config).items()
+        }
         mlflow.log_params({k: str(v)[:6000] for k, v in params.items()})
-        mlflow.set_tags({"dataset": result.dataset, "git_commit": git_commit(), "config": result.name,
-                         **({"encoder": result.encoder} if getattr(result, "encoder", None) else {})})
+        mlflow.set_tags(
+            {
+                "dataset": result.dataset,
+                "git_commit": git_commit(),
+                "config": result.name,
+                **({"encoder": result.encoder} if getattr(result, "encoder", None) else {}),
+            }
+        )
         metrics = {}
         for group, values in result.summary.items():
             prefix = "" if group == "all" else metric_key(group) + "/"
@@ -72,7 +89,9 @@ def log_result(result, artifacts: list[Path] = (), experiment: str | None = None
             result.per_query.write_csv(tmp / "per_query.csv")
             if getattr(result, "answers", None) is not None:
                 answers = result.answers
-                if "quoted" in answers.columns:  # CSV holds no lists: the quoted ids, space-separated
+                if (
+                    "quoted" in answers.columns
+                ):  # CSV holds no lists: the quoted ids, space-separated
                     answers = answers.with_columns(pl.col("quoted").list.join(" "))
                 answers.write_csv(tmp / "answers.csv")
                 artifacts = [*artifacts, tmp / "answers.csv"]
@@ -80,6 +99,11 @@ def log_result(result, artifacts: list[Path] = (), experiment: str | None = None
                 result.turns.write_csv(tmp / "turns.csv")
                 artifacts = [*artifacts, tmp / "turns.csv"]
             (tmp / "summary.json").write_text(json.dumps(result.summary, indent=2))
-            for p in [tmp / f"{result.name}.run", tmp / "per_query.csv", tmp / "summary.json", *artifacts]:
+            for p in [
+                tmp / f"{result.name}.run",
+                tmp / "per_query.csv",
+                tmp / "summary.json",
+                *artifacts,
+            ]:
                 mlflow.log_artifact(str(p))
         return run.info.run_id

@@ -21,23 +21,38 @@ from memkit.retrievers import convex
 from memkit.tables import Dataset
 
 
-def question_table(run: pl.DataFrame, dataset: Dataset, metrics=METRICS,
-                   exclude: Sequence[str] = ("adversarial",)) -> pl.DataFrame:
+def question_table(
+    run: pl.DataFrame, dataset: Dataset, metrics=METRICS, exclude: Sequence[str] = ("adversarial",)
+) -> pl.DataFrame:
     """Per-query metrics with ``group`` (the question's conversation) and ``category``;
     questions in the ``exclude`` categories are left out (LoCoMo's headline)."""
-    q = dataset.queries.select("query_id", pl.col("floor_ids").list.first().alias("group"),
-                               pl.col("category") if "category" in dataset.queries.columns else pl.lit(None).alias("category"))
+    q = dataset.queries.select(
+        "query_id",
+        pl.col("floor_ids").list.first().alias("group"),
+        pl.col("category")
+        if "category" in dataset.queries.columns
+        else pl.lit(None).alias("category"),
+    )
     q = q.filter(~pl.col("category").is_in(list(exclude)) | pl.col("category").is_null())
     return q.join(per_query(run, dataset.qrels, metrics), on="query_id", how="inner")
 
 
-def fusion_tables(runs: list[pl.DataFrame], dataset: Dataset, grid: Sequence[Sequence[float]], top: int = 50,
-                  metrics=METRICS) -> dict[tuple, pl.DataFrame]:
+def fusion_tables(
+    runs: list[pl.DataFrame],
+    dataset: Dataset,
+    grid: Sequence[Sequence[float]],
+    top: int = 50,
+    metrics=METRICS,
+) -> dict[tuple, pl.DataFrame]:
     """For each weight vector of ``grid``: the per-query table of the convex fusion."""
-    return {tuple(w): question_table(convex(runs, list(w), top=top), dataset, metrics) for w in grid}
+    return {
+        tuple(w): question_table(convex(runs, list(w), top=top), dataset, metrics) for w in grid
+    }
 
 
-def cross_validate(tables: dict[Hashable, pl.DataFrame], metric: str = "recall@10") -> tuple[pl.DataFrame, list]:
+def cross_validate(
+    tables: dict[Hashable, pl.DataFrame], metric: str = "recall@10"
+) -> tuple[pl.DataFrame, list]:
     """Leave-one-group-out: returns the held-out per-query table and ``(group, chosen setting)``."""
     settings = list(tables)
     groups = sorted(tables[settings[0]]["group"].unique().to_list())
@@ -77,7 +92,11 @@ def training_args(doc: str, argv=None, written: str = "the model", extra=()):
     p = argparse.ArgumentParser(description=doc.split("\n")[0])
     p.add_argument("--config", default=str(CONFIG_DIR / "default.toml"))
     p.add_argument("--data", default=str(data / "locomo" / "locomo-dev.json"))
-    p.add_argument("--write", action="store_true", help=f"write {written} trained on all conversations into the config")
+    p.add_argument(
+        "--write",
+        action="store_true",
+        help=f"write {written} trained on all conversations into the config",
+    )
     for flag, help_text in extra:  # more on/off switches of a script
         p.add_argument(flag, action="store_true", help=help_text)
     return p.parse_args(argv)

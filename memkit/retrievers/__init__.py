@@ -55,7 +55,19 @@ def load(folder: str | Path) -> Retriever:
     return Retriever.load(folder)
 
 
-__all__ = ["BM25Retriever", "DenseRetriever", "Filters", "HybridRetriever", "LearnedRetriever", "PgTextRetriever", "PgVectorRetriever",
-           "PostgresRetriever", "Retriever",
-           "TfidfRetriever",
-           "build", "convex", "load", "rrf"]
+__all__ = [
+    "BM25Retriever",
+    "DenseRetriever",
+    "Filters",
+    "HybridRetriever",
+    "LearnedRetriever",
+    "PgTextRetriever",
+    "PgVectorRetriever",
+    "PostgresRetriever",
+    "Retriever",
+    "TfidfRetriever",
+    "build",
+    "convex",
+    "load",
+    "rrf",
+]

@@ -64,7 +64,9 @@ class Filters:
             try:
                 object.__setattr__(self, name, parse_time(getattr(self, name)))
             except (TypeError, ValueError):
-                raise ValidationError(name, f"expected an ISO 8601 time, got {getattr(self, name)!r}") from None
+                raise ValidationError(
+                    name, f"expected an ISO 8601 time, got {getattr(self, name)!r}"
+                ) from None
         if self.time_from and self.time_to and self.time_from > self.time_to:
             raise ValidationError("time_from", "must not be later than time_to")
 
@@ -87,7 +89,9 @@ class Filters:
         return Filters(floors, self.time_from, self.time_to, self.types, self.tags)
 
     def is_empty(self) -> bool:
-        return all(getattr(self, n) is None for n in ("floor_ids", "time_from", "time_to", "types", "tags"))
+        return all(
+            getattr(self, n) is None for n in ("floor_ids", "time_from", "time_to", "types", "tags")
+        )
 
 
 class _Codes:
@@ -123,7 +127,9 @@ class Catalog:
         self._tag_rows: list[list[int]] = []  # tag code -> positions
         self._event_tags: list[tuple[int, ...]] = []
         self._mask_cache: dict[Filters, np.ndarray] = {}
-        self._rows_cache: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # id(mask) -> (mask, its positions)
+        self._rows_cache: dict[
+            int, tuple[np.ndarray, np.ndarray]
+        ] = {}  # id(mask) -> (mask, its positions)
 
     def __len__(self) -> int:
         return len(self.event_ids)
@@ -144,7 +150,14 @@ class Catalog:
         self.event_ids.extend(ids)
         floors = np.array([self._floors.code(f) for f in events["floor_id"].to_list()], np.int32)
         types = np.array([self._types.code(t) for t in events["block_type"].to_list()], np.int32)
-        times = events["created_at"].cast(UTC_US).dt.epoch("us").fill_null(NO_TIME).to_numpy().astype(np.int64)
+        times = (
+            events["created_at"]
+            .cast(UTC_US)
+            .dt.epoch("us")
+            .fill_null(NO_TIME)
+            .to_numpy()
+            .astype(np.int64)
+        )
         self._floor = np.concatenate([self._floor, floors])
         self._type = np.concatenate([self._type, types])
         self._time = np.concatenate([self._time, times])
@@ -241,16 +254,26 @@ class Catalog:
                 "tags": [[self._tags.names[c] for c in codes] for codes in self._event_tags],
                 "alive": self.alive,
             },
-            schema={"event_id": pl.Utf8, "floor_id": pl.Utf8, "block_type": pl.Utf8,
-                    "created_at_us": pl.Int64, "tags": pl.List(pl.Utf8), "alive": pl.Boolean},
+            schema={
+                "event_id": pl.Utf8,
+                "floor_id": pl.Utf8,
+                "block_type": pl.Utf8,
+                "created_at_us": pl.Int64,
+                "tags": pl.List(pl.Utf8),
+                "alive": pl.Boolean,
+            },
         )
 
     @classmethod
     def from_frame(cls, frame: pl.DataFrame) -> "Catalog":
         cat = cls()
         events = frame.select(
-            "event_id", "floor_id", "block_type",
-            pl.from_epoch("created_at_us", time_unit="us").dt.replace_time_zone("UTC").alias("created_at"),
+            "event_id",
+            "floor_id",
+            "block_type",
+            pl.from_epoch("created_at_us", time_unit="us")
+            .dt.replace_time_zone("UTC")
+            .alias("created_at"),
             "tags",
         )
         # Replay appends without replacement semantics: ids may repeat for dead rows.
@@ -265,7 +288,11 @@ class Catalog:
 
 
 def _epoch_us(dt: datetime) -> int:
-    return int(dt.timestamp() * 1_000_000) if dt.microsecond == 0 else int(dt.timestamp()) * 1_000_000 + dt.microsecond
+    return (
+        int(dt.timestamp() * 1_000_000)
+        if dt.microsecond == 0
+        else int(dt.timestamp()) * 1_000_000 + dt.microsecond
+    )
 
 
 def top_k(scores: np.ndarray, mask: np.ndarray | None, k: int, positive_only: bool = False):
@@ -315,10 +342,14 @@ def query_filters(queries: pl.DataFrame, filters) -> list[Filters | None]:
     else:
         per = list(filters)
         if len(per) != n:
-            raise ValidationError("filters", f"expected one Filters per query ({n}), got {len(per)}")
+            raise ValidationError(
+                "filters", f"expected one Filters per query ({n}), got {len(per)}"
+            )
     if "floor_ids" in queries.columns:
         floors = queries["floor_ids"].to_list()
-        per = [(f or Filters()).with_floors(fl) if fl is not None else f for f, fl in zip(per, floors)]
+        per = [
+            (f or Filters()).with_floors(fl) if fl is not None else f for f, fl in zip(per, floors)
+        ]
     return per
 
 
@@ -330,7 +361,12 @@ def checked_search(queries, k, filters) -> tuple[pl.DataFrame, list]:
     return frame, query_filters(frame, filters)
 
 
-def make_run(query_ids: list[str], hits: list[tuple[np.ndarray, np.ndarray]], event_ids: list[str], match_type: str):
+def make_run(
+    query_ids: list[str],
+    hits: list[tuple[np.ndarray, np.ndarray]],
+    event_ids: list[str],
+    match_type: str,
+):
     """Run table from per-query (positions, scores)."""
     qid, eid, score, rank = [], [], [], []
     for q, (pos, sc) in zip(query_ids, hits):
@@ -339,7 +375,13 @@ def make_run(query_ids: list[str], hits: list[tuple[np.ndarray, np.ndarray]], ev
         score.extend(sc.tolist())
         rank.extend(range(1, len(pos) + 1))
     return pl.DataFrame(
-        {"query_id": qid, "event_id": eid, "score": score, "rank": rank, "match_type": [match_type] * len(qid)},
+        {
+            "query_id": qid,
+            "event_id": eid,
+            "score": score,
+            "rank": rank,
+            "match_type": [match_type] * len(qid),
+        },
         schema=RUN_SCHEMA,
     )
 
@@ -367,7 +409,9 @@ class Retriever:
             return self
         dup = events["event_id"].is_duplicated()
         if dup.any():
-            raise ValidationError("event_id", f"repeated within one add: {events.filter(dup)['event_id'][0]!r}")
+            raise ValidationError(
+                "event_id", f"repeated within one add: {events.filter(dup)['event_id'][0]!r}"
+            )
         new_pos, replaced = self.catalog.append(events)
         if len(replaced):
             self._unindex(replaced)
@@ -383,7 +427,9 @@ class Retriever:
     def search(self, queries, k: int = 10, filters=None) -> pl.DataFrame:
         frame, per = checked_search(queries, k, filters)
         masks = [self.catalog.mask(f) for f in per]
-        hits = self._search_batch(frame["text"].to_list(), k, masks, [self.catalog.scope(f) for f in per])
+        hits = self._search_batch(
+            frame["text"].to_list(), k, masks, [self.catalog.scope(f) for f in per]
+        )
         return make_run(frame["query_id"].to_list(), hits, self.catalog.event_ids, self.match_type)
 
     def params(self) -> dict:
@@ -416,7 +462,9 @@ class Retriever:
         spec = json.loads((folder / "retriever.json").read_text())
         obj = build(spec)
         if cls is not Retriever and not isinstance(obj, cls):
-            raise ValidationError("folder", f"{folder} holds a {spec.get('type')} retriever, not {cls.type_name}")
+            raise ValidationError(
+                "folder", f"{folder} holds a {spec.get('type')} retriever, not {cls.type_name}"
+            )
         obj.catalog = Catalog.from_frame(pl.read_parquet(folder / "catalog.parquet"))
         obj._load_state(folder)
         return obj
@@ -441,7 +489,9 @@ class Retriever:
     def _unindex(self, positions: np.ndarray) -> None:
         raise NotImplementedError
 
-    def _search_batch(self, texts: list[str], k: int, masks: list[np.ndarray], scopes: list | None = None):
+    def _search_batch(
+        self, texts: list[str], k: int, masks: list[np.ndarray], scopes: list | None = None
+    ):
         """Per query, (positions, scores) of the k best admitted by its mask; ``scopes``
         (per query a mask or None) is what statistics are counted over (see above)."""
         raise NotImplementedError
@@ -461,5 +511,7 @@ def document_text(events: pl.DataFrame, template: str) -> list[str]:
     cols = [c for c in events.columns if "{" + c + "}" in template or "{" + c + ":" in template]
     out = []
     for row in events.select(cols).iter_rows(named=True):
-        out.append(template.format_map({k: ("" if v is None else v) for k, v in row.items()}).strip())
+        out.append(
+            template.format_map({k: ("" if v is None else v) for k, v in row.items()}).strip()
+        )
     return out

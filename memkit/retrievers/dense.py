@@ -24,7 +24,10 @@ from usearch.index import Index
 from memkit.encoders import Encoder, encode_documents, get_encoder
 from memkit.retrievers.base import Retriever, document_text, top_k
 
-LINES = ("whole", "mean")  # how a document of several lines is encoded (DenseRetriever.document_vectors)
+LINES = (
+    "whole",
+    "mean",
+)  # how a document of several lines is encoded (DenseRetriever.document_vectors)
 
 
 class DenseRetriever(Retriever):
@@ -61,10 +64,17 @@ class DenseRetriever(Retriever):
 
     def get_params(self) -> dict:
         enc = self.encoder if isinstance(self.encoder, str) else self.encoder.name
-        return {"encoder": enc, "doc_template": self.doc_template, "exact_below": self.exact_below,
-                "exact_share": self.exact_share, "oversample": self.oversample, "connectivity": self.connectivity,
-                "expansion_add": self.expansion_add, "expansion_search": self.expansion_search,
-                **({"lines": self.lines} if self.lines != "whole" else {})}
+        return {
+            "encoder": enc,
+            "doc_template": self.doc_template,
+            "exact_below": self.exact_below,
+            "exact_share": self.exact_share,
+            "oversample": self.oversample,
+            "connectivity": self.connectivity,
+            "expansion_add": self.expansion_add,
+            "expansion_search": self.expansion_search,
+            **({"lines": self.lines} if self.lines != "whole" else {}),
+        }
 
     @property
     def _enc(self) -> Encoder:
@@ -143,8 +153,14 @@ class DenseRetriever(Retriever):
         """The HNSW graph, brought up to date with every alive position."""
         n = len(self.catalog)
         if self._hnsw is None:
-            self._hnsw = Index(ndim=self._enc.dim, metric="cos", dtype="f32", connectivity=self.connectivity,
-                               expansion_add=self.expansion_add, expansion_search=self.expansion_search)
+            self._hnsw = Index(
+                ndim=self._enc.dim,
+                metric="cos",
+                dtype="f32",
+                connectivity=self.connectivity,
+                expansion_add=self.expansion_add,
+                expansion_search=self.expansion_search,
+            )
         if self._hnsw_size < n:
             new = np.arange(self._hnsw_size, n)
             new = new[self.catalog.alive[new]]
@@ -157,7 +173,9 @@ class DenseRetriever(Retriever):
         q = self._enc.encode(texts)
         return self.search_vectors(q, k, masks, scopes)
 
-    def search_vectors(self, q: np.ndarray, k: int, masks: list[np.ndarray], scopes: list | None = None):
+    def search_vectors(
+        self, q: np.ndarray, k: int, masks: list[np.ndarray], scopes: list | None = None
+    ):
         """Search with query vectors already computed (one row per query)."""
         V = self.vectors
         n_alive = self.catalog.n_alive
@@ -165,7 +183,9 @@ class DenseRetriever(Retriever):
         out: list = [None] * len(q)
         gathered = {}  # id(mask) -> (rows, their scores for every query): queries with one filter share one gather
         for i, mask in enumerate(masks):
-            rows = self.catalog.rows(mask)  # found once per filter and shared (memkit/retrievers/base.py)
+            rows = self.catalog.rows(
+                mask
+            )  # found once per filter and shared (memkit/retrievers/base.py)
             if not (scoped[i] or not self.uses_hnsw() or len(rows) <= self.exact_share * n_alive):
                 out[i] = self._hnsw_one(q[i], k, mask, len(rows))
             elif scoped[i] or len(rows) < 0.5 * len(mask):  # a product over only the admitted rows

@@ -28,7 +28,9 @@ from memkit.tables import RUN_SCHEMA
 
 def _rank_and_cut(fused: pl.LazyFrame, k: int | None) -> pl.LazyFrame:
     fused = fused.sort(["query_id", "score", "event_id"], descending=[False, True, False])
-    fused = fused.with_columns(pl.col("score").cum_count().over("query_id").cast(pl.Int64).alias("rank"))
+    fused = fused.with_columns(
+        pl.col("score").cum_count().over("query_id").cast(pl.Int64).alias("rank")
+    )
     if k is not None:
         fused = fused.filter(pl.col("rank") <= k)
     return fused.select(list(RUN_SCHEMA)).cast(RUN_SCHEMA)
@@ -53,14 +55,21 @@ def _check_weights(runs: Sequence[pl.DataFrame], weights) -> list[float]:
     return [float(w) for w in weights]
 
 
-def rrf(runs: Sequence[pl.DataFrame], k: int = 60, weights=None, top: int | None = None) -> pl.DataFrame:
+def rrf(
+    runs: Sequence[pl.DataFrame], k: int = 60, weights=None, top: int | None = None
+) -> pl.DataFrame:
     """Reciprocal rank fusion of runs."""
     weights = _check_weights(runs, weights if weights is not None else [1.0] * len(runs))
-    parts = [r.lazy().with_columns((w / (k + pl.col("rank"))).alias("part")) for r, w in zip(runs, weights)]
+    parts = [
+        r.lazy().with_columns((w / (k + pl.col("rank"))).alias("part"))
+        for r, w in zip(runs, weights)
+    ]
     return _fuse(parts, top)
 
 
-def convex(runs: Sequence[pl.DataFrame], weights=None, norm: str = "minmax", top: int | None = None) -> pl.DataFrame:
+def convex(
+    runs: Sequence[pl.DataFrame], weights=None, norm: str = "minmax", top: int | None = None
+) -> pl.DataFrame:
     """Convex combination of normalised scores: ``sum_i w_i * norm(score_i)``; ``norm =
     "none"`` for scores already on one scale (probabilities: a weighted mean, missing = 0)."""
     weights = _check_weights(runs, weights)
@@ -71,7 +80,9 @@ def convex(runs: Sequence[pl.DataFrame], weights=None, norm: str = "minmax", top
     return _convex_frames(runs, weights, norm, top)
 
 
-def _convex_frames(runs: Sequence[pl.DataFrame], weights: list[float], norm: str, top: int | None) -> pl.DataFrame:
+def _convex_frames(
+    runs: Sequence[pl.DataFrame], weights: list[float], norm: str, top: int | None
+) -> pl.DataFrame:
     """``convex`` as one polars query over any number of queries' runs."""
     parts = []
     for r, w in zip(runs, weights):
@@ -98,8 +109,9 @@ def _one_query(runs: Sequence[pl.DataFrame]) -> bool:
     return len(ids) == 1
 
 
-def _convex_one(runs: Sequence[pl.DataFrame], weights: list[float], top: int | None,
-                norm: str = "minmax") -> pl.DataFrame:
+def _convex_one(
+    runs: Sequence[pl.DataFrame], weights: list[float], top: int | None, norm: str = "minmax"
+) -> pl.DataFrame:
     """``convex`` (min-max, or none) of one query's runs in numpy: what the service does for every
     request (a question and its follow-up variant). The same numbers as the polars query
     below, which costs about 1.7 ms in fixed overhead for a hundred rows, more than the
@@ -125,10 +137,20 @@ def _convex_one(runs: Sequence[pl.DataFrame], weights: list[float], top: int | N
     for i, kind in zip(where.tolist(), kinds):
         seen[i].add(kind)
     order = np.lexsort((found, -score))[:top]
-    kind = ["hybrid" if len(seen[i]) > 1 or "hybrid" in seen[i] else next(iter(seen[i])) for i in order.tolist()]
-    return pl.DataFrame({"query_id": [qid] * len(order), "event_id": found[order].tolist(),
-                         "score": score[order], "rank": np.arange(1, len(order) + 1), "match_type": kind},
-                        schema=RUN_SCHEMA)
+    kind = [
+        "hybrid" if len(seen[i]) > 1 or "hybrid" in seen[i] else next(iter(seen[i]))
+        for i in order.tolist()
+    ]
+    return pl.DataFrame(
+        {
+            "query_id": [qid] * len(order),
+            "event_id": found[order].tolist(),
+            "score": score[order],
+            "rank": np.arange(1, len(order) + 1),
+            "match_type": kind,
+        },
+        schema=RUN_SCHEMA,
+    )
 
 
 def _fuse(parts: list[pl.LazyFrame], top: int | None) -> pl.DataFrame:
@@ -153,8 +175,15 @@ class HybridRetriever(Retriever):
     type_name = "hybrid"
     match_type = "hybrid"
 
-    def __init__(self, retrievers: Sequence[Retriever | dict], method: str = "convex", weights=None,
-                 rrf_k: int = 60, norm: str = "minmax", depth: int = 100):
+    def __init__(
+        self,
+        retrievers: Sequence[Retriever | dict],
+        method: str = "convex",
+        weights=None,
+        rrf_k: int = 60,
+        norm: str = "minmax",
+        depth: int = 100,
+    ):
         super().__init__()
         from memkit.retrievers import build
 
@@ -171,8 +200,14 @@ class HybridRetriever(Retriever):
         _check_weights(self.retrievers, self.weights)
 
     def get_params(self) -> dict:
-        return {"method": self.method, "weights": self.weights, "rrf_k": self.rrf_k, "norm": self.norm,
-                "depth": self.depth, "retrievers": [r.params() for r in self.retrievers]}
+        return {
+            "method": self.method,
+            "weights": self.weights,
+            "rrf_k": self.rrf_k,
+            "norm": self.norm,
+            "depth": self.depth,
+            "retrievers": [r.params() for r in self.retrievers],
+        }
 
     def _reset(self) -> None:
         for r in self.retrievers:
@@ -239,4 +274,3 @@ class HybridRetriever(Retriever):
 
     def __len__(self):
         return len(self.retrievers[0])
-

@@ -52,32 +52,56 @@ class Post(NamedTuple):
 
 
 NO_POST = Post("", 0.0, 0.0, True, 0.0)  # a post the ranker was not given
-POST_SCHEMA = {"speaker": pl.Utf8, "log_length": pl.Float64, "image": pl.Float64, "chat": pl.Boolean,
-               "dated": pl.Float64}
+POST_SCHEMA = {
+    "speaker": pl.Utf8,
+    "log_length": pl.Float64,
+    "image": pl.Float64,
+    "chat": pl.Boolean,
+    "dated": pl.Float64,
+}
 
 
 class LearnedRetriever(Retriever):
     type_name = "learned"
     match_type = "hybrid"
 
-    def __init__(self, first: dict | HybridRetriever, extra: Sequence[dict | Retriever] = (), candidates: int = 100,
-                 model: dict | None = None, passage_model: dict | None = None):
+    def __init__(
+        self,
+        first: dict | HybridRetriever,
+        extra: Sequence[dict | Retriever] = (),
+        candidates: int = 100,
+        model: dict | None = None,
+        passage_model: dict | None = None,
+    ):
         super().__init__()
         from memkit.retrievers import build
 
         self.first = build(first) if isinstance(first, dict) else first
         if not isinstance(self.first, HybridRetriever):
-            raise ValidationError("retriever.first", "expected a hybrid retriever (type = \"hybrid\")")
+            raise ValidationError(
+                "retriever.first", 'expected a hybrid retriever (type = "hybrid")'
+            )
         self._weights = _convex_weights(self.first)
         self.extra = [build(r) if isinstance(r, dict) else r for r in extra]
         if isinstance(candidates, bool) or not isinstance(candidates, int) or candidates < 1:
-            raise ValidationError("retriever.candidates", f"expected a positive integer, got {candidates!r}")
+            raise ValidationError(
+                "retriever.candidates", f"expected a positive integer, got {candidates!r}"
+            )
         self.candidates = candidates
-        self.model = check_linear(model, self.feature_names(), "retriever.model") if model is not None else None
-        self.passage_model = (check_linear(passage_model, self.feature_names(), "retriever.passage_model")
-                              if passage_model is not None else None)
+        self.model = (
+            check_linear(model, self.feature_names(), "retriever.model")
+            if model is not None
+            else None
+        )
+        self.passage_model = (
+            check_linear(passage_model, self.feature_names(), "retriever.passage_model")
+            if passage_model is not None
+            else None
+        )
         if self.passage_model is not None and self.model is None:
-            raise ValidationError("retriever.passage_model", "needs a [retriever.model] for chat lines too")
+            raise ValidationError(
+                "retriever.passage_model", "needs a [retriever.model] for chat lines too"
+            )
         self._posts: dict[str, Post] = {}
 
     def feature_names(self) -> list[str]:
@@ -87,21 +111,41 @@ class LearnedRetriever(Retriever):
         return names + POST_FEATURES
 
     def get_params(self) -> dict:
-        return {"candidates": self.candidates, "first": self.first.params(), "extra": [r.params() for r in self.extra],
-                "model": self.model, "passage_model": self.passage_model}
+        return {
+            "candidates": self.candidates,
+            "first": self.first.params(),
+            "extra": [r.params() for r in self.extra],
+            "model": self.model,
+            "passage_model": self.passage_model,
+        }
 
     # -- the index: every retriever holds every event -------------------------------
     def _all(self) -> list[Retriever]:
         return [self.first, *self.extra]
 
     def _describe(self, events: pl.DataFrame) -> None:
-        speakers = (events["speaker"] if "speaker" in events.columns else events["user_id"]).fill_null("").to_list()
+        speakers = (
+            (events["speaker"] if "speaker" in events.columns else events["user_id"])
+            .fill_null("")
+            .to_list()
+        )
         texts = events["text"].to_list()
         chat = events["chat"].to_list() if "chat" in events.columns else [True] * events.height
-        times = events["created_at"].to_list() if "created_at" in events.columns else [None] * events.height
-        for eid, spk, text, c, at in zip(events["event_id"].to_list(), speakers, texts, chat, times):
-            self._posts[eid] = Post(spk, math.log1p(len(text)), float("[image:" in text), bool(c),
-                                    float(bool(c) and bool(dates_in(text, at))))
+        times = (
+            events["created_at"].to_list()
+            if "created_at" in events.columns
+            else [None] * events.height
+        )
+        for eid, spk, text, c, at in zip(
+            events["event_id"].to_list(), speakers, texts, chat, times
+        ):
+            self._posts[eid] = Post(
+                spk,
+                math.log1p(len(text)),
+                float("[image:" in text),
+                bool(c),
+                float(bool(c) and bool(dates_in(text, at))),
+            )
 
     def fit(self, events):
         for r in self._all():
@@ -143,14 +187,26 @@ class LearnedRetriever(Retriever):
         is several times faster than joining run tables and gives the same numbers."""
         frame = normalize_queries(queries)
         names = self.feature_names()
-        cols: dict[str, list] = {"query_id": [], "event_id": [], "match_type": [], **{n: [] for n in names}}
-        for qid, (eids, kinds, x) in zip(frame["query_id"].to_list(), self._candidates(frame, filters)):
+        cols: dict[str, list] = {
+            "query_id": [],
+            "event_id": [],
+            "match_type": [],
+            **{n: [] for n in names},
+        }
+        for qid, (eids, kinds, x) in zip(
+            frame["query_id"].to_list(), self._candidates(frame, filters)
+        ):
             cols["query_id"].extend([qid] * len(eids))
             cols["event_id"].extend(eids)
             cols["match_type"].extend(kinds)
             for c, name in enumerate(names):
                 cols[name].extend(x[:, c].tolist())
-        schema = {"query_id": pl.Utf8, "event_id": pl.Utf8, "match_type": pl.Utf8, **{n: pl.Float64 for n in names}}
+        schema = {
+            "query_id": pl.Utf8,
+            "event_id": pl.Utf8,
+            "match_type": pl.Utf8,
+            **{n: pl.Float64 for n in names},
+        }
         return pl.DataFrame(cols, schema=schema)
 
     def _candidates(self, frame: pl.DataFrame, filters):
@@ -161,7 +217,9 @@ class LearnedRetriever(Retriever):
         depth = max(self.candidates, self.first.depth)
         texts = frame["text"].to_list()
         catalog = self.first.catalog
-        masks = [catalog.mask(f) for f in per]  # the same positions in every part: one mask serves all
+        masks = [
+            catalog.mask(f) for f in per
+        ]  # the same positions in every part: one mask serves all
         scopes = [catalog.scope(f) for f in per]
         hits = []  # per part, per query: (positions best first, scores)
         for r in self._all_parts():
@@ -170,7 +228,9 @@ class LearnedRetriever(Retriever):
             hits.append(r._search_batch(texts, depth, masks, scopes))
         kinds = [r.match_type for r in self._all_parts()]
         for q, text in enumerate(texts):
-            yield self._features_one(text, [(h[q][0], h[q][1], kind) for h, kind in zip(hits, kinds)])
+            yield self._features_one(
+                text, [(h[q][0], h[q][1], kind) for h, kind in zip(hits, kinds)]
+            )
 
     def is_chat(self, event_ids) -> np.ndarray:
         """Per event: whether it is a chat line (scored by ``model``) or stands alone."""
@@ -193,8 +253,11 @@ class LearnedRetriever(Retriever):
         if not len(pooled):
             return [], [], np.zeros((0, width))
         found, where = np.unique(pooled, return_inverse=True)
-        fused = np.bincount(where, weights=np.concatenate([w * z for (_, z, _), w in zip(first, self._weights)]),
-                            minlength=len(found))
+        fused = np.bincount(
+            where,
+            weights=np.concatenate([w * z for (_, z, _), w in zip(first, self._weights)]),
+            minlength=len(found),
+        )
         names = np.array([ids[p] for p in found])
         best = np.lexsort((names, -fused))[: self.candidates]  # best fused first, ties by event id
         order = found[best]
@@ -242,7 +305,9 @@ class LearnedRetriever(Retriever):
     def search(self, queries, k: int = 10, filters=None) -> pl.DataFrame:
         frame = normalize_queries(queries)
         qids, eids, scores, ranks, kinds = [], [], [], [], []
-        for qid, (ids, types, x) in zip(frame["query_id"].to_list(), self._candidates(frame, filters)):
+        for qid, (ids, types, x) in zip(
+            frame["query_id"].to_list(), self._candidates(frame, filters)
+        ):
             s = self._score(x, ids)
             order = sorted(range(len(ids)), key=lambda i: (-s[i], ids[i]))[:k]
             qids.extend([qid] * len(order))
@@ -250,8 +315,16 @@ class LearnedRetriever(Retriever):
             scores.extend(float(s[i]) for i in order)
             ranks.extend(range(1, len(order) + 1))
             kinds.extend(types[i] for i in order)
-        return pl.DataFrame({"query_id": qids, "event_id": eids, "score": scores, "rank": ranks, "match_type": kinds},
-                            schema=RUN_SCHEMA)
+        return pl.DataFrame(
+            {
+                "query_id": qids,
+                "event_id": eids,
+                "score": scores,
+                "rank": ranks,
+                "match_type": kinds,
+            },
+            schema=RUN_SCHEMA,
+        )
 
     def _all_parts(self) -> list[Retriever]:
         return [*self.first.retrievers, *self.extra]
@@ -261,16 +334,21 @@ class LearnedRetriever(Retriever):
         the spec (candidates and model), so a service starts without re-encoding."""
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
-        spec = {"type": self.type_name, "candidates": self.candidates, "model": self.model,
-                "passage_model": self.passage_model}
+        spec = {
+            "type": self.type_name,
+            "candidates": self.candidates,
+            "model": self.model,
+            "passage_model": self.passage_model,
+        }
         (folder / "retriever.json").write_text(json.dumps(spec, indent=2))
         self.first.save(folder / "first")
         for i, r in enumerate(self.extra):
             r.save(folder / f"extra{i}")
         ids = list(self._posts)
         columns = {name: [getattr(self._posts[e], name) for e in ids] for name in Post._fields}
-        pl.DataFrame({"event_id": ids, **columns}, schema={"event_id": pl.Utf8, **POST_SCHEMA}).write_parquet(
-            folder / "posts.parquet")
+        pl.DataFrame(
+            {"event_id": ids, **columns}, schema={"event_id": pl.Utf8, **POST_SCHEMA}
+        ).write_parquet(folder / "posts.parquet")
         return folder
 
     @classmethod
@@ -280,21 +358,32 @@ class LearnedRetriever(Retriever):
         folder = Path(folder)
         spec = json.loads((folder / "retriever.json").read_text())
         extra = sorted(folder.glob("extra*"), key=lambda p: int(p.name[5:]))
-        obj = cls(load_any(folder / "first"), [load_any(p) for p in extra], candidates=spec["candidates"],
-                  model=spec["model"], passage_model=spec.get("passage_model"))
+        obj = cls(
+            load_any(folder / "first"),
+            [load_any(p) for p in extra],
+            candidates=spec["candidates"],
+            model=spec["model"],
+            passage_model=spec.get("passage_model"),
+        )
         posts = pl.read_parquet(folder / "posts.parquet")
         if "chat" not in posts.columns:  # saved before posts had a shape
             posts = posts.with_columns(pl.lit(True).alias("chat"))
-        if "dated" not in posts.columns:  # saved before posts had dates (a model that reads them makes a new index anyway)
+        if (
+            "dated" not in posts.columns
+        ):  # saved before posts had dates (a model that reads them makes a new index anyway)
             posts = posts.with_columns(pl.lit(0.0).alias("dated"))
-        obj._posts = {e: Post(*rest) for e, *rest in posts.select("event_id", *Post._fields).iter_rows()}
+        obj._posts = {
+            e: Post(*rest) for e, *rest in posts.select("event_id", *Post._fields).iter_rows()
+        }
         obj.catalog = obj.first.catalog
         return obj
 
 
 def _convex_weights(hybrid: HybridRetriever) -> list[float]:
     if hybrid.method != "convex" or hybrid.norm != "minmax":
-        raise ValidationError("retriever.first", 'expected method = "convex" and norm = "minmax" for the first stage')
+        raise ValidationError(
+            "retriever.first", 'expected method = "convex" and norm = "minmax" for the first stage'
+        )
     n = len(hybrid.retrievers)
     return [float(w) for w in hybrid.weights] if hybrid.weights is not None else [1.0 / n] * n
 

@@ -91,7 +91,9 @@ def resolve_url(url: str | None) -> str:
         name = url[4:]
         value = os.environ.get(name)
         if not value:
-            raise ValidationError("url", f"environment variable {name} is not set (it should hold a PostgreSQL URL)")
+            raise ValidationError(
+                "url", f"environment variable {name} is not set (it should hold a PostgreSQL URL)"
+            )
         url = value
     url = re.sub(r"^postgresql\+\w+://", "postgresql://", url)
     if not url.startswith(("postgresql://", "postgres://")):
@@ -120,8 +122,14 @@ def pool(dsn: str) -> "ConnectionPool":
             # PostgreSQL may switch to a generic plan, chosen without the query's terms; for
             # full-text search that plan was 5x slower (SciFact in memkit eval: 3.8 -> 16.5 s
             # once autovacuum had re-analysed the table). Each search is planned for its words.
-            _POOLS[key] = ConnectionPool(dsn, min_size=1, max_size=MAX_CONNECTIONS, open=True,
-                                         kwargs={"prepare_threshold": None}, name=f"memkit-{len(_POOLS)}")
+            _POOLS[key] = ConnectionPool(
+                dsn,
+                min_size=1,
+                max_size=MAX_CONNECTIONS,
+                open=True,
+                kwargs={"prepare_threshold": None},
+                name=f"memkit-{len(_POOLS)}",
+            )
         return _POOLS[key]
 
 
@@ -143,7 +151,9 @@ def _where(f: Filters | None) -> tuple[str, list]:
     if f.types is not None:
         parts.append("block_type = ANY(%s)")
         args.append(list(f.types))
-    if f.time_from is not None:  # NULL times never compare true: an event without a time never matches
+    if (
+        f.time_from is not None
+    ):  # NULL times never compare true: an event without a time never matches
         parts.append("created_at >= %s")
         args.append(f.time_from)
     if f.time_to is not None:
@@ -168,8 +178,12 @@ class PostgresRetriever(Retriever):
     default_table = "memkit_rows"
     type_name = "postgres"
 
-    def __init__(self, url: str = "env:MEMKIT_DATABASE_URL", table: str | None = None,
-                 doc_template: str = "{text}"):
+    def __init__(
+        self,
+        url: str = "env:MEMKIT_DATABASE_URL",
+        table: str | None = None,
+        doc_template: str = "{text}",
+    ):
         super().__init__()
         self.url = url
         self.table = table or self.default_table
@@ -208,12 +222,16 @@ class PostgresRetriever(Retriever):
 
     def _ddl(self) -> list[str]:
         t = self.table
-        return [f"CREATE INDEX IF NOT EXISTS {t}_floor ON {t} (floor_id)",
-                "CREATE TABLE IF NOT EXISTS memkit_fitted (name text PRIMARY KEY, fingerprint text NOT NULL)"]
+        return [
+            f"CREATE INDEX IF NOT EXISTS {t}_floor ON {t} (floor_id)",
+            "CREATE TABLE IF NOT EXISTS memkit_fitted (name text PRIMARY KEY, fingerprint text NOT NULL)",
+        ]
 
     def _columns(self) -> str:
-        return ("event_id text PRIMARY KEY, floor_id text NOT NULL, block_type text NOT NULL, "
-                "created_at timestamptz, tags text[] NOT NULL DEFAULT '{}'")
+        return (
+            "event_id text PRIMARY KEY, floor_id text NOT NULL, block_type text NOT NULL, "
+            "created_at timestamptz, tags text[] NOT NULL DEFAULT '{}'"
+        )
 
     # -- the contract ----------------------------------------------------------------------
     def fit(self, events: pl.DataFrame, conn=None) -> "PostgresRetriever":
@@ -223,7 +241,9 @@ class PostgresRetriever(Retriever):
         evaluation does not rewrite thousands of rows it already holds."""
         mark = self._fingerprint(events)
         with self.connection(conn) as c:
-            row = c.execute("SELECT fingerprint FROM memkit_fitted WHERE name = %s", (self.table,)).fetchone()
+            row = c.execute(
+                "SELECT fingerprint FROM memkit_fitted WHERE name = %s", (self.table,)
+            ).fetchone()
             if row is not None and row[0] == mark:
                 return self
             c.execute(f"DELETE FROM {self.table}")
@@ -231,8 +251,11 @@ class PostgresRetriever(Retriever):
             # Statistics for the planner now, not when autovacuum gets round to it: on a
             # table just filled, full-text search took 45 ms a query instead of 9 (SciFact).
             c.execute(f"ANALYZE {self.table}")
-            c.execute("INSERT INTO memkit_fitted (name, fingerprint) VALUES (%s, %s) ON CONFLICT (name) "
-                      "DO UPDATE SET fingerprint = EXCLUDED.fingerprint", (self.table, mark))
+            c.execute(
+                "INSERT INTO memkit_fitted (name, fingerprint) VALUES (%s, %s) ON CONFLICT (name) "
+                "DO UPDATE SET fingerprint = EXCLUDED.fingerprint",
+                (self.table, mark),
+            )
         return self
 
     def _fingerprint(self, events: pl.DataFrame) -> str:
@@ -251,17 +274,27 @@ class PostgresRetriever(Retriever):
             return self
         dup = events["event_id"].is_duplicated()
         if dup.any():
-            raise ValidationError("event_id", f"repeated within one add: {events.filter(dup)['event_id'][0]!r}")
+            raise ValidationError(
+                "event_id", f"repeated within one add: {events.filter(dup)['event_id'][0]!r}"
+            )
         values = self._values(events)
-        meta = list(zip(events["event_id"].to_list(), events["floor_id"].to_list(), events["block_type"].to_list(),
-                        [_utc(t) for t in events["created_at"].to_list()],
-                        [list(t or []) for t in events["tags"].to_list()]))
+        meta = list(
+            zip(
+                events["event_id"].to_list(),
+                events["floor_id"].to_list(),
+                events["block_type"].to_list(),
+                [_utc(t) for t in events["created_at"].to_list()],
+                [list(t or []) for t in events["tags"].to_list()],
+            )
+        )
         rows = [(*m, v) for m, v in zip(meta, values)]
         col, expr = self._value_column()
-        sql = (f"INSERT INTO {self.table} (event_id, floor_id, block_type, created_at, tags, {col}) "
-               f"VALUES (%s, %s, %s, %s, %s, {expr}) ON CONFLICT (event_id) DO UPDATE SET "
-               f"floor_id = EXCLUDED.floor_id, block_type = EXCLUDED.block_type, created_at = EXCLUDED.created_at, "
-               f"tags = EXCLUDED.tags, {col} = EXCLUDED.{col}")
+        sql = (
+            f"INSERT INTO {self.table} (event_id, floor_id, block_type, created_at, tags, {col}) "
+            f"VALUES (%s, %s, %s, %s, %s, {expr}) ON CONFLICT (event_id) DO UPDATE SET "
+            f"floor_id = EXCLUDED.floor_id, block_type = EXCLUDED.block_type, created_at = EXCLUDED.created_at, "
+            f"tags = EXCLUDED.tags, {col} = EXCLUDED.{col}"
+        )
         with self.connection(conn) as c, c.cursor() as cur:
             self._unmark(c)
             cur.executemany(sql, rows)
@@ -284,8 +317,16 @@ class PostgresRetriever(Retriever):
             eid.extend(e for e, _ in found)
             score.extend(float(s) for _, s in found)
             rank.extend(range(1, len(found) + 1))
-        return pl.DataFrame({"query_id": qid, "event_id": eid, "score": score, "rank": rank,
-                             "match_type": [self.match_type] * len(qid)}, schema=RUN_SCHEMA)
+        return pl.DataFrame(
+            {
+                "query_id": qid,
+                "event_id": eid,
+                "score": score,
+                "rank": rank,
+                "match_type": [self.match_type] * len(qid),
+            },
+            schema=RUN_SCHEMA,
+        )
 
     def __len__(self) -> int:
         with self.connection() as c:
@@ -317,7 +358,9 @@ class PostgresRetriever(Retriever):
     def _value_column(self) -> tuple[str, str]:
         raise NotImplementedError
 
-    def _search_all(self, texts: list[str], k: int, filters: list[Filters | None]) -> list[list[tuple[str, float]]]:
+    def _search_all(
+        self, texts: list[str], k: int, filters: list[Filters | None]
+    ) -> list[list[tuple[str, float]]]:
         raise NotImplementedError
 
 
@@ -337,10 +380,19 @@ class PgVectorRetriever(PostgresRetriever):
     type_name = "pgvector"
     default_table = "memkit_vectors"
 
-    def __init__(self, url: str = "env:MEMKIT_DATABASE_URL", table: str | None = None,
-                 encoder: str | Encoder = "minilm", doc_template: str = "{text}", m: int = 16,
-                 ef_construction: int = 64, ef_search: int = 100, iterative_scan: str = "relaxed_order",
-                 max_scan_tuples: int = 20_000, graph: bool = True):
+    def __init__(
+        self,
+        url: str = "env:MEMKIT_DATABASE_URL",
+        table: str | None = None,
+        encoder: str | Encoder = "minilm",
+        doc_template: str = "{text}",
+        m: int = 16,
+        ef_construction: int = 64,
+        ef_search: int = 100,
+        iterative_scan: str = "relaxed_order",
+        max_scan_tuples: int = 20_000,
+        graph: bool = True,
+    ):
         super().__init__(url, table, doc_template)
         self.encoder = encoder
         if not isinstance(graph, bool):
@@ -350,17 +402,29 @@ class PgVectorRetriever(PostgresRetriever):
         self.ef_construction = ef_construction
         self.ef_search = ef_search
         if iterative_scan not in ("off", "relaxed_order", "strict_order"):
-            raise ValidationError("iterative_scan", f"expected off, relaxed_order or strict_order, got {iterative_scan!r}")
+            raise ValidationError(
+                "iterative_scan",
+                f"expected off, relaxed_order or strict_order, got {iterative_scan!r}",
+            )
         self.iterative_scan = iterative_scan
         self.max_scan_tuples = max_scan_tuples
         self.pgvector_version: str | None = None
-        self.exact_fallbacks = 0  # searches the graph answered with fewer than k rows (for tests and monitoring)
+        self.exact_fallbacks = (
+            0  # searches the graph answered with fewer than k rows (for tests and monitoring)
+        )
 
     def get_params(self) -> dict:
         enc = self.encoder if isinstance(self.encoder, str) else self.encoder.name
-        return {**super().get_params(), "encoder": enc, "m": self.m, "ef_construction": self.ef_construction,
-                "ef_search": self.ef_search, "iterative_scan": self.iterative_scan,
-                "max_scan_tuples": self.max_scan_tuples, "graph": self.graph}
+        return {
+            **super().get_params(),
+            "encoder": enc,
+            "m": self.m,
+            "ef_construction": self.ef_construction,
+            "ef_search": self.ef_search,
+            "iterative_scan": self.iterative_scan,
+            "max_scan_tuples": self.max_scan_tuples,
+            "graph": self.graph,
+        }
 
     @property
     def _enc(self) -> Encoder:
@@ -371,7 +435,9 @@ class PgVectorRetriever(PostgresRetriever):
             return
         super().ensure_schema()
         with self._pool().connection() as conn:
-            row = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
+            row = conn.execute(
+                "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
+            ).fetchone()
         self.pgvector_version = row[0]
 
     def _iterative(self) -> bool:
@@ -380,11 +446,20 @@ class PgVectorRetriever(PostgresRetriever):
 
     def _ddl(self) -> list[str]:
         t, dim = self.table, int(self._enc.dim)
-        graph = [f"CREATE INDEX IF NOT EXISTS {t}_hnsw ON {t} USING hnsw (embedding vector_cosine_ops) "
-                 f"WITH (m = {int(self.m)}, ef_construction = {int(self.ef_construction)})"] if self.graph else []
-        return ["CREATE EXTENSION IF NOT EXISTS vector",
-                f"CREATE TABLE IF NOT EXISTS {t} ({self._columns()}, embedding vector({dim}) NOT NULL)",
-                *graph, *super()._ddl()]
+        graph = (
+            [
+                f"CREATE INDEX IF NOT EXISTS {t}_hnsw ON {t} USING hnsw (embedding vector_cosine_ops) "
+                f"WITH (m = {int(self.m)}, ef_construction = {int(self.ef_construction)})"
+            ]
+            if self.graph
+            else []
+        )
+        return [
+            "CREATE EXTENSION IF NOT EXISTS vector",
+            f"CREATE TABLE IF NOT EXISTS {t} ({self._columns()}, embedding vector({dim}) NOT NULL)",
+            *graph,
+            *super()._ddl(),
+        ]
 
     def _values(self, events: pl.DataFrame) -> list:
         vecs = encode_documents(self._enc, document_text(events, self.doc_template))
@@ -404,18 +479,28 @@ class PgVectorRetriever(PostgresRetriever):
     def _search_one(self, c, qv: str, k: int, f: Filters | None) -> list[tuple[str, float]]:
         where, args = _where(f)
         t = self.table
-        if (f is not None and f.floor_ids is not None) or not self.graph:  # scoped (see the module's docstring) or no graph
+        if (
+            f is not None and f.floor_ids is not None
+        ) or not self.graph:  # scoped (see the module's docstring) or no graph
             return self._exact(c, qv, k, where, args)
-        c.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(min(MAX_EF_SEARCH, max(self.ef_search, k))),))
+        c.execute(
+            "SELECT set_config('hnsw.ef_search', %s, true)",
+            (str(min(MAX_EF_SEARCH, max(self.ef_search, k))),),
+        )
         if self._iterative():
-            c.execute("SELECT set_config('hnsw.iterative_scan', %s, true), set_config('hnsw.max_scan_tuples', %s, true)",
-                      (self.iterative_scan, str(self.max_scan_tuples)))
+            c.execute(
+                "SELECT set_config('hnsw.iterative_scan', %s, true), set_config('hnsw.max_scan_tuples', %s, true)",
+                (self.iterative_scan, str(self.max_scan_tuples)),
+            )
         # The graph's candidates, re-sorted exactly (relaxed_order may return them a little out of order).
         rows = c.execute(
             f"WITH c AS MATERIALIZED (SELECT event_id, embedding <=> %s::vector AS d FROM {t} WHERE {where} "
             f"ORDER BY embedding <=> %s::vector LIMIT %s) SELECT event_id, 1 - d FROM c ORDER BY d, event_id",
-            (qv, *args, qv, k)).fetchall()
-        if len(rows) < k:  # the graph gave fewer than k: exact over the admitted rows (no index can order this)
+            (qv, *args, qv, k),
+        ).fetchall()
+        if (
+            len(rows) < k
+        ):  # the graph gave fewer than k: exact over the admitted rows (no index can order this)
             self.exact_fallbacks += 1
             return self._exact(c, qv, k, where, args)
         return [(r[0], float(r[1])) for r in rows]
@@ -423,7 +508,9 @@ class PgVectorRetriever(PostgresRetriever):
     def _exact(self, c, qv: str, k: int, where: str, args: list) -> list[tuple[str, float]]:
         rows = c.execute(
             f"SELECT event_id, 1 - (embedding <=> %s::vector) AS s FROM {self.table} WHERE {where} "
-            f"ORDER BY (embedding <=> %s::vector) + 0, event_id LIMIT %s", (qv, *args, qv, k)).fetchall()
+            f"ORDER BY (embedding <=> %s::vector) + 0, event_id LIMIT %s",
+            (qv, *args, qv, k),
+        ).fetchall()
         return [(r[0], float(r[1])) for r in rows]
 
     def similarity(self, text: str, event_ids: list[str]) -> np.ndarray:
@@ -432,8 +519,13 @@ class PgVectorRetriever(PostgresRetriever):
             return np.zeros(0, np.float32)
         qv = _vector_literal(self._enc.encode([text])[0])
         with self.connection() as c:
-            found = dict(c.execute(f"SELECT event_id, 1 - (embedding <=> %s::vector) FROM {self.table} "
-                                   f"WHERE event_id = ANY(%s)", (qv, list(event_ids))).fetchall())
+            found = dict(
+                c.execute(
+                    f"SELECT event_id, 1 - (embedding <=> %s::vector) FROM {self.table} "
+                    f"WHERE event_id = ANY(%s)",
+                    (qv, list(event_ids)),
+                ).fetchall()
+            )
         return np.array([found.get(e, -1.0) for e in event_ids], np.float32)
 
 
@@ -444,11 +536,20 @@ class PgTextRetriever(PostgresRetriever):
     type_name = "pgtext"
     default_table = "memkit_text"
 
-    def __init__(self, url: str = "env:MEMKIT_DATABASE_URL", table: str | None = None, config: str = "english",
-                 doc_template: str = "{text}", rank: str = "ts_rank", normalization: int = 1):
+    def __init__(
+        self,
+        url: str = "env:MEMKIT_DATABASE_URL",
+        table: str | None = None,
+        config: str = "english",
+        doc_template: str = "{text}",
+        rank: str = "ts_rank",
+        normalization: int = 1,
+    ):
         super().__init__(url, table, doc_template)
         if not _TABLE.match(config):
-            raise ValidationError("config", f"expected a text search configuration name, got {config!r}")
+            raise ValidationError(
+                "config", f"expected a text search configuration name, got {config!r}"
+            )
         if rank not in ("ts_rank", "ts_rank_cd"):
             raise ValidationError("rank", f"expected ts_rank or ts_rank_cd, got {rank!r}")
         self.config = config
@@ -456,12 +557,20 @@ class PgTextRetriever(PostgresRetriever):
         self.normalization = int(normalization)
 
     def get_params(self) -> dict:
-        return {**super().get_params(), "config": self.config, "rank": self.rank, "normalization": self.normalization}
+        return {
+            **super().get_params(),
+            "config": self.config,
+            "rank": self.rank,
+            "normalization": self.normalization,
+        }
 
     def _ddl(self) -> list[str]:
         t = self.table
-        return [f"CREATE TABLE IF NOT EXISTS {t} ({self._columns()}, tsv tsvector NOT NULL)",
-                f"CREATE INDEX IF NOT EXISTS {t}_tsv ON {t} USING gin (tsv)", *super()._ddl()]
+        return [
+            f"CREATE TABLE IF NOT EXISTS {t} ({self._columns()}, tsv tsvector NOT NULL)",
+            f"CREATE INDEX IF NOT EXISTS {t}_tsv ON {t} USING gin (tsv)",
+            *super()._ddl(),
+        ]
 
     def _values(self, events: pl.DataFrame) -> list:
         return document_text(events, self.doc_template)
@@ -472,8 +581,10 @@ class PgTextRetriever(PostgresRetriever):
     def or_query(self) -> str:
         """SQL for the query's terms joined by OR: plainto_tsquery's parse (stemming,
         stopwords), with its AND (and any phrase) operators replaced by |."""
-        return (f"regexp_replace(plainto_tsquery('{self.config}'::regconfig, %s)::text, "
-                f"' (&|<[0-9]+>|<->) ', ' | ', 'g')::tsquery")
+        return (
+            f"regexp_replace(plainto_tsquery('{self.config}'::regconfig, %s)::text, "
+            f"' (&|<[0-9]+>|<->) ', ' | ', 'g')::tsquery"
+        )
 
     def _search_all(self, texts, k, filters):
         out = []
@@ -484,7 +595,8 @@ class PgTextRetriever(PostgresRetriever):
                     f"WITH q AS (SELECT {self.or_query()} AS q) "
                     f"SELECT event_id, {self.rank}(tsv, q.q, %s) AS s FROM {self.table}, q "
                     f"WHERE numnode(q.q) > 0 AND tsv @@ q.q AND {where} ORDER BY s DESC, event_id LIMIT %s",
-                    (text, self.normalization, *args, k)).fetchall()
+                    (text, self.normalization, *args, k),
+                ).fetchall()
                 out.append([(r[0], float(r[1])) for r in rows])
         return out
 

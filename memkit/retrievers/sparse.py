@@ -54,12 +54,16 @@ class TermIndex:
             alive = self.doc_len > 0
             for start, mat in self.segments:
                 cols = np.repeat(np.arange(mat.shape[1]), np.diff(mat.indptr))
-                df[: mat.shape[1]] += np.bincount(cols[alive[mat.indices + start]], minlength=mat.shape[1])
+                df[: mat.shape[1]] += np.bincount(
+                    cols[alive[mat.indices + start]], minlength=mat.shape[1]
+                )
             self._df = df
         return self._df
 
     def add(self, texts: list[str], positions: np.ndarray) -> None:
-        assert len(texts) == 0 or positions[0] == len(self.doc_len), "positions must be appended in order"
+        assert len(texts) == 0 or positions[0] == len(self.doc_len), (
+            "positions must be appended in order"
+        )
         rows, cols, vals = [], [], []
         lengths = np.zeros(len(texts), np.float64)
         for r, text in enumerate(texts):
@@ -95,8 +99,17 @@ class TermIndex:
 
     def _merged(self, segments: list[tuple[int, sp.csc_matrix]]) -> tuple[int, sp.csc_matrix]:
         width = len(self.vocab)
-        mats = [sp.csc_matrix((m.data, m.indices, np.concatenate([m.indptr, np.full(width - m.shape[1], m.indptr[-1])])),
-                              shape=(m.shape[0], width)) for _, m in segments]
+        mats = [
+            sp.csc_matrix(
+                (
+                    m.data,
+                    m.indices,
+                    np.concatenate([m.indptr, np.full(width - m.shape[1], m.indptr[-1])]),
+                ),
+                shape=(m.shape[0], width),
+            )
+            for _, m in segments
+        ]
         return segments[0][0], sp.vstack(mats, format="csc")
 
     def query_terms(self, text: str) -> tuple[np.ndarray, np.ndarray]:
@@ -114,7 +127,16 @@ class TermIndex:
         ids, qtf = self.query_terms(text)
         pos, tf, which = self.postings(ids)
         if scope is None:
-            return ids, qtf, pos, tf, which, self.df[ids].astype(np.float64), self.n_docs, self.total_len
+            return (
+                ids,
+                qtf,
+                pos,
+                tf,
+                which,
+                self.df[ids].astype(np.float64),
+                self.n_docs,
+                self.total_len,
+            )
         inside = scope[pos]
         pos, tf, which = pos[inside], tf[inside], which[inside]
         df = np.bincount(which, minlength=len(ids)).astype(np.float64)
@@ -130,7 +152,9 @@ class TermIndex:
         df = np.zeros(len(self.vocab), np.float64)
         for start, mat in self.segments:
             cols = np.repeat(np.arange(mat.shape[1]), np.diff(mat.indptr))
-            df[: mat.shape[1]] += np.bincount(cols[scope[mat.indices + start]], minlength=mat.shape[1])
+            df[: mat.shape[1]] += np.bincount(
+                cols[scope[mat.indices + start]], minlength=mat.shape[1]
+            )
         return df
 
     def postings(self, term_ids: np.ndarray):
@@ -144,7 +168,9 @@ class TermIndex:
             n = hi - lo
             total = int(n.sum())
             if total:
-                at = np.repeat(lo - (np.cumsum(n) - n), n) + np.arange(total)  # the ranges, concatenated
+                at = np.repeat(lo - (np.cumsum(n) - n), n) + np.arange(
+                    total
+                )  # the ranges, concatenated
                 pos.append(mat.indices[at] + start)
                 tf.append(mat.data[at])
                 which.append(np.repeat(known, n))
@@ -152,7 +178,11 @@ class TermIndex:
             return np.zeros(0, np.int64), np.zeros(0, np.float64), np.zeros(0, np.int64)
         which = np.concatenate(which)
         order = np.argsort(which, kind="stable")
-        return np.concatenate(pos)[order], np.concatenate(tf)[order].astype(np.float64), which[order]
+        return (
+            np.concatenate(pos)[order],
+            np.concatenate(tf)[order].astype(np.float64),
+            which[order],
+        )
 
     def save(self, folder: Path, prefix: str) -> None:
         segments = [self._merged(self.segments)] if len(self.segments) > 1 else self.segments
@@ -160,12 +190,19 @@ class TermIndex:
         sp.save_npz(folder / f"{prefix}counts.npz", mat)
         terms = sorted(self.vocab, key=self.vocab.get)
         pl.DataFrame({"term": terms}).write_parquet(folder / f"{prefix}vocab.parquet")
-        np.savez(folder / f"{prefix}stats.npz", df=self.df, doc_len=self.doc_len, n_docs=self.n_docs)
+        np.savez(
+            folder / f"{prefix}stats.npz", df=self.df, doc_len=self.doc_len, n_docs=self.n_docs
+        )
 
     def load(self, folder: Path, prefix: str) -> None:
         mat = sp.load_npz(folder / f"{prefix}counts.npz").tocsc()
         self.segments = [(0, mat)] if mat.shape[0] else []
-        self.vocab = {t: i for i, t in enumerate(pl.read_parquet(folder / f"{prefix}vocab.parquet")["term"].to_list())}
+        self.vocab = {
+            t: i
+            for i, t in enumerate(
+                pl.read_parquet(folder / f"{prefix}vocab.parquet")["term"].to_list()
+            )
+        }
         stats = np.load(folder / f"{prefix}stats.npz")
         self._df, self.doc_len, self.n_docs = stats["df"], stats["doc_len"], int(stats["n_docs"])
         self.total_len = float(self.doc_len.sum())
@@ -241,14 +278,26 @@ class BM25Retriever(_SparseRetriever):
 
     type_name = "bm25"
 
-    def __init__(self, k1: float = 1.2, b: float = 0.75, stopwords="english", stemmer="english", doc_template="{text}"):
+    def __init__(
+        self,
+        k1: float = 1.2,
+        b: float = 0.75,
+        stopwords="english",
+        stemmer="english",
+        doc_template="{text}",
+    ):
         self.k1 = k1
         self.b = b
         super().__init__(stopwords, stemmer, doc_template)
 
     def get_params(self) -> dict:
-        return {"k1": self.k1, "b": self.b, "stopwords": self.stopwords, "stemmer": self.stemmer,
-                "doc_template": self.doc_template}
+        return {
+            "k1": self.k1,
+            "b": self.b,
+            "stopwords": self.stopwords,
+            "stemmer": self.stemmer,
+            "doc_template": self.doc_template,
+        }
 
     def _contributions(self, terms, scope) -> np.ndarray:
         ids, qtf, pos, tf, which, df, n_docs, total_len = terms
@@ -269,15 +318,25 @@ class TfidfRetriever(_SparseRetriever):
 
     type_name = "tfidf"
 
-    def __init__(self, sublinear_tf: bool = False, stopwords="english", stemmer="english", doc_template="{text}"):
+    def __init__(
+        self,
+        sublinear_tf: bool = False,
+        stopwords="english",
+        stemmer="english",
+        doc_template="{text}",
+    ):
         self.sublinear_tf = sublinear_tf
         self._norms = None
         self._scoped = {}
         super().__init__(stopwords, stemmer, doc_template)
 
     def get_params(self) -> dict:
-        return {"sublinear_tf": self.sublinear_tf, "stopwords": self.stopwords, "stemmer": self.stemmer,
-                "doc_template": self.doc_template}
+        return {
+            "sublinear_tf": self.sublinear_tf,
+            "stopwords": self.stopwords,
+            "stemmer": self.stemmer,
+            "doc_template": self.doc_template,
+        }
 
     def _changed(self) -> None:
         self._norms = None
@@ -293,7 +352,7 @@ class TfidfRetriever(_SparseRetriever):
         return 1.0 + np.log(tf) if self.sublinear_tf else tf
 
     def _norms_for(self, idf: np.ndarray, alive: np.ndarray) -> np.ndarray:
-        idf2 = idf ** 2
+        idf2 = idf**2
         sq = np.zeros(len(self.index.doc_len))
         for start, mat in self.index.segments:
             w = mat.copy()
@@ -328,7 +387,9 @@ class TfidfRetriever(_SparseRetriever):
         q /= np.linalg.norm(q)
         norm = norms[pos]
         alive = norm > 0  # a dead document scores 0 (and no mask admits it)
-        return np.where(alive, self._tf(tf) * idf[which] * q[which] / np.where(alive, norm, 1.0), 0.0)
+        return np.where(
+            alive, self._tf(tf) * idf[which] * q[which] / np.where(alive, norm, 1.0), 0.0
+        )
 
 
 def _summed(pos: np.ndarray, contrib: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:

@@ -37,12 +37,19 @@ from limits import parse_many
 from server.errors import ApiError
 from server.services.accounts import bearer_token, normalize_email, normalize_mobile
 
-ADDRESS_FIELDS = {"email": "email", "new_email_id": "email", "mobile": "mobile", "new_mobile": "mobile"}
+ADDRESS_FIELDS = {
+    "email": "email",
+    "new_email_id": "email",
+    "mobile": "mobile",
+    "new_mobile": "mobile",
+}
 
 
 def looser(limit: str, factor: int) -> str:
     """``"5 per minute;30 per hour"`` times ``factor``: the counts, not the periods."""
-    return re.sub(r"(\d+)(\s*(?:per|/))", lambda mo: f"{int(mo.group(1)) * factor}{mo.group(2)}", limit)
+    return re.sub(
+        r"(\d+)(\s*(?:per|/))", lambda mo: f"{int(mo.group(1)) * factor}{mo.group(2)}", limit
+    )
 
 
 def identity(kind: str, value: str, region: str = "") -> str:
@@ -52,7 +59,9 @@ def identity(kind: str, value: str, region: str = "") -> str:
     part of it). A value that is neither is counted as its NFKC, case-folded text."""
     text = unicodedata.normalize("NFKC", value).strip()
     try:
-        return f"{kind}:" + (normalize_email(text) if kind == "email" else normalize_mobile(text, region))
+        return f"{kind}:" + (
+            normalize_email(text) if kind == "email" else normalize_mobile(text, region)
+        )
     except ApiError:
         return f"{kind}:{text.casefold()}"
 
@@ -60,7 +69,11 @@ def identity(kind: str, value: str, region: str = "") -> str:
 def _token_user() -> str | None:
     try:
         token = bearer_token(request.headers.get("Authorization"))
-        return current_app.extensions["memkit"]["accounts"].authenticate(f"Bearer {token}") if token else None
+        return (
+            current_app.extensions["memkit"]["accounts"].authenticate(f"Bearer {token}")
+            if token
+            else None
+        )
     except ApiError:
         return None
 
@@ -70,7 +83,9 @@ def _account(fields) -> str:
     field of the body; ``fields`` may be a function of the body giving either."""
     try:
         data = request.get_json(silent=True) if request.is_json else request.form.to_dict()
-    except ApiError:  # a body the strict JSON reader refuses: the request fails with that 400 anyway
+    except (
+        ApiError
+    ):  # a body the strict JSON reader refuses: the request fails with that 400 anyway
         data = None
     data = data if isinstance(data, dict) else {}
     if callable(fields):
@@ -95,9 +110,12 @@ def make_limits(limiter: Limiter, settings):
         value = getattr(settings, f"rate_limit_{name}")
 
         def wrap(view):
-            per_account = limiter.shared_limit(value, scope=f"{name}/account", key_func=lambda: _account(account))
-            per_address = limiter.shared_limit(looser(value, settings.rate_limit_address_factor),
-                                               scope=f"{name}/address")
+            per_account = limiter.shared_limit(
+                value, scope=f"{name}/account", key_func=lambda: _account(account)
+            )
+            per_address = limiter.shared_limit(
+                looser(value, settings.rate_limit_address_factor), scope=f"{name}/address"
+            )
             return per_address(per_account(view))
 
         return wrap
@@ -128,16 +146,20 @@ class FailedCredentials:
         from ``address`` adds to."""
         per_account = getattr(self.settings, f"rate_limit_{name}")
         per_address = looser(per_account, self.settings.rate_limit_address_factor)
-        keys = ([(item, f"memkit/failed/{name}/account/{who[:200]}") for item in parse_many(per_account)]
-                + [(item, f"memkit/failed/{name}/address/{address}") for item in parse_many(per_address)])
+        keys = [
+            (item, f"memkit/failed/{name}/account/{who[:200]}") for item in parse_many(per_account)
+        ] + [(item, f"memkit/failed/{name}/address/{address}") for item in parse_many(per_address)]
         return [(item, key, f"{key}/{item}") for item, key in keys]
 
     def _wait(self, counts: list[tuple]) -> int | None:
         """Seconds until every count lets one more failure in; None if they all do now
         (the caller holds the lock)."""
         strategy = self.limiter.limiter
-        waits = [max(1, math.ceil(stats.reset_time - time.time())) for item, key, busy in counts
-                 if (stats := strategy.get_window_stats(item, key)).remaining - self._running[busy] <= 0]
+        waits = [
+            max(1, math.ceil(stats.reset_time - time.time()))
+            for item, key, busy in counts
+            if (stats := strategy.get_window_stats(item, key)).remaining - self._running[busy] <= 0
+        ]
         return max(waits) if waits else None
 
     def refused(self, name: str, who: str, address: str) -> int | None:
@@ -153,8 +175,12 @@ class FailedCredentials:
         with self._lock:
             wait = self._wait(counts)
             if wait is not None:
-                raise ApiError("too many failed attempts; try again later", code="rate_limited", status=429,
-                               headers={"Retry-After": str(wait)})
+                raise ApiError(
+                    "too many failed attempts; try again later",
+                    code="rate_limited",
+                    status=429,
+                    headers={"Retry-After": str(wait)},
+                )
             self._running.update(busy for _, _, busy in counts)
         failed = False
         try:
@@ -184,19 +210,39 @@ class RefuseUnchecked:
     connection, such as ``memkit serve``'s: there a waiting answer holds nothing anyone else
     needs, while in a pool of threads (gunicorn) it would hold a thread, so it is 0 there."""
 
-    BODY = json.dumps({"error": {"code": "rate_limited", "message": "too many failed attempts; try again later",
-                                 "field": None}}).encode()
+    BODY = json.dumps(
+        {
+            "error": {
+                "code": "rate_limited",
+                "message": "too many failed attempts; try again later",
+                "field": None,
+            }
+        }
+    ).encode()
 
     def __init__(self, wsgi_app, failed: FailedCredentials, known_app, refused_delay: float = 0.0):
-        self.wsgi_app, self.failed, self.known_app, self.refused_delay = wsgi_app, failed, known_app, refused_delay
+        self.wsgi_app, self.failed, self.known_app, self.refused_delay = (
+            wsgi_app,
+            failed,
+            known_app,
+            refused_delay,
+        )
 
     def __call__(self, environ, start_response):
         app_id = environ.get("HTTP_X_APP_ID")
         if app_id and not environ.get("HTTP_AUTHORIZATION"):
-            wait = self.failed.refused("app_secret", app_id.strip(), environ.get("REMOTE_ADDR") or "127.0.0.1")
+            wait = self.failed.refused(
+                "app_secret", app_id.strip(), environ.get("REMOTE_ADDR") or "127.0.0.1"
+            )
             if wait is not None and not self.known_app(app_id, environ.get("HTTP_X_APP_SECRET")):
                 time.sleep(min(self.refused_delay, wait))
-                start_response("429 TOO MANY REQUESTS", [("Content-Type", "application/json"), ("Retry-After", str(wait)),
-                                                         ("Content-Length", str(len(self.BODY)))])
+                start_response(
+                    "429 TOO MANY REQUESTS",
+                    [
+                        ("Content-Type", "application/json"),
+                        ("Retry-After", str(wait)),
+                        ("Content-Length", str(len(self.BODY))),
+                    ],
+                )
                 return [self.BODY]
         return self.wsgi_app(environ, start_response)

@@ -66,7 +66,9 @@ def body():
     if op.form and request.mimetype == "multipart/form-data":
         data = {**request.form.to_dict(), **{k: "" for k in request.files}}
     elif not request.is_json:
-        raise BadRequest("expected a JSON body (Content-Type: application/json)", code="invalid_body")
+        raise BadRequest(
+            "expected a JSON body (Content-Type: application/json)", code="invalid_body"
+        )
     else:
         data = request.get_json(silent=True)
         if not isinstance(data, dict):
@@ -96,12 +98,16 @@ ERRORS = {
     "413": "request body too large",
     "415": "the body is not JSON",
     "422": "the request names a field wrongly (missing, wrong type, empty query, a floor you cannot read, a user_id "
-           "that is not yours, an unknown app_id): the error names the field",
+    "that is not yours, an unknown app_id): the error names the field",
     "429": "rate limited; see Retry-After",
     "503": "a code could not be delivered; nothing changed",
 }
-SECURITY = {"bearer": [{"bearer": []}], "app": [{"appId": [], "appSecret": []}], "none": [],
-            "either": [{"bearer": []}, {"appId": [], "appSecret": []}]}
+SECURITY = {
+    "bearer": [{"bearer": []}],
+    "app": [{"appId": [], "appSecret": []}],
+    "none": [],
+    "either": [{"bearer": []}, {"appId": [], "appSecret": []}],
+}
 
 
 def _ref(model: type[BaseModel]) -> dict:
@@ -109,13 +115,33 @@ def _ref(model: type[BaseModel]) -> dict:
 
 
 def _path_item(op: Operation, params: list[str]) -> dict:
-    out = {"summary": op.summary, "tags": [op.tag], "security": SECURITY[op.auth],
-           "responses": {"200": {"description": "OK", "content": {"application/json": {"schema": _ref(op.response)}}},
-                         **{e: {"description": ERRORS[e],
-                                "content": {"application/json": {"schema": _ref(m.Error400)}},
-                                **({"headers": {"Retry-After": {"schema": {"type": "integer"}}}} if e == "429" else {})}
-                            for e in op.errors}},
-           "parameters": [{"name": p, "in": "path", "required": True, "schema": {"type": "string"}} for p in params]}
+    out = {
+        "summary": op.summary,
+        "tags": [op.tag],
+        "security": SECURITY[op.auth],
+        "responses": {
+            "200": {
+                "description": "OK",
+                "content": {"application/json": {"schema": _ref(op.response)}},
+            },
+            **{
+                e: {
+                    "description": ERRORS[e],
+                    "content": {"application/json": {"schema": _ref(m.Error400)}},
+                    **(
+                        {"headers": {"Retry-After": {"schema": {"type": "integer"}}}}
+                        if e == "429"
+                        else {}
+                    ),
+                }
+                for e in op.errors
+            },
+        },
+        "parameters": [
+            {"name": p, "in": "path", "required": True, "schema": {"type": "string"}}
+            for p in params
+        ],
+    }
     if op.body is not None:
         content = {"application/json": {"schema": _ref(op.body)}}
         if op.form:
@@ -123,17 +149,29 @@ def _path_item(op: Operation, params: list[str]) -> dict:
         out["requestBody"] = {"required": True, "content": content}
     if op.query is not None:
         schema = op.query.model_json_schema()
-        out["parameters"] += [{"name": name, "in": "query", "required": False,
-                               "schema": {k: v for k, v in prop.items() if k != "title"}}
-                              for name, prop in schema["properties"].items()]
+        out["parameters"] += [
+            {
+                "name": name,
+                "in": "query",
+                "required": False,
+                "schema": {k: v for k, v in prop.items() if k != "title"},
+            }
+            for name, prop in schema["properties"].items()
+        ]
     return out
 
 
 def _renamed(value):
     """``value`` with every reference to a schema of SCHEMA_NAMES under its document name."""
     if isinstance(value, dict):
-        return {k: (f"#/components/schemas/{SCHEMA_NAMES[v.rsplit('/', 1)[1]]}"
-                    if k == "$ref" and v.rsplit("/", 1)[1] in SCHEMA_NAMES else _renamed(v)) for k, v in value.items()}
+        return {
+            k: (
+                f"#/components/schemas/{SCHEMA_NAMES[v.rsplit('/', 1)[1]]}"
+                if k == "$ref" and v.rsplit("/", 1)[1] in SCHEMA_NAMES
+                else _renamed(v)
+            )
+            for k, v in value.items()
+        }
     return [_renamed(v) for v in value] if isinstance(value, list) else value
 
 
@@ -151,19 +189,30 @@ def spec(app) -> dict:
         used.append((op.response, "serialization"))
         if op.body is not None:
             used.append((op.body, "validation"))
-    _, defs = models_json_schema(list(dict.fromkeys(used)), ref_template="#/components/schemas/{model}")
-    schemas = _renamed({SCHEMA_NAMES.get(name, name): schema for name, schema in defs.get("$defs", {}).items()})
+    _, defs = models_json_schema(
+        list(dict.fromkeys(used)), ref_template="#/components/schemas/{model}"
+    )
+    schemas = _renamed(
+        {SCHEMA_NAMES.get(name, name): schema for name, schema in defs.get("$defs", {}).items()}
+    )
     return {
         "openapi": "3.1.0",
-        "info": {"title": "memkit", "version": "0.2.0",
-                 "description": "Offline-first conversational memory: accounts, floors, blocks, events and the "
-                                "conversational query. Every error body is a 400ErrorCode object, whatever the status. "
-                                f"block_type is always a number ({m.BLOCK_TYPE_DOC}), block_type_name its name."},
+        "info": {
+            "title": "memkit",
+            "version": "0.2.0",
+            "description": "Offline-first conversational memory: accounts, floors, blocks, events and the "
+            "conversational query. Every error body is a 400ErrorCode object, whatever the status. "
+            f"block_type is always a number ({m.BLOCK_TYPE_DOC}), block_type_name its name.",
+        },
         "paths": paths,
-        "components": {"schemas": schemas, "securitySchemes": {
-            "bearer": {"type": "http", "scheme": "bearer"},
-            "appId": {"type": "apiKey", "in": "header", "name": "X-App-Id"},
-            "appSecret": {"type": "apiKey", "in": "header", "name": "X-App-Secret"}}},
+        "components": {
+            "schemas": schemas,
+            "securitySchemes": {
+                "bearer": {"type": "http", "scheme": "bearer"},
+                "appId": {"type": "apiKey", "in": "header", "name": "X-App-Id"},
+                "appSecret": {"type": "apiKey", "in": "header", "name": "X-App-Secret"},
+            },
+        },
     }
 
 

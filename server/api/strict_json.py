@@ -30,7 +30,11 @@ def _no_duplicates(pairs: list[tuple]) -> dict:
     out = {}
     for key, value in pairs:
         if key in out:
-            raise BadRequest(f"the key {key!r} appears more than once in an object", field=key, code="duplicate_key")
+            raise BadRequest(
+                f"the key {key!r} appears more than once in an object",
+                field=key,
+                code="duplicate_key",
+            )
         out[key] = value
     return out
 
@@ -48,12 +52,17 @@ def bad_text(value: str) -> str | None:
 
 def check_value(value, where: str = "", depth: int = 0) -> None:
     if depth > MAX_DEPTH:
-        raise BadRequest(f"the body is nested more than {MAX_DEPTH} levels deep", field=where or None,
-                         code="too_deep")
+        raise BadRequest(
+            f"the body is nested more than {MAX_DEPTH} levels deep",
+            field=where or None,
+            code="too_deep",
+        )
     if isinstance(value, str):
         problem = bad_text(value)
         if problem:
-            raise BadRequest(f"{where or 'the body'} {problem}", field=where or None, code="invalid_text")
+            raise BadRequest(
+                f"{where or 'the body'} {problem}", field=where or None, code="invalid_text"
+            )
     elif isinstance(value, list):
         for i, item in enumerate(value):
             check_value(item, f"{where}[{i}]", depth + 1)
@@ -71,11 +80,15 @@ class StrictJSONProvider(DefaultJSONProvider):
             try:
                 s = bytes(s).decode("utf-8")
             except UnicodeDecodeError as exc:
-                raise BadRequest(f"the body is not valid UTF-8 (byte {exc.start})", code="invalid_encoding") from None
+                raise BadRequest(
+                    f"the body is not valid UTF-8 (byte {exc.start})", code="invalid_encoding"
+                ) from None
         try:
             value = json.loads(s, parse_constant=_no_constants, object_pairs_hook=_no_duplicates)
         except RecursionError:
-            raise BadRequest(f"the body is nested more than {MAX_DEPTH} levels deep", code="too_deep") from None
+            raise BadRequest(
+                f"the body is nested more than {MAX_DEPTH} levels deep", code="too_deep"
+            ) from None
         except ValueError as exc:
             raise BadRequest(f"the body is not valid JSON: {exc}", code="invalid_json") from None
         check_value(value)

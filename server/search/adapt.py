@@ -55,13 +55,25 @@ def store_events(conn) -> pl.DataFrame:
     """Every event as the index loads it, with what structure pairs use besides: the post
     it replies to and its block's title."""
     frame = load_events(conn)
-    replies = dict(conn.execute(sa.select(events.c.id, events.c.reply_to).where(events.c.reply_to.is_not(None))).all())
+    replies = dict(
+        conn.execute(
+            sa.select(events.c.id, events.c.reply_to).where(events.c.reply_to.is_not(None))
+        ).all()
+    )
     titles = dict(conn.execute(sa.select(blocks.c.id, blocks.c.title)).all())
-    return frame.with_columns(pl.col("event_id").replace_strict(replies, default=None, return_dtype=pl.Utf8).alias("reply_to"),
-                              pl.col("block_id").replace_strict(titles, default=None, return_dtype=pl.Utf8).alias("block_title"))
+    return frame.with_columns(
+        pl.col("event_id")
+        .replace_strict(replies, default=None, return_dtype=pl.Utf8)
+        .alias("reply_to"),
+        pl.col("block_id")
+        .replace_strict(titles, default=None, return_dtype=pl.Utf8)
+        .alias("block_title"),
+    )
 
 
-def adapt(memory, batch: int = 500, threads: int | None = None, progress=None, jobs: int = 1) -> Report:
+def adapt(
+    memory, batch: int = 500, threads: int | None = None, progress=None, jobs: int = 1
+) -> Report:
     """Steps 1-3 of the module docstring for the service's ``Memory``. ``jobs``: on
     PostgreSQL, processes that re-encode side by side (one keeps about one core busy)."""
     if not (isinstance(jobs, int) and jobs >= 1):
@@ -75,9 +87,13 @@ def adapt(memory, batch: int = 500, threads: int | None = None, progress=None, j
         raise ValidationError("store", "no posts to learn from yet")
     base = memory.pipeline_for(versions.Version(0))
     if base.encoder_name() is None:
-        raise ValidationError("retriever", f"the served config ({memory.config_path}) has no dense retriever to adapt")
+        raise ValidationError(
+            "retriever", f"the served config ({memory.config_path}) has no dense retriever to adapt"
+        )
     stage = base.encoder_stage or EncoderStage()
-    stage = EncoderStage(**{**stage.spec, "adapt": stage.spec.get("adapt") or {}})  # the defaults if none is set
+    stage = EncoderStage(
+        **{**stage.spec, "adapt": stage.spec.get("adapt") or {}}
+    )  # the defaults if none is set
     started = time.perf_counter()
     say(f"training on the pairs of {frame.height:,} posts")
     name = stage.resolve(frame, threads=threads)
@@ -85,8 +101,12 @@ def adapt(memory, batch: int = 500, threads: int | None = None, progress=None, j
     trained = time.perf_counter() - started
     say(f"trained {name} in {trained:.1f} s")
     if name == (current.encoder or base.encoder_name()):
-        return Report(name, current.number, frame.height, info["pairs_used"], trained, 0.0, 0.0, False)
-    vector_tables = [p.table for p in postgres_parts(base.retriever) if isinstance(p, PgVectorRetriever)]
+        return Report(
+            name, current.number, frame.height, info["pairs_used"], trained, 0.0, 0.0, False
+        )
+    vector_tables = [
+        p.table for p in postgres_parts(base.retriever) if isinstance(p, PgVectorRetriever)
+    ]
     with engine.begin() as conn:
         new = versions.begin(conn, name)
     say(f"version {new.number}: re-encoding the store with {name}")
@@ -98,15 +118,30 @@ def adapt(memory, batch: int = 500, threads: int | None = None, progress=None, j
                 from server.backfill import fill_ranges
 
                 say(f"  {jobs} processes re-encode a range of event ids each")
-                fill_ranges(dataclasses.asdict(memory.settings), jobs, batch, report_every=10000, version=new)
+                fill_ranges(
+                    dataclasses.asdict(memory.settings),
+                    jobs,
+                    batch,
+                    report_every=10000,
+                    version=new,
+                )
             else:
-                search.backfill(batch, progress=lambda n: say(f"  {n:,} events re-encoded "
-                                                              f"({n / (time.perf_counter() - started):.0f} posts/s)"))
+                search.backfill(
+                    batch,
+                    progress=lambda n: say(
+                        f"  {n:,} events re-encoded "
+                        f"({n / (time.perf_counter() - started):.0f} posts/s)"
+                    ),
+                )
             encoded = time.perf_counter() - started
             say(f"re-encoded {frame.height:,} posts in {encoded:.1f} s")
             started = time.perf_counter()
-            with engine.begin() as conn:  # no write is half-way while the last rows are filled and the version flips
-                conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": versions.SWITCH_LOCK})
+            with (
+                engine.begin() as conn
+            ):  # no write is half-way while the last rows are filled and the version flips
+                conn.execute(
+                    sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": versions.SWITCH_LOCK}
+                )
                 while ids := search.missing(conn, batch):
                     search.index(conn, ids)
                 gone = versions.activate(conn, new)
@@ -114,9 +149,15 @@ def adapt(memory, batch: int = 500, threads: int | None = None, progress=None, j
                     for table in vector_tables:
                         conn.execute(sa.text(f"DROP TABLE IF EXISTS {old.table(table)}"))
         else:
-            index = SearchIndex(engine, memory.pipeline_for(new), folder=new.folder(memory.settings.index_dir)).start()
-            say(f"index of {frame.height:,} posts built and saved in {time.perf_counter() - started:.1f} s")
-            per_floor(frame, index.pipeline.answerer.encode_sentences)  # answers read vectors, as after ingest
+            index = SearchIndex(
+                engine, memory.pipeline_for(new), folder=new.folder(memory.settings.index_dir)
+            ).start()
+            say(
+                f"index of {frame.height:,} posts built and saved in {time.perf_counter() - started:.1f} s"
+            )
+            per_floor(
+                frame, index.pipeline.answerer.encode_sentences
+            )  # answers read vectors, as after ingest
             encoded = time.perf_counter() - started
             say(f"answer sentences encoded; re-encoding took {encoded:.1f} s in all")
             started = time.perf_counter()
@@ -130,5 +171,13 @@ def adapt(memory, batch: int = 500, threads: int | None = None, progress=None, j
             for table in vector_tables:
                 conn.execute(sa.text(f"DROP TABLE IF EXISTS {new.table(table)}"))
         raise
-    return Report(name, new.number, frame.height, info["pairs_used"], trained, encoded, time.perf_counter() - started,
-                  True)
+    return Report(
+        name,
+        new.number,
+        frame.height,
+        info["pairs_used"],
+        trained,
+        encoded,
+        time.perf_counter() - started,
+        True,
+    )

@@ -14,7 +14,9 @@ from server.store.schema import conversation_turns as turns
 
 
 class StoredConversations(ConversationStore):
-    def __init__(self, engine: sa.Engine, max_turns: int = 20, idle_expiry: timedelta = timedelta(minutes=30)):
+    def __init__(
+        self, engine: sa.Engine, max_turns: int = 20, idle_expiry: timedelta = timedelta(minutes=30)
+    ):
         super().__init__(max_turns, idle_expiry)
         self.engine = engine
 
@@ -24,8 +26,16 @@ class StoredConversations(ConversationStore):
         if user_id is None:
             return []
         with self.engine.connect() as conn:
-            rows = conn.execute(sa.select(turns).where(turns.c.user_id == user_id)
-                                .order_by(turns.c.id.desc()).limit(self.max_turns)).mappings().all()
+            rows = (
+                conn.execute(
+                    sa.select(turns)
+                    .where(turns.c.user_id == user_id)
+                    .order_by(turns.c.id.desc())
+                    .limit(self.max_turns)
+                )
+                .mappings()
+                .all()
+            )
         out = [_turn(r) for r in reversed(rows)]
         now = now or datetime.now(timezone.utc)
         if out and now - out[-1].time > self.idle_expiry:
@@ -37,14 +47,32 @@ class StoredConversations(ConversationStore):
             return
         window = turn.window or (None, None)
         with self.engine.begin() as conn:
-            conn.execute(turns.insert().values(
-                user_id=user_id, query=turn.query, effective_query=turn.effective_query, event_ids=turn.event_ids,
-                answer=turn.answer, created_at=turn.time, quoted=turn.quoted, words=turn.words,
-                answer_words=turn.answer_words, window_from=window[0], window_to=window[1], topic=turn.topic))
+            conn.execute(
+                turns.insert().values(
+                    user_id=user_id,
+                    query=turn.query,
+                    effective_query=turn.effective_query,
+                    event_ids=turn.event_ids,
+                    answer=turn.answer,
+                    created_at=turn.time,
+                    quoted=turn.quoted,
+                    words=turn.words,
+                    answer_words=turn.answer_words,
+                    window_from=window[0],
+                    window_to=window[1],
+                    topic=turn.topic,
+                )
+            )
             # Only the last max_turns are ever read: older ones go, so a user's rows stay bounded
             # (below the oldest kept row's id; while there are fewer, it is NULL and nothing goes).
-            oldest_kept = (sa.select(turns.c.id).where(turns.c.user_id == user_id).order_by(turns.c.id.desc())
-                           .offset(self.max_turns - 1).limit(1).scalar_subquery())
+            oldest_kept = (
+                sa.select(turns.c.id)
+                .where(turns.c.user_id == user_id)
+                .order_by(turns.c.id.desc())
+                .offset(self.max_turns - 1)
+                .limit(1)
+                .scalar_subquery()
+            )
             conn.execute(turns.delete().where(turns.c.user_id == user_id, turns.c.id < oldest_kept))
 
     def forget(self, user_id: str) -> None:
@@ -59,8 +87,15 @@ def _strings(value) -> list[str]:
 def _turn(r) -> Turn:
     """A stored turn, whatever the row holds (one of an earlier version has no context)."""
     window = (r["window_from"], r["window_to"]) if r["window_from"] and r["window_to"] else None
-    return Turn(query=r["query"], effective_query=r["effective_query"], event_ids=_strings(r["event_ids"]),
-                answer=r["answer"], quoted=_strings(r["quoted"]),
-                words=_strings(r["words"]) if r["words"] is not None else content_words(r["query"] or ""),
-                answer_words=_strings(r["answer_words"]), window=window, topic=r["topic"] or 0,
-                time=r["created_at"])
+    return Turn(
+        query=r["query"],
+        effective_query=r["effective_query"],
+        event_ids=_strings(r["event_ids"]),
+        answer=r["answer"],
+        quoted=_strings(r["quoted"]),
+        words=_strings(r["words"]) if r["words"] is not None else content_words(r["query"] or ""),
+        answer_words=_strings(r["answer_words"]),
+        window=window,
+        topic=r["topic"] or 0,
+        time=r["created_at"],
+    )

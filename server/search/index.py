@@ -84,8 +84,13 @@ class LogRow(NamedTuple):
     at: datetime | None = None  # when the change was written
 
 
-def load_events(conn, event_ids: list[str] | None = None, sessions: list[tuple] | None = None,
-                chunk: int = 200, exclude: set[str] = frozenset()) -> pl.DataFrame:
+def load_events(
+    conn,
+    event_ids: list[str] | None = None,
+    sessions: list[tuple] | None = None,
+    chunk: int = 200,
+    exclude: set[str] = frozenset(),
+) -> pl.DataFrame:
     """Events of the store (all, these ids, or these sessions: ``(floor_id, block_id, day)``,
     a day of None meaning the whole block, a floor of None an unknown one) as memkit's
     events table plus ``speaker`` (the author's name), in posting order (time, then id),
@@ -93,26 +98,54 @@ def load_events(conn, event_ids: list[str] | None = None, sessions: list[tuple] 
     (SQLite limits an expression's depth). Whatever the store holds comes out well-formed
     (``_clean``)."""
     if event_ids is not None:
-        return _concat([_read(conn, events.c.id.in_(event_ids[i : i + chunk]), exclude)
-                        for i in range(0, len(event_ids), chunk)] or [_read(conn, sa.false(), exclude)])
+        return _concat(
+            [
+                _read(conn, events.c.id.in_(event_ids[i : i + chunk]), exclude)
+                for i in range(0, len(event_ids), chunk)
+            ]
+            or [_read(conn, sa.false(), exclude)]
+        )
     if sessions is not None:
         spans, wanted = _day_spans(sessions), {(b, d) for _, b, d in sessions}
-        return _concat([_read(conn, sa.or_(*[_span(*span) for span in spans[i : i + chunk]]), exclude, wanted)
-                        for i in range(0, len(spans), chunk)] or [_read(conn, sa.false(), exclude)])
+        return _concat(
+            [
+                _read(
+                    conn, sa.or_(*[_span(*span) for span in spans[i : i + chunk]]), exclude, wanted
+                )
+                for i in range(0, len(spans), chunk)
+            ]
+            or [_read(conn, sa.false(), exclude)]
+        )
     return _read(conn, None, exclude)
 
 
 def _read(conn, where, exclude: set[str], sessions: set[tuple] | None = None) -> pl.DataFrame:
     """The events ``where`` admits (all: None), less ``exclude``, and only those of
     ``sessions`` (``(block_id, day)``; a day of None: the whole block) when given."""
-    q = (sa.select(events.c.id, events.c.floor_id, events.c.block_id, blocks.c.type, events.c.user_id, events.c.text,
-                   events.c.created_at, events.c.tags, users.c.name)
-         .join(blocks, blocks.c.id == events.c.block_id).join(users, users.c.id == events.c.user_id)
-         .order_by(events.c.created_at, events.c.id))
+    q = (
+        sa.select(
+            events.c.id,
+            events.c.floor_id,
+            events.c.block_id,
+            blocks.c.type,
+            events.c.user_id,
+            events.c.text,
+            events.c.created_at,
+            events.c.tags,
+            users.c.name,
+        )
+        .join(blocks, blocks.c.id == events.c.block_id)
+        .join(users, users.c.id == events.c.user_id)
+        .order_by(events.c.created_at, events.c.id)
+    )
     if where is not None:
         q = q.where(where)
-    found = [r for r in conn.execute(q).all() if r[0] not in exclude
-             and (sessions is None or (r[2], None) in sessions or (r[2], _day(r[6])) in sessions)]
+    found = [
+        r
+        for r in conn.execute(q).all()
+        if r[0] not in exclude
+        and (sessions is None or (r[2], None) in sessions or (r[2], _day(r[6])) in sessions)
+    ]
     rows = [_clean(r) for r in found]
     names = [_text(r[8]).strip() for r in found]
     return events_frame(rows, source="store").with_columns(pl.Series("speaker", names, pl.Utf8))
@@ -145,12 +178,18 @@ def _day_spans(sessions: list[tuple], gap: int = 7) -> list[tuple]:
 def _span(floor_id: str | None, block_id: str, first: date | None, last: date | None):
     """One block's posts (on days ``first`` to ``last``), read through the floor and time
     index when the floor is known."""
-    cond = [events.c.block_id == block_id] + ([events.c.floor_id == floor_id] if floor_id is not None else [])
+    cond = [events.c.block_id == block_id] + (
+        [events.c.floor_id == floor_id] if floor_id is not None else []
+    )
     if first is not None:
-        cond.append(events.c.created_at >= datetime(first.year, first.month, first.day, tzinfo=timezone.utc))
+        cond.append(
+            events.c.created_at >= datetime(first.year, first.month, first.day, tzinfo=timezone.utc)
+        )
         if last != date.max:  # the last day Python holds has no "next day" to stop before
-            cond.append(events.c.created_at < datetime(last.year, last.month, last.day, tzinfo=timezone.utc)
-                        + timedelta(days=1))
+            cond.append(
+                events.c.created_at
+                < datetime(last.year, last.month, last.day, tzinfo=timezone.utc) + timedelta(days=1)
+            )
     return sa.and_(*cond)
 
 
@@ -159,17 +198,41 @@ def new_posts(conn, floor_id: str, block_id: str, user_id: str, posts: list[dict
     ``load_events`` will read them once they are: the block's type, the author's name."""
     kind = conn.execute(sa.select(blocks.c.type).where(blocks.c.id == block_id)).scalar()
     name = conn.execute(sa.select(users.c.name).where(users.c.id == user_id)).scalar()
-    rows = [_clean((p["event_id"], floor_id, block_id, kind, user_id, p["text"], p["created_at"], p["tags"], name))
-            for p in posts]
-    return events_frame(rows, source="store").with_columns(pl.Series("speaker", [_text(name).strip()] * len(rows), pl.Utf8))
+    rows = [
+        _clean(
+            (
+                p["event_id"],
+                floor_id,
+                block_id,
+                kind,
+                user_id,
+                p["text"],
+                p["created_at"],
+                p["tags"],
+                name,
+            )
+        )
+        for p in posts
+    ]
+    return events_frame(rows, source="store").with_columns(
+        pl.Series("speaker", [_text(name).strip()] * len(rows), pl.Utf8)
+    )
 
 
 def _clean(r) -> dict:
     """A stored event as memkit's events table takes it, whatever the store holds (a row
     of an older version, or written by hand): tags keep only their strings, an empty block
     type reads "unknown", a time without a zone is UTC."""
-    return {"event_id": r[0], "floor_id": r[1], "block_id": r[2], "block_type": _text(r[3]) or "unknown",
-            "user_id": r[4], "text": _text(r[5]), "created_at": r[6], "tags": stored_tags(r[7])}
+    return {
+        "event_id": r[0],
+        "floor_id": r[1],
+        "block_id": r[2],
+        "block_type": _text(r[3]) or "unknown",
+        "user_id": r[4],
+        "text": _text(r[5]),
+        "created_at": r[6],
+        "tags": stored_tags(r[7]),
+    }
 
 
 def _text(value) -> str:
@@ -177,7 +240,11 @@ def _text(value) -> str:
 
 
 def _concat(frames: list[pl.DataFrame]) -> pl.DataFrame:
-    return pl.concat(frames).unique("event_id", keep="first", maintain_order=True).sort(["created_at", "event_id"])
+    return (
+        pl.concat(frames)
+        .unique("event_id", keep="first", maintain_order=True)
+        .sort(["created_at", "event_id"])
+    )
 
 
 def _day(at: datetime | None) -> date | None:
@@ -249,7 +316,8 @@ class FloorClaims:
 
     def _free(self, ticket: int, floors: set[str]) -> bool:
         return not _overlap(floors, self._held) and not any(
-            _overlap(floors, other) for t, other in self._waiting.items() if t < ticket)
+            _overlap(floors, other) for t, other in self._waiting.items() if t < ticket
+        )
 
     @contextmanager
     def hold(self, floors: set[str]):
@@ -274,28 +342,50 @@ class SearchIndex:
     process does not re-encode the store. A saved index made with other settings
     (``pipeline.params()`` differ) is ignored and rebuilt."""
 
-    def __init__(self, engine: sa.Engine, pipeline: Pipeline, gap_timeout: float = 60.0, folder: str | Path | None = None):
+    def __init__(
+        self,
+        engine: sa.Engine,
+        pipeline: Pipeline,
+        gap_timeout: float = 60.0,
+        folder: str | Path | None = None,
+    ):
         self.engine = engine
         self.pipeline = pipeline
         self.gap_timeout = gap_timeout
         self.folder = Path(folder) if folder else None
         self.started_from = None  # "store" (a full build) or "saved" (loaded, then caught up)
-        self.lock = threading.RLock()  # the bookkeeping below (held briefly); builds, saves and loads
+        self.lock = (
+            threading.RLock()
+        )  # the bookkeeping below (held briefly); builds, saves and loads
         self.claims = FloorClaims()  # the floors being caught up, one thread per floor
-        self.readers = ReadWriteLock()  # searches run side by side; each chunk of a change waits for them
+        self.readers = (
+            ReadWriteLock()
+        )  # searches run side by side; each chunk of a change waits for them
         self.watermark = 0  # every log row numbered <= watermark has been applied
         self._applied: set[int] = set()  # rows above the watermark already applied
-        self._seen: set[int] = set()  # rows above the watermark known to exist (committed), applied or not
+        self._seen: set[int] = (
+            set()
+        )  # rows above the watermark known to exist (committed), applied or not
         self._gaps: dict[int, float] = {}  # missing numbers above the watermark -> first noticed
         self.applied_rows = 0  # log rows applied since start (for tests and monitoring)
-        self.reindexed = 0  # documents (re-)added by catch-ups since start (for tests and monitoring)
-        self.set_aside: dict[int, dict] = {}  # log rows that could not be applied: seq -> event id, error
-        self._broken = False  # a failed change may have left the index half-changed: rebuild before searching
+        self.reindexed = (
+            0  # documents (re-)added by catch-ups since start (for tests and monitoring)
+        )
+        self.set_aside: dict[
+            int, dict
+        ] = {}  # log rows that could not be applied: seq -> event id, error
+        self._broken = (
+            False  # a failed change may have left the index half-changed: rebuild before searching
+        )
         self.rebuilds = 0  # rebuilds after such a failure (for tests and monitoring)
         self._doc_hash: dict[str, int] = {}  # event id -> hash of the document indexed for it
-        self._encoding: dict[int, threading.Event] = {}  # log rows being encoded by some thread -> done
+        self._encoding: dict[
+            int, threading.Event
+        ] = {}  # log rows being encoded by some thread -> done
         self._encoding_guard = threading.Lock()
-        self._progress = threading.Condition(self.lock)  # notified when rows are applied or set aside
+        self._progress = threading.Condition(
+            self.lock
+        )  # notified when rows are applied or set aside
         self.following = False  # a background thread catches every floor up (follow)
 
     def reading(self):
@@ -315,7 +405,9 @@ class SearchIndex:
         return self
 
     def _digest(self) -> str:
-        return hashlib.sha256(json.dumps(self.pipeline.params(), sort_keys=True, default=str).encode()).hexdigest()
+        return hashlib.sha256(
+            json.dumps(self.pipeline.params(), sort_keys=True, default=str).encode()
+        ).hexdigest()
 
     def save(self, folder: str | Path) -> Path:
         """Write the index and the log position it reflects (atomically: a folder is
@@ -325,10 +417,17 @@ class SearchIndex:
             tmp = folder.with_name(f".{folder.name}.{os.getpid()}.tmp")
             shutil.rmtree(tmp, ignore_errors=True)
             self.pipeline.retriever.save(tmp / "retriever")
-            pl.DataFrame({"event_id": list(self._doc_hash), "hash": list(self._doc_hash.values())},
-                         schema={"event_id": pl.Utf8, "hash": pl.UInt64}).write_parquet(tmp / "documents.parquet")
-            state = {"digest": self._digest(), "watermark": self.watermark, "applied": sorted(self._applied),
-                     "events": len(self.pipeline.retriever.catalog), "hashes": _HASHES}
+            pl.DataFrame(
+                {"event_id": list(self._doc_hash), "hash": list(self._doc_hash.values())},
+                schema={"event_id": pl.Utf8, "hash": pl.UInt64},
+            ).write_parquet(tmp / "documents.parquet")
+            state = {
+                "digest": self._digest(),
+                "watermark": self.watermark,
+                "applied": sorted(self._applied),
+                "events": len(self.pipeline.retriever.catalog),
+                "hashes": _HASHES,
+            }
             (tmp / "state.json").write_text(json.dumps(state))
             old = folder.with_name(f".{folder.name}.{os.getpid()}.old")
             if folder.exists():
@@ -355,8 +454,11 @@ class SearchIndex:
             # What each saved document was made from, so catching up re-indexes only the
             # documents that changed since (hashes of another polars version are not comparable).
             docs = self.folder / "documents.parquet"
-            self._doc_hash = (dict(pl.read_parquet(docs).iter_rows()) if state.get("hashes") == _HASHES and docs.exists()
-                              else {})
+            self._doc_hash = (
+                dict(pl.read_parquet(docs).iter_rows())
+                if state.get("hashes") == _HASHES and docs.exists()
+                else {}
+            )
             self.watermark = state["watermark"]
             self._applied = set(state["applied"])
             self._seen = set(self._applied)
@@ -373,7 +475,12 @@ class SearchIndex:
             frame = load_events(conn, exclude={r["event_id"] for r in self.set_aside.values()})
             # Rows near the top may belong to transactions that commit later: re-check them.
             self.watermark = max(0, top - START_MARGIN)
-            self._applied = {s for (s,) in conn.execute(sa.select(event_log.c.seq).where(event_log.c.seq > self.watermark))}
+            self._applied = {
+                s
+                for (s,) in conn.execute(
+                    sa.select(event_log.c.seq).where(event_log.c.seq > self.watermark)
+                )
+            }
             self._seen = set(self._applied)
             self._gaps = {}
             with self.readers.writing():
@@ -403,14 +510,18 @@ class SearchIndex:
                 try:
                     index.sync()
                 except Exception:  # noqa: BLE001 - a store that is away now may be back at the next turn
-                    log.warning("background catch-up failed; retrying in %s s", every, exc_info=True)
+                    log.warning(
+                        "background catch-up failed; retrying in %s s", every, exc_info=True
+                    )
                 del index
 
         thread = threading.Thread(target=loop, name="memkit-catch-up", daemon=True)
         _FOLLOWERS.add(thread)
         thread.start()
 
-    def sync(self, floors=None, author: str | None = None, event_ids=(), others_wait: float = 0.0) -> int:
+    def sync(
+        self, floors=None, author: str | None = None, event_ids=(), others_wait: float = 0.0
+    ) -> int:
         """Apply the log rows not applied yet, or only those of ``floors``; returns how
         many events changed. A query whose floors have nothing new takes no lock; rows are
         encoded before their floors are claimed, and the index is changed a slice of
@@ -431,7 +542,12 @@ class SearchIndex:
         split = self.following and (author is not None or bool(event_ids))
         if split:
             own = set(event_ids)
-            is_own = [r.floor_id is None or r.event_id in own or (author is not None and r.author == author) for r in mine]
+            is_own = [
+                r.floor_id is None
+                or r.event_id in own
+                or (author is not None and r.author == author)
+                for r in mine
+            ]
             others = [r for r, o in zip(mine, is_own) if not o]
             mine = [r for r, o in zip(mine, is_own) if o]
         changed = self._catch_up(rows, mine, wait_for_encoding=not (split and event_ids))
@@ -450,9 +566,13 @@ class SearchIndex:
             for i in range(0, len(mine), WRITE_CHUNK):
                 part = mine[i : i + WRITE_CHUNK]
                 self._encode_ahead(part, wait_for_encoding)
-                with self.claims.hold({ALL} if any(r.floor_id is None for r in part) else {r.floor_id for r in part}):
+                with self.claims.hold(
+                    {ALL} if any(r.floor_id is None for r in part) else {r.floor_id for r in part}
+                ):
                     with self.lock:
-                        todo = [r for r in part if r.seq > self.watermark and r.seq not in self._applied]
+                        todo = [
+                            r for r in part if r.seq > self.watermark and r.seq not in self._applied
+                        ]
                     if todo and not self._broken:
                         changed += self._apply_each(todo)
         if self._broken:  # the store is the truth: start again from it
@@ -477,16 +597,28 @@ class SearchIndex:
         seqs = {r.seq for r in fresh}
         timeout = max((r.at - now).total_seconds() for r in fresh) + seconds
         with self._progress:
-            self._progress.wait_for(lambda: all(s <= self.watermark or s in self._applied for s in seqs), timeout)
+            self._progress.wait_for(
+                lambda: all(s <= self.watermark or s in self._applied for s in seqs), timeout
+            )
 
     def _pending(self) -> list[LogRow]:
         """Log rows above the watermark not applied yet (read without the lock: a row
         applied meanwhile is skipped later, under it)."""
         with self.engine.connect() as conn:
-            rows = conn.execute(sa.select(event_log.c.seq, event_log.c.event_id, event_log.c.block_id,
-                                          event_log.c.event_at, event_log.c.floor_id, events.c.user_id, event_log.c.at)
-                                .outerjoin(events, events.c.id == event_log.c.event_id)
-                                .where(event_log.c.seq > self.watermark).order_by(event_log.c.seq)).all()
+            rows = conn.execute(
+                sa.select(
+                    event_log.c.seq,
+                    event_log.c.event_id,
+                    event_log.c.block_id,
+                    event_log.c.event_at,
+                    event_log.c.floor_id,
+                    events.c.user_id,
+                    event_log.c.at,
+                )
+                .outerjoin(events, events.c.id == event_log.c.event_id)
+                .where(event_log.c.seq > self.watermark)
+                .order_by(event_log.c.seq)
+            ).all()
         return [LogRow(*r) for r in rows if r[0] not in self._applied]
 
     def _frame(self, conn, rows: list[LogRow]) -> pl.DataFrame:
@@ -496,8 +628,12 @@ class SearchIndex:
         with self.lock:
             skip = {v["event_id"] for v in self.set_aside.values()} - {r.event_id for r in rows}
         if self.pipeline.representation is None:
-            return load_events(conn, event_ids=list(dict.fromkeys(r.event_id for r in rows)), exclude=skip)
-        sessions = list({(r.floor_id, r.block_id, _day(r.event_at)) for r in rows if r.block_id is not None})
+            return load_events(
+                conn, event_ids=list(dict.fromkeys(r.event_id for r in rows)), exclude=skip
+            )
+        sessions = list(
+            {(r.floor_id, r.block_id, _day(r.event_at)) for r in rows if r.block_id is not None}
+        )
         return load_events(conn, sessions=sessions, exclude=skip)
 
     def _encode_ahead(self, rows: list[LogRow], wait: bool = True) -> None:
@@ -516,7 +652,11 @@ class SearchIndex:
             if mine:
                 with self.engine.connect() as conn:
                     frame = self._frame(conn, mine)
-                changed = [e for e, h in self._hashes(frame).items() if self._doc_hash.get(e) != h] if frame.height else []
+                changed = (
+                    [e for e, h in self._hashes(frame).items() if self._doc_hash.get(e) != h]
+                    if frame.height
+                    else []
+                )
                 if changed:
                     per_floor(frame, lambda part: self.pipeline.precompute(part, only=changed))
         except Exception:  # noqa: BLE001 - the same work is done again, guarded, under the lock
@@ -530,14 +670,22 @@ class SearchIndex:
         for other in others:
             other.wait()
 
-    def encode_ahead_of_write(self, floor_id: str, block_id: str, user_id: str, posts: list[dict]) -> None:
+    def encode_ahead_of_write(
+        self, floor_id: str, block_id: str, user_id: str, posts: list[dict]
+    ) -> None:
         """Encode posts not written yet (``new_posts``) with the rest of their sessions into
         the embedding cache: the documents that will change when they are written, the new
         posts' own and their neighbours'."""
         with self.engine.connect() as conn:
             new = new_posts(conn, floor_id, block_id, user_id, posts)
-            sessions = [(floor_id, block_id, day) for day in set(new["created_at"].dt.date().to_list())]
-            around = load_events(conn, sessions=sessions) if self.pipeline.representation is not None else new.clear()
+            sessions = [
+                (floor_id, block_id, day) for day in set(new["created_at"].dt.date().to_list())
+            ]
+            around = (
+                load_events(conn, sessions=sessions)
+                if self.pipeline.representation is not None
+                else new.clear()
+            )
         frame = pl.concat([around, new], how="diagonal_relaxed").sort(["created_at", "event_id"])
         changed = [e for e, h in self._hashes(frame).items() if self._doc_hash.get(e) != h]
         if changed:
@@ -552,8 +700,12 @@ class SearchIndex:
             return self._apply(rows)
         except Exception:  # noqa: BLE001 - narrowed down below, row by row
             if self._broken:
-                log.error("change-log rows %s..%s left the search index half-changed; rebuilding it from the store",
-                          rows[0].seq, rows[-1].seq, exc_info=True)
+                log.error(
+                    "change-log rows %s..%s left the search index half-changed; rebuilding it from the store",
+                    rows[0].seq,
+                    rows[-1].seq,
+                    exc_info=True,
+                )
                 return 0
             if len(rows) == 1:
                 self._set_aside(rows[0])
@@ -567,10 +719,16 @@ class SearchIndex:
                 failed.append(row)
                 if self._broken:
                     return changed
-        for row in failed[:-1]:  # it may have failed for a neighbour in its session set aside after it
+        for row in failed[
+            :-1
+        ]:  # it may have failed for a neighbour in its session set aside after it
             try:
                 changed += self._apply([row])
-                log.warning("change-log row %s (event %s) applied once a neighbour was set aside", row.seq, row.event_id)
+                log.warning(
+                    "change-log row %s (event %s) applied once a neighbour was set aside",
+                    row.seq,
+                    row.event_id,
+                )
             except Exception:  # noqa: BLE001 - stays set aside
                 if self._broken:
                     return changed
@@ -580,7 +738,9 @@ class SearchIndex:
         error = log_error(row)
         with self.lock:
             self.set_aside[row.seq] = {"event_id": row.event_id, "error": error}
-            self._applied.add(row.seq)  # not applied, but never tried again: the watermark may pass it
+            self._applied.add(
+                row.seq
+            )  # not applied, but never tried again: the watermark may pass it
             self._progress.notify_all()
 
     def _apply(self, rows: list[LogRow]) -> int:
@@ -595,8 +755,14 @@ class SearchIndex:
         hashes = _row_hashes(docs) if frame.height else {}
         changed = [e for e, h in hashes.items() if self._doc_hash.get(e) != h]
         if changed:
-            per_floor(frame, lambda part: self.pipeline.precompute(part, only=changed))  # hits after _encode_ahead
-        floor_of = dict(zip(docs["event_id"].to_list(), docs["floor_id"].to_list())) if frame.height else {}
+            per_floor(
+                frame, lambda part: self.pipeline.precompute(part, only=changed)
+            )  # hits after _encode_ahead
+        floor_of = (
+            dict(zip(docs["event_id"].to_list(), docs["floor_id"].to_list()))
+            if frame.height
+            else {}
+        )
         by_floor: dict[str, list[str]] = {}
         for e in changed:
             by_floor.setdefault(floor_of[e], []).append(e)
@@ -610,7 +776,10 @@ class SearchIndex:
                 for i in range(0, len(floor_changed), WRITE_CHUNK):
                     part = floor_changed[i : i + WRITE_CHUNK]
                     chunk = docs.filter(pl.col("event_id").is_in(part))
-                    with floor_scope(floor), self.readers.writing():  # searches go on between chunks
+                    with (
+                        floor_scope(floor),
+                        self.readers.writing(),
+                    ):  # searches go on between chunks
                         self.pipeline.retriever.add(chunk)  # an event indexed before is replaced
                         self.pipeline.retriever.warm()
                         self._doc_hash.update({e: hashes[e] for e in part})
@@ -644,7 +813,11 @@ class SearchIndex:
             nxt = self.watermark + 1
             if nxt in self._applied:
                 self._applied.discard(nxt)
-            elif nxt in self._gaps and nxt not in self._seen and now - self._gaps[nxt] >= self.gap_timeout:
+            elif (
+                nxt in self._gaps
+                and nxt not in self._seen
+                and now - self._gaps[nxt] >= self.gap_timeout
+            ):
                 del self._gaps[nxt]
             else:
                 break
@@ -686,7 +859,12 @@ _HASHES = f"polars {pl.__version__}, seed 7"  # what makes a document's hash (sa
 
 
 def _row_hashes(docs: pl.DataFrame) -> dict[str, int]:
-    return dict(zip(docs["event_id"].to_list(), docs.select(sorted(docs.columns)).hash_rows(seed=7).to_list()))
+    return dict(
+        zip(
+            docs["event_id"].to_list(),
+            docs.select(sorted(docs.columns)).hash_rows(seed=7).to_list(),
+        )
+    )
 
 
 def log_error(row: LogRow) -> str:
@@ -696,6 +874,11 @@ def log_error(row: LogRow) -> str:
 
     exc = sys.exc_info()[1]
     error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300]
-    log.error("change-log row %s (event %s) cannot be applied to the search index; set aside: %s",
-              row.seq, row.event_id, error, exc_info=True)
+    log.error(
+        "change-log row %s (event %s) cannot be applied to the search index; set aside: %s",
+        row.seq,
+        row.event_id,
+        error,
+        exc_info=True,
+    )
     return error

@@ -64,15 +64,22 @@ class StoreSearch:
         others = in_memory_parts(pipeline.retriever)
         if others:
             names = sorted({type(r).__name__ for r in others})
-            raise ValidationError("retriever", f"search_backend = 'postgres' needs PostgreSQL retrievers only "
-                                  f"(pgvector, pgtext); the config also has {names}")
+            raise ValidationError(
+                "retriever",
+                f"search_backend = 'postgres' needs PostgreSQL retrievers only "
+                f"(pgvector, pgtext); the config also has {names}",
+            )
         if pipeline.representation is not None:
-            raise ValidationError("representation", "search_backend = 'postgres' does not support [representation]")
+            raise ValidationError(
+                "representation", "search_backend = 'postgres' does not support [representation]"
+            )
         self.engine = engine
         self.pipeline = pipeline
         # ``kinds``: only these retriever types, e.g. ("pgvector",) to re-encode a new
         # encoder version's vector tables while the text tables stay as they are.
-        self.parts = [p for p in postgres_parts(pipeline.retriever) if kinds is None or p.type_name in kinds]
+        self.parts = [
+            p for p in postgres_parts(pipeline.retriever) if kinds is None or p.type_name in kinds
+        ]
         url = engine.url.render_as_string(hide_password=False)
         for r in self.parts:
             r.url = url  # the service's own database: the foreign keys and the write transaction need it
@@ -89,12 +96,22 @@ class StoreSearch:
             conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": _DDL_LOCK})
             for r in self.parts:
                 name = f"{r.table}_event_fk"
-                exists = conn.execute(sa.text("SELECT 1 FROM pg_constraint WHERE conname = :n"), {"n": name}).first()
+                exists = conn.execute(
+                    sa.text("SELECT 1 FROM pg_constraint WHERE conname = :n"), {"n": name}
+                ).first()
                 if not exists:
-                    conn.execute(sa.text(f"DELETE FROM {r.table} t WHERE NOT EXISTS "
-                                         f"(SELECT 1 FROM events e WHERE e.id = t.event_id)"))
-                    conn.execute(sa.text(f"ALTER TABLE {r.table} ADD CONSTRAINT {name} FOREIGN KEY (event_id) "
-                                         f"REFERENCES events (id) ON DELETE CASCADE"))
+                    conn.execute(
+                        sa.text(
+                            f"DELETE FROM {r.table} t WHERE NOT EXISTS "
+                            f"(SELECT 1 FROM events e WHERE e.id = t.event_id)"
+                        )
+                    )
+                    conn.execute(
+                        sa.text(
+                            f"ALTER TABLE {r.table} ADD CONSTRAINT {name} FOREIGN KEY (event_id) "
+                            f"REFERENCES events (id) ON DELETE CASCADE"
+                        )
+                    )
         return self
 
     def sync(self, floors=None, author=None, event_ids=(), others_wait: float = 0.0) -> int:
@@ -105,7 +122,9 @@ class StoreSearch:
         """The Events service's indexer: inside the write's transaction, after its rows."""
         frame = load_events(conn, event_ids=list(event_ids))
 
-        def index_floor(part):  # in the floor's scope of the embedding cache (server/search/index.py)
+        def index_floor(
+            part,
+        ):  # in the floor's scope of the embedding cache (server/search/index.py)
             # Sentences first, as Pipeline.precompute: the run of the model that reads a
             # post's sentences in the post also gives the post's own vector, which the
             # vector table then finds in the cache (one run per post, not two).
@@ -115,27 +134,40 @@ class StoreSearch:
 
         per_floor(frame, index_floor)
 
-    def encode_ahead_of_write(self, floor_id: str, block_id: str, user_id: str, posts: list[dict]) -> None:
+    def encode_ahead_of_write(
+        self, floor_id: str, block_id: str, user_id: str, posts: list[dict]
+    ) -> None:
         """Encode posts not written yet into the embedding cache (vectors and answer
         sentences), so the write's transaction finds them there instead of holding its
         rows locked while they are encoded."""
         with self.engine.connect() as conn:
             frame = new_posts(conn, floor_id, block_id, user_id, posts)
 
-        per_floor(frame, self.pipeline.precompute)  # in the floor's scope, where the transaction's indexer looks
+        per_floor(
+            frame, self.pipeline.precompute
+        )  # in the floor's scope, where the transaction's indexer looks
 
     def missing(self, conn, limit: int, after: str = "", upto: str | None = None) -> list[str]:
         """Events lacking a row in some search table (up to ``limit``, in id order, with
         ids above ``after`` and at most ``upto``): a backfill walks on from its last batch
         instead of probing the events it has already indexed again, which made a batch's
         cost grow with the store's size."""
-        lacking = " OR ".join(f"NOT EXISTS (SELECT 1 FROM {r.table} t WHERE t.event_id = e.id)" for r in self.parts)
+        lacking = " OR ".join(
+            f"NOT EXISTS (SELECT 1 FROM {r.table} t WHERE t.event_id = e.id)" for r in self.parts
+        )
         bound = " AND e.id <= :upto" if upto is not None else ""
-        rows = conn.execute(sa.text(f"SELECT e.id FROM events e WHERE e.id > :after{bound} AND ({lacking}) "
-                                    f"ORDER BY e.id LIMIT :n"), {"n": limit, "after": after, "upto": upto})
+        rows = conn.execute(
+            sa.text(
+                f"SELECT e.id FROM events e WHERE e.id > :after{bound} AND ({lacking}) "
+                f"ORDER BY e.id LIMIT :n"
+            ),
+            {"n": limit, "after": after, "upto": upto},
+        )
         return [r[0] for r in rows]
 
-    def backfill(self, batch: int = 500, progress=None, after: str = "", upto: str | None = None) -> int:
+    def backfill(
+        self, batch: int = 500, progress=None, after: str = "", upto: str | None = None
+    ) -> int:
         """Index every event that has no search rows yet, ``batch`` per transaction;
         returns how many. Safe to run while the service writes (upserts by event id;
         an event written meanwhile is indexed by its own write's transaction).

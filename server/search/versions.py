@@ -61,26 +61,40 @@ def _version(row) -> Version:
 
 def active(conn) -> Version:
     """The version queries use now."""
-    row = conn.execute(sa.select(encoder_versions.c.version, encoder_versions.c.encoder)
-                       .where(encoder_versions.c.state == ACTIVE).order_by(encoder_versions.c.version.desc())
-                       .limit(1)).first()
+    row = conn.execute(
+        sa.select(encoder_versions.c.version, encoder_versions.c.encoder)
+        .where(encoder_versions.c.state == ACTIVE)
+        .order_by(encoder_versions.c.version.desc())
+        .limit(1)
+    ).first()
     return _version(row)
 
 
 def building(conn) -> Version | None:
     """The version being re-encoded, if any (writes keep it up to date too)."""
-    row = conn.execute(sa.select(encoder_versions.c.version, encoder_versions.c.encoder)
-                       .where(encoder_versions.c.state == BUILDING).order_by(encoder_versions.c.version.desc())
-                       .limit(1)).first()
+    row = conn.execute(
+        sa.select(encoder_versions.c.version, encoder_versions.c.encoder)
+        .where(encoder_versions.c.state == BUILDING)
+        .order_by(encoder_versions.c.version.desc())
+        .limit(1)
+    ).first()
     return _version(row) if row else None
 
 
 def begin(conn, encoder: str) -> Version:
     """A new version being built with ``encoder`` (its model's files stored with it);
     an unfinished earlier build is abandoned."""
-    conn.execute(encoder_versions.update().where(encoder_versions.c.state == BUILDING).values(state=RETIRED))
-    number = conn.execute(encoder_versions.insert().values(
-        encoder=encoder, state=BUILDING, model=pack(encoder), created_at=datetime.now(timezone.utc))).inserted_primary_key[0]
+    conn.execute(
+        encoder_versions.update().where(encoder_versions.c.state == BUILDING).values(state=RETIRED)
+    )
+    number = conn.execute(
+        encoder_versions.insert().values(
+            encoder=encoder,
+            state=BUILDING,
+            model=pack(encoder),
+            created_at=datetime.now(timezone.utc),
+        )
+    ).inserted_primary_key[0]
     return Version(number, encoder)
 
 
@@ -89,19 +103,34 @@ def activate(conn, version: Version) -> list[Version]:
     vectors can go: every earlier one but the one it replaces (queries in flight when the
     switch commits may still be reading that one)."""
     previous = active(conn)
-    conn.execute(encoder_versions.update().where(encoder_versions.c.state == ACTIVE).values(state=RETIRED))
-    conn.execute(encoder_versions.update().where(encoder_versions.c.version == version.number)
-                 .values(state=ACTIVE, switched_at=datetime.now(timezone.utc)))
-    gone = conn.execute(sa.select(encoder_versions.c.version, encoder_versions.c.encoder).where(
-        encoder_versions.c.state == RETIRED, encoder_versions.c.version != previous.number)).all()
-    conn.execute(encoder_versions.update().where(encoder_versions.c.version.in_([r[0] for r in gone])).values(model=None))
+    conn.execute(
+        encoder_versions.update().where(encoder_versions.c.state == ACTIVE).values(state=RETIRED)
+    )
+    conn.execute(
+        encoder_versions.update()
+        .where(encoder_versions.c.version == version.number)
+        .values(state=ACTIVE, switched_at=datetime.now(timezone.utc))
+    )
+    gone = conn.execute(
+        sa.select(encoder_versions.c.version, encoder_versions.c.encoder).where(
+            encoder_versions.c.state == RETIRED, encoder_versions.c.version != previous.number
+        )
+    ).all()
+    conn.execute(
+        encoder_versions.update()
+        .where(encoder_versions.c.version.in_([r[0] for r in gone]))
+        .values(model=None)
+    )
     return [_version(r) for r in gone] + ([Version(0)] if previous.number else [])
 
 
 def fail(conn, version: Version) -> None:
     """A build that did not finish: writes stop keeping it up to date."""
-    conn.execute(encoder_versions.update().where(encoder_versions.c.version == version.number)
-                 .values(state=FAILED, model=None))
+    conn.execute(
+        encoder_versions.update()
+        .where(encoder_versions.c.version == version.number)
+        .values(state=FAILED, model=None)
+    )
 
 
 def pack(name: str) -> bytes | None:
@@ -120,8 +149,11 @@ def ensure_model(conn, name: str | None) -> None:
     """Unpack the model of a version from the store if this machine's cache lacks it."""
     if name is None or is_trained(name):
         return
-    row = conn.execute(sa.select(encoder_versions.c.model).where(encoder_versions.c.encoder == name,
-                                                                 encoder_versions.c.model.is_not(None)).limit(1)).first()
+    row = conn.execute(
+        sa.select(encoder_versions.c.model)
+        .where(encoder_versions.c.encoder == name, encoder_versions.c.model.is_not(None))
+        .limit(1)
+    ).first()
     if row is None:
         return  # get_encoder will say which model is missing
     target = models_dir()

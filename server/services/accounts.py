@@ -90,7 +90,9 @@ def normalize_email(value: str, field: str = "email") -> str:
     try:
         return validate_email(value, check_deliverability=False).normalized.lower()
     except EmailNotValidError as exc:
-        raise BadRequest(f"{field} is not a valid e-mail address: {exc}", field=field, code="invalid_email") from None
+        raise BadRequest(
+            f"{field} is not a valid e-mail address: {exc}", field=field, code="invalid_email"
+        ) from None
 
 
 def normalize_mobile(value: str, region: str = "", field: str = "mobile") -> str:
@@ -100,30 +102,52 @@ def normalize_mobile(value: str, region: str = "", field: str = "mobile") -> str
         number = None
     if number is None or not phonenumbers.is_valid_number(number):
         hint = "" if region else " in international form, e.g. +447911123456"
-        raise BadRequest(f"{field} is not a valid mobile number{hint}", field=field, code="invalid_mobile")
+        raise BadRequest(
+            f"{field} is not a valid mobile number{hint}", field=field, code="invalid_mobile"
+        )
     return phonenumbers.format_number(number, phonenumbers.PhoneNumberFormat.E164)
 
 
 class Accounts:
     def __init__(self, engine: sa.Engine, settings: Settings, mailer: Sender, sms: Sender):
         self.engine, self.settings, self.mailer, self.sms = engine, settings, mailer, sms
-        self._apps_checked: dict[str, tuple[str, float]] = {}  # app id -> (SHA-256 of its secret, when argon2 said so)
+        self._apps_checked: dict[
+            str, tuple[str, float]
+        ] = {}  # app id -> (SHA-256 of its secret, when argon2 said so)
 
     # -- shapes ---------------------------------------------------------------------------
     def profile(self, conn, user_id: str) -> dict:
         """Interface 2.4's ``profile`` (server/models.py UserDetails says where each value comes from)."""
         u = conn.execute(sa.select(users).where(users.c.id == user_id)).mappings().one()
-        n_floors = conn.execute(sa.select(sa.func.count()).select_from(floors).where(floors.c.owner_id == user_id)).scalar()
-        n_blocks = conn.execute(sa.select(sa.func.count()).select_from(blocks).join(floors)
-                                .where(floors.c.owner_id == user_id)).scalar()
+        n_floors = conn.execute(
+            sa.select(sa.func.count()).select_from(floors).where(floors.c.owner_id == user_id)
+        ).scalar()
+        n_blocks = conn.execute(
+            sa.select(sa.func.count())
+            .select_from(blocks)
+            .join(floors)
+            .where(floors.c.owner_id == user_id)
+        ).scalar()
         own = _own_floor(conn, user_id) or {}
         return {
             "floor_id": own.get("id", ""),
-            "floor_count_info": {"permitted": str(u["floor_quota"]), "remaining": str(max(0, u["floor_quota"] - n_floors))},
-            "block_count_info": {"permitted": str(u["block_quota"]), "remaining": str(max(0, u["block_quota"] - n_blocks))},
-            "FID": own.get("id", ""), "title": own.get("title", ""), "name": u["name"], "email": u["email"] or "",
-            "mobile_number": u["mobile"] or "", "user_id": u["id"], "avatar": _avatar(own.get("avatar")),
-            "validated": u["validated"], "created_at": u["created_at"].isoformat(),
+            "floor_count_info": {
+                "permitted": str(u["floor_quota"]),
+                "remaining": str(max(0, u["floor_quota"] - n_floors)),
+            },
+            "block_count_info": {
+                "permitted": str(u["block_quota"]),
+                "remaining": str(max(0, u["block_quota"] - n_blocks)),
+            },
+            "FID": own.get("id", ""),
+            "title": own.get("title", ""),
+            "name": u["name"],
+            "email": u["email"] or "",
+            "mobile_number": u["mobile"] or "",
+            "user_id": u["id"],
+            "avatar": _avatar(own.get("avatar")),
+            "validated": u["validated"],
+            "created_at": u["created_at"].isoformat(),
             "external_id": u["external_id"],
         }
 
@@ -131,19 +155,36 @@ class Accounts:
         """Interface 2.4's ``pod_info``: the user's own floor (the first one created for
         them) and its blocks (every user has one; empty values if it were ever missing)."""
         f = _own_floor(conn, user_id) or {}
-        bl = conn.execute(sa.select(blocks).where(blocks.c.floor_id == f.get("id")).order_by(blocks.c.created_at,
-                                                                                          blocks.c.id)).mappings().all()
+        bl = (
+            conn.execute(
+                sa.select(blocks)
+                .where(blocks.c.floor_id == f.get("id"))
+                .order_by(blocks.c.created_at, blocks.c.id)
+            )
+            .mappings()
+            .all()
+        )
         app_id = conn.execute(sa.select(users.c.app_id).where(users.c.id == user_id)).scalar()
-        return {"floor_id": f.get("id", ""), "is_owner": "1", "app_id": app_id or "", "title": f.get("title", ""),
-                "details": f.get("details") or "", "floor_uid": f.get("id", ""),
-                "blocks": [{"block_id": b["id"], "type": b["type"], "title": b["title"]} for b in bl],
-                "avatar": _avatar(f.get("avatar"))}
+        return {
+            "floor_id": f.get("id", ""),
+            "is_owner": "1",
+            "app_id": app_id or "",
+            "title": f.get("title", ""),
+            "details": f.get("details") or "",
+            "floor_uid": f.get("id", ""),
+            "blocks": [{"block_id": b["id"], "type": b["type"], "title": b["title"]} for b in bl],
+            "avatar": _avatar(f.get("avatar")),
+        }
 
     # -- tokens -----------------------------------------------------------------------------
     def _issue_token(self, conn, user_id: str) -> dict:
         token = secrets.token_urlsafe(32)
         expires = now() + timedelta(hours=self.settings.token_ttl_hours)
-        conn.execute(tokens.insert().values(hash=_sha(token), user_id=user_id, created_at=now(), expires_at=expires))
+        conn.execute(
+            tokens.insert().values(
+                hash=_sha(token), user_id=user_id, created_at=now(), expires_at=expires
+            )
+        )
         return {"token": token, "token_type": "Bearer", "expires_at": expires.isoformat()}
 
     def authenticate(self, header: str | None) -> str:
@@ -152,46 +193,86 @@ class Accounts:
         if token is None:
             raise Unauthorized("a bearer token is required", code="missing_token")
         with self.engine.connect() as conn:
-            row = conn.execute(sa.select(tokens).where(tokens.c.hash == _sha(token))).mappings().first()
+            row = (
+                conn.execute(sa.select(tokens).where(tokens.c.hash == _sha(token)))
+                .mappings()
+                .first()
+            )
         if row is None or row["revoked_at"] is not None or row["expires_at"] <= now():
-            raise Unauthorized("the bearer token is invalid, expired or revoked", code="invalid_token")
+            raise Unauthorized(
+                "the bearer token is invalid, expired or revoked", code="invalid_token"
+            )
         return row["user_id"]
 
     def check_app(self, conn, app_id: str | None, field: str = "app_id") -> None:
         """An ``app_id`` in a body must name a registered application (or be absent)."""
-        if app_id is not None and conn.execute(sa.select(apps.c.id).where(apps.c.id == app_id)).first() is None:
-            raise BadRequest(f"{field}: no such application (register one with `memkit app add NAME`)", field=field,
-                             code="invalid_app")
+        if (
+            app_id is not None
+            and conn.execute(sa.select(apps.c.id).where(apps.c.id == app_id)).first() is None
+        ):
+            raise BadRequest(
+                f"{field}: no such application (register one with `memkit app add NAME`)",
+                field=field,
+                code="invalid_app",
+            )
 
     # -- codes --------------------------------------------------------------------------------
     def _code_hash(self, code: str) -> str:
-        return hmac.new(self.settings.secret_key.encode(), code.encode(), hashlib.sha256).hexdigest()
+        return hmac.new(
+            self.settings.secret_key.encode(), code.encode(), hashlib.sha256
+        ).hexdigest()
 
-    def _issue_code(self, conn, user_id: str, mode: str, destination: str, channel: Sender,
-                    notice: str | None = None) -> None:
+    def _issue_code(
+        self,
+        conn,
+        user_id: str,
+        mode: str,
+        destination: str,
+        channel: Sender,
+        notice: str | None = None,
+    ) -> None:
         """Store a new code (one live code per user and mode) and send it, or, given a
         ``notice``, send that instead: the code is then one nobody knows."""
-        conn.execute(codes.update().where(codes.c.user_id == user_id, codes.c.mode == mode, codes.c.used_at.is_(None))
-                     .values(used_at=now()))  # one live code per user and mode
+        conn.execute(
+            codes.update()
+            .where(codes.c.user_id == user_id, codes.c.mode == mode, codes.c.used_at.is_(None))
+            .values(used_at=now())
+        )  # one live code per user and mode
         code = f"{secrets.randbelow(10**6):06d}"
-        conn.execute(codes.insert().values(
-            id=new_id("c"), user_id=user_id, mode=mode, destination=destination, code_hash=self._code_hash(code),
-            attempts=0, created_at=now(), expires_at=now() + timedelta(minutes=self.settings.code_ttl_minutes)))
+        conn.execute(
+            codes.insert().values(
+                id=new_id("c"),
+                user_id=user_id,
+                mode=mode,
+                destination=destination,
+                code_hash=self._code_hash(code),
+                attempts=0,
+                created_at=now(),
+                expires_at=now() + timedelta(minutes=self.settings.code_ttl_minutes),
+            )
+        )
         minutes = int(self.settings.code_ttl_minutes)
         if notice is not None:
             self._deliver(channel, destination, "About your memkit account", notice)
         else:
-            self._deliver(channel, destination, f"Your memkit code: {code}",
-                          f"Your memkit code is {code}. It is for: {MODES[mode]}.\n"
-                          f"It expires in {minutes} minutes and works once.")
+            self._deliver(
+                channel,
+                destination,
+                f"Your memkit code: {code}",
+                f"Your memkit code is {code}. It is for: {MODES[mode]}.\n"
+                f"It expires in {minutes} minutes and works once.",
+            )
 
     def _deliver(self, channel: Sender, destination: str, subject: str, text: str) -> None:
         """Send inside the caller's transaction: if it fails, the transaction rolls back."""
         try:
             channel.send(destination, subject, text)
         except OSError:  # SMTP refused, unreachable, timed out
-            raise ApiError("a message could not be delivered; nothing was changed, try again later",
-                           code="delivery_failed", status=503) from None
+            raise ApiError(
+                "a message could not be delivered; nothing was changed, try again later",
+                code="delivery_failed",
+                status=503,
+            ) from None
 
     def _use_code(self, user_id: str, mode: str, destination: str, code: str, field: str) -> str:
         """Check a code without consuming it; returns its id. Every check is counted at
@@ -202,8 +283,16 @@ class Accounts:
             raise BadRequest(f"{field} is required", field=field, code="missing_field")
         at = now()
         with self.engine.begin() as conn:
-            row = conn.execute(sa.select(codes).where(codes.c.user_id == user_id, codes.c.mode == mode)
-                               .order_by(codes.c.created_at.desc()).limit(1)).mappings().first()
+            row = (
+                conn.execute(
+                    sa.select(codes)
+                    .where(codes.c.user_id == user_id, codes.c.mode == mode)
+                    .order_by(codes.c.created_at.desc())
+                    .limit(1)
+                )
+                .mappings()
+                .first()
+            )
             problem = None
             if row is None:
                 problem = ("no code was sent for this", "code_invalid")
@@ -227,13 +316,27 @@ class Accounts:
         condition on the locked row). Only the newest live code of a user and mode can be
         checked, so the other codes' counts do not move meanwhile."""
         others = codes.alias("others")
-        earlier = (sa.select(sa.func.coalesce(sa.func.sum(others.c.attempts), 0))
-                   .where(others.c.user_id == user_id, others.c.mode == mode, others.c.id != code_id,
-                          others.c.created_at > at - timedelta(hours=1)).scalar_subquery())
-        done = conn.execute(codes.update().where(
-            codes.c.id == code_id, codes.c.used_at.is_(None), codes.c.expires_at > at,
-            codes.c.attempts < self.settings.code_max_attempts,
-            codes.c.attempts + earlier < self.settings.code_checks_per_hour).values(attempts=codes.c.attempts + 1))
+        earlier = (
+            sa.select(sa.func.coalesce(sa.func.sum(others.c.attempts), 0))
+            .where(
+                others.c.user_id == user_id,
+                others.c.mode == mode,
+                others.c.id != code_id,
+                others.c.created_at > at - timedelta(hours=1),
+            )
+            .scalar_subquery()
+        )
+        done = conn.execute(
+            codes.update()
+            .where(
+                codes.c.id == code_id,
+                codes.c.used_at.is_(None),
+                codes.c.expires_at > at,
+                codes.c.attempts < self.settings.code_max_attempts,
+                codes.c.attempts + earlier < self.settings.code_checks_per_hour,
+            )
+            .values(attempts=codes.c.attempts + 1)
+        )
         return done.rowcount == 1
 
     def _why_refused(self, conn, code_id: str) -> tuple[str, str]:
@@ -244,13 +347,22 @@ class Accounts:
             return "this code is burned after too many tries; ask for a new one", "code_burned"
         if row["expires_at"] <= now():
             return "this code has expired; ask for a new one", "code_expired"
-        return ("too many code checks for this account in the last hour; try again later", "too_many_tries")
+        return (
+            "too many code checks for this account in the last hour; try again later",
+            "too_many_tries",
+        )
 
     def _consume(self, conn, code_id: str, field: str) -> None:
         """Mark a checked code used; a concurrent request that used it first wins."""
-        done = conn.execute(codes.update().where(codes.c.id == code_id, codes.c.used_at.is_(None)).values(used_at=now()))
+        done = conn.execute(
+            codes.update()
+            .where(codes.c.id == code_id, codes.c.used_at.is_(None))
+            .values(used_at=now())
+        )
         if done.rowcount != 1:
-            raise BadRequest("this code was already used or replaced", field=field, code="code_used")
+            raise BadRequest(
+                "this code was already used or replaced", field=field, code="code_used"
+            )
 
     # -- operations ---------------------------------------------------------------------------
     def sign_up(self, data: m.SignUpRequest) -> dict:
@@ -258,7 +370,11 @@ class Accounts:
         taken over by this sign-up (that registration is deleted with its code): nobody
         proved it was theirs, and refusing would let a squatter block the owner."""
         if not data.email and not data.mobile:
-            raise BadRequest("an e-mail address or a mobile number is required", field="email", code="missing_field")
+            raise BadRequest(
+                "an e-mail address or a mobile number is required",
+                field="email",
+                code="missing_field",
+            )
         name = data.name
         email = normalize_email(data.email) if data.email else None
         mobile = normalize_mobile(data.mobile, self.settings.phone_region) if data.mobile else None
@@ -266,37 +382,85 @@ class Accounts:
         with self.engine.begin() as conn:
             self._forget_stale_sign_ups(conn)
             stale = []
-            for column, value, what in ((users.c.email, email, "email"), (users.c.mobile, mobile, "mobile")):
-                held = conn.execute(sa.select(users.c.id, users.c.validated).where(column == value)).first() if value else None
+            for column, value, what in (
+                (users.c.email, email, "email"),
+                (users.c.mobile, mobile, "mobile"),
+            ):
+                held = (
+                    conn.execute(
+                        sa.select(users.c.id, users.c.validated).where(column == value)
+                    ).first()
+                    if value
+                    else None
+                )
                 if held is not None and held[1]:
-                    raise Conflict(f"this {_ADDRESS[what]} is already registered", field=what, code=f"{what}_in_use")
+                    raise Conflict(
+                        f"this {_ADDRESS[what]} is already registered",
+                        field=what,
+                        code=f"{what}_in_use",
+                    )
                 if held is not None:
                     stale.append(held[0])
             for old in dict.fromkeys(stale):
                 _delete_user(conn, old)
             uid = new_id("u")
             try:
-                conn.execute(users.insert().values(
-                    id=uid, name=name, email=email, mobile=mobile, password_hash=password_hash, validated=False,
-                    floor_quota=self.settings.floor_quota, block_quota=self.settings.block_quota, created_at=now()))
-            except sa.exc.IntegrityError:  # a concurrent sign-up with the same address committed first
-                raise Conflict("this e-mail address or mobile number is already registered",
-                               field="email" if email else "mobile", code="address_in_use") from None
+                conn.execute(
+                    users.insert().values(
+                        id=uid,
+                        name=name,
+                        email=email,
+                        mobile=mobile,
+                        password_hash=password_hash,
+                        validated=False,
+                        floor_quota=self.settings.floor_quota,
+                        block_quota=self.settings.block_quota,
+                        created_at=now(),
+                    )
+                )
+            except (
+                sa.exc.IntegrityError
+            ):  # a concurrent sign-up with the same address committed first
+                raise Conflict(
+                    "this e-mail address or mobile number is already registered",
+                    field="email" if email else "mobile",
+                    code="address_in_use",
+                ) from None
             self._create_own_floor(conn, uid, name)
             if email:
                 self._issue_code(conn, uid, "signup", email, self.mailer)
             else:
                 self._issue_code(conn, uid, "signup", mobile, self.sms)
-            return {"user_id": uid, "profile": self.profile(conn, uid), "pod_info": self.pod_info(conn, uid),
-                    "message": f"a validation code was sent to {email or mobile}"}
+            return {
+                "user_id": uid,
+                "profile": self.profile(conn, uid),
+                "pod_info": self.pod_info(conn, uid),
+                "message": f"a validation code was sent to {email or mobile}",
+            }
 
     def _create_own_floor(self, conn, user_id: str, name: str) -> None:
         fid = new_id("f")
-        conn.execute(floors.insert().values(id=fid, owner_id=user_id, title=f"{name}'s floor", details="",
-                                            is_private=True, created_at=now()))
+        conn.execute(
+            floors.insert().values(
+                id=fid,
+                owner_id=user_id,
+                title=f"{name}'s floor",
+                details="",
+                is_private=True,
+                created_at=now(),
+            )
+        )
         for btype, title in DEFAULT_BLOCKS:
-            conn.execute(blocks.insert().values(id=new_id("b"), floor_id=fid, type=btype, title=title, details="",
-                                                created_at=now()))
+            conn.execute(
+                blocks.insert().values(
+                    id=new_id("b"),
+                    floor_id=fid,
+                    type=btype,
+                    title=title,
+                    details="",
+                    created_at=now(),
+                )
+            )
 
     def _address(self, data) -> tuple[str, str]:
         """(``email`` or ``mobile``, its normalised value) of a body naming an account."""
@@ -304,7 +468,9 @@ class Accounts:
             return "email", normalize_email(data.email)
         if getattr(data, "mobile", None):
             return "mobile", normalize_mobile(data.mobile, self.settings.phone_region)
-        raise BadRequest("an e-mail address or a mobile number is required", field="email", code="missing_field")
+        raise BadRequest(
+            "an e-mail address or a mobile number is required", field="email", code="missing_field"
+        )
 
     def _find_user(self, conn, data) -> dict | None:
         kind, value = self._address(data)
@@ -314,8 +480,16 @@ class Accounts:
         """The account holding this e-mail address or mobile number: a validated one, or a
         sign-up nobody has validated for less than ``signup_ttl_hours`` (an older one is as
         good as gone, and is deleted by the next write that needs the address)."""
-        return conn.execute(sa.select(users).where(users.c[kind] == value, sa.or_(
-            users.c.validated, users.c.created_at > self._stale_before()))).mappings().first()
+        return (
+            conn.execute(
+                sa.select(users).where(
+                    users.c[kind] == value,
+                    sa.or_(users.c.validated, users.c.created_at > self._stale_before()),
+                )
+            )
+            .mappings()
+            .first()
+        )
 
     def _stale_before(self) -> datetime:
         return now() - timedelta(hours=self.settings.signup_ttl_hours)
@@ -323,8 +497,15 @@ class Accounts:
     def _forget_stale_sign_ups(self, conn) -> None:
         """Delete the sign-ups nobody validated in time (they never had a token, so they own
         nothing but their empty floor)."""
-        for old in conn.execute(sa.select(users.c.id).where(~users.c.validated,
-                                                            users.c.created_at <= self._stale_before())).scalars().all():
+        for old in (
+            conn.execute(
+                sa.select(users.c.id).where(
+                    ~users.c.validated, users.c.created_at <= self._stale_before()
+                )
+            )
+            .scalars()
+            .all()
+        ):
             _delete_user(conn, old)
 
     def send_code(self, data: m.SendCodeRequest, user_id: str | None) -> dict:
@@ -341,52 +522,88 @@ class Accounts:
                 user = self._holder(conn, kind, dest)
                 # signup: only an account still to be validated; reset: only a validated one
                 if user is not None and user["validated"] == (mode == "reset_password"):
-                    self._issue_code(conn, user["id"], mode, dest, self.mailer if kind == "email" else self.sms)
-                return {"mode": mode, "message": f"if an account matches, a code was sent to {dest}"}
+                    self._issue_code(
+                        conn, user["id"], mode, dest, self.mailer if kind == "email" else self.sms
+                    )
+                return {
+                    "mode": mode,
+                    "message": f"if an account matches, a code was sent to {dest}",
+                }
             if user_id is None:
-                raise BadRequest("this mode needs a bearer token", field="mode", code="missing_token")
+                raise BadRequest(
+                    "this mode needs a bearer token", field="mode", code="missing_token"
+                )
             if data.user_id not in (None, user_id):
-                raise BadRequest("user_id does not match the bearer token", field="user_id", code="user_mismatch")
-            kind, field = ("email", "new_email_id") if mode == "change_email" else ("mobile", "new_mobile")
+                raise BadRequest(
+                    "user_id does not match the bearer token", field="user_id", code="user_mismatch"
+                )
+            kind, field = (
+                ("email", "new_email_id") if mode == "change_email" else ("mobile", "new_mobile")
+            )
             if not getattr(data, field):
                 raise BadRequest(f"{field} is required", field=field, code="missing_field")
-            dest = (normalize_email(getattr(data, field), field) if kind == "email"
-                    else normalize_mobile(getattr(data, field), self.settings.phone_region, field))
+            dest = (
+                normalize_email(getattr(data, field), field)
+                if kind == "email"
+                else normalize_mobile(getattr(data, field), self.settings.phone_region, field)
+            )
             if data.password is None:
-                raise BadRequest(f"password is required to change the {_ADDRESS[kind]}", field="password",
-                                 code="missing_field")
-            me = conn.execute(sa.select(users.c.password_hash, users.c[kind]).where(users.c.id == user_id)).one()
+                raise BadRequest(
+                    f"password is required to change the {_ADDRESS[kind]}",
+                    field="password",
+                    code="missing_field",
+                )
+            me = conn.execute(
+                sa.select(users.c.password_hash, users.c[kind]).where(users.c.id == user_id)
+            ).one()
             if not verify_password(me[0], data.password):
                 raise BadRequest("password is wrong", field="password", code="bad_credentials")
             if me[1] == dest:
-                raise BadRequest(f"this is already your {_ADDRESS[kind]}", field=field, code=f"{kind}_in_use")
+                raise BadRequest(
+                    f"this is already your {_ADDRESS[kind]}", field=field, code=f"{kind}_in_use"
+                )
             channel = self.mailer if kind == "email" else self.sms
             holder = self._holder(conn, kind, dest)
             if holder is not None and holder["validated"]:
                 # Someone else's account: its owner is told instead of sent a code, and a code
                 # nobody receives is stored, so what follows (checks of a code, the answer, the
                 # time a message takes) is the same as for a free address.
-                self._issue_code(conn, user_id, mode, dest, channel, notice=(
-                    f"Someone asked to move another memkit account to this {_ADDRESS[kind]}. It already "
-                    "belongs to your account, so nothing was changed. You need not do anything."))
+                self._issue_code(
+                    conn,
+                    user_id,
+                    mode,
+                    dest,
+                    channel,
+                    notice=(
+                        f"Someone asked to move another memkit account to this {_ADDRESS[kind]}. It already "
+                        "belongs to your account, so nothing was changed. You need not do anything."
+                    ),
+                )
             else:  # free, or held by a sign-up nobody validated (which the change will replace)
                 self._issue_code(conn, user_id, mode, dest, channel)
             return {"mode": mode, "message": f"a code was sent to {dest}"}
 
-    def _account_code(self, data: m.ValidateRequest | m.ResetPasswordRequest, mode: str) -> tuple[dict, str]:
+    def _account_code(
+        self, data: m.ValidateRequest | m.ResetPasswordRequest, mode: str
+    ) -> tuple[dict, str]:
         """The account named by ``email`` or ``mobile`` and its checked ``code`` for ``mode``
         (a reset only for a validated account, a validation only for one still to be
         validated; any other account is answered as if it had no code)."""
         with self.engine.connect() as conn:
             user = self._find_user(conn, data)
-        unusable = BadRequest("the code is wrong, expired or already used; ask for a new one", field="code",
-                              code="code_invalid")
+        unusable = BadRequest(
+            "the code is wrong, expired or already used; ask for a new one",
+            field="code",
+            code="code_invalid",
+        )
         if user is None or user["validated"] != (mode == "reset_password"):
             raise unusable
         dest = user["email"] if data.email else user["mobile"]
         try:
             return user, self._use_code(user["id"], mode, dest, data.code, "code")
-        except BadRequest as exc:  # whether a code was sent must not tell whether the account exists
+        except (
+            BadRequest
+        ) as exc:  # whether a code was sent must not tell whether the account exists
             if exc.code in ("code_invalid", "code_used", "code_expired"):
                 raise unusable from None
             raise
@@ -396,35 +613,62 @@ class Accounts:
         account becomes usable only by whoever chose its password *and* holds its mailbox."""
         user, code_id = self._account_code(data, "signup")
         if not verify_password(user["password_hash"], data.password):  # the code's check is counted
-            raise BadRequest("password is not the one chosen at sign-up (sign up again to choose another)",
-                             field="password", code="bad_credentials")
+            raise BadRequest(
+                "password is not the one chosen at sign-up (sign up again to choose another)",
+                field="password",
+                code="bad_credentials",
+            )
         with self.engine.begin() as conn:
             self._consume(conn, code_id, "code")
             conn.execute(users.update().where(users.c.id == user["id"]).values(validated=True))
-            return {"user_id": user["id"], "profile": self.profile(conn, user["id"]), **self._issue_token(conn, user["id"])}
+            return {
+                "user_id": user["id"],
+                "profile": self.profile(conn, user["id"]),
+                **self._issue_token(conn, user["id"]),
+            }
 
     def sign_in(self, data: m.SignInEmailRequest | m.SignInMobileRequest, by: str) -> dict:
         with self.engine.begin() as conn:
             user = self._find_user(conn, data)
             if not verify_password(user["password_hash"] if user else None, data.password):
-                raise Unauthorized(f"wrong {'e-mail address' if by == 'email' else 'mobile number'} or password",
-                                   code="bad_credentials")
+                raise Unauthorized(
+                    f"wrong {'e-mail address' if by == 'email' else 'mobile number'} or password",
+                    code="bad_credentials",
+                )
             if not user["validated"]:
-                raise Forbidden("validate the account first (POST /auth-service/validate)", code="not_validated")
-            return {"user_id": user["id"], "profile": self.profile(conn, user["id"]), **self._issue_token(conn, user["id"])}
+                raise Forbidden(
+                    "validate the account first (POST /auth-service/validate)", code="not_validated"
+                )
+            return {
+                "user_id": user["id"],
+                "profile": self.profile(conn, user["id"]),
+                **self._issue_token(conn, user["id"]),
+            }
 
     def change_password(self, user_id: str, data: m.ChangePasswordRequest) -> dict:
         with self.engine.begin() as conn:
-            row = conn.execute(sa.select(users.c.password_hash).where(users.c.id == user_id)).first()
+            row = conn.execute(
+                sa.select(users.c.password_hash).where(users.c.id == user_id)
+            ).first()
             if not verify_password(row[0], data.old_password):
-                raise BadRequest("old_password is wrong", field="old_password", code="bad_credentials")
+                raise BadRequest(
+                    "old_password is wrong", field="old_password", code="bad_credentials"
+                )
             return self._set_password(conn, user_id, data.new_password)
 
     def _set_password(self, conn, user_id: str, password: str) -> dict:
-        conn.execute(users.update().where(users.c.id == user_id).values(password_hash=_hasher.hash(password)))
-        conn.execute(tokens.update().where(tokens.c.user_id == user_id, tokens.c.revoked_at.is_(None))
-                     .values(revoked_at=now()))  # every old token stops working at once
-        return {"message": "password changed; every earlier token is revoked", **self._issue_token(conn, user_id)}
+        conn.execute(
+            users.update().where(users.c.id == user_id).values(password_hash=_hasher.hash(password))
+        )
+        conn.execute(
+            tokens.update()
+            .where(tokens.c.user_id == user_id, tokens.c.revoked_at.is_(None))
+            .values(revoked_at=now())
+        )  # every old token stops working at once
+        return {
+            "message": "password changed; every earlier token is revoked",
+            **self._issue_token(conn, user_id),
+        }
 
     def reset_password(self, data: m.ResetPasswordRequest) -> dict:
         user, code_id = self._account_code(data, "reset_password")
@@ -432,72 +676,129 @@ class Accounts:
             self._consume(conn, code_id, "code")
             return self._set_password(conn, user["id"], data.new_password)
 
-    def change_email(self, user_id: str, data: m.ChangeEmailRequest, token: str | None = None) -> dict:
+    def change_email(
+        self, user_id: str, data: m.ChangeEmailRequest, token: str | None = None
+    ) -> dict:
         """The interface's change of e-mail (sections 2.3, 2.4): ``new_email_id`` and
         ``activation_code`` (multipart or JSON; JSON may also carry ``user_id`` and
         ``app_id``, a registered application's). Every failure is a 400."""
         if data.user_id not in (None, user_id):
-            raise BadRequest("user_id does not match the bearer token", field="user_id", code="user_mismatch")
+            raise BadRequest(
+                "user_id does not match the bearer token", field="user_id", code="user_mismatch"
+            )
         with self.engine.connect() as conn:
             self.check_app(conn, data.app_id)
         email = normalize_email(data.new_email_id, "new_email_id")
-        self._change_address(user_id, "email", email, data.activation_code, "new_email_id", "activation_code", token)
+        self._change_address(
+            user_id, "email", email, data.activation_code, "new_email_id", "activation_code", token
+        )
         with self.engine.connect() as conn:
-            return {"profile": self.profile(conn, user_id), "pod_info": self.pod_info(conn, user_id),
-                    "app_id": data.app_id or ""}
+            return {
+                "profile": self.profile(conn, user_id),
+                "pod_info": self.pod_info(conn, user_id),
+                "app_id": data.app_id or "",
+            }
 
-    def change_mobile(self, user_id: str, data: m.ChangeMobileRequest, token: str | None = None) -> dict:
+    def change_mobile(
+        self, user_id: str, data: m.ChangeMobileRequest, token: str | None = None
+    ) -> dict:
         mobile = normalize_mobile(data.new_mobile, self.settings.phone_region, "new_mobile")
         self._change_address(user_id, "mobile", mobile, data.code, "new_mobile", "code", token)
         with self.engine.connect() as conn:
-            return {"profile": self.profile(conn, user_id), "pod_info": self.pod_info(conn, user_id)}
+            return {
+                "profile": self.profile(conn, user_id),
+                "pod_info": self.pod_info(conn, user_id),
+            }
 
-    def _change_address(self, user_id: str, kind: str, value: str, code: str, field: str, code_field: str,
-                        token: str | None) -> None:
+    def _change_address(
+        self,
+        user_id: str,
+        kind: str,
+        value: str,
+        code: str,
+        field: str,
+        code_field: str,
+        token: str | None,
+    ) -> None:
         """Move the account to a new e-mail address or mobile number with the code sent
         there; every other token is revoked (the caller's, ``token``, stays) and the old
         address is told, so a change nobody asked for is noticed. If the notice cannot be
         sent nothing changes (503), as with codes."""
-        in_use = BadRequest(f"this {_ADDRESS[kind]} is already in use", field=field, code=f"{kind}_in_use")
+        in_use = BadRequest(
+            f"this {_ADDRESS[kind]} is already in use", field=field, code=f"{kind}_in_use"
+        )
         # The code first: only whoever holds the new address learns whether it has an account.
         code_id = self._use_code(user_id, f"change_{kind}", value, code, code_field)
         with self.engine.begin() as conn:
             self._consume(conn, code_id, code_field)
-            before = conn.execute(sa.select(users.c.email, users.c.mobile).where(users.c.id == user_id)).mappings().one()
+            before = (
+                conn.execute(sa.select(users.c.email, users.c.mobile).where(users.c.id == user_id))
+                .mappings()
+                .one()
+            )
             self._forget_stale_sign_ups(conn)
-            holder = conn.execute(sa.select(users.c.id, users.c.validated).where(users.c[kind] == value,
-                                                                               users.c.id != user_id)).first()
+            holder = conn.execute(
+                sa.select(users.c.id, users.c.validated).where(
+                    users.c[kind] == value, users.c.id != user_id
+                )
+            ).first()
             if holder is not None and holder[1]:
                 raise in_use
-            if holder is not None:  # a sign-up nobody validated: whoever holds the address just proved it
+            if (
+                holder is not None
+            ):  # a sign-up nobody validated: whoever holds the address just proved it
                 _delete_user(conn, holder[0])
             try:
                 conn.execute(users.update().where(users.c.id == user_id).values({kind: value}))
             except sa.exc.IntegrityError:  # another account took it since the check above
                 raise in_use from None
             keep = [] if token is None else [_sha(token)]
-            conn.execute(tokens.update().where(tokens.c.user_id == user_id, tokens.c.revoked_at.is_(None),
-                                               tokens.c.hash.not_in(keep)).values(revoked_at=now()))
+            conn.execute(
+                tokens.update()
+                .where(
+                    tokens.c.user_id == user_id,
+                    tokens.c.revoked_at.is_(None),
+                    tokens.c.hash.not_in(keep),
+                )
+                .values(revoked_at=now())
+            )
             # the old address of that kind, else the account's other one
-            to = next(((a, k) for k in (kind, "mobile" if kind == "email" else "email") if (a := before[k])), None)
+            to = next(
+                (
+                    (a, k)
+                    for k in (kind, "mobile" if kind == "email" else "email")
+                    if (a := before[k])
+                ),
+                None,
+            )
             if to is not None:
-                self._deliver(self.mailer if to[1] == "email" else self.sms, to[0],
-                              f"Your memkit {_ADDRESS[kind]} was changed",
-                              f"The {_ADDRESS[kind]} of your memkit account was changed from {before[kind] or 'none'} "
-                              f"to {value}, and every other session was signed out. If you did not do this, reset "
-                              "your password and contact us.")
+                self._deliver(
+                    self.mailer if to[1] == "email" else self.sms,
+                    to[0],
+                    f"Your memkit {_ADDRESS[kind]} was changed",
+                    f"The {_ADDRESS[kind]} of your memkit account was changed from {before[kind] or 'none'} "
+                    f"to {value}, and every other session was signed out. If you did not do this, reset "
+                    "your password and contact us.",
+                )
 
     # -- applications -------------------------------------------------------------------------
     def register_app(self, name: str) -> tuple[str, str]:
         """A new application: returns (app_id, secret); the secret is shown once."""
         app_id, secret = new_id("app"), secrets.token_urlsafe(32)
         with self.engine.begin() as conn:
-            conn.execute(apps.insert().values(id=app_id, name=name, secret_hash=_hasher.hash(secret), created_at=now()))
+            conn.execute(
+                apps.insert().values(
+                    id=app_id, name=name, secret_hash=_hasher.hash(secret), created_at=now()
+                )
+            )
         return app_id, secret
 
     def authenticate_app(self, app_id: str | None, secret: str | None) -> str:
         if not app_id or not secret:
-            raise Unauthorized("application credentials are required (X-App-Id and X-App-Secret)", code="missing_app")
+            raise Unauthorized(
+                "application credentials are required (X-App-Id and X-App-Secret)",
+                code="missing_app",
+            )
         with self.engine.connect() as conn:
             row = conn.execute(sa.select(apps.c.secret_hash).where(apps.c.id == app_id)).first()
         if not verify_password(row[0] if row else None, secret):
@@ -511,8 +812,12 @@ class Accounts:
         application's queries do not each pay an argon2 check, and wrong secrets sent
         under its id, which are refused unchecked past their limit, do not lock it out."""
         seen = self._apps_checked.get(app_id or "")
-        return (seen is not None and bool(secret) and time.monotonic() - seen[1] < APP_RECHECK
-                and hmac.compare_digest(seen[0], _sha(secret)))
+        return (
+            seen is not None
+            and bool(secret)
+            and time.monotonic() - seen[1] < APP_RECHECK
+            and hmac.compare_digest(seen[0], _sha(secret))
+        )
 
     def register_external(self, app_id: str, data: m.ExternalRegisterRequest) -> dict:
         """Register, or find, the application's user with this external id (idempotent,
@@ -522,19 +827,37 @@ class Accounts:
         for attempt in range(2):
             try:
                 with self.engine.begin() as conn:
-                    row = conn.execute(sa.select(users.c.id).where(users.c.app_id == app_id,
-                                                                   users.c.external_id == ext)).first()
+                    row = conn.execute(
+                        sa.select(users.c.id).where(
+                            users.c.app_id == app_id, users.c.external_id == ext
+                        )
+                    ).first()
                     created = row is None
                     if created:
                         uid = new_id("u")
-                        conn.execute(users.insert().values(id=uid, name=name, validated=True, app_id=app_id,
-                                                           external_id=ext, floor_quota=self.settings.floor_quota,
-                                                           block_quota=self.settings.block_quota, created_at=now()))
+                        conn.execute(
+                            users.insert().values(
+                                id=uid,
+                                name=name,
+                                validated=True,
+                                app_id=app_id,
+                                external_id=ext,
+                                floor_quota=self.settings.floor_quota,
+                                block_quota=self.settings.block_quota,
+                                created_at=now(),
+                            )
+                        )
                         self._create_own_floor(conn, uid, name)
                     else:
                         uid = row[0]
-                    return {"user_id": uid, "created": created, "app_id": app_id, "profile": self.profile(conn, uid),
-                            "pod_info": self.pod_info(conn, uid), **self._issue_token(conn, uid)}
+                    return {
+                        "user_id": uid,
+                        "created": created,
+                        "app_id": app_id,
+                        "profile": self.profile(conn, uid),
+                        "pod_info": self.pod_info(conn, uid),
+                        **self._issue_token(conn, uid),
+                    }
             except sa.exc.IntegrityError:  # the same external id registered at once: find that one
                 if attempt:
                     raise
@@ -542,7 +865,9 @@ class Accounts:
     def delete_account(self, user_id: str, data: m.DeleteAccountRequest) -> dict:
         """Delete the account and everything it owns: floors, blocks, events, tokens, codes."""
         with self.engine.begin() as conn:
-            row = conn.execute(sa.select(users.c.password_hash).where(users.c.id == user_id)).first()
+            row = conn.execute(
+                sa.select(users.c.password_hash).where(users.c.id == user_id)
+            ).first()
             if not verify_password(row[0] if row else None, data.password):
                 raise BadRequest("password is wrong", field="password", code="bad_credentials")
             gone = _delete_user(conn, user_id)
@@ -552,7 +877,10 @@ class Accounts:
         with self.engine.connect() as conn:
             if conn.execute(sa.select(users.c.id).where(users.c.id == user_id)).first() is None:
                 raise NotFound("no such user")
-            return {"profile": self.profile(conn, user_id), "pod_info": self.pod_info(conn, user_id)}
+            return {
+                "profile": self.profile(conn, user_id),
+                "pod_info": self.pod_info(conn, user_id),
+            }
 
 
 def verify_password(stored_hash: str | None, password: str) -> bool:
@@ -570,8 +898,19 @@ def verify_password(stored_hash: str | None, password: str) -> bool:
 def _delete_user(conn, user_id: str) -> int:
     """Delete a user and all they own (the foreign keys cascade); returns how many events
     went. Their events are logged first, so search indexes drop them when they catch up."""
-    gone = [r[0] for r in conn.execute(sa.select(events.c.id).where(sa.or_(
-        events.c.user_id == user_id, events.c.floor_id.in_(sa.select(floors.c.id).where(floors.c.owner_id == user_id)))))]
+    gone = [
+        r[0]
+        for r in conn.execute(
+            sa.select(events.c.id).where(
+                sa.or_(
+                    events.c.user_id == user_id,
+                    events.c.floor_id.in_(
+                        sa.select(floors.c.id).where(floors.c.owner_id == user_id)
+                    ),
+                )
+            )
+        )
+    ]
     log_event_changes(conn, gone)
     conn.execute(users.delete().where(users.c.id == user_id))
     return len(gone)
@@ -582,8 +921,16 @@ _ADDRESS = {"email": "e-mail address", "mobile": "mobile number"}
 
 def _own_floor(conn, user_id: str):
     """The user's own floor: the first one created for them."""
-    return conn.execute(sa.select(floors).where(floors.c.owner_id == user_id).order_by(floors.c.created_at, floors.c.id)
-                        .limit(1)).mappings().first()
+    return (
+        conn.execute(
+            sa.select(floors)
+            .where(floors.c.owner_id == user_id)
+            .order_by(floors.c.created_at, floors.c.id)
+            .limit(1)
+        )
+        .mappings()
+        .first()
+    )
 
 
 def _avatar(url: str | None) -> dict:

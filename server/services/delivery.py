@@ -24,7 +24,9 @@ class OutboxSender:
         self.folder.mkdir(parents=True, exist_ok=True)
         stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%f")
         safe = "".join(c if c.isalnum() or c in "@.+-" else "_" for c in to)
-        (self.folder / f"{stamp}-{self.channel}-{safe}.txt").write_text(f"To: {to}\nSubject: {subject}\n\n{text}\n")
+        (self.folder / f"{stamp}-{self.channel}-{safe}.txt").write_text(
+            f"To: {to}\nSubject: {subject}\n\n{text}\n"
+        )
 
 
 class SmtpSender:

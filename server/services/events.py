@@ -25,10 +25,21 @@ from server.store.schema import blocks, events, floors, stored_media, stored_tag
 
 
 def event_response(e, b) -> dict:
-    return {"event_id": e["id"], "floor_uid": e["floor_id"], "from_floor_uid": e["from_floor_id"] or e["floor_id"],
-            "block_id": e["block_id"], "block_type": BLOCK_TYPES.get(b["type"], 0), "block_type_name": b["type"],
-            "user_id": e["user_id"], "text": e["text"], "tags": stored_tags(e["tags"]), "media": stored_media(e["media"]),
-            "reply_to": e["reply_to"], "created_at": e["created_at"].isoformat(), "updated_at": e["updated_at"].isoformat()}
+    return {
+        "event_id": e["id"],
+        "floor_uid": e["floor_id"],
+        "from_floor_uid": e["from_floor_id"] or e["floor_id"],
+        "block_id": e["block_id"],
+        "block_type": BLOCK_TYPES.get(b["type"], 0),
+        "block_type_name": b["type"],
+        "user_id": e["user_id"],
+        "text": e["text"],
+        "tags": stored_tags(e["tags"]),
+        "media": stored_media(e["media"]),
+        "reply_to": e["reply_to"],
+        "created_at": e["created_at"].isoformat(),
+        "updated_at": e["updated_at"].isoformat(),
+    }
 
 
 class Events:
@@ -49,13 +60,26 @@ class Events:
         self.after_write = after_write
         self.before_write = before_write
 
-    def _before(self, user_id: str, floor_id: str, block_id: str, posts: list[tuple[str, datetime, m.PostAdd]]) -> None:
+    def _before(
+        self,
+        user_id: str,
+        floor_id: str,
+        block_id: str,
+        posts: list[tuple[str, datetime, m.PostAdd]],
+    ) -> None:
         if self.before_write is None:
             return
         with self.engine.connect() as conn:  # nothing is encoded for someone who may not post here
             self._postable(conn, user_id, floor_id, block_id)
-        self.before_write(floor_id, block_id, user_id, [{"event_id": eid, "text": item.text, "tags": item.tags,
-                                                         "created_at": at} for eid, at, item in posts])
+        self.before_write(
+            floor_id,
+            block_id,
+            user_id,
+            [
+                {"event_id": eid, "text": item.text, "tags": item.tags, "created_at": at}
+                for eid, at, item in posts
+            ],
+        )
 
     def _written(self, conn, event_ids: list[str]) -> None:
         log_event_changes(conn, event_ids)  # the search index catches up from the log
@@ -67,7 +91,13 @@ class Events:
             self.after_write([floor_id], event_ids)
 
     def _block(self, conn, floor_id: str, block_id: str):
-        b = conn.execute(sa.select(blocks).where(blocks.c.id == block_id, blocks.c.floor_id == floor_id)).mappings().first()
+        b = (
+            conn.execute(
+                sa.select(blocks).where(blocks.c.id == block_id, blocks.c.floor_id == floor_id)
+            )
+            .mappings()
+            .first()
+        )
         if b is None:
             raise NotFound("no such block in this floor", field="block_id")
         return b
@@ -107,21 +137,44 @@ class Events:
         readable_floor(conn, floor_id, user_id)
         return self._block(conn, floor_id, block_id)
 
-    def _insert(self, conn, user_id: str, floor_id: str, b, eid: str, created_at: datetime, item: m.PostAdd) -> dict:
+    def _insert(
+        self, conn, user_id: str, floor_id: str, b, eid: str, created_at: datetime, item: m.PostAdd
+    ) -> dict:
         from_floor = None
         if item.reply_to:
-            parent = conn.execute(sa.select(events.c.floor_id).where(events.c.id == item.reply_to)).first()
+            parent = conn.execute(
+                sa.select(events.c.floor_id).where(events.c.id == item.reply_to)
+            ).first()
             if parent is None or parent[0] != floor_id:
                 raise NotFound("reply_to names no event of this floor", field="reply_to")
         if item.repost_of:
-            src = conn.execute(sa.select(events, floors.c.is_private, floors.c.owner_id).join(floors)
-                               .where(events.c.id == item.repost_of)).mappings().first()
-            if src is None or (src["is_private"] and src["owner_id"] != user_id):  # the same answer for both
+            src = (
+                conn.execute(
+                    sa.select(events, floors.c.is_private, floors.c.owner_id)
+                    .join(floors)
+                    .where(events.c.id == item.repost_of)
+                )
+                .mappings()
+                .first()
+            )
+            if src is None or (
+                src["is_private"] and src["owner_id"] != user_id
+            ):  # the same answer for both
                 raise NotFound("repost_of names no event you can read", field="repost_of")
             from_floor = src["from_floor_id"] or src["floor_id"]
-        row = dict(id=eid, floor_id=floor_id, block_id=b["id"], user_id=user_id, text=item.text, tags=item.tags,
-                   media=[md.model_dump() for md in item.media], reply_to=item.reply_to, from_floor_id=from_floor,
-                   created_at=created_at, updated_at=now())
+        row = dict(
+            id=eid,
+            floor_id=floor_id,
+            block_id=b["id"],
+            user_id=user_id,
+            text=item.text,
+            tags=item.tags,
+            media=[md.model_dump() for md in item.media],
+            reply_to=item.reply_to,
+            from_floor_id=from_floor,
+            created_at=created_at,
+            updated_at=now(),
+        )
         conn.execute(events.insert().values(**row))
         return event_response(row, b)
 
@@ -129,8 +182,11 @@ class Events:
         limit = args.limit
         with self.engine.connect() as conn:
             readable_floor(conn, floor_id, user_id)
-            q = (sa.select(events, blocks.c.type.label("btype"), blocks.c.title.label("btitle"))
-                 .join(blocks, blocks.c.id == events.c.block_id).where(events.c.floor_id == floor_id))
+            q = (
+                sa.select(events, blocks.c.type.label("btype"), blocks.c.title.label("btitle"))
+                .join(blocks, blocks.c.id == events.c.block_id)
+                .where(events.c.floor_id == floor_id)
+            )
             if args.block_id:
                 q = q.where(events.c.block_id == args.block_id)
             if args.type:
@@ -140,31 +196,66 @@ class Events:
                     ts, eid = base64.urlsafe_b64decode(args.cursor.encode()).decode().split("|", 1)
                     t = parse_time(ts)  # a time the store can hold in UTC, or ValueError
                 except (ValueError, UnicodeDecodeError):
-                    raise BadRequest("cursor is not one this service gave out", field="cursor", code="invalid_cursor") from None
-                q = q.where(sa.or_(events.c.created_at < t, sa.and_(events.c.created_at == t, events.c.id < eid)))
-            rows = conn.execute(q.order_by(events.c.created_at.desc(), events.c.id.desc()).limit(limit + 1)).mappings().all()
+                    raise BadRequest(
+                        "cursor is not one this service gave out",
+                        field="cursor",
+                        code="invalid_cursor",
+                    ) from None
+                q = q.where(
+                    sa.or_(
+                        events.c.created_at < t,
+                        sa.and_(events.c.created_at == t, events.c.id < eid),
+                    )
+                )
+            rows = (
+                conn.execute(
+                    q.order_by(events.c.created_at.desc(), events.c.id.desc()).limit(limit + 1)
+                )
+                .mappings()
+                .all()
+            )
         items = [event_response(r, {"type": r["btype"]}) for r in rows[:limit]]
         cursor = None
         if len(rows) > limit:
             last = rows[limit - 1]
-            cursor = base64.urlsafe_b64encode(f"{last['created_at'].isoformat()}|{last['id']}".encode()).decode()
+            cursor = base64.urlsafe_b64encode(
+                f"{last['created_at'].isoformat()}|{last['id']}".encode()
+            ).decode()
         return {"floor_uid": floor_id, "events": items, "next_cursor": cursor}
 
     def _editable(self, conn, user_id: str, event_id: str):
-        e = conn.execute(sa.select(events, floors.c.is_private, floors.c.owner_id).join(floors)
-                         .where(events.c.id == event_id)).mappings().first()
-        if e is None or (e["is_private"] and e["owner_id"] != user_id):  # someone else's private floor: missing
+        e = (
+            conn.execute(
+                sa.select(events, floors.c.is_private, floors.c.owner_id)
+                .join(floors)
+                .where(events.c.id == event_id)
+            )
+            .mappings()
+            .first()
+        )
+        if e is None or (
+            e["is_private"] and e["owner_id"] != user_id
+        ):  # someone else's private floor: missing
             raise NotFound("no such event", field="event_id")
         if user_id not in (e["user_id"], e["owner_id"]):
-            raise Forbidden("only the author or the floor's owner may change this event", code="not_allowed")
+            raise Forbidden(
+                "only the author or the floor's owner may change this event", code="not_allowed"
+            )
         return e
 
     def edit(self, user_id: str, event_id: str, data: m.EventEdit) -> dict:
         values = {"updated_at": now(), **data.model_dump(exclude_unset=True)}
         with self.engine.begin() as conn:
             e = self._editable(conn, user_id, event_id)
-            if conn.execute(events.update().where(events.c.id == event_id).values(**values)).rowcount != 1:
-                raise NotFound("no such event", field="event_id")  # deleted since it was read just above
+            if (
+                conn.execute(
+                    events.update().where(events.c.id == event_id).values(**values)
+                ).rowcount
+                != 1
+            ):
+                raise NotFound(
+                    "no such event", field="event_id"
+                )  # deleted since it was read just above
             row = conn.execute(sa.select(events).where(events.c.id == event_id)).mappings().one()
             b = conn.execute(sa.select(blocks).where(blocks.c.id == e["block_id"])).mappings().one()
             out = event_response(row, b)

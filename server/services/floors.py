@@ -36,8 +36,14 @@ def owned_floor(conn, floor_id: str, user_id: str):
 
 
 def block_details(b) -> dict:
-    return {"block_id": b["id"], "block_type": BLOCK_TYPES.get(b["type"], 0), "block_type_name": b["type"],
-            "block_title": b["title"], "block_details": b["details"], "created_at": b["created_at"].isoformat()}
+    return {
+        "block_id": b["id"],
+        "block_type": BLOCK_TYPES.get(b["type"], 0),
+        "block_type_name": b["type"],
+        "block_title": b["title"],
+        "block_details": b["details"],
+        "created_at": b["created_at"].isoformat(),
+    }
 
 
 class Floors:
@@ -45,11 +51,25 @@ class Floors:
         self.engine, self.settings = engine, settings
 
     def info(self, conn, f) -> dict:
-        bl = conn.execute(sa.select(blocks).where(blocks.c.floor_id == f["id"]).order_by(blocks.c.created_at, blocks.c.id)
-                          ).mappings().all()
-        return {"floor_uid": f["id"], "owner_id": f["owner_id"], "title": f["title"], "details": f["details"],
-                "avatar": f["avatar"], "is_private": f["is_private"], "created_at": f["created_at"].isoformat(),
-                "blocks": [block_details(b) for b in bl]}
+        bl = (
+            conn.execute(
+                sa.select(blocks)
+                .where(blocks.c.floor_id == f["id"])
+                .order_by(blocks.c.created_at, blocks.c.id)
+            )
+            .mappings()
+            .all()
+        )
+        return {
+            "floor_uid": f["id"],
+            "owner_id": f["owner_id"],
+            "title": f["title"],
+            "details": f["details"],
+            "avatar": f["avatar"],
+            "is_private": f["is_private"],
+            "created_at": f["created_at"].isoformat(),
+            "blocks": [block_details(b) for b in bl],
+        }
 
     def get(self, user_id: str, floor_id: str) -> dict:
         with self.engine.connect() as conn:
@@ -61,43 +81,79 @@ class Floors:
         both find one left: so the user's row is written first (a no-op update), which
         makes the next such request wait for this transaction (SQLite's write lock,
         PostgreSQL's row lock) and then count what it committed."""
-        conn.execute(users.update().where(users.c.id == user_id).values(floor_quota=users.c.floor_quota))
+        conn.execute(
+            users.update().where(users.c.id == user_id).values(floor_quota=users.c.floor_quota)
+        )
         u = conn.execute(sa.select(users).where(users.c.id == user_id)).mappings().one()
         if what == "floor":
-            used = conn.execute(sa.select(sa.func.count()).select_from(floors).where(floors.c.owner_id == user_id)).scalar()
+            used = conn.execute(
+                sa.select(sa.func.count()).select_from(floors).where(floors.c.owner_id == user_id)
+            ).scalar()
             permitted = u["floor_quota"]
         else:
-            used = conn.execute(sa.select(sa.func.count()).select_from(blocks).join(floors)
-                                .where(floors.c.owner_id == user_id)).scalar()
+            used = conn.execute(
+                sa.select(sa.func.count())
+                .select_from(blocks)
+                .join(floors)
+                .where(floors.c.owner_id == user_id)
+            ).scalar()
             permitted = u["block_quota"]
         if used >= permitted:
-            raise Forbidden(f"{what} quota used up ({permitted} permitted, 0 remaining)", code="quota_exceeded")
+            raise Forbidden(
+                f"{what} quota used up ({permitted} permitted, 0 remaining)", code="quota_exceeded"
+            )
 
     def create(self, user_id: str, data: m.FloorCreate) -> dict:
         with self.engine.begin() as conn:
             self._quota(conn, user_id, "floor")
             fid = new_id("f")
-            conn.execute(floors.insert().values(id=fid, owner_id=user_id, created_at=now(), **data.model_dump()))
-            return self.info(conn, conn.execute(sa.select(floors).where(floors.c.id == fid)).mappings().one())
+            conn.execute(
+                floors.insert().values(
+                    id=fid, owner_id=user_id, created_at=now(), **data.model_dump()
+                )
+            )
+            return self.info(
+                conn, conn.execute(sa.select(floors).where(floors.c.id == fid)).mappings().one()
+            )
 
     def edit(self, user_id: str, floor_id: str, data: m.FloorEdit | m.FloorRename) -> dict:
         """Change the fields the request gave (a rename gives only the title)."""
         with self.engine.begin() as conn:
             owned_floor(conn, floor_id, user_id)
-            conn.execute(floors.update().where(floors.c.id == floor_id).values(**data.model_dump(exclude_unset=True)))
-            return self.info(conn, conn.execute(sa.select(floors).where(floors.c.id == floor_id)).mappings().one())
+            conn.execute(
+                floors.update()
+                .where(floors.c.id == floor_id)
+                .values(**data.model_dump(exclude_unset=True))
+            )
+            return self.info(
+                conn,
+                conn.execute(sa.select(floors).where(floors.c.id == floor_id)).mappings().one(),
+            )
 
     def set_private(self, user_id: str, floor_id: str, private: bool) -> dict:
         with self.engine.begin() as conn:
             owned_floor(conn, floor_id, user_id)
             conn.execute(floors.update().where(floors.c.id == floor_id).values(is_private=private))
-            return self.info(conn, conn.execute(sa.select(floors).where(floors.c.id == floor_id)).mappings().one())
+            return self.info(
+                conn,
+                conn.execute(sa.select(floors).where(floors.c.id == floor_id)).mappings().one(),
+            )
 
     def add_block(self, user_id: str, floor_id: str, data: m.BlockCreate) -> dict:
         with self.engine.begin() as conn:
             owned_floor(conn, floor_id, user_id)
             self._quota(conn, user_id, "block")
             bid = new_id("b")
-            conn.execute(blocks.insert().values(id=bid, floor_id=floor_id, type=TYPE_NAMES[data.block_type],
-                                                title=data.title, details=data.details, created_at=now()))
-            return block_details(conn.execute(sa.select(blocks).where(blocks.c.id == bid)).mappings().one())
+            conn.execute(
+                blocks.insert().values(
+                    id=bid,
+                    floor_id=floor_id,
+                    type=TYPE_NAMES[data.block_type],
+                    title=data.title,
+                    details=data.details,
+                    created_at=now(),
+                )
+            )
+            return block_details(
+                conn.execute(sa.select(blocks).where(blocks.c.id == bid)).mappings().one()
+            )

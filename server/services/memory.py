@@ -40,6 +40,7 @@ from server.store.schema import apps, events, users
 
 log = logging.getLogger(__name__)
 
+
 @dataclass
 class Caller:
     """Who sends the request: a user by bearer token, or an application by its secret."""
@@ -78,7 +79,9 @@ class Memory:
         self.settings = settings
         self._index: SearchIndex | None = None
         self._version: versions.Version | None = None
-        self._builders: dict[int, StoreSearch] = {}  # postgres: versions being built, kept up to date by writes
+        self._builders: dict[
+            int, StoreSearch
+        ] = {}  # postgres: versions being built, kept up to date by writes
         self._init_lock = threading.Lock()
         idle = load_config(self.config_path).get("contextualizer", {}).get("idle_minutes", 30.0)
         self.conversations = StoredConversations(engine, idle_expiry=timedelta(minutes=idle))
@@ -134,7 +137,9 @@ class Memory:
         pipeline = self.pipeline_for(version)
         if self.stateless:
             return StoreSearch(self.engine, pipeline).start()
-        index = SearchIndex(self.engine, pipeline, folder=version.folder(self.settings.index_dir)).start()
+        index = SearchIndex(
+            self.engine, pipeline, folder=version.folder(self.settings.index_dir)
+        ).start()
         if self.settings.catch_up_seconds > 0:
             index.follow(self.settings.catch_up_seconds)  # the thread ends with the index it holds
         return index
@@ -145,7 +150,9 @@ class Memory:
         re-encodes the store, into the new version's vector tables too); the memory one
         does nothing (its index catches up from the log)."""
         if self.stateless:
-            conn.execute(sa.text("SELECT pg_advisory_xact_lock_shared(:k)"), {"k": versions.SWITCH_LOCK})
+            conn.execute(
+                sa.text("SELECT pg_advisory_xact_lock_shared(:k)"), {"k": versions.SWITCH_LOCK}
+            )
             self.index.index(conn, event_ids)
             new = versions.building(conn)
             if new is not None:
@@ -156,7 +163,9 @@ class Memory:
         with self._init_lock:
             if version.number not in self._builders:
                 search = StoreSearch(self.engine, self.pipeline_for(version), kinds=("pgvector",))
-                self._builders = {version.number: search.start()}  # only the newest build is kept up to date
+                self._builders = {
+                    version.number: search.start()
+                }  # only the newest build is kept up to date
             return self._builders[version.number]
 
     def warm(self) -> "SearchIndex":
@@ -172,7 +181,9 @@ class Memory:
             try:
                 self._index.encode_ahead_of_write(floor_id, block_id, user_id, posts)
             except Exception:  # noqa: BLE001 - see above
-                log.exception("encoding posts ahead of their write failed; their catch-up encodes them")
+                log.exception(
+                    "encoding posts ahead of their write failed; their catch-up encodes them"
+                )
 
     def catch_up(self, floor_ids, event_ids) -> None:
         """After a write commits: an index already built applies the write's changes now,
@@ -187,11 +198,17 @@ class Memory:
 
     # -- who may ask --------------------------------------------------------------------
     def _authorize(self, conn, caller: Caller, req: m.QueryRequest) -> None:
-        user = conn.execute(sa.select(users.c.id, users.c.app_id).where(users.c.id == req.user_id)).first()
+        user = conn.execute(
+            sa.select(users.c.id, users.c.app_id).where(users.c.id == req.user_id)
+        ).first()
         if caller.user_id is not None:
             if req.user_id != caller.user_id or user is None:
                 raise _bad("user_id", "must be the signed-in user's id", "invalid_user")
-            if req.app_id is not None and conn.execute(sa.select(apps.c.id).where(apps.c.id == req.app_id)).first() is None:
+            if (
+                req.app_id is not None
+                and conn.execute(sa.select(apps.c.id).where(apps.c.id == req.app_id)).first()
+                is None
+            ):
                 raise _bad("app_id", "no such application", "invalid_app")
         else:
             if user is None or user[1] != caller.app_id:
@@ -202,7 +219,9 @@ class Memory:
             try:
                 readable_floor(conn, fid, req.user_id)
             except NotFound:
-                raise _bad(f"floor_ids[{i}]", f"no floor {fid!r} that you can read", "invalid_floor") from None
+                raise _bad(
+                    f"floor_ids[{i}]", f"no floor {fid!r} that you can read", "invalid_floor"
+                ) from None
 
     # -- the query ----------------------------------------------------------------------
     def query(self, caller: Caller, req: m.QueryRequest) -> dict:
@@ -225,28 +244,63 @@ class Memory:
         history = self.conversations.history(req.user_id, now)
         # The asker's texts are encoded in their own scope: no vector another user's query
         # or post left in the cache is found, so no timing tells what others wrote or asked.
-        with index.reading(), cache_scope(reads={f"floor:{f}" for f in req.floor_ids} | {f"user:{req.user_id}"},
-                                          writes=f"user:{req.user_id}", private=True):
-            result = pipeline.ask(QueryRequest(req.query, user_id=req.user_id, floor_ids=req.floor_ids,
-                                               filters=filters, now=now, history=history, k=req.k,
-                                               min_score=req.min_score, summary=req.summary_needed == "1",
-                                               authors=authors))
+        with (
+            index.reading(),
+            cache_scope(
+                reads={f"floor:{f}" for f in req.floor_ids} | {f"user:{req.user_id}"},
+                writes=f"user:{req.user_id}",
+                private=True,
+            ),
+        ):
+            result = pipeline.ask(
+                QueryRequest(
+                    req.query,
+                    user_id=req.user_id,
+                    floor_ids=req.floor_ids,
+                    filters=filters,
+                    now=now,
+                    history=history,
+                    k=req.k,
+                    min_score=req.min_score,
+                    summary=req.summary_needed == "1",
+                    authors=authors,
+                )
+            )
         self.conversations.record(req.user_id, result.turn)
         items = []
         for item in result.items:
-            out = {"block_type": BLOCK_TYPES.get(item.block_type, 0), "block_id": item.block_id,
-                   "block_title": item.block_title, "block_details": item.extra["block_details"],
-                   "event_id": item.event_id, "floor_uid": item.floor_id,
-                   "from_floor_uid": item.extra["from_floor_uid"], "user_id": item.user_id, "text": item.text,
-                   "score": round(float(item.score), 6), "match_type": item.match_type}
+            out = {
+                "block_type": BLOCK_TYPES.get(item.block_type, 0),
+                "block_id": item.block_id,
+                "block_title": item.block_title,
+                "block_details": item.extra["block_details"],
+                "event_id": item.event_id,
+                "floor_uid": item.floor_id,
+                "from_floor_uid": item.extra["from_floor_uid"],
+                "user_id": item.user_id,
+                "text": item.text,
+                "score": round(float(item.score), 6),
+                "match_type": item.match_type,
+            }
             if include_metadata:
                 out["metadata"] = item.extra["metadata"]
             items.append(out)
-        body = {"user_id": req.user_id, "query": req.query, "effective_query": result.effective_query,
-                "answer": result.answer, "items": items, "app_id": req.app_id}
+        body = {
+            "user_id": req.user_id,
+            "query": req.query,
+            "effective_query": result.effective_query,
+            "answer": result.answer,
+            "items": items,
+            "app_id": req.app_id,
+        }
         if include_metadata:  # what was understood: the searched query and the context behind it
-            body["metadata"] = {"effective_query": result.effective_query, "context_turns": result.history,
-                                "contextualizer": pipeline.contextualizer.params(), "pipeline": pipeline.name,
-                                "carried": result.carried.as_dict(), "declined": result.written.declined,
-                                "quoted": result.written.quoted}
+            body["metadata"] = {
+                "effective_query": result.effective_query,
+                "context_turns": result.history,
+                "contextualizer": pipeline.contextualizer.params(),
+                "pipeline": pipeline.name,
+                "carried": result.carried.as_dict(),
+                "declined": result.written.declined,
+                "quoted": result.written.quoted,
+            }
         return body

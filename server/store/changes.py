@@ -16,8 +16,22 @@ def log_event_changes(conn, event_ids) -> None:
     ids = list(dict.fromkeys(event_ids))
     if ids:
         at = datetime.now(timezone.utc)
-        where = {r[0]: r[1:] for r in conn.execute(
-            sa.select(events.c.id, events.c.block_id, events.c.created_at, events.c.floor_id)
-            .where(events.c.id.in_(ids)))}
-        conn.execute(event_log.insert(), [dict(zip(("block_id", "event_at", "floor_id"), where.get(e, (None,) * 3)),
-                                               event_id=e, at=at) for e in ids])
+        where = {
+            r[0]: r[1:]
+            for r in conn.execute(
+                sa.select(
+                    events.c.id, events.c.block_id, events.c.created_at, events.c.floor_id
+                ).where(events.c.id.in_(ids))
+            )
+        }
+        conn.execute(
+            event_log.insert(),
+            [
+                dict(
+                    zip(("block_id", "event_at", "floor_id"), where.get(e, (None,) * 3)),
+                    event_id=e,
+                    at=at,
+                )
+                for e in ids
+            ],
+        )

@@ -23,9 +23,9 @@ _LOCK = 0x6D656D6D  # advisory lock key ("memm") for schema upgrades
 
 def connect(url: str) -> sa.Engine:
     if url.startswith("postgresql://"):
-        url = "postgresql+psycopg://" + url[len("postgresql://"):]
+        url = "postgresql+psycopg://" + url[len("postgresql://") :]
     if url.startswith("sqlite:///") and not url.startswith("sqlite:///:memory:"):
-        Path(url[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
+        Path(url[len("sqlite:///") :]).parent.mkdir(parents=True, exist_ok=True)
     engine = _engine(url)
     with _locked(engine) as conn:
         upgrade(conn)
@@ -64,14 +64,20 @@ def _locked(engine: sa.Engine) -> Iterator[sa.Connection]:
             conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _LOCK})
             yield conn
         return
-    if engine.url.database in (None, "", ":memory:"):  # one connection's own database: nobody to wait for
+    if engine.url.database in (
+        None,
+        "",
+        ":memory:",
+    ):  # one connection's own database: nobody to wait for
         with engine.begin() as conn:
             yield conn
         return
     # Python's sqlite3 commits before DDL on its own; with its transaction handling off,
     # BEGIN IMMEDIATE makes the whole upgrade one transaction that holds the write lock.
     own = _engine(engine.url.render_as_string(hide_password=False), poolclass=sa.pool.NullPool)
-    sa.event.listen(own, "connect", lambda dbapi_conn, _record: setattr(dbapi_conn, "isolation_level", None))
+    sa.event.listen(
+        own, "connect", lambda dbapi_conn, _record: setattr(dbapi_conn, "isolation_level", None)
+    )
     sa.event.listen(own, "begin", lambda conn: conn.exec_driver_sql("BEGIN IMMEDIATE"))
     try:
         with own.begin() as conn:

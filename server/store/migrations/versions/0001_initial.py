@@ -26,7 +26,8 @@ metadata = sa.MetaData()
 TS = sa.DateTime(timezone=True)
 
 users = sa.Table(
-    "users", metadata,
+    "users",
+    metadata,
     sa.Column("id", sa.String(40), primary_key=True),
     sa.Column("name", sa.String(200), nullable=False),
     sa.Column("email", sa.String(320), unique=True),
@@ -42,7 +43,8 @@ users = sa.Table(
 )
 
 apps = sa.Table(
-    "apps", metadata,
+    "apps",
+    metadata,
     sa.Column("id", sa.String(40), primary_key=True),
     sa.Column("name", sa.String(200), nullable=False),
     sa.Column("secret_hash", sa.String(200), nullable=False),
@@ -50,18 +52,32 @@ apps = sa.Table(
 )
 
 tokens = sa.Table(
-    "tokens", metadata,
+    "tokens",
+    metadata,
     sa.Column("hash", sa.String(64), primary_key=True),  # sha256 of the bearer token
-    sa.Column("user_id", sa.String(40), sa.ForeignKey("users.id", ondelete="CASCADE"), nullable=False, index=True),
+    sa.Column(
+        "user_id",
+        sa.String(40),
+        sa.ForeignKey("users.id", ondelete="CASCADE"),
+        nullable=False,
+        index=True,
+    ),
     sa.Column("created_at", TS, nullable=False),
     sa.Column("expires_at", TS, nullable=False),
     sa.Column("revoked_at", TS),
 )
 
 codes = sa.Table(
-    "codes", metadata,
+    "codes",
+    metadata,
     sa.Column("id", sa.String(40), primary_key=True),
-    sa.Column("user_id", sa.String(40), sa.ForeignKey("users.id", ondelete="CASCADE"), nullable=False, index=True),
+    sa.Column(
+        "user_id",
+        sa.String(40),
+        sa.ForeignKey("users.id", ondelete="CASCADE"),
+        nullable=False,
+        index=True,
+    ),
     sa.Column("mode", sa.String(20), nullable=False),
     sa.Column("destination", sa.String(320), nullable=False),
     sa.Column("code_hash", sa.String(64), nullable=False),
@@ -72,9 +88,16 @@ codes = sa.Table(
 )
 
 floors = sa.Table(
-    "floors", metadata,
+    "floors",
+    metadata,
     sa.Column("id", sa.String(40), primary_key=True),
-    sa.Column("owner_id", sa.String(40), sa.ForeignKey("users.id", ondelete="CASCADE"), nullable=False, index=True),
+    sa.Column(
+        "owner_id",
+        sa.String(40),
+        sa.ForeignKey("users.id", ondelete="CASCADE"),
+        nullable=False,
+        index=True,
+    ),
     sa.Column("title", sa.String(200), nullable=False),
     sa.Column("details", sa.Text, nullable=False, default=""),
     sa.Column("avatar", sa.String(2000)),
@@ -83,9 +106,16 @@ floors = sa.Table(
 )
 
 blocks = sa.Table(
-    "blocks", metadata,
+    "blocks",
+    metadata,
     sa.Column("id", sa.String(40), primary_key=True),
-    sa.Column("floor_id", sa.String(40), sa.ForeignKey("floors.id", ondelete="CASCADE"), nullable=False, index=True),
+    sa.Column(
+        "floor_id",
+        sa.String(40),
+        sa.ForeignKey("floors.id", ondelete="CASCADE"),
+        nullable=False,
+        index=True,
+    ),
     sa.Column("type", sa.String(20), nullable=False),
     sa.Column("title", sa.String(200), nullable=False),
     sa.Column("details", sa.Text, nullable=False, default=""),
@@ -93,11 +123,18 @@ blocks = sa.Table(
 )
 
 events = sa.Table(
-    "events", metadata,
+    "events",
+    metadata,
     sa.Column("id", sa.String(40), primary_key=True),
-    sa.Column("floor_id", sa.String(40), sa.ForeignKey("floors.id", ondelete="CASCADE"), nullable=False),
-    sa.Column("block_id", sa.String(40), sa.ForeignKey("blocks.id", ondelete="CASCADE"), nullable=False),
-    sa.Column("user_id", sa.String(40), sa.ForeignKey("users.id", ondelete="CASCADE"), nullable=False),
+    sa.Column(
+        "floor_id", sa.String(40), sa.ForeignKey("floors.id", ondelete="CASCADE"), nullable=False
+    ),
+    sa.Column(
+        "block_id", sa.String(40), sa.ForeignKey("blocks.id", ondelete="CASCADE"), nullable=False
+    ),
+    sa.Column(
+        "user_id", sa.String(40), sa.ForeignKey("users.id", ondelete="CASCADE"), nullable=False
+    ),
     sa.Column("text", sa.Text, nullable=False),
     sa.Column("tags", sa.JSON, nullable=False),
     sa.Column("media", sa.JSON, nullable=False),
@@ -109,20 +146,28 @@ events = sa.Table(
 )
 
 event_log = sa.Table(
-    "event_log", metadata,
+    "event_log",
+    metadata,
     sa.Column("seq", sa.Integer, primary_key=True, autoincrement=True),
     sa.Column("event_id", sa.String(40), nullable=False),
-    sa.Column("block_id", sa.String(40)),  # the event's block and time: its session (neighbours) is re-indexed
+    sa.Column(
+        "block_id", sa.String(40)
+    ),  # the event's block and time: its session (neighbours) is re-indexed
     sa.Column("event_at", TS),
-    sa.Column("floor_id", sa.String(40)),  # a query catches up its own floors' rows only (null: any floor)
+    sa.Column(
+        "floor_id", sa.String(40)
+    ),  # a query catches up its own floors' rows only (null: any floor)
     sa.Column("at", TS, nullable=False),
     sqlite_autoincrement=True,
 )
 
 conversation_turns = sa.Table(
-    "conversation_turns", metadata,
+    "conversation_turns",
+    metadata,
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-    sa.Column("user_id", sa.String(40), sa.ForeignKey("users.id", ondelete="CASCADE"), nullable=False),
+    sa.Column(
+        "user_id", sa.String(40), sa.ForeignKey("users.id", ondelete="CASCADE"), nullable=False
+    ),
     sa.Column("query", sa.Text, nullable=False),
     sa.Column("effective_query", sa.Text, nullable=False),
     sa.Column("event_ids", sa.JSON, nullable=False),
@@ -133,7 +178,8 @@ conversation_turns = sa.Table(
 )
 
 encoder_versions = sa.Table(
-    "encoder_versions", metadata,
+    "encoder_versions",
+    metadata,
     sa.Column("version", sa.Integer, primary_key=True, autoincrement=True),
     sa.Column("encoder", sa.String(200), nullable=False),
     sa.Column("state", sa.String(20), nullable=False),  # building, active, retired, failed
