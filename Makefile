@@ -37,8 +37,10 @@ bench: $(STAMP)
 bench-retrievers: $(STAMP)
 	$(BIN)/python eval/bench/retrievers.py
 
+# Lint and formatting: both must be clean (ruff's rules and line length are in pyproject.toml).
 lint: $(STAMP)
 	$(BIN)/ruff check memkit server tests eval
+	$(BIN)/ruff format --check memkit server tests eval
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

@@ -1,6 +1,7 @@
 """Issue 29's levers for the questions the default misses, each cross-validated.
 
-    .venv/bin/python eval/levers.py [--part encoders|parts|features|diversity|all] [--data PATH/locomo-dev.json]
+    .venv/bin/python eval/levers.py [--part encoders|parts|features|diversity|all]
+                                    [--data PATH/locomo-dev.json]
 
 Every figure is held out: the learned rankers are trained by eval/train_ranker.py's
 machinery on the four dev sets (LoCoMo-dev, CAsT 2021, SciFact train, MADial-Bench-en)
@@ -93,8 +94,8 @@ def cv_row(
 HEAD = (
     "| | LoCoMo R@5 | LoCoMo R@10 | "
     + " | ".join(f"R@10 {c}" for c in CATS)
-    + " | LoCoMo R@10, set left out "
-    "| CAsT MRR@10 | CAsT, set left out | SciFact nDCG@10 | SciFact, set left out | MADial R@10 | MADial, set left out |\n"
+    + " | LoCoMo R@10, set left out | CAsT MRR@10 | CAsT, set left out | SciFact nDCG@10 | "
+    "SciFact, set left out | MADial R@10 | MADial, set left out |\n"
     "|---|" + "---:|" * 13
 )
 
@@ -297,8 +298,8 @@ def part_features(devs: list[tr.DevSet]) -> None:
     cands = [with_context_features(laid_out(d)) for d in devs]
     session, window = ["session_best", "session_count"], ["window_dense", "window_fused"]
     print(
-        "\n### Ranker features from the other candidates (LoCoMo-dev, leave one conversation out; last "
-        "column: leave the data set out)\n\n"
+        "\n### Ranker features from the other candidates (LoCoMo-dev, leave one conversation out; "
+        "last column: leave the data set out)\n\n"
         + FEATURE_HEAD.replace(" |\n|", " | R@10 1-4, set left out |\n|")
         + "---:|"
     )

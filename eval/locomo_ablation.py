@@ -6,8 +6,8 @@ Rows add one component at a time (speaker name, previous turn, next turn, sessio
 fusion with MiniLM, session-level BM25 pooled into turn scores). Nothing in a row is
 fitted on labels except the fusion weights, which are chosen by leave-one-conversation-out
 cross-validation: for each of the five conversations, the weights with the best
-recall@10 (categories 1-4) on the other four are used to score it. Prints a Markdown table (recall@5/10 for categories 1-4, recall@10 per
-category) and the weight each fold chose.
+recall@10 (categories 1-4) on the other four are used to score it. Prints a Markdown table
+(recall@5/10 for categories 1-4, recall@10 per category) and the weight each fold chose.
 
 The learned re-ranker on top of the last row is trained and cross-validated by
 eval/train_ranker.py.
@@ -104,7 +104,8 @@ def main(argv=None) -> int:
     weights = "; ".join("/".join(f"{x:.1f}" for x in w) for _, w in chosen)
     print(
         row(
-            "**BM25 (+ date) + MiniLM (+ speaker) + session BM25, convex, weights by CV** (= locomo-context, the default's first stage)",
+            "**BM25 (+ date) + MiniLM (+ speaker) + session BM25, convex, weights by CV** (= "
+            "locomo-context, the default's first stage)",
             t,
             f"weights per fold: {weights}",
         ),

@@ -1,7 +1,8 @@
 """Teach the encoder, and score it honestly: dense retrieval alone over "speaker: text".
 
-    .venv/bin/python eval/train_encoder.py [--part loco|adapt|transfer|lodo|combined|settings|end-to-end|all]
-                                           [--hard-negatives] [--threads 1]
+    .venv/bin/python eval/train_encoder.py
+        [--part loco|adapt|transfer|lodo|combined|settings|end-to-end|all]
+        [--hard-negatives] [--threads 1]
 
 Every model is trained by memkit.training and kept in the cache by what made it, so a
 second run trains nothing and encodes nothing (vectors are cached by model too).
@@ -260,8 +261,8 @@ def per_dataset(rows_wanted: set[str], hard: bool, threads) -> None:
             elif name != "minilm":
                 info = model_info(name)
                 print(
-                    f"- {label}, scoring {n}: {name}: {info['pairs_used']} pairs ({info['kinds']}), "
-                    f"{info['train_seconds']:.0f} s"
+                    f"- {label}, scoring {n}: {name}: {info['pairs_used']} pairs "
+                    f"({info['kinds']}), {info['train_seconds']:.0f} s"
                 )
 
 

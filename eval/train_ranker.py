@@ -1,6 +1,7 @@
 """Train the learned re-ranker of a config on every dev set, report it held out, write it.
 
-    .venv/bin/python eval/train_ranker.py [--config eval/configs/default.toml] [--data PATH/locomo-dev.json] [--write]
+    .venv/bin/python eval/train_ranker.py [--config eval/configs/default.toml]
+                                          [--data PATH/locomo-dev.json] [--write]
 
 The config's retriever must be ``type = "learned"``. The dev sets are LoCoMo-dev (``--data``)
 and, found next to it under the data root, CAsT 2021, SciFact's train split and
@@ -10,9 +11,10 @@ posts that stand alone a passage model (two logistic regressions on the same fea
 memkit/retrievers/learned.py says why two). A ``[retriever.passage_model]`` the config sets
 itself is kept: the learned one is then only reported. (The hybrid's fixed 0.5/0.5 fusion
 scored higher on CAsT and SciFact but its scores are not on the chat model's scale, so on a
-floor with both shapes every passage outranked every chat line; eval/RESULTS.md.) Training questions are asked as
-self-contained ones: CAsT's by its human rewrite (training data only; CAsT is scored on its
-raw turns in order, through the config's contextualizer, as ``memkit eval`` asks them).
+floor with both shapes every passage outranked every chat line; eval/RESULTS.md.) Training
+questions are asked as self-contained ones: CAsT's by its human rewrite (training data only;
+CAsT is scored on its raw turns in order, through the config's contextualizer, as ``memkit
+eval`` asks them).
 
 Reported, per dev set, with the set's headline metric:
 
@@ -218,7 +220,8 @@ def calibration_report(rows: pl.DataFrame) -> tuple[Calibration, str]:
     Platt scaling fitted leaving that set out. Returns the one fitted on all sets."""
     fitted = Calibration.fit(rows["score"].to_numpy(), rows["y"].to_numpy())
     lines = [
-        f"Platt scaling on every set's held-out top 10 ({rows.height} items): a = {fitted.a}, b = {fitted.b}",
+        f"Platt scaling on every set's held-out top 10 ({rows.height} items): a = {fitted.a}, b = "
+        f"{fitted.b}",
         "| set | items | relevant | Brier: ranker's own | Brier: Platt, this set left out "
         "| ECE: own | ECE: Platt, left out |",
         "|---|---:|---:|---:|---:|---:|---:|",

@@ -28,7 +28,8 @@ requests_log = logging.getLogger("memkit.server.requests")
 
 
 def create_app(config: dict | None = None) -> Flask:
-    single_threaded_blas()  # requests run side by side; none gains from splitting its products (memkit/threads.py)
+    # Requests run side by side; none gains from splitting its products (memkit/threads.py).
+    single_threaded_blas()
     settings = Settings.load(config)
     app = Flask(__name__)
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes

@@ -69,7 +69,8 @@ def fill(
             if n >= mark:
                 mark += report_every
                 print(
-                    f"   backfilled {n:,} {label} ({n / (time.perf_counter() - started):.0f} events/s)",
+                    f"   backfilled {n:,} {label} ({n / (time.perf_counter() - started):.0f} "
+                    "events/s)",
                     flush=True,
                 )
 

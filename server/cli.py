@@ -54,7 +54,8 @@ def register(sub) -> None:
 
 
 def cmd_serve(args) -> int:
-    """The service on Werkzeug's server: for trying the API. Production: gunicorn "server:create_app()"."""
+    """The service on Werkzeug's server: for trying the API. Production: gunicorn
+    "server:create_app()"."""
     from server import create_app
 
     overrides = {"database_url": args.db} if args.db else {}
@@ -88,13 +89,16 @@ def encoder_line(memory) -> str:
     pipeline = memory.index.pipeline  # opens the active version first
     version = memory.version
     if version is not None and version.number > 0:
-        return f"encoder: {version.encoder} (version {version.number}, adapted to this store's posts by `memkit adapt`)"
+        return (
+            f"encoder: {version.encoder} (version {version.number}, adapted to this store's posts "
+            "by `memkit adapt`)"
+        )
     line = f"encoder: {pipeline.encoder_name()} (the configuration's own model)"
     stage = pipeline.encoder_stage
     if stage is not None and stage.adapt is not None:
         line += (
-            "; this configuration adapts it to the store's own posts (no labels): run `memkit adapt` once "
-            "posts are in, and again as they grow"
+            "; this configuration adapts it to the store's own posts (no labels): run `memkit "
+            "adapt` once posts are in, and again as they grow"
         )
     return line
 
@@ -105,7 +109,8 @@ def cmd_app(args) -> int:
     app = create_app({"database_url": args.db} if args.db else {})
     app_id, secret = app.extensions["memkit"]["accounts"].register_app(args.name)
     print(
-        f"app_id: {app_id}\nsecret: {secret}\n(the secret is shown once; send both as X-App-Id and X-App-Secret)"
+        f"app_id: {app_id}\nsecret: {secret}\n(the secret is shown once; send both as X-App-Id and "
+        "X-App-Secret)"
     )
     return 0
 
@@ -131,11 +136,14 @@ def cmd_adapt(args) -> int:
         engine.dispose()
     if not r.switched:
         print(
-            f"{r.encoder} (version {r.version}) already learned these {r.events:,} posts: nothing to switch"
+            f"{r.encoder} (version {r.version}) already learned these {r.events:,} posts: nothing "
+            "to switch"
         )
         return 0
     print(
-        f"version {r.version} active: {r.encoder}, trained on {r.pairs:,} pairs of {r.events:,} posts\n"
-        f"training {r.train_seconds:.1f} s, re-encoding {r.encode_seconds:.1f} s, switch {r.switch_seconds:.2f} s"
+        f"version {r.version} active: {r.encoder}, trained on {r.pairs:,} pairs of "
+        f"{r.events:,} posts\n"
+        f"training {r.train_seconds:.1f} s, re-encoding {r.encode_seconds:.1f} s, "
+        f"switch {r.switch_seconds:.2f} s"
     )
     return 0

@@ -44,8 +44,12 @@ BLOCK_TYPE_DOC = "; ".join(f"{v} = {k}" for k, v in BLOCK_TYPES.items())
 MODES = {
     "signup": "validate a new account (sent to its e-mail, else its mobile number)",
     "reset_password": "reset a forgotten password (sent to the account's e-mail or mobile number)",
-    "change_email": "confirm a new e-mail address (sent to the new address; bearer token and password required)",
-    "change_mobile": "confirm a new mobile number (sent to the new number; bearer token and password required)",
+    "change_email": (
+        "confirm a new e-mail address (sent to the new address; bearer token and password required)"
+    ),
+    "change_mobile": (
+        "confirm a new mobile number (sent to the new number; bearer token and password required)"
+    ),
 }
 DEFAULT_K, MAX_K, MAX_QUERY, MAX_FLOORS = 10, 50, 2000, 50
 MAX_TEXT, MAX_TAGS, MAX_BATCH, MAX_MEDIA = 20_000, 20, 1000, 20
@@ -57,7 +61,8 @@ class Request(BaseModel):
 
 
 class Response(BaseModel):
-    """What the service answers; ``extra="forbid"`` makes a field the model lacks a bug the tests catch."""
+    """What the service answers; ``extra="forbid"`` makes a field the model lacks a bug the
+    tests catch."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -641,9 +646,9 @@ class CarriedWindow(Response):
 
 class Carried(Response):
     kind: Literal["alone", "new", "follow-up", "return", "unresolved"] = Field(
-        description="how the question was read: on its own (no earlier turns, or naming its own subject), starting "
-        "a new topic, following up the current topic, returning to an earlier one, or a bare follow-up "
-        "of a new user that refers to nothing asked before"
+        description="how the question was read: on its own (no earlier turns, or naming its own "
+        "subject), starting a new topic, following up the current topic, returning to an earlier "
+        "one, or a bare follow-up of a new user that refers to nothing asked before"
     )
     topic: int = Field(
         description="which topic of this user's conversation it belongs to (0, 1, ...)"

@@ -29,7 +29,8 @@ class Settings:
     mail_from: str = "memkit <no-reply@memkit.invalid>"
     outbox_dir: str = str(INSTANCE / "outbox")
     phone_region: str = ""  # e.g. "GB" to accept national numbers; empty: +E.164 only
-    # Rate limits per account (server/api/limits.py); per client address: these times rate_limit_address_factor.
+    # Rate limits per account (server/api/limits.py); per client address: these times
+    # rate_limit_address_factor.
     rate_limit_send_code: str = "5 per minute;30 per hour"
     rate_limit_change_email: str = "10 per minute"
     rate_limit_sign_in: str = "20 per minute"
@@ -65,10 +66,11 @@ class Settings:
     pipeline_config: str = (
         ""  # the TOML the query endpoint serves; empty: eval/configs/default.toml
     )
-    # "memory": each process holds its own index, caught up from the store's log (server/search/index.py);
-    # "postgres": the index lives in PostgreSQL (pgvector, full-text), nothing per process
-    # (server/search/store.py); needs a PostgreSQL database_url and a config of pgvector/pgtext
-    # retrievers (empty pipeline_config: eval/configs/postgres.toml).
+    # "memory": each process holds its own index, caught up from the store's log
+    # (server/search/index.py); "postgres": the index lives in PostgreSQL (pgvector,
+    # full-text), nothing per process (server/search/store.py); needs a PostgreSQL
+    # database_url and a config of pgvector/pgtext retrievers (empty pipeline_config:
+    # eval/configs/postgres.toml).
     search_backend: str = "memory"
     extra: dict = field(default_factory=dict)
 
@@ -92,9 +94,9 @@ class Settings:
             ("postgresql://", "postgresql+")
         ):
             raise ValueError(
-                "search_backend = 'postgres' (MEMKIT_SEARCH_BACKEND) keeps the search index in the store "
-                "and needs a PostgreSQL database_url (MEMKIT_DATABASE_URL=postgresql://...), "
-                f"not {s.database_url.split(':', 1)[0]}"
+                "search_backend = 'postgres' (MEMKIT_SEARCH_BACKEND) keeps the search index in "
+                "the store and needs a PostgreSQL database_url "
+                f"(MEMKIT_DATABASE_URL=postgresql://...), not {s.database_url.split(':', 1)[0]}"
             )
         for name in (
             "token_ttl_hours",

@@ -116,7 +116,8 @@ PW = "correct horse battery"
 
 
 def user(client, app, name):
-    """Sign up and validate ``name``; returns (auth headers, own floor id, {block type: block id})."""
+    """Sign up and validate ``name``; returns (auth headers, own floor id, {block type:
+    block id})."""
     email = f"{name.lower()}@example.com"
     assert (
         client.post(

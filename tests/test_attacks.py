@@ -333,7 +333,7 @@ def test_concurrent_external_registrations_of_one_id_find_one_user(open_app):
     assert len({r.get_json()["user_id"] for r in answers}) == 1
 
 
-# -- 7. smaller findings ------------------------------------------------------------------------------
+# -- 7. smaller findings ---------------------------------------------------------------------------
 def test_the_reset_answer_does_not_tell_whether_the_account_exists(app):
     c = app.test_client()
     typed = {"mode": "reset_password", "email": "Ann@EXAMPLE.com"}
@@ -426,7 +426,7 @@ def test_a_fractional_token_lifetime_starts_and_a_bad_one_is_named(
         make_app("sqlite", tmp_path, tmp_path_factory)
 
 
-# -- 1. one post breaks search for everyone --------------------------------------------------------------
+# -- 1. one post breaks search for everyone --------------------------------------------------------
 def two_users(app):
     c = app.test_client()
     ann, floor, blocks = user(c, app, "Ann")
@@ -548,7 +548,7 @@ def test_a_change_that_cannot_be_applied_is_set_aside_logged_and_the_rest_goes_o
     assert "kayak paddles" in {i["text"] for i in query(c, u["ann"], "kayak").get_json()["items"]}
 
 
-# -- 3. other users' private posts change what my query returns ---------------------------------------------
+# -- 3. other users' private posts change what my query returns ------------------------------------
 def test_private_posts_of_others_change_nothing_in_my_results(app):
     c, u = two_users(app)
     for text in (
@@ -594,7 +594,7 @@ def test_whether_someone_posted_privately_changes_no_answer(app):
     assert query(c, u["ann"], ask).get_json()["answer"] == before
 
 
-# -- 6. one large batch stalls everyone ----------------------------------------------------------------------
+# -- 6. one large batch stalls everyone ------------------------------------------------------------
 def test_a_batch_being_indexed_does_not_hold_another_users_query(app, monkeypatch):
     from memkit.pipeline import Pipeline
 

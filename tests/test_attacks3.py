@@ -136,7 +136,7 @@ def test_an_applications_right_secret_is_never_limited(tmp_path, tmp_path_factor
     assert statuses == [200] * 25
 
 
-# -- 4. limits keyed on spelling, not on the account -------------------------------------------------
+# -- 4. limits keyed on spelling, not on the account -----------------------------------------------
 @pytest.mark.parametrize(
     "path,field,right,spellings",
     [
@@ -407,7 +407,7 @@ def test_sign_ups_of_a_taken_address_are_rate_limited(tmp_path, tmp_path_factory
     assert statuses == [409] * 5 + [429] * 3
 
 
-# -- 7. quotas race ---------------------------------------------------------------------------------
+# -- 7. quotas race --------------------------------------------------------------------------------
 @pytest.mark.parametrize("open_app", ["sqlite", "postgresql"], indirect=True)
 def test_quotas_hold_under_concurrent_creations(open_app):
     c = open_app.test_client()
@@ -433,7 +433,7 @@ def test_quotas_hold_under_concurrent_creations(open_app):
         assert conn.execute(sa.select(sa.func.count()).select_from(floors)).scalar() == 5
 
 
-# -- 8. 500s ------------------------------------------------------------------------------------------
+# -- 8. 500s ---------------------------------------------------------------------------------------
 @pytest.mark.parametrize("open_app", ["sqlite", "postgresql"], indirect=True)
 def test_an_edit_racing_the_deletion_of_its_event_is_a_404(open_app, monkeypatch):
     c = open_app.test_client()
@@ -470,7 +470,7 @@ def test_a_cursor_at_the_calendar_edges_is_a_400_naming_it(app, when):
     assert r.status_code == 400 and error_of(r)["field"] == "cursor"
 
 
-# -- 9. a squatter blocks an e-mail change -------------------------------------------------------------
+# -- 9. a squatter blocks an e-mail change ---------------------------------------------------------
 def test_a_sign_up_nobody_validated_never_blocks_a_change_of_address(app):
     c = app.test_client()
     h = bearer(signed_up(c, app))
@@ -524,7 +524,7 @@ def test_sign_ups_nobody_validated_expire(app):
         assert conn.execute(sa.select(users.c.email)).scalars().all() == ["new@example.com"]
 
 
-# -- 10. stored conversation turns grow without bound --------------------------------------------------
+# -- 10. stored conversation turns grow without bound ----------------------------------------------
 def test_stored_turns_per_user_are_bounded(app):
     c = app.test_client()
     h = bearer(signed_up(c, app))
@@ -549,7 +549,7 @@ def test_stored_turns_per_user_are_bounded(app):
     assert kept == [f"question {i}" for i in range(5, 25)]  # the last 20: what is read
 
 
-# -- 11. a burst of sign-ups passes the limit ------------------------------------------------------------
+# -- 11. a burst of sign-ups passes the limit ------------------------------------------------------
 def test_a_burst_of_sign_ups_sends_no_more_codes_than_the_limit(tmp_path, tmp_path_factory):
     app = sqlite_app(tmp_path, tmp_path_factory, rate_limit_sign_up="5 per minute")
     answers = at_once(
@@ -568,7 +568,7 @@ def test_a_burst_of_sign_ups_sends_no_more_codes_than_the_limit(tmp_path, tmp_pa
     assert 1 <= len(sent) <= 5
 
 
-# -- 12. Retry-After on ordinary failures --------------------------------------------------------------
+# -- 12. Retry-After on ordinary failures ----------------------------------------------------------
 def test_retry_after_comes_only_with_a_429(tmp_path, tmp_path_factory):
     app = sqlite_app(tmp_path, tmp_path_factory, rate_limit_sign_in="2 per minute")
     c = app.test_client()

@@ -36,7 +36,7 @@ def in_thread(call) -> tuple[threading.Thread, list]:
     return t, out
 
 
-# -- 2. a stranger's batch into my public floor froze my queries ---------------------------------------
+# -- 2. a stranger's batch into my public floor froze my queries -----------------------------------
 def test_a_strangers_batch_into_my_floor_holds_neither_my_queries_nor_my_writes(app, monkeypatch):
     c, u = two_users(app)
     ann_h, floor, blocks, _ = u["ann"]
@@ -82,7 +82,7 @@ def test_a_strangers_batch_into_my_floor_holds_neither_my_queries_nor_my_writes(
     assert texts >= {f"STRANGER post {i} about sailing" for i in range(20)}
 
 
-# -- 3. the embedding cache, shared by everyone, was a timing oracle ----------------------------------------
+# -- 3. the embedding cache, shared by everyone, was a timing oracle -------------------------------
 def model_work(app, call) -> int:
     """How many texts the encoding model ran on during ``call()``: a cache hit is what made
     a text quick (52-75 ms against 107-125 ms in the report), so equal counts are equal

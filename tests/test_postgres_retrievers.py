@@ -58,7 +58,8 @@ def graph_url(tmp_path_factory):
     url = postgres_url(tmp_path_factory)
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(
-            "DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET enable_seqscan = off', current_database()); END $$"
+            "DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET enable_seqscan = off', "
+            "current_database()); END $$"
         )
     return url
 
@@ -109,7 +110,8 @@ def test_selective_filters_still_return_k_admitted_items(graph_url, iterative_sc
         assert r.exact_fallbacks == 2
     else:  # pgvector >= 0.8 keeps walking the graph until k admitted rows are found
         assert r.exact_fallbacks == 0
-    # The same events as a selective floor filter (whichever plan the planner picks: k admitted, near exact).
+    # The same events as a selective floor filter (whichever plan the planner picks: k
+    # admitted, near exact).
     got = r.search("sourdough bread", k, Filters(floor_ids=("dora",)))["event_id"].to_list()
     expected = _brute(enc, events, "sourdough bread", k, lambda i: events["event_id"][i] in rare)
     assert len(got) == k and set(got) <= rare and len(set(got) & set(expected)) >= k - 1

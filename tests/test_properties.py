@@ -135,7 +135,7 @@ def test_a_query_over_some_floors_answers_as_if_only_they_existed(
     assert got.answer == want.answer and got.relevant == want.relevant
 
 
-# -- through the service ------------------------------------------------------------------------------
+# -- through the service ---------------------------------------------------------------------------
 WORDS = [
     "lake",
     "kayak",
@@ -309,7 +309,7 @@ def test_what_others_post_or_delete_changes_nothing_in_my_answers(
     assert with_theirs == without_theirs == caught_up
 
 
-# -- no poison -----------------------------------------------------------------------------------------
+# -- no poison -------------------------------------------------------------------------------------
 TEXT = st.text(st.characters(exclude_categories=("Cs",), exclude_characters="\x00"), max_size=120)
 NAME_TEXT = st.text(
     st.characters(exclude_categories=("Cs",), exclude_characters="\x00"), max_size=200

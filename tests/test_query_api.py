@@ -600,7 +600,8 @@ def test_a_saved_index_is_loaded_and_caught_up_from_the_store(world, tmp_path):
     app, c = world["app"], world["c"]
     if stateless(app):
         pytest.skip(
-            "the in-memory index's saved copy: the PostgreSQL search backend keeps nothing per process"
+            "the in-memory index's saved copy: the PostgreSQL search backend keeps nothing per "
+            "process"
         )
     settings = app.extensions["memkit"]["settings"]
     folder = tmp_path / "index"

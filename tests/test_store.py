@@ -57,7 +57,8 @@ def test_times_come_back_aware_and_in_utc(url):
                 ],
             )
             got = conn.execute(sa.select(users.c.created_at).order_by(users.c.id)).scalars().all()
-            # compared in SQL too: the stored instants order as the times do, whatever zone they came in
+            # compared in SQL too: the stored instants order as the times do, whatever zone
+            # they came in
             later = conn.execute(
                 sa.select(sa.func.count()).where(users.c.created_at > T0 - timedelta(minutes=1))
             ).scalar_one()
@@ -175,7 +176,8 @@ def test_processes_starting_together_on_a_new_store_take_turns(tmp_path):
     # each process also writes through its engine at once, as a worker's first request does
     start = (
         f"import sqlalchemy as sa; from server.store import connect; e = connect({url!r})\n"
-        "with e.begin() as c: c.execute(sa.text(\"INSERT INTO apps VALUES (hex(randomblob(8)), 'a', 'h', '2026-11-01')\"))"
+        "with e.begin() as c: c.execute(sa.text("
+        "\"INSERT INTO apps VALUES (hex(randomblob(8)), 'a', 'h', '2026-11-01')\"))"
     )
     procs = [
         subprocess.Popen([sys.executable, "-c", start], cwd=ROOT, stderr=subprocess.PIPE, text=True)
@@ -194,8 +196,8 @@ def test_a_store_from_before_event_log_block_id_gains_the_column(tmp_path):
     path = tmp_path / "old.db"
     db = sqlite3.connect(path)
     db.execute(
-        "CREATE TABLE event_log (seq INTEGER PRIMARY KEY AUTOINCREMENT, event_id VARCHAR(40) NOT NULL, "
-        "at DATETIME NOT NULL)"
+        "CREATE TABLE event_log (seq INTEGER PRIMARY KEY AUTOINCREMENT, "
+        "event_id VARCHAR(40) NOT NULL, at DATETIME NOT NULL)"
     )
     db.execute("INSERT INTO event_log (event_id, at) VALUES ('e_old', '2024-01-01 00:00:00')")
     db.commit()

@@ -1,7 +1,9 @@
 """How long `memkit adapt` takes on a store of generated posts (memkit.synthetic).
 
-    .venv/bin/python eval/bench/adapt.py --events 20000                      # SQLite store, in-memory index
-    .venv/bin/python eval/bench/adapt.py --events 20000 --backend postgres   # pgvector rows in PostgreSQL
+    # SQLite store, in-memory index
+    .venv/bin/python eval/bench/adapt.py --events 20000
+    # pgvector rows in PostgreSQL
+    .venv/bin/python eval/bench/adapt.py --events 20000 --backend postgres
 
 Steps, each printed as it finishes, then one markdown table row:
 
@@ -72,10 +74,10 @@ def main(argv=None) -> None:
         ]  # the loop's own time, also for a model trained before
         app.extensions["memkit"]["engine"].dispose()
         print(
-            f"2. adapt: {r.encoder} (version {r.version}, switched: {r.switched}): {r.pairs:,} pairs trained in "
-            f"{trained:.1f} s (this run's pairs and training: {r.train_seconds:.1f} s), {r.events:,} posts re-encoded in "
-            f"{r.encode_seconds:.1f} s, switch "
-            f"{r.switch_seconds:.2f} s ({total:.1f} s in all)",
+            f"2. adapt: {r.encoder} (version {r.version}, switched: {r.switched}): {r.pairs:,} "
+            f"pairs trained in {trained:.1f} s (this run's pairs and training: "
+            f"{r.train_seconds:.1f} s), {r.events:,} posts re-encoded in {r.encode_seconds:.1f} s, "
+            f"switch {r.switch_seconds:.2f} s ({total:.1f} s in all)",
             flush=True,
         )
 
@@ -89,8 +91,9 @@ def main(argv=None) -> None:
         asked = time.perf_counter() - t
         worker.extensions["memkit"]["engine"].dispose()
         print(
-            f"3. a worker opens version {r.version} in {opened:.1f} s ({getattr(index, 'started_from', '-')}); "
-            f"a query: {len(res.run)} items in {asked * 1000:.0f} ms",
+            f"3. a worker opens version {r.version} in {opened:.1f} s "
+            f"({getattr(index, 'started_from', '-')}); a query: {len(res.run)} items in "
+            f"{asked * 1000:.0f} ms",
             flush=True,
         )
         with app.extensions["memkit"]["engine"].connect() as conn:
@@ -107,13 +110,13 @@ def main(argv=None) -> None:
     )
     print()
     print(
-        "| backend | posts | pairs trained | training s | re-encoding s | posts/s re-encoded | plain encoder texts/s "
-        "| re-encoding / plain | switch s | worker opens new version s |"
+        "| backend | posts | pairs trained | training s | re-encoding s | posts/s re-encoded | "
+        "plain encoder texts/s | re-encoding / plain | switch s | worker opens new version s |"
     )
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     print(
-        f"| {args.backend} | {r.events:,} | {r.pairs:,} | {trained:.0f} | {r.encode_seconds:.0f} "
-        f"| {rate:.0f} | {plain:.0f} | {rate / plain:.2f}x | {r.switch_seconds:.2f} | {opened:.1f} |"
+        f"| {args.backend} | {r.events:,} | {r.pairs:,} | {trained:.0f} | {r.encode_seconds:.0f} | "
+        f"{rate:.0f} | {plain:.0f} | {rate / plain:.2f}x | {r.switch_seconds:.2f} | {opened:.1f} |"
     )
 
 

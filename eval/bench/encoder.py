@@ -1,7 +1,8 @@
 """Encoder benchmark: plain sentence-transformers against the ONNX Runtime encoders, on
 the same texts, side by side in one run.
 
-    .venv/bin/python eval/bench/encoder.py [--n 2000] [--locomo ../shared/datasets/locomo/locomo-dev.json]
+    .venv/bin/python eval/bench/encoder.py [--n 2000]
+                                           [--locomo ../shared/datasets/locomo/locomo-dev.json]
 
 Texts: ``--n`` generated posts (memkit.synthetic: chat lines to blog entries) and, if the
 LoCoMo file is there, as many LoCoMo turns. Each encoder encodes every text once after a
@@ -76,7 +77,8 @@ def main(argv=None) -> None:
     for label, took, vecs in rows:
         cos = (vecs * ref).sum(axis=1)
         print(
-            f"| {label} | {len(texts) / took:.0f} | {ref_s / took:.2f}x | {cos.min():.4f} | {cos.mean():.4f} |"
+            f"| {label} | {len(texts) / took:.0f} | {ref_s / took:.2f}x | {cos.min():.4f} | "
+            f"{cos.mean():.4f} |"
         )
 
 

@@ -2,11 +2,14 @@
 against the figures recorded last, so a change that slows the query or ingest path is
 seen in the change that made it.
 
-    .venv/bin/python eval/bench/guard.py            # about two minutes once the store's vectors are cached
-    .venv/bin/python eval/bench/guard.py --record   # make these figures the ones to compare with
+    # about two minutes once the store's vectors are cached
+    .venv/bin/python eval/bench/guard.py
+    # make these figures the ones to compare with
+    .venv/bin/python eval/bench/guard.py --record
 
-It runs eval/bench/service.py on 3,000 generated posts (a fresh store in ``eval/out/bench-guard`` each run):
-an open loop of 20 queries/s and a saturated load, 15 s each, 500 new posts ingested, and
+It runs eval/bench/service.py on 3,000 generated posts (a fresh store in
+``eval/out/bench-guard`` each run): an open loop of 20 queries/s and a saturated load, 15 s
+each, 500 new posts ingested, and
 plain sentence-transformers on the same posts. Figures move with whatever else the cores
 are doing, so besides the raw ones the guard compares two measured side by side in the
 same run, which the load moves much less: ingest as a multiple of the plain encoder's
@@ -108,7 +111,8 @@ def main(argv=None) -> int:
         recorded = json.loads(RECORDED.read_text())
         lines, slower = compare(recorded, now, args.tolerance)
         print(
-            f"Against the figures recorded {recorded.get('recorded_at', '?')} ({recorded.get('commit', '')}):"
+            f"Against the figures recorded {recorded.get('recorded_at', '?')} "
+            f"({recorded.get('commit', '')}):"
         )
         print("\n".join(lines))
     else:

@@ -78,7 +78,8 @@ def sparse_table(events, queries, k=10):
     floor = Filters(floor_ids=[events["floor_id"][0]])
     _, fq = timed(r.search, queries, k, floor)
     print(
-        f"\n### Sparse retrievers, {events.height:,} events, {len(queries)} queries, k={k}, one thread\n"
+        f"\n### Sparse retrievers, {events.height:,} events, {len(queries)} queries, k={k}, one "
+        "thread\n"
     )
     print("| retriever | build (s) | queries/s |")
     print("|---|---:|---:|")
@@ -89,10 +90,12 @@ def sparse_table(events, queries, k=10):
         f"{rows[1][2] / rows[3][2]:.2f}x; build time memkit / bm25s: {rows[1][1] / rows[2][1]:.2f}x"
     )
     print(
-        f"- queries whose top-10 BM25 scores are identical in memkit and bm25s: {np.mean(agree):.1%}"
+        "- queries whose top-10 BM25 scores are identical in memkit and bm25s: "
+        f"{np.mean(agree):.1%}"
     )
     print(
-        f"- adding 1,000 events: memkit add {add_ours:.2f} s; bm25s (no add) full re-index {add_ref:.1f} s"
+        f"- adding 1,000 events: memkit add {add_ours:.2f} s; bm25s (no add) full re-index "
+        f"{add_ref:.1f} s"
     )
     print(f"- memkit BM25 with a one-floor filter: {len(queries) / fq:,.0f} queries/s")
 
@@ -104,12 +107,13 @@ def dense_table(events, queries, sizes, k=10):
     enc_s = time.perf_counter() - t
     qv = enc.encode(queries)
     print(
-        f"\n### Dense retrieval (MiniLM, 384 d), {len(queries)} queries, k={k}, one query at a time, "
-        f"HNSW with the default parameters\n"
+        f"\n### Dense retrieval (MiniLM, 384 d), {len(queries)} queries, k={k}, one query at a "
+        "time, HNSW with the default parameters\n"
     )
     print(f"(encoding {events.height:,} events took {enc_s:.0f} s, from the cache where warm)\n")
     print(
-        "| events | exact ms/query | HNSW build (s) | HNSW ms/query | HNSW recall@10 vs exact | speed-up |"
+        "| events | exact ms/query | HNSW build (s) | HNSW ms/query | HNSW recall@10 vs exact | "
+        "speed-up |"
     )
     print("|---:|---:|---:|---:|---:|---:|")
     largest = None
@@ -131,7 +135,8 @@ def dense_table(events, queries, sizes, k=10):
         )
         recall = np.mean([len(set(a[0]) & set(b[0])) / k for a, b in zip(ex, hn)])
         print(
-            f"| {n:,} | {1000 * te / len(qv):.2f} | {build:.1f} | {1000 * th / len(qv):.2f} | {recall:.3f} | {te / th:.1f}x |"
+            f"| {n:,} | {1000 * te / len(qv):.2f} | {build:.1f} | {1000 * th / len(qv):.2f} | "
+            f"{recall:.3f} | {te / th:.1f}x |"
         )
         largest = (exact, hnsw)
     exact, hnsw = largest
@@ -148,7 +153,8 @@ def dense_table(events, queries, sizes, k=10):
         )
         recall = np.mean([len(set(a) & set(b)) / k for a, b in zip(ref, got)])
         print(
-            f"| {ef}{' (default)' if ef == default_ef else ''} | {1000 * th / len(qv):.2f} | {recall:.3f} |"
+            f"| {ef}{' (default)' if ef == default_ef else ''} | {1000 * th / len(qv):.2f} | "
+            f"{recall:.3f} |"
         )
     graph.expansion_search = default_ef
     print(f"\nFiltered searches on {sizes[-1]:,} events (HNSW retriever; exact as reference):\n")

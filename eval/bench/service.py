@@ -1,8 +1,10 @@
 """Service benchmark: the query endpoint under load in gunicorn, bulk ingest and start-up.
 
-    .venv/bin/python eval/bench/service.py --events 100000            # SQLite store, in-memory index
+    # SQLite store, in-memory index
+    .venv/bin/python eval/bench/service.py --events 100000
     .venv/bin/python eval/bench/service.py --events 100000 --backend postgres
-    .venv/bin/python eval/bench/service.py --events 20000 --dir DIR --json   # last line: the figures as JSON
+    # last line: the figures as JSON
+    .venv/bin/python eval/bench/service.py --events 20000 --dir DIR --json
 
 Steps, each printed as it finishes, then one markdown table (and with ``--json`` one JSON
 object as the last line):
@@ -718,7 +720,8 @@ def main(argv=None) -> dict:
         "--ingest-seed",
         type=int,
         default=None,
-        help="the posts step 5 ingests (default: a seed from the clock, posts no earlier run encoded)",
+        help="the posts step 5 ingests (default: a seed from the clock, posts no earlier run "
+        "encoded)",
     )
     ap.add_argument(
         "--build-only", action="store_true", help="stop after the store and the index are built"
@@ -748,8 +751,8 @@ def main(argv=None) -> dict:
         return {}
     up = start_up(args, folder, args.catch_up)
     print(
-        f"3. start-up: {up['startup_s']:.1f} s ({up['started_from']}, {up['caught_up']} log rows caught up, "
-        f"{up['startup_encoded']} texts encoded)",
+        f"3. start-up: {up['startup_s']:.1f} s ({up['started_from']}, {up['caught_up']} log rows "
+        f"caught up, {up['startup_encoded']} texts encoded)",
         flush=True,
     )
 
@@ -770,17 +773,18 @@ def main(argv=None) -> dict:
         paced["server_cpu_ms"] = 1000 * (cpu_seconds(pids) - cpu[0]) / served
         paced["client_cpu_ms"] = 1000 * (time.process_time() - cpu[1]) / served
         print(
-            f"   open loop at {args.rate:g} queries/s: {paced['requests']} queries: p50 {paced['p50_ms']:.1f} ms, "
-            f"p95 {paced['p95_ms']:.1f} ms, p99 {paced['p99_ms']:.1f} ms, {paced['errors']} errors "
-            f"{paced['first_error'] or ''}; CPU per query: server {paced['server_cpu_ms']:.1f} ms, "
-            f"clients {paced['client_cpu_ms']:.1f} ms",
+            f"   open loop at {args.rate:g} queries/s: {paced['requests']} queries: p50 "
+            f"{paced['p50_ms']:.1f} ms, p95 {paced['p95_ms']:.1f} ms, p99 {paced['p99_ms']:.1f} "
+            f"ms, {paced['errors']} errors {paced['first_error'] or ''}; CPU per query: server "
+            f"{paced['server_cpu_ms']:.1f} ms, clients {paced['client_cpu_ms']:.1f} ms",
             flush=True,
         )
         load = load_test(port, bodies[len(bodies) // 2 :], args.clients, args.seconds, args.warmup)
         print(
-            f"   saturated, {args.clients} clients: {load['requests']} queries: p50 {load['p50_ms']:.1f} ms, "
-            f"p95 {load['p95_ms']:.1f} ms, p99 {load['p99_ms']:.1f} ms, {load['throughput']:.1f} queries/s, "
-            f"{load['errors']} errors {load['first_error'] or ''}",
+            f"   saturated, {args.clients} clients: {load['requests']} queries: p50 "
+            f"{load['p50_ms']:.1f} ms, p95 {load['p95_ms']:.1f} ms, p99 {load['p99_ms']:.1f} ms, "
+            f"{load['throughput']:.1f} queries/s, {load['errors']} errors "
+            f"{load['first_error'] or ''}",
             flush=True,
         )
         mem = memory_of(workers_of(proc))
@@ -789,7 +793,8 @@ def main(argv=None) -> dict:
             frame = fresh_events(args.ingest, args.ingest_seed)
             ing = ingest(port, meta["floors"], frame)
             print(
-                f"5. ingest: {ing['ingested']} events in {ing['ingest_s']:.1f} s = {ing['events_per_s']:.0f} events/s",
+                f"5. ingest: {ing['ingested']} events in {ing['ingest_s']:.1f} s = "
+                f"{ing['events_per_s']:.0f} events/s",
                 flush=True,
             )
         sizes = disk_sizes(args, folder)
@@ -807,8 +812,8 @@ def main(argv=None) -> dict:
     if ing:
         plain = plain_encoder_rate(frame["text"].to_list())
         print(
-            f"   plain sentence-transformers on the same texts: {plain:.0f} texts/s; ingest / plain = "
-            f"{ing['events_per_s'] / plain:.2f}x",
+            f"   plain sentence-transformers on the same texts: {plain:.0f} texts/s; ingest / "
+            f"plain = {ing['events_per_s'] / plain:.2f}x",
             flush=True,
         )
     clean, bad = stopped_cleanly(folder)
@@ -822,17 +827,16 @@ def main(argv=None) -> dict:
     rate = f"{ing['events_per_s']:.0f} ({ing['events_per_s'] / plain:.2f}x plain)" if ing else "-"
     print()
     print(
-        "| backend | events | workers x threads | p50 / p95 ms at "
-        f"{args.rate:g} q/s | saturated queries/s "
-        "(p50 / p95 ms) | start-up s (rows caught up) | ingest events/s | plain encoder texts/s | worker RSS MiB "
-        "| worker PSS MiB | load before |"
+        f"| backend | events | workers x threads | p50 / p95 ms at {args.rate:g} q/s | saturated "
+        "queries/s (p50 / p95 ms) | start-up s (rows caught up) | ingest events/s | plain encoder "
+        "texts/s | worker RSS MiB | worker PSS MiB | load before |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     print(
-        f"| {args.backend} | {args.events:,} | {args.workers} x {args.threads} | {paced['p50_ms']:.1f} / "
-        f"{paced['p95_ms']:.1f} | {load['throughput']:.1f} ({load['p50_ms']:.1f} / {load['p95_ms']:.1f}) "
-        f"| {up['startup_s']:.1f} ({up['caught_up']}) | {rate} | {plain or 0:.0f} | {rss} | {pss} "
-        f"| {load_before[0]:.1f} |"
+        f"| {args.backend} | {args.events:,} | {args.workers} x {args.threads} | "
+        f"{paced['p50_ms']:.1f} / {paced['p95_ms']:.1f} | {load['throughput']:.1f} "
+        f"({load['p50_ms']:.1f} / {load['p95_ms']:.1f}) | {up['startup_s']:.1f} "
+        f"({up['caught_up']}) | {rate} | {plain or 0:.0f} | {rss} | {pss} | {load_before[0]:.1f} |"
     )
     figures = {
         "backend": args.backend,

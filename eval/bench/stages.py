@@ -192,9 +192,9 @@ def main(argv=None) -> None:
     print(f"{n} {unit}s in {wall:.1f} s under cProfile: {1000 * wall / n:.1f} ms per {unit}\n")
     print("\n".join(stage_table(stats, n, unit)))
     print(
-        f"\ntexts the model read, per {unit}: {runs['encode'] / n:.2f} alone (encode; {runs['multiline'] / n:.2f} with "
-        f"neighbours' lines), {runs['spans'] / n:.2f} "
-        f"with their sentences (encode_spans); {runs['spans_parts'] / n:.2f} sentences read in their post\n"
+        f"\ntexts the model read, per {unit}: {runs['encode'] / n:.2f} alone (encode; "
+        f"{runs['multiline'] / n:.2f} with neighbours' lines), {runs['spans'] / n:.2f} with their "
+        f"sentences (encode_spans); {runs['spans_parts'] / n:.2f} sentences read in their post\n"
     )
     stats.sort_stats("tottime").print_stats(args.top)
     if args.callers:

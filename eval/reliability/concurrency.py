@@ -1,6 +1,6 @@
 """Concurrency: writers and readers at once against several gunicorn workers.
 
-    .venv/bin/python eval/reliability/concurrency.py --seconds 60                       # SQLite, 3 workers
+    .venv/bin/python eval/reliability/concurrency.py --seconds 60  # SQLite, 3 workers
     .venv/bin/python eval/reliability/concurrency.py --seconds 60 --backend postgres
 
 ``--writers`` users each post into their own (public) floor for ``--seconds``: single
@@ -161,7 +161,8 @@ def main(argv=None) -> int:
     service = Service(args.backend, folder, workers=args.workers, threads=args.threads)
     try:
         print(
-            f"1. {args.backend} store in {folder}; {args.workers} workers up in {service.start():.1f} s",
+            f"1. {args.backend} store in {folder}; {args.workers} workers up in "
+            f"{service.start():.1f} s",
             flush=True,
         )
         writers = [
@@ -225,8 +226,8 @@ def main(argv=None) -> int:
             for r in rows
         )
         print(
-            f"\nrequests {sum(counts.values())}, errors (not 200 or 429) {errors}, lost/stale/unexpected/duplicated "
-            f"{bad}, sampled events not found {unfound}"
+            f"\nrequests {sum(counts.values())}, errors (not 200 or 429) {errors}, "
+            f"lost/stale/unexpected/duplicated {bad}, sampled events not found {unfound}"
         )
         return 0 if errors == 0 and bad == 0 and unfound == 0 else 1
     finally:

@@ -1,8 +1,11 @@
 """Durability: SIGKILL the server during concurrent writes, restart it, check every write.
 
-    .venv/bin/python eval/reliability/durability.py --backend sqlite      # SQLite (WAL), in-memory index
-    .venv/bin/python eval/reliability/durability.py --backend postgres    # PostgreSQL store, in-memory index
-    .venv/bin/python eval/reliability/durability.py --backend pgvector    # PostgreSQL store and index
+    # SQLite (WAL), in-memory index
+    .venv/bin/python eval/reliability/durability.py --backend sqlite
+    # PostgreSQL store, in-memory index
+    .venv/bin/python eval/reliability/durability.py --backend postgres
+    # PostgreSQL store and index
+    .venv/bin/python eval/reliability/durability.py --backend pgvector
 
 1. gunicorn (2 workers x 4 threads) on a fresh store in ``--dir``; one user signs up.
 2. ``--clients`` threads post ``--writes`` events, each holding a made-up word of its own
@@ -79,8 +82,10 @@ def half_written(backend: str, folder: Path) -> int:
         database_url(backend, folder).replace("postgresql://", "postgresql+psycopg://")
     )
     checks = [
-        "SELECT count(*) FROM events e WHERE NOT EXISTS (SELECT 1 FROM event_log l WHERE l.event_id = e.id)",
-        "SELECT count(*) FROM event_log l WHERE NOT EXISTS (SELECT 1 FROM events e WHERE e.id = l.event_id)",
+        "SELECT count(*) FROM events e WHERE NOT EXISTS "
+        "(SELECT 1 FROM event_log l WHERE l.event_id = e.id)",
+        "SELECT count(*) FROM event_log l WHERE NOT EXISTS "
+        "(SELECT 1 FROM events e WHERE e.id = l.event_id)",
     ]
     with engine.connect() as conn:
         if backend == "pgvector":
@@ -88,12 +93,14 @@ def half_written(backend: str, folder: Path) -> int:
                 t
                 for (t,) in conn.execute(
                     sa.text(
-                        "SELECT table_name FROM information_schema.tables WHERE table_name LIKE 'memkit\\_%'"
+                        "SELECT table_name FROM information_schema.tables WHERE table_name LIKE "
+                        "'memkit\\_%'"
                     )
                 )
             ]
             checks += [
-                f"SELECT count(*) FROM events e WHERE NOT EXISTS (SELECT 1 FROM {t} s WHERE s.event_id = e.id)"
+                "SELECT count(*) FROM events e WHERE NOT EXISTS "
+                f"(SELECT 1 FROM {t} s WHERE s.event_id = e.id)"
                 for t in search
             ]
         bad = sum(conn.execute(sa.text(q)).scalar() for q in checks)
@@ -178,8 +185,8 @@ def main(argv=None) -> int:
         )
         ok = {i: e for i, e in acked.items() if e}
         print(
-            f"2. {args.writes} writes sent in {time.perf_counter() - t:.1f} s: {len(ok)} answered 200, "
-            f"then SIGKILL; {args.writes - len(ok)} without an answer",
+            f"2. {args.writes} writes sent in {time.perf_counter() - t:.1f} s: {len(ok)} answered "
+            f"200, then SIGKILL; {args.writes - len(ok)} without an answer",
             flush=True,
         )
         service.stop()  # (already dead: the SIGKILL)

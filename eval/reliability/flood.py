@@ -1,7 +1,9 @@
 """A flood of wrong application secrets from one address, and what it does to another user.
 
-    .venv/bin/python eval/reliability/flood.py                    # gunicorn (2 workers x 4 threads), SQLite
-    .venv/bin/python eval/reliability/flood.py --server serve     # `memkit serve` (a thread per request)
+    # gunicorn (2 workers x 4 threads), SQLite
+    .venv/bin/python eval/reliability/flood.py
+    # `memkit serve` (a thread per request)
+    .venv/bin/python eval/reliability/flood.py --server serve
 
 Bo signs up, posts on his floor, then queries it and reads his profile back to back, alone
 for ``--baseline-seconds``; then ``--threads`` client threads from another loopback address
@@ -174,8 +176,9 @@ def main() -> None:
         }
 
     print(
-        f"\n{args.server}, {args.backend}: {args.threads} threads sending a wrong application secret for "
-        f"{args.seconds:.0f} s; Bo alone for {args.baseline_seconds:.0f} s, then throughout the flood\n"
+        f"\n{args.server}, {args.backend}: {args.threads} threads sending a wrong application "
+        f"secret for {args.seconds:.0f} s; Bo alone for {args.baseline_seconds:.0f} s, then "
+        "throughout the flood\n"
     )
     print(
         table(
@@ -184,16 +187,17 @@ def main() -> None:
         )
     )
     print(
-        f"\nthe flood's answers: {dict(sorted(statuses.items(), key=str))} ({sum(statuses.values())} in all)"
+        f"\nthe flood's answers: {dict(sorted(statuses.items(), key=str))} "
+        f"({sum(statuses.values())} in all)"
     )
     for k in alone:
         print(
-            f"Bo's {k} median during the flood: {statistics.median(during[k]) / statistics.median(alone[k]):.2f}x "
-            "alone"
+            f"Bo's {k} median during the flood: "
+            f"{statistics.median(during[k]) / statistics.median(alone[k]):.2f}x alone"
         )
     print(
-        f"server memory (RSS, all processes): {memory_before:.0f} MiB before the flood, at most {max(peak):.0f} MiB "
-        "during it"
+        f"server memory (RSS, all processes): {memory_before:.0f} MiB before the flood, at most "
+        f"{max(peak):.0f} MiB during it"
     )
 
 

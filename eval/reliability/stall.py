@@ -33,8 +33,9 @@ from pathlib import Path
 from harness import BACKENDS, Client, Service, sign_up, table
 
 WORDS = (
-    "lake kayak bread violin garden marathon sunrise harbour lighthouse puppy recipe concert pottery museum "
-    "train bicycle picnic thunder library camera festival orchard market winter summer journey"
+    "lake kayak bread violin garden marathon sunrise harbour lighthouse puppy recipe concert "
+    "pottery museum train bicycle picnic thunder library camera festival orchard market winter "
+    "summer journey"
 ).split()
 
 
@@ -132,8 +133,9 @@ def main() -> None:
         writer.join()
         where = "into Bo's public floor" if args.stranger else "into her own floor"
         print(
-            f"\n{args.backend}: Ann's batch of {args.batch} posts {where} took {took[0]:.1f} s; Bo queried his own "
-            f"floor alone for {args.baseline_seconds:.0f} s, then throughout the batch\n"
+            f"\n{args.backend}: Ann's batch of {args.batch} posts {where} took {took[0]:.1f} s; Bo "
+            f"queried his own floor alone for {args.baseline_seconds:.0f} s, then throughout the "
+            "batch\n"
         )
         print(table([summary("alone", alone), summary("during the batch", during)]))
         print(

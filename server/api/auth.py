@@ -72,8 +72,8 @@ def make_blueprint(limits) -> Blueprint:
 
     @bp.post("/send/validation/code")
     @operation(
-        summary="Send a validation code for a mode (signup and reset_password need no token, the same answer "
-        "either way)",
+        summary="Send a validation code for a mode (signup and reset_password need no token, the "
+        "same answer either way)",
         response=m.CodeSent,
         body=m.SendCodeRequest,
         auth="none",
@@ -149,8 +149,8 @@ def make_blueprint(limits) -> Blueprint:
 
     @bp.post("/change/email")
     @operation(
-        summary="Change e-mail with a code sent to the new address (JSON or multipart); revokes every other "
-        "token and tells the old address; every failure is a 400",
+        summary="Change e-mail with a code sent to the new address (JSON or multipart); revokes "
+        "every other token and tells the old address; every failure is a 400",
         response=m.ChangeEmailResponse,
         body=m.ChangeEmailRequest,
         form=True,
@@ -167,8 +167,8 @@ def make_blueprint(limits) -> Blueprint:
 
     @bp.post("/change/mobile")
     @operation(
-        summary="Change mobile number with a code sent to it; revokes every other token and tells the old "
-        "number",
+        summary="Change mobile number with a code sent to it; revokes every other token and tells "
+        "the old number",
         response=m.ProfileResponse,
         body=m.ChangeMobileRequest,
         errors=("400", "401", "429"),

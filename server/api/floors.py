@@ -1,4 +1,5 @@
-"""``/floors/...`` and ``/events/...``: floors, blocks and events. Every route needs a bearer token."""
+"""``/floors/...`` and ``/events/...``: floors, blocks and events. Every route needs a bearer
+token."""
 
 from __future__ import annotations
 
@@ -55,8 +56,8 @@ def edit_floor(floor_id):
 
 @bp.post("/<floor_id>/edit")
 @operation(
-    summary="Edit floor (interface 4.3's POST): title, details or avatar (owner only); the same as PATCH "
-    "/floors/{floor_id}",
+    summary="Edit floor (interface 4.3's POST): title, details or avatar (owner only); the same "
+    "as PATCH /floors/{floor_id}",
     response=m.FloorInfo,
     body=m.FloorEdit,
     errors=ERR,
@@ -116,8 +117,8 @@ def create_event(floor_id, block_id):
 
 @bp.post("/<floor_id>/blocks/<block_id>/events/batch")
 @operation(
-    summary="Post up to 1,000 events into a block in one transaction (all stored, or none: an error names "
-    "events[i].field)",
+    summary="Post up to 1,000 events into a block in one transaction (all stored, or none: an "
+    "error names events[i].field)",
     response=m.PostBatchResponse,
     body=m.PostBatch,
     errors=("400", "401", "404"),

@@ -23,8 +23,8 @@ def _caller() -> Caller:
 
 @bp.post("/query")
 @operation(
-    summary="Ask in natural language over some floors; returns an answer and the ranked items that ground it. "
-    "Follow-ups of the same user_id build on earlier queries",
+    summary="Ask in natural language over some floors; returns an answer and the ranked items "
+    "that ground it. Follow-ups of the same user_id build on earlier queries",
     response=m.QueryResponse,
     body=m.QueryRequest,
     auth="either",
@@ -36,8 +36,8 @@ def query():
     caller = _caller()
     if not request.is_json:
         raise ApiError(
-            "send the query as a JSON body (Content-Type: application/json); multipart and form bodies "
-            f"are not accepted (got {request.mimetype or 'no content type'})",
+            "send the query as a JSON body (Content-Type: application/json); multipart and form "
+            f"bodies are not accepted (got {request.mimetype or 'no content type'})",
             code="unsupported_media_type",
             status=415,
         )

@@ -97,8 +97,10 @@ ERRORS = {
     "409": "already registered",
     "413": "request body too large",
     "415": "the body is not JSON",
-    "422": "the request names a field wrongly (missing, wrong type, empty query, a floor you cannot read, a user_id "
-    "that is not yours, an unknown app_id): the error names the field",
+    "422": (
+        "the request names a field wrongly (missing, wrong type, empty query, a floor you "
+        "cannot read, a user_id that is not yours, an unknown app_id): the error names the field"
+    ),
     "429": "rate limited; see Retry-After",
     "503": "a code could not be delivered; nothing changed",
 }
@@ -200,9 +202,10 @@ def spec(app) -> dict:
         "info": {
             "title": "memkit",
             "version": "0.2.0",
-            "description": "Offline-first conversational memory: accounts, floors, blocks, events and the "
-            "conversational query. Every error body is a 400ErrorCode object, whatever the status. "
-            f"block_type is always a number ({m.BLOCK_TYPE_DOC}), block_type_name its name.",
+            "description": "Offline-first conversational memory: accounts, floors, blocks, events "
+            "and the conversational query. Every error body is a 400ErrorCode object, whatever "
+            f"the status. block_type is always a number ({m.BLOCK_TYPE_DOC}), block_type_name its "
+            "name.",
         },
         "paths": paths,
         "components": {

@@ -2,10 +2,10 @@
 
 Every JSON body goes through ``StrictJSONProvider.loads`` (Flask's ``request.get_json``):
 UTF-8 only, standard JSON only (no ``NaN`` or ``Infinity``), no key repeated within an
-object, at most ``MAX_DEPTH`` levels of nesting, and no string (key or value) holding a NUL character or an unpaired surrogate,
-which neither SQLite's nor PostgreSQL's text can store. ``check_url`` applies the same
-rule to the path and query string. Each refusal is a 400 that says what and where, e.g.
-``events[2].text``, before any service runs, so nothing is stored.
+object, at most ``MAX_DEPTH`` levels of nesting, and no string (key or value) holding a NUL
+character or an unpaired surrogate, which neither SQLite's nor PostgreSQL's text can store.
+``check_url`` applies the same rule to the path and query string. Each refusal is a 400 that
+says what and where, e.g. ``events[2].text``, before any service runs, so nothing is stored.
 """
 
 from __future__ import annotations
@@ -96,7 +96,8 @@ class StrictJSONProvider(DefaultJSONProvider):
 
 
 def check_url() -> None:
-    """Path, query string and form fields: the same text rule as bodies (a 400 naming the parameter)."""
+    """Path, query string and form fields: the same text rule as bodies (a 400 naming the
+    parameter)."""
     problem = bad_text(request.path)
     if problem:
         raise BadRequest(f"the path {problem}", code="invalid_text")

@@ -117,7 +117,8 @@ class Accounts:
 
     # -- shapes ---------------------------------------------------------------------------
     def profile(self, conn, user_id: str) -> dict:
-        """Interface 2.4's ``profile`` (server/models.py UserDetails says where each value comes from)."""
+        """Interface 2.4's ``profile`` (server/models.py UserDetails says where each value
+        comes from)."""
         u = conn.execute(sa.select(users).where(users.c.id == user_id)).mappings().one()
         n_floors = conn.execute(
             sa.select(sa.func.count()).select_from(floors).where(floors.c.owner_id == user_id)
@@ -575,8 +576,9 @@ class Accounts:
                     dest,
                     channel,
                     notice=(
-                        f"Someone asked to move another memkit account to this {_ADDRESS[kind]}. It already "
-                        "belongs to your account, so nothing was changed. You need not do anything."
+                        f"Someone asked to move another memkit account to this {_ADDRESS[kind]}. "
+                        "It already belongs to your account, so nothing was changed. You need not "
+                        "do anything."
                     ),
                 )
             else:  # free, or held by a sign-up nobody validated (which the change will replace)
@@ -776,9 +778,9 @@ class Accounts:
                     self.mailer if to[1] == "email" else self.sms,
                     to[0],
                     f"Your memkit {_ADDRESS[kind]} was changed",
-                    f"The {_ADDRESS[kind]} of your memkit account was changed from {before[kind] or 'none'} "
-                    f"to {value}, and every other session was signed out. If you did not do this, reset "
-                    "your password and contact us.",
+                    f"The {_ADDRESS[kind]} of your memkit account was changed from "
+                    f"{before[kind] or 'none'} to {value}, and every other session was signed out. "
+                    "If you did not do this, reset your password and contact us.",
                 )
 
     # -- applications -------------------------------------------------------------------------

@@ -48,10 +48,10 @@ class Events:
     PostgreSQL with pgvector, writes the vectors there, so both commit or neither does).
     ``after_write(floor_ids, event_ids)``, if given, runs after the commit with the floors
     and events written (the process's in-memory index applies them at once, so the write
-    is searchable when the request returns). ``before_write(floor_id, block_id, user_id, posts)``, if
-    given, runs before a create's transaction with the posts about to be written (their
-    ids, texts, tags and times): the search encodes them into the shared embedding cache
-    there, so that no process catching up on the write encodes them again, and no
+    is searchable when the request returns). ``before_write(floor_id, block_id, user_id,
+    posts)``, if given, runs before a create's transaction with the posts about to be written
+    (their ids, texts, tags and times): the search encodes them into the shared embedding
+    cache there, so that no process catching up on the write encodes them again, and no
     transaction is held open while they are encoded."""
 
     def __init__(self, engine: sa.Engine, indexer=None, after_write=None, before_write=None):
