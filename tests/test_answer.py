@@ -395,6 +395,19 @@ def test_bad_models_are_named():
         )
 
 
+def test_the_package_keeps_its_public_names_and_both_writers_are_answerers():
+    import memkit.answer as answer
+
+    for name in (
+        "ANSWERERS Answer Candidates DECLINE ExtractiveAnswerer LLMAnswerer QUERY_FEATURES "
+        "QUESTION_TERMS SENTENCE_FEATURES build_answerer question_type sentences wants_list"
+    ).split():
+        assert hasattr(answer, name), name
+    assert isinstance(build_answerer(None), answer.Answerer)
+    llm = build_answerer({"type": "llm", "url": "http://127.0.0.1:9/v1", "model": "m"})
+    assert isinstance(llm, answer.Answerer)
+
+
 def test_models_stored_with_the_old_feature_names_load_as_the_same_models():
     from memkit.answer.features import QUERY, RENAMED, SENTENCE
 

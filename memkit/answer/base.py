@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol, TypedDict, Union
+from typing import Any, Protocol, TypedDict, Union, runtime_checkable
 
 from memkit.items import Item
 from memkit.timeref import Span, day_text
@@ -52,6 +52,7 @@ class Answer:
         return [q["event_id"] for q in self.quotes if q.get("event_id") is not None]
 
 
+@runtime_checkable
 class Answerer(Protocol):
     """What the pipeline (and through it the service) calls on an answer writer."""
 
