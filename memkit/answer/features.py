@@ -9,6 +9,7 @@ each old name to its new one (see ``readable_model``).
 own when it names nobody); "about" ones speak of that person (their "I", the "you" of a
 post addressed to them, their name in the third person); a side with no candidate counts
 as clearly weaker than the other (scores 3 below, cosine 0.3 below, term shares 1 below).
+The query features read quotable sentences only, except the two about questions asked.
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ QUERY = {  # one row per question, from its candidates and their selection score
     "cosine_gap_other": "best cosine of someone else's sentence less the best own",
     "terms_gap_other": "best terms_in_sentence of someone else's less the best own",
     "post_terms_gap_other": "best terms_in_post of someone else's less the best own",
-    "first_own_rank": "the rank (from 1) of the first post with an own sentence",
+    "first_own_rank": "rank (from 1) of the first post with an own sentence (none: max_items + 1)",
     "names_an_author": "the question names one of the authors",
     "best_is_own": "the best-scored sentence is an own one",
     "own_in_top5": "the number of own sentences in the top 5 posts",
