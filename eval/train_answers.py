@@ -1,8 +1,9 @@
 """Train the answer writer's selection and decline models, report them cross-validated, write them.
 
-    .venv/bin/python eval/train_answers.py [--config eval/configs/default.toml] [--data PATH/locomo-dev.json] [--write]
+    .venv/bin/python eval/train_answers.py [--config eval/configs/default.toml] \\
+        [--data PATH/locomo-dev.json] [--write]
 
-The writer (memkit/answer.py) reads the sentences of each question's top items (after
+The writer (memkit/answer/) reads the sentences of each question's top items (after
 the relevance gate, as the service does). Two logistic regressions (scikit-learn):
 
 - **select**: which sentence to quote; trained on the answerable questions (LoCoMo
@@ -15,6 +16,9 @@ the relevance gate, as the service does). Two logistic regressions (scikit-learn
   conversation's ("What did Caroline paint?" becomes "What did Jon paint?"), so that the
   person exists and the fact was never posted (LoCoMo's own adversarial questions are
   nearly all about the wrong person). Features include the selection model's scores.
+
+Both models name their features as memkit/answer/features.py does (``SENTENCE_FEATURES``,
+``QUERY_FEATURES``: what each one measures is written beside it).
   The threshold declines at most ``BUDGET`` of the training folds' answerable questions.
 
 Everything is cross-validated by conversation: for each conversation, both models are
@@ -45,7 +49,8 @@ from memkit.evaluation.tuning import training_args
 from memkit.linear import fit_linear, linear_score, toml_table
 from memkit.pipeline import Pipeline
 
-BUDGET = 0.09  # the share of answerable training questions the decline threshold may decline (goal: <= 0.10)
+# the share of answerable training questions the decline threshold may decline (goal: <= 0.10)
+BUDGET = 0.09
 OLD = {
     "max_items": 3,
     "max_sentences": 3,
@@ -266,18 +271,23 @@ def main(argv=None) -> int:
     results["new, in-sample"] = scored(write_answers(pipeline, both, both_run, answerer=full))
     print(
         f"LoCoMo-dev answers: the first writer → the new one with models trained on the other four "
-        f"conversations (**cross-validated**) (and on all five: in-sample, flatters)\n\n{table(results)}\n"
+        "conversations (**cross-validated**) (and on all five: in-sample, flatters)"
+        f"\n\n{table(results)}\n"
     )
 
     if args.write:
         text = Path(args.config).read_text()
-        block = f"{MARK_START}\n{toml_table('answer.select', select)}\n{toml_table('answer.decline', decline)}{MARK_END}"
+        block = (
+            f"{MARK_START}\n{toml_table('answer.select', select)}\n"
+            f"{toml_table('answer.decline', decline)}{MARK_END}"
+        )
         if MARK_START in text:
             before, rest = text.split(MARK_START, 1)
             text = before + block + rest.split(MARK_END, 1)[1]
         else:
             raise SystemExit(
-                f"{args.config}: put the line {MARK_START!r} (and {MARK_END!r}) after its [answer] table"
+                f"{args.config}: put the line {MARK_START!r} (and {MARK_END!r}) after its "
+                "[answer] table"
             )
         Path(args.config).write_text(text)
         print(f"models written to {args.config}")

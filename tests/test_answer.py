@@ -1,4 +1,5 @@
-"""Answer writing (extractive and the LLM writer's fall-back) and the relevance gate of Pipeline.query."""
+"""Answer writing (extractive and the LLM writer's fall-back) and the relevance gate of
+Pipeline.query."""
 
 import json
 import threading
@@ -8,7 +9,16 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from memkit.answer import DECLINE, ExtractiveAnswerer, build_answerer, question_type, wants_list
+from memkit.answer import (
+    DECLINE,
+    QUERY_FEATURES,
+    SENTENCE_FEATURES,
+    ExtractiveAnswerer,
+    build_answerer,
+    question_type,
+    wants_list,
+)
+from memkit.config import CONFIG_DIR, load_config
 from memkit.encoders import get_encoder
 from memkit.errors import ValidationError
 from memkit.pipeline import DEFAULT_CONFIG, Pipeline
@@ -51,7 +61,8 @@ def test_summary_quotes_the_sentences_that_answer_and_says_who_where_and_when():
     # a short post is quoted whole: the sentence that answers, with its neighbours
     assert written.text == (
         "On 1 April 2024 Ana wrote in “Trips”: “We drove to the coast. The lighthouse was closed "
-        "for repairs! Fog all day.” On 20 April 2024 Ben wrote in “Feed”: “Lighthouse tours reopen in May.”"
+        "for repairs! Fog all day.” On 20 April 2024 Ben wrote in “Feed”: “Lighthouse tours "
+        "reopen in May.”"
     )
     # past max_words, only the sentence
     assert (
@@ -71,9 +82,9 @@ def test_summary_quotes_the_sentences_that_answer_and_says_who_where_and_when():
 
 def test_one_line_account_and_conversational_fallback():
     line = lexical().answer("lighthouse", ITEMS, summary=False)
-    assert (
-        line
-        == "Found 3 items for “lighthouse” (2 feed posts, 1 blog post); the best match was posted in “Trips” on 1 April 2024."
+    assert line == (
+        "Found 3 items for “lighthouse” (2 feed posts, 1 blog post); the best match was posted "
+        "in “Trips” on 1 April 2024."
     )
     empty = lexical().write(" zebras ", [], summary=True)
     assert empty.declined and "couldn't find anything about “zebras”" in empty.text
@@ -87,7 +98,8 @@ POSTS = [
         "speaker": "Melanie",
         "block_title": "Session 2",
         "created_at": "2023-05-25T13:00:00",
-        "text": "Thanks, Caroline! I ran a charity race for mental health last Saturday. It was really rewarding.",
+        "text": "Thanks, Caroline! I ran a charity race for mental health last Saturday. "
+        "It was really rewarding.",
     },
     {
         "event_id": "c1",
@@ -283,7 +295,8 @@ def test_trained_writer_quotes_one_post_never_a_question(trained):
             "speaker": "Ann",
             "created_at": "2024-05-07T10:00:00",
             "block_title": "Feed",
-            "text": "Someone left a blue Patagonia jacket in meeting room 4 after the stand-up. Is it yours?",
+            "text": "Someone left a blue Patagonia jacket in meeting room 4 after the stand-up. "
+            "Is it yours?",
         },
         {
             "event_id": "p",
@@ -382,9 +395,40 @@ def test_bad_models_are_named():
         )
 
 
-def test_a_config_table_can_come_from_another_config(tmp_path):
-    from memkit.config import CONFIG_DIR, load_config
+def test_the_package_keeps_its_public_names_and_both_writers_are_answerers():
+    import memkit.answer as answer
 
+    for name in (
+        "ANSWERERS Answer Candidates DECLINE ExtractiveAnswerer LLMAnswerer QUERY_FEATURES "
+        "QUESTION_TERMS SENTENCE_FEATURES build_answerer question_type sentences wants_list"
+    ).split():
+        assert hasattr(answer, name), name
+    assert isinstance(build_answerer(None), answer.Answerer)
+    llm = build_answerer({"type": "llm", "url": "http://127.0.0.1:9/v1", "model": "m"})
+    assert isinstance(llm, answer.Answerer)
+
+
+def test_models_stored_with_the_old_feature_names_load_as_the_same_models():
+    from memkit.answer.features import QUERY, RENAMED, SENTENCE
+
+    stored = load_config(CONFIG_DIR / "default.toml")["answer"]
+    assert stored["select"]["features"] == SENTENCE_FEATURES  # the packaged models: new names
+    assert stored["decline"]["features"] == QUERY_FEATURES
+    old_names = {new: old for old, new in RENAMED.items()}
+    older = {
+        **stored,
+        **{
+            t: {**stored[t], "features": [old_names[f] for f in stored[t]["features"]]}
+            for t in ("select", "decline")
+        },
+    }
+    assert older["select"]["features"][:3] == ["cos", "cos_rel", "ov"]
+    assert build_answerer(older).params() == build_answerer(stored).params()
+    # every feature says what it measures
+    assert all(SENTENCE.values()) and all(QUERY.values()) and len(RENAMED) == 41
+
+
+def test_a_config_table_can_come_from_another_config(tmp_path):
     assert (
         load_config(CONFIG_DIR / "postgres.toml")["answer"]
         == load_config(CONFIG_DIR / "default.toml")["answer"]

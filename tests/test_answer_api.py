@@ -12,8 +12,8 @@ Q = "/agent/memory/query"
 POSTS = [  # (block type, text, created_at)
     (
         "feed",
-        "Someone left a blue Patagonia jacket on the chair in meeting room 4 after the Tuesday stand-up. "
-        "Is it yours?",
+        "Someone left a blue Patagonia jacket on the chair in meeting room 4 after the Tuesday "
+        "stand-up. Is it yours?",
         "2024-05-07T10:00:00Z",
     ),
     (

@@ -55,9 +55,9 @@ STAGES = [
     ("      convex fusion", "retrievers/hybrid.py", "convex"),
     ("      relevance gate", "memkit/pipeline.py", "relevant"),
     ("      lookup", "services/memory.py", "_lookup"),
-    ("      answer", "memkit/answer.py", "write"),
-    ("        candidates", "memkit/answer.py", "candidates"),
-    ("        sentence vectors", "memkit/answer.py", "score"),
+    ("      answer", "memkit/answer/extractive.py", "write"),
+    ("        candidates", "memkit/answer/extractive.py", "candidates"),
+    ("        sentence vectors", "memkit/answer/extractive.py", "score"),
     # ingest
     ("  Events.create_many", "services/events.py", "create_many"),
     ("  catch-up (after write)", "services/memory.py", "catch_up"),
@@ -65,7 +65,7 @@ STAGES = [
     ("    apply", "search/index.py", "_apply"),
     ("    documents (representation)", "memkit/pipeline.py", "documents"),
     ("    precompute", "memkit/pipeline.py", "precompute"),
-    ("    answer sentences", "memkit/answer.py", "encode_sentences"),
+    ("    answer sentences", "memkit/answer/extractive.py", "encode_sentences"),
     ("    load events", "search/index.py", "load_events"),
     ("    retriever add", "retrievers/learned.py", "add"),
 ]

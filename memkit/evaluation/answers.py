@@ -38,8 +38,9 @@ from nltk.stem import PorterStemmer
 from memkit.timeref import read_span
 
 _STEM = PorterStemmer()
-# Categories whose right answer is a decline: LoCoMo's adversarial questions, eval/train_answers.py's
-# unknown facts, and the conversation suites' unknown facts and bare follow-ups of a new user.
+# Categories whose right answer is a decline: LoCoMo's adversarial questions,
+# eval/train_answers.py's unknown facts, and the conversation suites' unknown facts and bare
+# follow-ups of a new user.
 UNANSWERABLE = {"adversarial", "unknown fact", "unknown", "fresh"}
 _PUNCT = set(string.punctuation)
 

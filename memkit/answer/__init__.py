@@ -1,0 +1,86 @@
+"""Answer writers: turn the ranked items of a query into the text a person reads.
+
+An answerer (:class:`Answerer`: what the pipeline calls) gets the query and the top items
+(:data:`AnswerItem`: the pipeline's memkit.items.Item, or a dict with ``text`` and, where
+known, ``event_id``, ``speaker`` (the author's name), ``block_title``,
+``block_type_name`` and ``created_at``) and returns an :class:`Answer`: the text, the
+event ids it quotes, and whether it declined. ``summary=True`` asks for a conversational
+answer; ``summary=False`` for a one-line account of what was found.
+
+``extractive`` (the default, memkit.answer.extractive) runs offline and only quotes what
+was posted. With its two models (``[answer.select]`` and ``[answer.decline]`` in the
+config, logistic regressions written by ``eval/train_answers.py``, cross-validated by
+conversation):
+
+1. **Candidates** are the sentences of the top ``max_items`` items, less questions (a
+   question never answers one) and greetings ("Thanks, Caroline!": nothing but names and
+   pleasantries, which the encoder finds close to any question naming that person).
+2. **Select**: each candidate is described by ``SENTENCE_FEATURES`` (cosine with the
+   question, the question's terms it and its post contain, the item's rank, whether its
+   author is someone other than the person asked about, whether it holds what the
+   question type asks for: a date, a number, a place, a name) and the best one is quoted
+   (memkit.answer.features says what each feature measures; memkit.answer.selection).
+3. **Decline**: the question as a whole is described by ``QUERY_FEATURES``: how well the
+   posts *about* the person asked about answer it against posts about someone else
+   (speaker attribution: an author's "I", the addressee's "you", a third-person name),
+   whether that person only *asked* about it, whether the question's terms or proper
+   names appear in the items at all. Above the model's threshold, or when at least
+   ``max_missing`` of a question's terms (at most ``QUESTION_TERMS``) are in none of the
+   items (a fact never posted: "What is Ann's favourite pizza topping?" over posts that
+   mention pizza once), the writer says memory holds nothing on it, and quotes nothing.
+4. **Shape** (memkit.answer.compose): one post, the sentence that answers (cut to its
+   clause past ``max_words``), attributed ("On 8 May 2023 Caroline wrote in “Session 1”:
+   “...”"); several posts only when the question asks for several (``wants_list``: "What
+   activities ...", "Where has ..."). A when-question leads with the date, relative times
+   ("yesterday") resolved against the post's own time (memkit.timeref).
+
+Without models it works as the first version did (memkit.answer.rules: kept for configs
+with none, and as the baseline in eval/RESULTS.md).
+
+``llm`` (memkit.answer.llm) sends the question and the numbered items to an
+OpenAI-compatible chat-completions endpoint and falls back to ``extractive`` on any
+failure.
+"""
+
+from __future__ import annotations
+
+from memkit.answer.base import DECLINE, Answer, Answerer, AnswerItem, ItemDict, sentences
+from memkit.answer.extractive import ExtractiveAnswerer
+from memkit.answer.features import QUERY_FEATURES, SENTENCE_FEATURES, Candidates
+from memkit.answer.llm import LLMAnswerer
+from memkit.answer.questions import question_type, wants_list
+from memkit.answer.selection import QUESTION_TERMS
+from memkit.errors import ValidationError
+
+__all__ = [
+    "ANSWERERS",
+    "DECLINE",
+    "QUERY_FEATURES",
+    "QUESTION_TERMS",
+    "SENTENCE_FEATURES",
+    "Answer",
+    "AnswerItem",
+    "Answerer",
+    "Candidates",
+    "ExtractiveAnswerer",
+    "ItemDict",
+    "LLMAnswerer",
+    "build_answerer",
+    "question_type",
+    "sentences",
+    "wants_list",
+]
+
+ANSWERERS: dict[str, type[Answerer]] = {"extractive": ExtractiveAnswerer, "llm": LLMAnswerer}
+
+
+def build_answerer(spec: dict | None) -> Answerer:
+    """The writer a config's ``[answer]`` table describes (None: extractive, no models)."""
+    spec = dict(spec or {"type": "extractive"})
+    kind = spec.pop("type", "extractive")
+    if kind not in ANSWERERS:
+        raise ValidationError("answer.type", f"expected one of {sorted(ANSWERERS)}, got {kind!r}")
+    try:
+        return ANSWERERS[kind](**spec)
+    except TypeError as exc:
+        raise ValidationError("answer", str(exc)) from None

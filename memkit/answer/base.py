@@ -1,0 +1,125 @@
+"""What every answer writer shares: the item it reads, the answer it returns, the protocol
+the pipeline calls, and the small readers of an item (its author, its time, its sentences)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol, TypedDict, Union, runtime_checkable
+
+from memkit.items import Item
+from memkit.timeref import Span, day_text
+
+DECLINE = "I have no information available on that"
+_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+
+
+class ItemDict(TypedDict, total=False):
+    """A ranked item as a plain dict (eval, tests, notebooks): the keys a writer reads."""
+
+    event_id: str
+    text: str
+    score: float  # the probability that it answers the question (0 to 1), where calibrated
+    speaker: str | None  # the author's name
+    user_name: str | None  # the author's name where ``speaker`` is not given
+    created_at: datetime | str | None  # when it was posted (ISO text is read too)
+    block_title: str | None
+    block_type: str | None  # feed, blog, forum, quiz
+    block_type_name: str | None  # as ``block_type``, the name eval's items use
+
+
+# What a writer reads: the pipeline's memkit.items.Item (read with ``.get`` like a dict)
+# or a plain dict with the same keys.
+AnswerItem = Union[Item, ItemDict]
+
+
+@dataclass
+class Answer:
+    text: str
+    declined: bool = False  # memory holds nothing that answers it (or nothing was found)
+    # {"event_id", "sentence", "score"} behind the text, in order
+    quotes: list[dict] = field(default_factory=list)
+    date: Span | None = None  # what a when-question's answer leads with
+    # best similarity of a sentence allowed to answer (None: none allowed)
+    strength: float | None = None
+    # best similarity of a sentence by someone other than the person asked about
+    rival: float | None = None
+    writer: str = "extractive"
+
+    @property
+    def quoted(self) -> list[str]:
+        return [q["event_id"] for q in self.quotes if q.get("event_id") is not None]
+
+
+@runtime_checkable
+class Answerer(Protocol):
+    """What the pipeline (and through it the service) calls on an answer writer."""
+
+    type_name: str
+
+    def params(self) -> dict[str, Any]:
+        """The writer's settings, as a config table (logged with a run)."""
+
+    def bind(self, encoder, line=None) -> None:
+        """Use this encoder; ``line`` gives a post's text as the dense retriever reads it."""
+
+    def prepare(self, events, encode: bool = True) -> None:
+        """Learn the authors' names of these events (and encode their sentences)."""
+
+    def encode_sentences(self, events) -> None:
+        """Encode these events' sentences into the encoder's cache."""
+
+    def answer(self, query: str, items: list[AnswerItem], summary: bool = True) -> str:
+        """The answer's text alone."""
+
+    def write(
+        self,
+        query: str,
+        items: list[AnswerItem],
+        summary: bool = True,
+        authors=None,
+        reading=None,
+        listing: bool = False,
+        found: int | None = None,
+    ) -> Answer:
+        """The answer to ``query`` from its ranked ``items``."""
+
+
+def sentences(text: str | None) -> list[str]:
+    """The sentences of a post's text (split after . ! ? and at line breaks)."""
+    return [s.strip() for s in _SENTENCE.split(text or "") if s.strip()]
+
+
+def as_datetime(value) -> datetime | None:
+    """A datetime, or ISO text read as one; None when it is neither."""
+    if value is None or isinstance(value, datetime):
+        return value
+    try:
+        return datetime.fromisoformat(str(value))
+    except ValueError:
+        return None
+
+
+def timestamp(value) -> float:
+    """Seconds since 1970 (an unknown time first), for ordering posts by when they were posted."""
+    value = as_datetime(value)
+    return value.timestamp() if value is not None else float("-inf")
+
+
+def day_of(value) -> str | None:
+    """The day a post was written ("7 May 2023"), where known."""
+    value = as_datetime(value)
+    return day_text(value) if value else None
+
+
+def probability(item: AnswerItem) -> float:
+    """An item's score where it is a probability (0 to 1), else 0."""
+    value = item.get("score")
+    return float(value) if isinstance(value, (int, float)) and 0.0 <= value <= 1.0 else 0.0
+
+
+def speaker(item: AnswerItem) -> str | None:
+    """The author's name (``speaker``, else ``user_name``); a blank name is no name."""
+    name = str(item.get("speaker") or item.get("user_name") or "").strip()
+    return name or None

@@ -1,0 +1,285 @@
+"""Writing the answer text: what is quoted of a post (the sentence and its neighbours, or
+the clause that answers), attributed and dated ("On 8 May 2023 Caroline wrote in
+“Session 1”: “...”"), a when-question's date first, and the fixed texts (declined,
+nothing found, an unresolved follow-up, the account of what was found, a time window's
+posts)."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+from memkit.answer.base import (
+    DECLINE,
+    Answer,
+    AnswerItem,
+    as_datetime,
+    day_of,
+    sentences,
+    speaker,
+    timestamp,
+)
+from memkit.answer.questions import HOLDS, asks_when, question_type, says_when
+from memkit.text import Analyzer
+from memkit.timeref import Span, day_text, read_span, resolve
+
+Quote = tuple[str, AnswerItem, float]  # (sentence, its item, its similarity to the question)
+Lead = tuple[Span, str]  # the date a when-answer leads with, and how it was found
+
+
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def lead_text(span: Span) -> str:
+    """ "On 7 May 2023", "In June 2023", "In the week before 9 June 2023"."""
+    if span.days == 1:
+        return f"On {day_text(span.start)}"
+    if "weekend" in span.text:
+        return f"On {span.text}"  # the weekend before ..., 2 weekends before ...
+    return f"In {span.text}"  # the week before ..., June 2023, 2022
+
+
+def window_text(reading) -> str | None:
+    """How the answer names a question's time window ("May 2026"), where it has one."""
+    days = getattr(reading, "days", None)
+    if days is None:
+        return None
+    window = getattr(reading, "window", None)
+    if window is not None:
+        return window.span.text
+    start, end = days
+    return day_text(start) if start == end else f"{day_text(start)} to {day_text(end)}"
+
+
+def around(text: str, at: int, before: int = 5, after: int = 4) -> str:
+    """The words just before position ``at`` and from it on (a time phrase and its verb)."""
+    return " ".join(text[:at].split()[-before:] + text[at:].split()[:after])
+
+
+# -- the fixed texts ------------------------------------------------------------------------
+def unresolved_text(query: str) -> str:
+    return (
+        f"I'm not sure what “{query.strip()}” refers to: this is the start of our "
+        "conversation. Ask me about something first, or say what you mean."
+    )
+
+
+def fallback_text(query: str, window: str | None = None) -> str:
+    when = f" from {window}" if window else ""
+    return (
+        f"I couldn't find anything{when} about “{query.strip()}” in the floors you asked "
+        "about. You could try other words, a wider time range or fewer filters."
+    )
+
+
+def decline_text(people: set[str], closest_by: str | None = None) -> str:
+    if people:
+        names = " or ".join(sorted(people))
+        if closest_by:
+            return (
+                f"{DECLINE}: the closest post is {closest_by}'s, and nothing {names} posted "
+                "says so."
+            )
+        return f"{DECLINE}: nothing {names} posted in these floors says so."
+    return f"{DECLINE}: nothing in these floors answers it closely enough."
+
+
+def account_text(query: str, items: list[AnswerItem]) -> str:
+    """The one-line account of what was found (``summary=False``)."""
+    kinds = Counter(i.get("block_type") or i.get("block_type_name") or "post" for i in items)
+    parts = ", ".join(plural(n, f"{kind} post") for kind, n in kinds.most_common())
+    top = items[0]
+    when = day_of(top.get("created_at"))
+    where = f" in “{top['block_title']}”" if top.get("block_title") else ""
+    return (
+        f"Found {plural(len(items), 'item')} for “{query.strip()}” ({parts}); "
+        f"the best match was posted{where}{f' on {when}' if when else ''}."
+    )
+
+
+# -- quoting --------------------------------------------------------------------------------
+class Composer:
+    """Writes the answer text; the writer (memkit.answer.extractive) sets what it reads:
+    ``max_words`` (a longer quote is cut to the clause that answers; None: never),
+    ``max_quote_chars`` and ``_analyzer`` (the terms of a text)."""
+
+    max_words: int | None
+    max_quote_chars: int
+    _analyzer: Analyzer
+
+    def compose(self, query: str, quotes: list[Quote], strength=None, rival=None) -> Answer:
+        """The answer text from (sentence, item, similarity) quotes, best first; a
+        when-question leads with the date the first quote gives."""
+        lead = self.date_of(quotes[0][0], quotes[0][1], query) if asks_when(query) else None
+        lines = [
+            self.attributed(self.quote(query, sentence, item), item, lead=lead if n == 0 else None)
+            for n, (sentence, item, _) in enumerate(quotes)
+        ]
+        return Answer(
+            " ".join(lines),
+            quotes=[
+                {"event_id": item.get("event_id"), "sentence": sentence, "score": sim}
+                for sentence, item, sim in quotes
+            ],
+            date=lead[0] if lead else None,
+            strength=strength,
+            rival=rival,
+        )
+
+    def window_summary(
+        self,
+        items: list[AnswerItem],
+        window: str | None,
+        shown: int = 3,
+        found: int | None = None,
+    ) -> Answer:
+        """What a question about a time window gets ("What happened last May?"): how many
+        posts there are (``found``: all the window holds, default the items given) and the
+        most telling ones, in the order they were posted."""
+        top = sorted(
+            items[:shown], key=lambda i: (timestamp(i.get("created_at")), i.get("event_id"))
+        )
+        lines = []
+        for item in top:
+            first = sentences(item.get("text"))[:1]
+            quote = self.quote("", first[0], item) if first else item.get("text") or ""
+            lines.append(self.attributed(quote, item, lead=None))
+        n = max(found or 0, len(items))
+        head = f"{plural(n, 'post')}{f' from {window}' if window else ''}"
+        more = f" (and {n - len(top)} more)" if n > len(top) else ""
+        return Answer(
+            f"{head}{more}. " + " ".join(lines),
+            quotes=[
+                {
+                    "event_id": i.get("event_id"),
+                    "sentence": (sentences(i.get("text")) or [None])[0],
+                    "score": None,
+                }
+                for i in top
+            ],
+        )
+
+    def quote(self, query: str, sentence: str, item: AnswerItem) -> str:
+        """What is quoted of a post: the chosen sentence and the sentences around it, while
+        they fit in ``max_words`` and are not questions (a chat line is usually quoted
+        whole: "Yeah she's fine. They've taken the car to Hendry's" answers where the car
+        went only with its second sentence), else the sentence cut to the clause that
+        answers (``span``)."""
+        parts = sentences(item.get("text"))
+        if (
+            self.max_words is None
+            or sentence not in parts
+            or len(sentence.split()) > self.max_words
+        ):
+            return self.span(query, sentence)
+        lo = hi = parts.index(sentence)
+        size = len(sentence.split())
+        while True:
+            grown = False
+            for a, b in ((lo, hi + 1), (lo - 1, hi)):
+                if 0 <= a and b < len(parts):
+                    added = parts[b if b > hi else a]
+                    fits = size + len(added.split()) <= self.max_words
+                    if fits and not added.rstrip().endswith("?"):
+                        lo, hi, size, grown = a, b, size + len(added.split()), True
+                        break
+            if not grown:
+                break
+        return " ".join(parts[lo : hi + 1])
+
+    def span(self, query: str, sentence: str) -> str:
+        """The sentence, or past ``max_words`` the clause holding most of the question's
+        terms (what it asks for breaks ties) with its neighbours up to ``max_words``,
+        marked with "…" where cut."""
+        words = sentence.split()
+        if self.max_words is None or len(words) <= self.max_words:
+            return sentence
+        clauses = [
+            c
+            for c in re.split(
+                r"(?<=[,;:])\s+|\s+(?=[–—-]\s)|\s+(?=(?:and|but|because|so|which|while) )",
+                sentence,
+            )
+            if c.strip()
+        ]
+        terms = set(self._analyzer(query))
+        holds = HOLDS.get(question_type(query))
+
+        def weight(c: str) -> tuple:
+            answers = bool(holds and holds.search(c)) or says_when(c)
+            return len(terms & set(self._analyzer(c))), answers
+
+        best = max(range(len(clauses)), key=lambda i: (weight(clauses[i]), -i))
+        lo = hi = best
+        count = lambda a, b: sum(len(c.split()) for c in clauses[a : b + 1])  # noqa: E731
+        while True:
+            grown = False
+            for a, b in ((lo, hi + 1), (lo - 1, hi)):
+                if 0 <= a and b < len(clauses) and count(a, b) <= self.max_words:
+                    lo, hi, grown = a, b, True
+                    break
+            if not grown:
+                break
+        text = " ".join(clauses[lo : hi + 1])
+        cut = len(text.split()) > self.max_words
+        if cut:
+            text = " ".join(text.split()[: self.max_words])
+        return ("…" if lo > 0 else "") + text + ("…" if cut or hi < len(clauses) - 1 else "")
+
+    def date_of(self, sentence: str, item: AnswerItem, query: str = "") -> Lead | None:
+        """When a quoted sentence says something happened: a relative time in it (or in the
+        rest of its post) resolved against the post's time, a date written in it, or else
+        the post's own day. Returns (span, how it was found). Of several times, the one
+        whose neighbouring words the question shares most ("when does he start?" and "Last
+        week at the Leeds office, start the London job on the 30th": the 30th)."""
+        posted = as_datetime(item.get("created_at"))
+        if posted is not None:
+            terms = set(self._analyzer(query))
+            for text in (sentence, item.get("text") or ""):
+                found = resolve(text, posted)
+                if found:
+                    best = max(
+                        found,
+                        key=lambda m: (
+                            len(terms & set(self._analyzer(around(text, m.start)))),
+                            -m.start,
+                        ),
+                    )
+                    return best.span, f"“{best.phrase}”"
+        written = read_span(sentence, ref=posted)
+        if written is not None:
+            return written, "as written"
+        if posted is not None:
+            return Span(posted.date(), posted.date(), day_text(posted)), "the day it was posted"
+        return None
+
+    def attributed(self, sentence: str, item: AnswerItem, lead: Lead | None) -> str:
+        """The quote with who wrote it, when and where (a when-answer: its date first)."""
+        quote = (
+            sentence
+            if len(sentence) <= self.max_quote_chars
+            else sentence[: self.max_quote_chars - 1] + "…"
+        )
+        who = speaker(item) or "someone"
+        when = day_of(item.get("created_at"))
+        where = f" in “{item['block_title']}”" if item.get("block_title") else ""
+        posted = as_datetime(item.get("created_at"))
+        notes = [f"{m.phrase} = {m.span.text}" for m in resolve(sentence, posted)] if posted else []
+        note = f" ({'; '.join(notes)})" if notes and lead is None else ""
+        if lead is not None:
+            span, how = lead
+            said = (
+                f"{how} in what {who} wrote on {when}{where}"
+                if how.startswith("“")
+                else f"{who} wrote on {when}{where}"
+                if when
+                else f"{who} wrote{where}"
+            )
+            end = "" if quote[-1:] in ".!?…" else "."
+            return f"{lead_text(span)} — {said}: “{quote}”{end}"
+        head = (
+            f"On {when} {who} wrote{where}" if when else f"{who[:1].upper()}{who[1:]} wrote{where}"
+        )
+        end = "" if quote[-1:] in ".!?…" and not note else "."
+        return f"{head}: “{quote}”{note}{end}"

@@ -1,0 +1,350 @@
+"""The extractive writer: quotes what was posted, attributed and dated; runs offline.
+
+It holds the settings, the encoder the pipeline binds and the authors' names it has seen;
+what the models read is in memkit.answer.features, how the sentence is chosen and the
+decline decided in memkit.answer.selection, the text in memkit.answer.compose, and the
+writer without models in memkit.answer.rules.
+"""
+
+from __future__ import annotations
+
+import re
+from itertools import groupby
+
+import numpy as np
+
+from memkit.answer import features, selection
+from memkit.answer.base import Answer, AnswerItem, sentences, speaker
+from memkit.answer.compose import (
+    Composer,
+    account_text,
+    decline_text,
+    fallback_text,
+    unresolved_text,
+    window_text,
+)
+from memkit.answer.features import (
+    QUERY_FEATURES,
+    SENTENCE_FEATURES,
+    Candidates,
+    readable_model,
+)
+from memkit.answer.rules import summarize_by_rules
+from memkit.encoders import encode_documents
+from memkit.errors import ValidationError
+from memkit.linear import check_linear
+from memkit.text import Analyzer
+
+
+class ExtractiveAnswerer(Composer):
+    """Quotes the sentence that answers the question, attributed and dated; no network."""
+
+    type_name = "extractive"
+
+    def __init__(
+        self,
+        max_sentences: int = 3,
+        max_items: int = 3,
+        max_quote_chars: int = 240,
+        min_score: float | None = None,
+        max_gap: float | None = None,
+        margin: float = 1.0,
+        people: bool = True,
+        rank_weight: float = 0.1,
+        when_bonus: float = 0.2,
+        select: dict | None = None,
+        decline: dict | None = None,
+        max_list: int = 3,
+        max_words: int | None = 30,
+        max_missing: float | None = None,
+        unsure_below: float | None = None,
+        sentences: str = "in_post",
+        in_post_max_chars: int = 500,
+    ):
+        if sentences not in ("in_post", "alone"):
+            raise ValidationError(
+                "answer.sentences", f"expected in_post or alone, got {sentences!r}"
+            )
+        if (
+            isinstance(in_post_max_chars, bool)
+            or not isinstance(in_post_max_chars, int)
+            or in_post_max_chars < 1
+        ):
+            raise ValidationError(
+                "answer.in_post_max_chars",
+                f"expected a positive integer, got {in_post_max_chars!r}",
+            )
+        # How a sentence is encoded: read in its post (one run of the model a post: see
+        # _sentence_vectors) for posts up to in_post_max_chars, else on its own.
+        self.sentences = sentences
+        self.in_post_max_chars = in_post_max_chars
+        self.max_sentences = max_sentences
+        self.max_items = max_items
+        self.max_quote_chars = max_quote_chars
+        self.min_score = min_score  # below it (or nobody allowed) the writer declines; None: never
+        # decline when someone else's sentence is closer by more than this; None: never
+        self.max_gap = max_gap
+        self.margin = margin  # further quotes score within this of the best
+        self.people = people  # enforce "who": a named person's question is answered by their posts
+        # trust in the retriever's order: subtracted per rank from a sentence's score
+        self.rank_weight = rank_weight
+        self.when_bonus = when_bonus  # for when-questions, added to sentences that say when
+        self.select = (
+            check_linear(readable_model(select), SENTENCE_FEATURES, "answer.select")
+            if select is not None
+            else None
+        )
+        self.decline_model = (
+            check_linear(
+                readable_model(decline), QUERY_FEATURES, "answer.decline", extra=("threshold",)
+            )
+            if decline is not None
+            else None
+        )
+        self.max_list = max_list  # posts quoted when the question asks for several
+        # a longer quoted sentence is cut to the clause that answers; None: never
+        self.max_words = max_words
+        # decline when this share of the question's terms is in none of the items
+        self.max_missing = max_missing
+        self.unsure_below = unsure_below  # a question about no one: see selection.declines
+        self.encoder = None
+        self.line = None
+        # authors' names by their first word, lower case
+        self._by_first: dict[str, frozenset[str]] = {}
+        self._analyzer = Analyzer()
+
+    def params(self) -> dict:
+        return {
+            "type": self.type_name,
+            "max_sentences": self.max_sentences,
+            "max_items": self.max_items,
+            "max_quote_chars": self.max_quote_chars,
+            "min_score": self.min_score,
+            "max_gap": self.max_gap,
+            "margin": self.margin,
+            "people": self.people,
+            "rank_weight": self.rank_weight,
+            "when_bonus": self.when_bonus,
+            "select": self.select,
+            "decline": self.decline_model,
+            "max_list": self.max_list,
+            "max_words": self.max_words,
+            "max_missing": self.max_missing,
+            "unsure_below": self.unsure_below,
+            "sentences": self.sentences,
+            "in_post_max_chars": self.in_post_max_chars,
+        }
+
+    # -- set-up: the pipeline binds its encoder and shows it the events it indexes ---------
+    def bind(self, encoder, line=None) -> None:
+        """``line``: a post's text as the pipeline's dense retriever reads it (its chat line,
+        "Speaker: text"); its sentences' vectors come from the run of the model that encodes
+        that line (``encode_in_context``), so a post costs one run, not one per sentence."""
+        self.encoder = encoder
+        self.line = line
+
+    def _sentence_vectors(
+        self, posts: list[AnswerItem], parts: list[list[str]], store: bool | None = None
+    ) -> list[np.ndarray]:
+        """Each post's sentences' vectors. A short post's (a chat line's: up to
+        ``in_post_max_chars``) are read in the post, from the run of the model that
+        encodes its line (see ``bind``); a longer post's sentences are encoded on their
+        own: pooled over a passage, every sentence carries the passage's topic and they
+        all look alike (CAsT 2021's follow-ups, whose answers quote passages, lost 0.012
+        MRR@10 when they were read in their passage: eval/RESULTS.md)."""
+        out: list = [None] * len(posts)
+        short = [
+            i for i, p in enumerate(posts) if len(p.get("text") or "") <= self.in_post_max_chars
+        ]
+        if self.sentences == "in_post" and short and hasattr(self.encoder, "encode_in_context"):
+            lines = [
+                self.line(posts[i]) if self.line is not None else (posts[i].get("text") or "")
+                for i in short
+            ]
+            for i, v in zip(
+                short, self.encoder.encode_in_context(lines, [parts[i] for i in short], store=store)
+            ):
+                out[i] = v
+        rest = [i for i in range(len(posts)) if out[i] is None]
+        flat = [s for i in rest for s in parts[i]]
+        if flat:
+            vecs = encode_documents(self.encoder, flat) if store else self.encoder.encode(flat)
+            at = 0
+            for i in rest:
+                out[i] = vecs[at : at + len(parts[i])]
+                at += len(parts[i])
+        for i in rest:
+            if out[i] is None:
+                out[i] = np.zeros((0, self.encoder.dim), np.float32)
+        return out
+
+    def prepare(self, events, encode: bool = True) -> None:
+        """Learn the authors' names and (``encode``) encode the events' sentences into the
+        encoder's cache, so that answering reads vectors instead of running the model."""
+        rows = events.to_dicts() if hasattr(events, "to_dicts") else list(events)
+        for name in filter(None, map(speaker, rows)):
+            key = name.split()[0].casefold()
+            # a new set, never one changed in place: readers may hold it
+            if name not in self._by_first.get(key, ()):
+                self._by_first[key] = self._by_first.get(key, frozenset()) | {name}
+        if encode:
+            self.encode_sentences(rows)
+
+    def encode_sentences(self, events) -> None:
+        """Encode the events' sentences into the encoder's cache (nothing else changes)."""
+        if self.encoder is None:
+            return
+        rows = events.to_dicts() if hasattr(events, "to_dicts") else list(events)
+        parts = [sentences(r.get("text")) for r in rows]
+        keep = [i for i, ps in enumerate(parts) if ps]
+        if keep:
+            self._sentence_vectors([rows[i] for i in keep], [parts[i] for i in keep], store=True)
+
+    # -- writing --------------------------------------------------------------------------------
+    def answer(self, query: str, items: list[AnswerItem], summary: bool = True) -> str:
+        return self.write(query, items, summary).text
+
+    def write(
+        self,
+        query: str,
+        items: list[AnswerItem],
+        summary: bool = True,
+        authors=None,
+        reading=None,
+        listing: bool = False,
+        found: int | None = None,
+    ) -> Answer:
+        """``authors``: the names of the people who post where the question is asked (the
+        service passes those of the floors searched, so posts elsewhere change nothing);
+        None: every author ``prepare`` has seen. ``reading``: how the pipeline read the
+        question (memkit.conversation.Reading): its time window, what it carried;
+        ``listing``: the question asks what happened in its window, so the answer lists
+        the posts found there."""
+        if getattr(reading, "kind", None) == "unresolved":
+            return Answer(self.unresolved(query), declined=True)
+        if not items:
+            return Answer(self.fallback(query, window_text(reading)), declined=True)
+        written = (
+            self.window_summary(items, window_text(reading), found=found)
+            if listing
+            else self.summarize(query, items, authors)
+        )
+        if not summary:
+            # the account of what was found, but the turn still knows what an answer would
+            # quote, so a follow-up reads the same whether the question before it asked for
+            # a summary or not
+            return Answer(self.account(query, items), quotes=written.quotes)
+        return written
+
+    def unresolved(self, query: str) -> str:
+        return unresolved_text(query)
+
+    def fallback(self, query: str, window: str | None = None) -> str:
+        return fallback_text(query, window)
+
+    def account(self, query: str, items: list[AnswerItem]) -> str:
+        return account_text(query, items)
+
+    def decline(self, query: str, people: set[str], closest_by: str | None = None) -> str:
+        return decline_text(people, closest_by)
+
+    def named_people(self, query: str, items: list[AnswerItem], authors=None) -> set[str]:
+        """Known authors (``authors``, else every one ``prepare`` saw) the question names,
+        looked up by the question's words (so the cost does not grow with the number of
+        authors)."""
+        by_first = dict(self._by_first) if authors is None else {}
+        for n in [*(authors or ()), *filter(None, map(speaker, items))]:
+            key = n.split()[0].casefold()
+            by_first[key] = by_first.get(key, frozenset()) | {n}
+        names = {n for w in set(re.findall(r"\w+", query.casefold())) for n in by_first.get(w, ())}
+        return {n for n in names if re.search(rf"\b{re.escape(n)}\b", query, re.IGNORECASE)}
+
+    def score(
+        self, query: str, candidates: list[str], posts: list[AnswerItem] | None = None
+    ) -> np.ndarray:
+        """Similarity of each sentence to the question: cosine with the encoder (each
+        sentence read in its post, ``posts[i]``, where given), else the share of the
+        question's terms the sentence contains."""
+        if self.encoder is not None:
+            q = self.encoder.encode([query])[0]
+            if posts is None:
+                return self.encoder.encode(candidates) @ q if candidates else np.zeros(0)
+            # Both callers list a post's sentences together: one group of sentences a post.
+            groups = [
+                (post, [s for s, _ in run])
+                for post, run in groupby(zip(candidates, posts), key=lambda c: c[1])
+            ]
+            vecs = self._sentence_vectors([g[0] for g in groups], [g[1] for g in groups])
+            return np.concatenate([v @ q for v in vecs]) if vecs else np.zeros(0)
+        terms = set(self._analyzer(query))
+        return np.array(
+            [len(terms & set(self._analyzer(s))) / max(len(terms), 1) for s in candidates]
+        )
+
+    def summarize(self, query: str, items: list[AnswerItem], authors=None) -> Answer:
+        """The answer from the sentences of the top items (with the models, else by the
+        first writer's rules: memkit.answer.rules)."""
+        if self.select is None:
+            return summarize_by_rules(self, query, items, authors)
+        cands = self.candidates(query, items, authors)
+        quotable = np.flatnonzero(cands.quotable) if cands is not None else []
+        if not len(quotable):
+            return Answer(self.decline(query, cands.people if cands else set()), declined=True)
+        scores = selection.selection_scores(self.select, cands)
+        best = selection.best_candidate(cands, quotable, scores)
+        strength = float(cands.sims[best])
+        if self.declines(cands, scores, items):
+            rival = [i for i in quotable if not cands.about[i]]
+            by = (
+                speaker(cands.item[max(rival, key=lambda i: scores[i])])
+                if rival and cands.people
+                else None
+            )
+            return Answer(self.decline(query, cands.people, by), declined=True, strength=strength)
+        chosen = selection.chosen(cands, quotable, scores, query, self.max_list)
+        return self.compose(
+            query,
+            [(cands.sentence[i], cands.item[i], float(cands.sims[i])) for i in chosen],
+            strength=strength,
+        )
+
+    def declines(self, cands: Candidates, scores: np.ndarray, items: list[AnswerItem]) -> bool:
+        """Whether memory holds nothing that answers the question (selection.declines)."""
+        return selection.declines(
+            cands,
+            scores,
+            items,
+            decline_model=self.decline_model,
+            max_missing=self.max_missing,
+            unsure_below=self.unsure_below,
+            max_items=self.max_items,
+            analyzer=self._analyzer,
+        )
+
+    # -- what the models read (memkit.answer.features) -------------------------------------
+    def candidates(self, query: str, items: list[AnswerItem], authors=None) -> Candidates | None:
+        """Every sentence of the top ``max_items`` items with its SENTENCE_FEATURES."""
+        top = items[: self.max_items]
+        rows = [
+            (rank, item, s) for rank, item in enumerate(top) for s in sentences(item.get("text"))
+        ]
+        if not rows:
+            return None
+        people = self.named_people(query, items, authors) if self.people else set()
+        known = self._known_names(items, authors)
+        sims = np.asarray(
+            self.score(query, [r[2] for r in rows], [r[1] for r in rows]), dtype=float
+        )
+        return features.sentence_features(query, rows, sims, people, known, self._analyzer)
+
+    def query_features(self, c: Candidates, scores: np.ndarray) -> np.ndarray:
+        """QUERY_FEATURES of one question from its candidates and their selection scores."""
+        return features.query_features(c, scores, self.max_items, self._analyzer)
+
+    def _known_names(self, items: list[AnswerItem], authors=None) -> set[str]:
+        names = (
+            {n for group in self._by_first.values() for n in group}
+            if authors is None
+            else set(authors)
+        )
+        return names | set(filter(None, map(speaker, items)))

@@ -1,0 +1,148 @@
+"""The LLM writer: an OpenAI-compatible chat-completions endpoint writes the answer.
+
+It sends the question and the numbered items, with their dates and authors, asks the
+model to cite the items it uses as [n] (those are its ``quoted`` ids) and falls back to
+the extractive writer on any failure (timeout, HTTP error, malformed reply). Configure
+with ``[answer] type = "llm"``, ``url``, ``model`` and ``api_key_env`` (the name of the
+environment variable holding the key).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import urllib.error
+import urllib.request
+
+from memkit.answer.base import DECLINE, Answer, AnswerItem, day_of, speaker
+from memkit.answer.extractive import ExtractiveAnswerer
+from memkit.errors import ValidationError
+
+log = logging.getLogger(__name__)
+
+
+class LLMAnswerer:
+    """An OpenAI-compatible chat-completions endpoint writes the answer from the items;
+    any failure falls back to the extractive writer (logged, never raised)."""
+
+    type_name = "llm"
+
+    def __init__(
+        self,
+        url: str,
+        model: str,
+        api_key_env: str | None = None,
+        timeout: float = 10.0,
+        max_items: int = 8,
+        temperature: float = 0.0,
+        fallback: dict | None = None,
+    ):
+        if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+            raise ValidationError(
+                "answer.url", f"expected an http(s) URL of a chat-completions endpoint, got {url!r}"
+            )
+        self.url, self.model, self.api_key_env = url, model, api_key_env
+        self.timeout, self.max_items, self.temperature = float(timeout), max_items, temperature
+        self.extractive = ExtractiveAnswerer(**(fallback or {}))
+
+    def params(self) -> dict:
+        return {
+            "type": self.type_name,
+            "url": self.url,
+            "model": self.model,
+            "api_key_env": self.api_key_env,
+            "timeout": self.timeout,
+            "max_items": self.max_items,
+            "fallback": self.extractive.params(),
+        }
+
+    def bind(self, encoder, line=None) -> None:
+        self.extractive.bind(encoder, line)
+
+    def prepare(self, events, encode: bool = True) -> None:
+        self.extractive.prepare(events, encode)
+
+    def encode_sentences(self, events) -> None:
+        self.extractive.encode_sentences(events)
+
+    def answer(self, query: str, items: list[AnswerItem], summary: bool = True) -> str:
+        return self.write(query, items, summary).text
+
+    def messages(self, query: str, items: list[AnswerItem]) -> list[dict]:
+        lines = []
+        for n, item in enumerate(items[: self.max_items], 1):
+            meta = ", ".join(
+                p
+                for p in (
+                    speaker(item),
+                    day_of(item.get("created_at")),
+                    f"in {item['block_title']}" if item.get("block_title") else None,
+                )
+                if p
+            )
+            lines.append(f"[{n}] ({meta}) {item.get('text') or ''}")
+        system = (
+            "You answer questions about a person's memory using only the numbered posts "
+            'given. Say who wrote what and when; resolve relative times ("yesterday") '
+            "against the post's date. If the posts do not answer the question, say: "
+            '"I have no information available on that." Otherwise answer in one or two '
+            "short sentences and cite the posts you use by number, as [1]."
+        )
+        return [
+            {"role": "system", "content": system},
+            {"role": "user", "content": "Posts:\n" + "\n".join(lines) + f"\n\nQuestion: {query}"},
+        ]
+
+    def write(
+        self,
+        query: str,
+        items: list[AnswerItem],
+        summary: bool = True,
+        authors=None,
+        reading=None,
+        listing: bool = False,
+        found: int | None = None,
+    ) -> Answer:
+        if not items or not summary or listing or getattr(reading, "kind", None) == "unresolved":
+            return self.extractive.write(query, items, summary, authors, reading, listing, found)
+        body = json.dumps(
+            {
+                "model": self.model,
+                "messages": self.messages(query, items),
+                "temperature": self.temperature,
+            }
+        ).encode()
+        headers = {"Content-Type": "application/json"}
+        key = os.environ.get(self.api_key_env) if self.api_key_env else None
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        try:
+            req = urllib.request.Request(self.url, data=body, headers=headers, method="POST")
+            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                reply = json.loads(resp.read().decode("utf-8"))
+            text = reply["choices"][0]["message"]["content"].strip()
+            if not text:
+                raise ValueError("empty answer")
+        except (OSError, urllib.error.URLError, ValueError, KeyError, IndexError, TypeError) as exc:
+            log.warning(
+                "LLM answer writer failed (%s: %s); using the extractive writer",
+                type(exc).__name__,
+                exc,
+            )
+            return self.extractive.write(query, items, summary, authors, reading, listing, found)
+        declined = DECLINE.lower() in text.lower()
+        shown = items[: self.max_items]
+        cited = dict.fromkeys(
+            int(n) for n in re.findall(r"\[(\d+)\]", text) if 1 <= int(n) <= len(shown)
+        )
+        quotes = (
+            []
+            if declined
+            else [
+                {"event_id": shown[n - 1].get("event_id"), "sentence": None, "score": None}
+                for n in cited
+            ]
+        )
+        return Answer(text, declined=declined, quotes=quotes, writer="llm")

@@ -1,0 +1,116 @@
+"""What a question asks for, and the patterns the writer reads questions and sentences with:
+its type (when, where, who, ...), whether it asks for several things, what a sentence holds
+that answers each type, first and second person, greetings, past forms of verbs."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from functools import lru_cache
+
+from memkit.text import Analyzer
+from memkit.timeref import read_span, resolve
+
+WHEN = re.compile(
+    r"\bwhen\b|\bwhat (?:date|day|year|month|time)\b|\bhow long ago\b"
+    r"|\bwhich (?:year|month|day)\b",
+    re.IGNORECASE,
+)
+TYPES = [  # first match wins
+    ("count", re.compile(r"\bhow (?:many|much|often)\b", re.I)),
+    ("duration", re.compile(r"\bhow long\b(?! ago)", re.I)),
+    ("when", WHEN),
+    ("where", re.compile(r"\bwhere\b", re.I)),
+    ("who", re.compile(r"\bwho(?:se|m)?\b", re.I)),
+    (
+        "yesno",
+        re.compile(
+            r"^\s*(?:would|is|are|does|do|did|was|were|has|have|can|could|will|should)\b", re.I
+        ),
+    ),
+]
+NUMBER = (
+    r"\b(?:\d+|one|two|three|four|five|six|seven|eight|nine|ten|once|twice|a few|several|couple)\b"
+)
+HOLDS = {  # what a sentence holds that answers each question type
+    "count": re.compile(NUMBER + r"|\btimes?\b|\bevery\b|\bdaily\b|\bweekly\b", re.I),
+    "duration": re.compile(NUMBER + r"\s*(?:years?|months?|weeks?|days?)|\bsince\b", re.I),
+    "where": re.compile(r"\b(?:in|at|to|from|near)\s+(?:the\s+)?[A-Z]"),
+}
+LIST = re.compile(
+    r"\b(?:what|which) (?:\w+ )?(?:activities|things|books|places|hobbies|kinds|types|events"
+    r"|ways|items|pets|sports"
+    r"|instruments|games|countries|cities|foods|states|songs|movies|artists|bands)\b"
+    r"|\bwhat (?:are|were|have|has) \w+(?:'s)? (?:\w+ )?\w+s\b|\bwhere has\b|\bwhat \w+ has\b"
+    r"|\bin what ways\b",
+    re.I,
+)
+FIRST_PERSON = re.compile(r"\b(?:i|i'm|i've|i'd|i'll|my|me|mine|we|our|us)\b", re.I)
+SECOND_PERSON = re.compile(r"\b(?:you|your|you're|you've|yours)\b", re.I)
+GREETING = frozenset(
+    Analyzer()(
+        "hey hi hello thanks thank wow congrats congratulations yeah yes no oh haha awesome "
+        "great cool sure totally glad good"
+    )
+)
+# A name spoken to ("Thanks, Caroline!"): format with name=re.escape(the name).
+VOCATIVE = (
+    r"(?:^|[.!?]\s+|\b(?:hey|hi|hello|thanks|thank you|congrats|congratulations|wow|yeah|yes"
+    r"|oh|aw+|sorry|so"
+    r"|and|but|haha|ha)\b,?\s*){name}\s*[,!.?]"
+)
+
+# The past forms of common irregular verbs, to their base: a question asks "when did they
+# drive there?" of a post saying "we drove".
+IRREGULAR = dict(
+    pair.split(":")
+    for pair in (
+        "drove:drive driven:drive went:go gone:go bought:buy ate:eat eaten:eat got:get "
+        "gotten:get came:come saw:see seen:see took:take taken:take made:make gave:give "
+        "given:give ran:run won:win lost:lose left:leave found:find told:tell said:say met:meet "
+        "sent:send broke:break broken:break fell:fall felt:feel flew:fly flown:fly rode:ride "
+        "wrote:write written:write sang:sing swam:swim began:begin brought:bring caught:catch "
+        "thought:think spent:spend paid:pay kept:keep held:hold sat:sit stood:stand heard:hear "
+        "knew:know known:know became:become sold:sell built:build chose:choose chosen:choose "
+        "drank:drink drunk:drink forgot:forget hid:hide hit:hit hurt:hurt lent:lend read:read "
+        "shook:shake slept:sleep spoke:speak stole:steal stolen:steal taught:teach "
+        "threw:throw wore:wear woke:wake"
+    ).split()
+)
+_IRREGULAR_RE = re.compile(r"\b(" + "|".join(IRREGULAR) + r")\b", re.IGNORECASE)
+
+# Words that say what kind of answer a question wants rather than what it is about.
+ANSWER_TYPE_TERMS = frozenset(
+    Analyzer()(
+        "cost costs price much many time times long often date day year month week "
+        "kind type sort happened happen"
+    )
+)
+
+
+def question_type(query: str) -> str:
+    """count, duration, when, where, who, yesno or what."""
+    return next((name for name, pattern in TYPES if pattern.search(query)), "what")
+
+
+def wants_list(query: str) -> bool:
+    """The question asks for several things ("What activities does Melanie do?")."""
+    return bool(LIST.search(query))
+
+
+def asks_when(query: str) -> bool:
+    """The question asks when (a when-question's answer leads with the date)."""
+    return bool(WHEN.search(query))
+
+
+@lru_cache(maxsize=65536)  # the same candidate sentences come back question after question
+def base_forms(text: str) -> str:
+    """The text with irregular past forms put in their base form ("drove" -> "drive")."""
+    return _IRREGULAR_RE.sub(lambda m: IRREGULAR[m.group(1).lower()], text)
+
+
+# A pure function of the sentence, asked for every candidate of every question.
+@lru_cache(maxsize=100_000)
+def says_when(sentence: str) -> bool:
+    """The sentence says when: a relative time ("yesterday") or a date written in it."""
+    return bool(resolve(sentence, datetime(2000, 1, 1))) or read_span(sentence) is not None

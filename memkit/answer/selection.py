@@ -1,0 +1,109 @@
+"""Choosing what to quote with the selection model, and deciding to decline.
+
+The selection model (``[answer.select]``) scores each candidate sentence from its
+SENTENCE_FEATURES; the best quotable one is quoted (one sentence a post; up to
+``max_list`` posts when the question asks for several). The decline decision reads the
+question's QUERY_FEATURES (memkit.answer.features) and the missing-terms guard.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from memkit.answer.base import AnswerItem, probability
+from memkit.answer.features import (
+    QUERY_FEATURES,
+    SENTENCE_FEATURES,
+    Candidates,
+    columns,
+    query_features,
+)
+from memkit.answer.questions import ANSWER_TYPE_TERMS, base_forms, wants_list
+from memkit.linear import linear_score
+from memkit.text import Analyzer
+
+# The missing-terms guard (max_missing) reads questions, not chat prefixes or passages: a
+# longer query (MADial-Bench's dialogues: 41 terms) always has terms no post holds.
+QUESTION_TERMS = 12
+
+
+def selection_scores(select: dict, cands: Candidates) -> np.ndarray:
+    """The selection model's score of every candidate sentence."""
+    return linear_score(select, columns(cands.x, select, SENTENCE_FEATURES))
+
+
+def best_candidate(cands: Candidates, quotable, scores: np.ndarray) -> int:
+    """The best-scored quotable sentence (the higher-ranked post on a tie)."""
+    return max(quotable, key=lambda i: (scores[i], -cands.rank[i]))
+
+
+def chosen(cands: Candidates, quotable, scores: np.ndarray, query: str, max_list: int) -> list[int]:
+    """The sentences quoted, best first: one, or up to ``max_list`` when the question asks
+    for several; never two of one post."""
+    out, posts = [], set()
+    for i in sorted(quotable, key=lambda i: (-scores[i], cands.rank[i])):
+        if len(out) >= (max_list if wants_list(query) else 1):
+            break
+        if cands.rank[i] not in posts:  # one sentence per post
+            out.append(i)
+            posts.add(cands.rank[i])
+    return out
+
+
+def declines(
+    cands: Candidates,
+    scores: np.ndarray,
+    items: list[AnswerItem],
+    *,
+    decline_model: dict | None,
+    max_missing: float | None,
+    unsure_below: float | None,
+    max_items: int,
+    analyzer: Analyzer,
+) -> bool:
+    """Whether memory holds nothing that answers the question.
+
+    A question about someone (it names one of the authors) is declined by the decline
+    model, trained on LoCoMo's questions about what the *other* person did (speaker
+    attribution is what tells them apart), or when ``max_missing`` of its terms are in
+    none of the items. A question about no one has no such evidence: measured on the
+    conversation suite, the model and the missing-terms guard declined answerable turns
+    about as often as unanswerable ones (eval/RESULTS.md), because people ask in other
+    words than they posted. So it is declined only when nothing found bears on it: none
+    of its content terms (less the words that say what kind of answer it wants: "how
+    much did it cost?" is answered by "£840") is in the items, and the first item's
+    probability of answering it is below ``unsure_below``."""
+    if not cands.people:
+        return (
+            unsure_below is not None
+            and content_missing(cands, analyzer)
+            and probability(items[0]) < unsure_below
+        )
+    if decline_model is None and max_missing is None:
+        return False
+    q = query_features(cands, scores, max_items, analyzer)
+    missing = (
+        max_missing is not None
+        and len(set(analyzer(cands.query))) <= QUESTION_TERMS
+        and q[QUERY_FEATURES.index("terms_missing")] >= max_missing
+    )
+    return missing or (
+        decline_model is not None
+        and float(
+            linear_score(decline_model, columns(q[None, :], decline_model, QUERY_FEATURES))[0]
+        )
+        > decline_model["threshold"]
+    )
+
+
+def content_missing(c: Candidates, analyzer: Analyzer) -> bool:
+    """None of the question's content terms (not names, not answer-type words) is in
+    its items; an irregular verb counts in any of its forms ("drive" finds "drove")."""
+    name_terms = {t for n in c.known for t in analyzer(n)}
+    terms = set(analyzer(base_forms(c.query))) - name_terms - ANSWER_TYPE_TERMS
+    pool = {
+        t
+        for it in {id(i): i for i in c.item}.values()
+        for t in analyzer(base_forms(it.get("text") or ""))
+    }
+    return bool(terms) and not terms & pool
