@@ -484,6 +484,13 @@ def cmd_train_encoder(args) -> int:
     return 0
 
 
+def cmd_config_schema(args) -> int:
+    from memkit.config_model import schema_text
+
+    sys.stdout.write(schema_text())
+    return 0
+
+
 def main(argv=None) -> int:
     from memkit.errors import MemkitError
 
@@ -582,6 +589,12 @@ def main(argv=None) -> int:
         help="PyTorch threads while training (1 is faster on busy shared cores)",
     )
     p.set_defaults(func=cmd_train_encoder)
+
+    p = sub.add_parser(
+        "config-schema",
+        help="print the JSON schema of a config file (memkit/configs/schema.json)",
+    )
+    p.set_defaults(func=cmd_config_schema)
 
     for command in entry_points(
         group="memkit.commands"
