@@ -16,7 +16,7 @@ still checked where the object is built. ``memkit config-schema`` prints the JSO
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal, Union, get_args
 
 from pydantic import (
     BaseModel,
@@ -400,7 +400,7 @@ def _explain(error: dict, config: Any) -> tuple[str, str]:
     shown = f", got {got!r}"
     messages = {
         "missing": "required",
-        "extra_forbidden": "unknown setting",
+        "extra_forbidden": _unknown(tuple(error["loc"][:-1])),
         "int_type": "expected an integer" + shown,
         "int_from_float": "expected an integer" + shown,
         "float_type": "expected a number" + shown,
@@ -427,6 +427,35 @@ def _explain(error: dict, config: Any) -> tuple[str, str]:
     elif message.startswith("String should match pattern "):
         message = "expected a string matching " + message[len("String should match pattern ") :]
     return field, message + shown
+
+
+def _models(annotation: Any) -> list[type[BaseModel]]:
+    """The tables an annotation can hold (through Optional, unions, lists, Annotated)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [m for arg in get_args(annotation) for m in _models(arg)]
+
+
+def _unknown(loc: tuple) -> str:
+    """The message for an unknown key in the table at ``loc``: the keys it knows."""
+    tables: list[type[BaseModel]] = [Config]
+    for key in loc:
+        if isinstance(key, int):
+            continue
+        fields = [t.model_fields[key] for t in tables if key in t.model_fields]
+        if fields:
+            tables = [m for f in fields for m in _models(f.annotation)]
+        else:  # a union's tag: the member whose type is it
+            tables = [t for t in tables if _tag(t) == key] or tables
+    if len(tables) != 1:
+        return "unknown setting"
+    return f"unknown setting (expected one of {', '.join(tables[0].model_fields)})"
+
+
+def _tag(table: type[BaseModel]) -> Any:
+    field = table.model_fields.get("type")
+    args = get_args(field.annotation) if field is not None else ()
+    return args[0] if args else None
 
 
 def config_schema() -> dict:

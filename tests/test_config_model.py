@@ -80,7 +80,7 @@ def test_a_misspelt_key_in_a_nested_retriever_names_its_toml_path(tmp_path):
         '[[retriever.first.retrievers]]\ntype = "dense"\ndoc_templte = "{line}"\n',
     )
     assert err.field == "retriever.first.retrievers.1.doc_templte"
-    assert err.message.startswith("unknown setting")
+    assert err.message.startswith("unknown setting (expected one of type, encoder, doc_template,")
 
 
 @pytest.mark.parametrize(
