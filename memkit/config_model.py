@@ -361,12 +361,23 @@ class Config(Table):
 # -- errors ---------------------------------------------------------------------------------
 def validate_config(config: Any) -> Config:
     """The config as a ``Config``, or a memkit ValidationError naming the first problem's
-    TOML path."""
+    TOML path. A contextualizer of a type registered at run time (added to
+    ``memkit.conversation.CONTEXTUALIZERS``) is its own class's to check: left out here."""
     try:
-        return Config.model_validate(config)
+        return Config.model_validate(_known_part(config))
     except PydanticError as exc:
         field, message = _explain(exc.errors()[0], config)
         raise ValidationError(field, message) from None
+
+
+def _known_part(config: Any) -> Any:
+    from memkit.conversation import CONTEXTUALIZERS
+
+    spec = config.get("contextualizer") if isinstance(config, dict) else None
+    kind = spec.get("type") if isinstance(spec, dict) else None
+    if kind in CONTEXTUALIZERS and kind not in ("none", "carry", "topic"):
+        return {k: v for k, v in config.items() if k != "contextualizer"}
+    return config
 
 
 def _path(loc: tuple, data: Any) -> list[str]:

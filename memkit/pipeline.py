@@ -71,7 +71,6 @@ from memkit.calibration import Calibration
 from memkit.config import CONFIG_DIR, load_config
 from memkit.config_model import validate_config
 from memkit.conversation import (
-    CONTEXTUALIZERS,
     ConversationStore,
     Reading,
     Turn,
@@ -229,7 +228,7 @@ class Pipeline:
         if not isinstance(config, dict):
             config = load_config(config)  # checked there
         else:  # a dict may be one a caller wrote or changed: every section, with its TOML path
-            validate_config(_checked_part(config))
+            validate_config(config)
         relevance = config.get("relevance", {})
         bounds = {
             key: None if relevance.get(key) is None else float(relevance[key])
@@ -750,19 +749,6 @@ def _only(frame: pl.DataFrame, event_ids) -> pl.DataFrame:
 
 def _representation(spec: dict | None) -> Representation | None:
     return None if spec is None else Representation(**spec)  # keys checked by the model
-
-
-BUILT_IN_CONTEXTUALIZERS = ("none", "carry", "topic")  # the types memkit.config_model knows
-
-
-def _checked_part(config: dict) -> dict:
-    """What the config model checks: all of it but a contextualizer of a type registered
-    at run time (``conversation.CONTEXTUALIZERS``), which its own class checks."""
-    spec = config.get("contextualizer")
-    kind = spec.get("type") if isinstance(spec, dict) else None
-    if kind in CONTEXTUALIZERS and kind not in BUILT_IN_CONTEXTUALIZERS:
-        return {k: v for k, v in config.items() if k != "contextualizer"}
-    return config
 
 
 def _dense_parts(r: Retriever) -> list[DenseRetriever | PgVectorRetriever]:

@@ -128,3 +128,18 @@ def test_bad_configs_name_the_toml_path(config, field):
     with pytest.raises(ValidationError) as err:  # a dict given to the pipeline: the same check
         Pipeline.from_config(config)
     assert err.value.field == field
+
+
+def test_a_contextualizer_registered_at_run_time_is_left_to_its_class(tmp_path, monkeypatch):
+    from memkit.conversation import CONTEXTUALIZERS, NoContext
+
+    class Echo(NoContext):
+        type_name = "echo"
+
+    (tmp_path / "echo.toml").write_text(
+        '[retriever]\ntype = "bm25"\n[contextualizer]\ntype = "echo"\n'
+    )
+    with pytest.raises(ValidationError, match="contextualizer.type"):
+        load_config(tmp_path / "echo.toml")
+    monkeypatch.setitem(CONTEXTUALIZERS, "echo", Echo)
+    assert isinstance(Pipeline.from_config(tmp_path / "echo.toml").contextualizer, Echo)
