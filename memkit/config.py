@@ -12,6 +12,7 @@ import tomllib
 from importlib import resources
 from pathlib import Path
 
+from memkit.config_model import validate_config
 from memkit.errors import ValidationError
 from memkit.retrievers import Retriever, build
 
@@ -21,6 +22,9 @@ CONFIG_DIR = Path(str(resources.files("memkit") / "configs"))
 
 
 def load_config(path: str | Path) -> dict:
+    """The config at ``path`` as a plain dict, its values as written, with ``from = "..."``
+    tables merged in and ``name`` defaulting to the file's stem; checked against
+    ``memkit.config_model.Config`` (a ValidationError names the TOML path of a problem)."""
     path = Path(path)
     try:
         config = tomllib.loads(path.read_text())
@@ -28,8 +32,6 @@ def load_config(path: str | Path) -> dict:
         raise ValidationError("config", f"no such file: {path}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ValidationError("config", f"{path}: {exc}") from None
-    if "retriever" not in config:
-        raise ValidationError("config", f"{path}: needs a [retriever] table")
     for section, table in list(config.items()):
         if (
             isinstance(table, dict) and "from" in table
@@ -44,6 +46,10 @@ def load_config(path: str | Path) -> dict:
                 raise ValidationError(f"{section}.from", f"{source} has no [{section}] table")
             config[section] = {**base, **{k: v for k, v in table.items() if k != "from"}}
     config.setdefault("name", path.stem)
+    try:
+        validate_config(config)  # every table, once: errors name the TOML path
+    except ValidationError as exc:
+        raise ValidationError(exc.field, f"{exc.message} (in {path})") from None
     return config
 
 

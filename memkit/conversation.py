@@ -84,7 +84,8 @@ class Reading:
 
     query: str  # as asked
     variants: list[tuple[str, float]]
-    kind: str = "alone"  # alone, new, follow-up, return; unresolved: a bare follow-up with nothing before it
+    # alone, new, follow-up, return; unresolved: a bare follow-up with nothing before it
+    kind: str = "alone"
     topic: int = 0
     words: list[str] = field(default_factory=list)  # carried words
     posts: list[str] = field(default_factory=list)  # posts carried: what the previous answer quoted
@@ -142,7 +143,8 @@ _WORD = re.compile(r"[^\W_][\w'-]*")
 # Words that make a question lean on what came before ("how deadly is it?", "what about
 # the cost?", "and in winter?").
 CUES = frozenset(
-    "it its it's they them their theirs this that these those he him his she her hers there then such "
+    "it its it's they them their theirs this that these those he him his she her hers "
+    "there then such "
     "same other another one ones former latter also too else".split()
 )
 CUE_PHRASES = ("what about", "how about", "and ", "what else", "tell me more", "more about")
@@ -150,7 +152,8 @@ CUE_PHRASES = ("what about", "how about", "and ", "what else", "tell me more", "
 FILLER = frozenset(
     "what when where who whom whose which why how did does do was were is are anything something "
     "happened happen happening going tell know say said post posted mention mentioned talk talked "
-    "much many write wrote get got thing things stuff people anyone someone go goes went gone come came "
+    "much many write wrote get got thing things stuff people anyone someone go goes went gone "
+    "come came "
     "make made take took give gave put different question another okay anyway also now".split()
 )
 
@@ -311,7 +314,8 @@ class TopicContext:
         _check(weight, 1, idle_minutes)
         _check(bare_weight, 1, idle_minutes, "contextualizer.bare_weight")
         _check(repeat_weight, 1, idle_minutes, "contextualizer.repeat_weight")
-        self.repeat_weight = repeat_weight  # a follow-up asking something new: the last answer's posts' scores times this
+        # a follow-up asking something new: the last answer's posts' scores times this
+        self.repeat_weight = repeat_weight
         if isinstance(answer_words, bool) or not isinstance(answer_words, int) or answer_words < 0:
             raise ValidationError(
                 "contextualizer.answer_words",
@@ -439,7 +443,8 @@ class TopicContext:
 
 
 _WHAT_HAPPENED = re.compile(
-    r"^\W*(?:and\s+)?(?:anything|any news|news)\b|\bwhat(?:'s| was| were| is| are)?\b.*\b(?:happen\w*|going on|up to|doing|"
+    r"^\W*(?:and\s+)?(?:anything|any news|news)\b|"
+    r"\bwhat(?:'s| was| were| is| are)?\b.*\b(?:happen\w*|going on|up to|doing|"
     r"new|news|post\w*|writ\w+|wrote|talk\w* about|say|said|share\w*)\b",
     re.IGNORECASE,
 )
@@ -520,6 +525,8 @@ CONTEXTUALIZERS = {"none": NoContext, "carry": CarryContext, "topic": TopicConte
 
 
 def build_contextualizer(spec: dict | None):
+    """From a ``[contextualizer]`` table, checked by memkit.config_model (the type and keys
+    of a built-in one; a type registered in CONTEXTUALIZERS at run time is checked here)."""
     spec = dict(spec or {"type": "none"})
     kind = spec.pop("type", "none")
     if kind not in CONTEXTUALIZERS:

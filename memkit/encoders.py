@@ -103,11 +103,12 @@ class MiniLMEncoder:
 
     A call with a few texts (at most ``SHORT``: a query) is run by ONNX Runtime on one
     thread (:class:`OnnxMiniLMEncoder`'s float32 graph of the same model, exported on
-    first use: the same arithmetic, so the same vectors up to float rounding). PyTorch's per-operator overhead and its thread
-    pool dominate so small an input: one query took 17 ms in PyTorch on one thread, 9 ms in
-    ONNX Runtime, and 190 ms in PyTorch on two threads while other processes kept the two
-    cores busy (a thread pool waits for its slowest thread). Batches stay with PyTorch, which
-    is as fast as ONNX Runtime there (eval/RESULTS.md)."""
+    first use: the same arithmetic, so the same vectors up to float rounding). PyTorch's
+    per-operator overhead and its thread pool dominate so small an input: one query took
+    17 ms in PyTorch on one thread, 9 ms in ONNX Runtime, and 190 ms in PyTorch on two
+    threads while other processes kept the two cores busy (a thread pool waits for its
+    slowest thread). Batches stay with PyTorch, which is as fast as ONNX Runtime there
+    (eval/RESULTS.md)."""
 
     name = MINILM
     dim = 384
@@ -464,7 +465,8 @@ class EmbeddingCache:
         with self._conn() as c:
             c.execute("CREATE TABLE IF NOT EXISTS emb (key TEXT PRIMARY KEY, vec BLOB NOT NULL)")
             c.execute(
-                "CREATE TABLE IF NOT EXISTS emb_ns (key TEXT NOT NULL, ns TEXT NOT NULL, PRIMARY KEY (key, ns)) "
+                "CREATE TABLE IF NOT EXISTS emb_ns "
+                "(key TEXT NOT NULL, ns TEXT NOT NULL, PRIMARY KEY (key, ns)) "
                 "WITHOUT ROWID"
             )
 
@@ -493,7 +495,8 @@ class EmbeddingCache:
         # plain ``key IN (SELECT key FROM emb_ns WHERE ns IN ...)`` scanned the whole table
         # on every call (7 ms a lookup with 115,000 rows, several lookups a query).
         where = (
-            f" AND EXISTS (SELECT 1 FROM emb_ns n WHERE n.key = emb.key AND n.ns IN ({','.join('?' * len(spaces))}))"
+            " AND EXISTS (SELECT 1 FROM emb_ns n WHERE n.key = emb.key "
+            f"AND n.ns IN ({','.join('?' * len(spaces))}))"
             if within is not None
             else ""
         )
@@ -655,7 +658,8 @@ class CachedEncoder:
             )  # whatever is stored is now found for this namespace too
         missing = list(dict.fromkeys(k for k in keys if k not in found))
         # Queries (a private scope; unscoped, texts one or two at a time): memory only.
-        # Anything recorded for a namespace (documents) or stored on purpose goes to disk, however few.
+        # Anything recorded for a namespace (documents) or stored on purpose goes to disk,
+        # however few.
         memory_only = scope.private or (
             not store and scope.writes is None and len(keys) < self.store_below
         )

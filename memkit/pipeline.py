@@ -69,6 +69,7 @@ import polars as pl
 from memkit.answer import Answer, build_answerer
 from memkit.calibration import Calibration
 from memkit.config import CONFIG_DIR, load_config
+from memkit.config_model import validate_config
 from memkit.conversation import (
     ConversationStore,
     Reading,
@@ -78,7 +79,6 @@ from memkit.conversation import (
     confirms_topic,
     content_words,
 )
-from memkit.errors import ValidationError
 from memkit.items import Item, ItemSource, Posts
 from memkit.representation import Representation
 from memkit.retrievers import (
@@ -226,49 +226,15 @@ class Pipeline:
         if config is None:
             config = DEFAULT_CONFIG
         if not isinstance(config, dict):
-            config = load_config(config)
-        unknown = set(config) - {
-            "name",
-            "description",
-            "retriever",
-            "contextualizer",
-            "answer",
-            "relevance",
-            "representation",
-            "k",
-            "eval",
-            "encoder",
-            "calibration",
-            "time_windows",
+            config = load_config(config)  # checked there
+        else:  # a dict may be one a caller wrote or changed: every section, with its TOML path
+            validate_config(config)
+        relevance = config.get("relevance", {})
+        bounds = {
+            key: None if relevance.get(key) is None else float(relevance[key])
+            for key in ("min_similarity", "min_probability", "min_score", "sure_similarity")
         }
-        if unknown:
-            raise ValidationError(sorted(unknown)[0], "unknown configuration section")
-        relevance = dict(config.get("relevance", {}))
-        bounds = {}
-        for key, lo in (
-            ("min_similarity", -1),
-            ("min_probability", 0),
-            ("min_score", 0),
-            ("sure_similarity", -1),
-        ):
-            value = relevance.pop(key, None)
-            if value is not None and (
-                isinstance(value, bool)
-                or not isinstance(value, (int, float))
-                or not lo <= value <= 1
-            ):
-                raise ValidationError(
-                    f"relevance.{key}", f"expected a number in [{lo}, 1], got {value!r}"
-                )
-            bounds[key] = None if value is None else float(value)
-        if relevance:
-            raise ValidationError(
-                f"relevance.{sorted(relevance)[0]}",
-                "unknown setting (expected min_similarity, min_probability, min_score, sure_similarity)",
-            )
         windows = config.get("time_windows", True)
-        if not isinstance(windows, bool):
-            raise ValidationError("time_windows", f"expected true or false, got {windows!r}")
         return cls(
             retriever=build(config["retriever"]),
             contextualizer=build_contextualizer(config.get("contextualizer")),
@@ -782,15 +748,7 @@ def _only(frame: pl.DataFrame, event_ids) -> pl.DataFrame:
 
 
 def _representation(spec: dict | None) -> Representation | None:
-    if spec is None:
-        return None
-    unknown = set(spec) - {"before", "after", "max_session", "chat_types", "chat_max_chars"}
-    if unknown:
-        raise ValidationError(
-            f"representation.{sorted(unknown)[0]}",
-            "unknown setting (expected before, after, max_session, chat_types, chat_max_chars)",
-        )
-    return Representation(**spec)
+    return None if spec is None else Representation(**spec)  # keys checked by the model
 
 
 def _dense_parts(r: Retriever) -> list[DenseRetriever | PgVectorRetriever]:

@@ -141,7 +141,10 @@ def weekend_after(ref: date) -> Span:
 
 
 # -- resolving relative expressions ------------------------------------------------------------
-_NUM = r"(\d+|a couple of|couple of|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)"
+_NUM = (
+    r"(\d+|a couple of|couple of|an?|one|two|three|four|five|six|seven|eight|nine|ten|"
+    r"eleven|twelve)"
+)
 _WD = "(" + "|".join(WEEKDAYS) + r"|mon|tues?|wed|thu|thurs?|fri|sat|sun)\.?"
 _ABBREV = {
     "mon": 0,
@@ -231,7 +234,8 @@ _PAST = re.compile(
     re.IGNORECASE,
 )
 _FUTURE = re.compile(
-    r"\b(?:will|'ll|shall|going to|gonna|next|from|until|till|start|starts|opens?|see you|can't wait|"
+    r"\b(?:will|'ll|shall|going to|gonna|next|from|until|till|start|starts|opens?|see you|"
+    r"can't wait|"
     r"tomorrow|is on|are on|booked for|[a-z]{3,}ing)\b",
     re.IGNORECASE,
 )
@@ -309,9 +313,13 @@ def resolve(text: str, when: datetime | date, bare: bool = True) -> list[Mention
 
 # -- reading written dates ------------------------------------------------------------------------
 _MONTH = "(" + "|".join(MONTHS) + r"|jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec)\.?"
-_DATE = rf"(\d{{1,2}})(?:st|nd|rd|th)? {_MONTH},? (\d{{4}})|{_MONTH} (\d{{1,2}})(?:st|nd|rd|th)?,? (\d{{4}})"
+_DATE = (
+    rf"(\d{{1,2}})(?:st|nd|rd|th)? {_MONTH},? (\d{{4}})"
+    rf"|{_MONTH} (\d{{1,2}})(?:st|nd|rd|th)?,? (\d{{4}})"
+)
 _READ = re.compile(
-    rf"(?P<rel>(?:the )?(?:(?P<n>{_NUM}) )?(?P<unit>{'|'.join(WEEKDAYS)}|weekends?|week) (?P<dir>before|after|of) (?P<rd>{_DATE}))"
+    rf"(?P<rel>(?:the )?(?:(?P<n>{_NUM}) )?(?P<unit>{'|'.join(WEEKDAYS)}|weekends?|week) "
+    rf"(?P<dir>before|after|of) (?P<rd>{_DATE}))"
     rf"|(?P<full>{_DATE})"
     rf"|(?P<dm>(\d{{1,2}})(?:st|nd|rd|th)? {_MONTH})\b"
     rf"|(?P<my>{_MONTH},? (\d{{4}}))"
@@ -422,7 +430,8 @@ class Window:
 
 
 def _month_back(now: date, mo: int, strictly: bool) -> Span:
-    """The most recent month ``mo`` that has begun by ``now`` (``strictly``: before ``now``'s month)."""
+    """The most recent month ``mo`` that has begun by ``now`` (``strictly``: before
+    ``now``'s month)."""
     y = now.year if (mo < now.month or (mo == now.month and not strictly)) else now.year - 1
     return month(y, mo)
 
@@ -454,7 +463,8 @@ _PART = {
     "end of": (21, 31),
 }
 _HOLIDAY = (
-    r"(valentine'?s(?: day)?|christmas eve|christmas(?: day)?|boxing day|new year'?s eve|new year'?s(?: day)?"
+    r"(valentine'?s(?: day)?|christmas eve|christmas(?: day)?|boxing day|new year'?s eve|"
+    r"new year'?s(?: day)?"
     r"|halloween|easter(?: sunday| weekend)?|bonfire night)"
 )
 _Q_RULES: list[tuple[str, object]] = [
@@ -466,7 +476,8 @@ _Q_RULES: list[tuple[str, object]] = [
         lambda m, now: _part_back(now, _month_number(m[2]), m[3], week=_ORDINAL[m[1].lower()]),
     ),
     (
-        r"\b(?:in\s+|at\s+|by\s+)?(?:the\s+)?(early|mid|late|start of|beginning of|end of|middle of)[- ]?\s*"
+        r"\b(?:in\s+|at\s+|by\s+)?(?:the\s+)?"
+        r"(early|mid|late|start of|beginning of|end of|middle of)[- ]?\s*"
         + _Q_MONTH
         + r"(?:,?\s+((?:19|20)\d\d))?",
         lambda m, now: _part_back(now, _month_number(m[2]), m[3], part=m[1].lower()),

@@ -365,7 +365,7 @@ def test_supervised_stage_never_learns_from_the_held_out_dataset(tmp_path, monke
         ({"adapt": {"epoch": 1}}, "encoder.adapt.epoch"),
         ({"adapt": {"epochs": 0}}, "encoder.adapt.epochs"),
         ({"adapt": {"lr": "fast"}}, "encoder.adapt.lr"),
-        ({"adapt": {"kinds": ["gossip"]}}, "encoder.adapt.kinds"),
+        ({"adapt": {"kinds": ["gossip"]}}, "encoder.adapt.kinds.0"),
         ({"supervised": {"epochs": 1}}, "encoder.supervised.datasets"),
         ({"supervised": {"datasets": "locomo"}}, "encoder.supervised.datasets"),
         ({"model": ""}, "encoder.model"),

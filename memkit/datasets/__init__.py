@@ -39,7 +39,8 @@ def load_any(path: str | Path, split: str = "test") -> Dataset:
                 str(path),
                 None,
                 None,
-                "not a dataset: expected events.jsonl (memkit), corpus.jsonl (BEIR) or a LoCoMo .json",
+                "not a dataset: expected events.jsonl (memkit), corpus.jsonl (BEIR) "
+                "or a LoCoMo .json",
             )
         ]
     )

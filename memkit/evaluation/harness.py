@@ -151,8 +151,9 @@ def evaluate_pipeline(
     answers: bool | None = None,
 ) -> EvalResult:
     """Score a pipeline's rankings; with ``answers`` (default: when the dataset has gold
-    answers or conversation checks; ``False`` never) also write every query's answer and score it (memkit.evaluation.answers;
-    without gold answers only declines, evidence quoted and length can be scored)."""
+    answers or conversation checks; ``False`` never) also write every query's answer and
+    score it (memkit.evaluation.answers; without gold answers only declines, evidence quoted
+    and length can be scored)."""
     t = time.perf_counter()
     if fit:  # an [encoder] section never learns from the labels of the data set it is scored on
         pipeline.fit(dataset.events, hold_out=dataset.name)

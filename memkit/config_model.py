@@ -1,0 +1,481 @@
+"""The configuration as types: one pydantic model of a whole TOML config, checked once when
+it is loaded (``memkit.config.load_config``) or given to ``Pipeline.from_config``.
+
+Every table forbids keys it does not know, so a misspelt setting is an error naming its
+TOML path (``retriever.retrievers.1.k1: expected a number, got 'x'``) rather than a
+setting silently left at its default. Retriever specs are a union told apart by ``type``;
+a hybrid's ``retrievers`` and a learned ranker's ``first`` and ``extra`` are specs again.
+
+Validation only checks: callers keep the plain dict they had (its values as written), so
+what is built, scored and logged is what it was before. Settings whose meaning depends on
+what is built (a linear model's feature names, a learned ranker's fusion weights) are
+still checked where the object is built. ``memkit config-schema`` prints the JSON schema
+(``config_schema``); ``memkit/configs/schema.json`` is that output, kept in step by a test.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Literal, Union, get_args
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    StrictStr,
+    Tag,
+    ValidationInfo,
+    field_validator,
+)
+from pydantic import ValidationError as PydanticError
+
+from memkit.errors import ValidationError
+
+# Scalars as TOML writes them: no "1" for 1, no true for 1 (a float field takes an integer).
+Int = StrictInt
+Float = Annotated[StrictFloat, Field(allow_inf_nan=False)]
+Bool = StrictBool
+Str = StrictStr
+Fraction = Annotated[StrictFloat, Field(ge=0, le=1)]
+SqlName = Annotated[StrictStr, Field(pattern=r"^[a-z_][a-z0-9_]{0,50}$")]
+
+
+class Table(BaseModel):
+    """A TOML table: unknown keys are errors."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+# -- linear models (memkit/linear.py) -----------------------------------------------------
+class LinearModel(Table):
+    """A logistic regression on standardised features, as ``eval/train_*.py`` write it.
+    Feature names are checked against what the model reads when it is built."""
+
+    features: list[Str]
+    coef: list[Float]
+    intercept: Float
+    mean: list[Float]
+    scale: list[Annotated[StrictFloat, Field(gt=0, allow_inf_nan=False)]]
+
+    @field_validator("coef", "mean", "scale")
+    @classmethod
+    def _one_per_feature(cls, value: list, info: ValidationInfo) -> list:
+        features = info.data.get("features")
+        if features is not None and len(value) != len(features):
+            raise ValueError(
+                f"expected {len(features)} numbers (one per feature), got {len(value)}"
+            )
+        return value
+
+
+class DecisionModel(LinearModel):
+    """A linear model with a threshold on its probability (``[answer.decline]``)."""
+
+    threshold: Float
+
+
+# -- retrievers (memkit/retrievers) -------------------------------------------------------
+class _Sparse(Table):
+    stopwords: Str | list[Str] | None = "english"
+    stemmer: Str | None = "english"
+    doc_template: Str = "{text}"
+
+
+class TfidfSpec(_Sparse):
+    type: Literal["tfidf"]
+    sublinear_tf: Bool = False
+
+
+class BM25Spec(_Sparse):
+    type: Literal["bm25"]
+    k1: Float = 1.2
+    b: Float = 0.75
+
+
+class DenseSpec(Table):
+    type: Literal["dense"]
+    encoder: Str = "minilm"
+    doc_template: Str = "{text}"
+    exact_below: Int = 50_000
+    exact_share: Float = 0.05
+    oversample: Float = 3.0
+    connectivity: Int = 16
+    expansion_add: Int = 128
+    expansion_search: Int = 512
+    lines: Literal["whole", "mean"] = "whole"
+
+
+class HybridSpec(Table):
+    type: Literal["hybrid"]
+    retrievers: Annotated[list["RetrieverSpec"], Field(min_length=2)]
+    method: Literal["rrf", "convex"] = "convex"
+    weights: list[Float] | None = None
+    rrf_k: Int = 60
+    norm: Literal["minmax", "zscore", "none"] = "minmax"
+    depth: Int = 100
+
+    @field_validator("weights")
+    @classmethod
+    def _one_per_retriever(cls, value: list | None, info: ValidationInfo) -> list | None:
+        parts = info.data.get("retrievers")
+        if value is not None and parts is not None and len(value) != len(parts):
+            raise ValueError(f"expected {len(parts)} weights, got {len(value)}")
+        return value
+
+
+class LearnedSpec(Table):
+    type: Literal["learned"]
+    first: "RetrieverSpec"
+    extra: list["RetrieverSpec"] = []
+    candidates: Annotated[StrictInt, Field(ge=1)] = 100
+    model: LinearModel | None = None
+    passage_model: LinearModel | None = None
+
+    @field_validator("first")
+    @classmethod
+    def _hybrid(cls, value: Any) -> Any:
+        if not isinstance(value, HybridSpec):
+            raise ValueError('expected a hybrid retriever (type = "hybrid")')
+        return value
+
+    @field_validator("passage_model")
+    @classmethod
+    def _with_model(cls, value: Any, info: ValidationInfo) -> Any:
+        if value is not None and info.data.get("model") is None and "model" in info.data:
+            raise ValueError("needs a [retriever.model] for chat lines too")
+        return value
+
+
+class _Postgres(Table):
+    url: Str = "env:MEMKIT_DATABASE_URL"
+    table: SqlName | None = None
+    doc_template: Str = "{text}"
+
+
+class PgVectorSpec(_Postgres):
+    type: Literal["pgvector"]
+    encoder: Str = "minilm"
+    m: Int = 16
+    ef_construction: Int = 64
+    ef_search: Int = 100
+    iterative_scan: Literal["off", "relaxed_order", "strict_order"] = "relaxed_order"
+    max_scan_tuples: Int = 20_000
+    graph: Bool = True
+
+
+class PgTextSpec(_Postgres):
+    type: Literal["pgtext"]
+    config: SqlName = "english"
+    rank: Literal["ts_rank", "ts_rank_cd"] = "ts_rank"
+    normalization: Int = 1
+
+
+RetrieverSpec = Annotated[
+    Union[TfidfSpec, BM25Spec, DenseSpec, HybridSpec, LearnedSpec, PgVectorSpec, PgTextSpec],
+    Field(discriminator="type"),
+]
+HybridSpec.model_rebuild()
+LearnedSpec.model_rebuild()
+
+
+# -- follow-ups (memkit/conversation.py) --------------------------------------------------
+class NoContextSpec(Table):
+    type: Literal["none"] = "none"
+
+
+class CarrySpec(Table):
+    type: Literal["carry"]
+    weight: Fraction = 0.4
+    recent: Annotated[StrictInt, Field(ge=0)] = 1
+    first: Bool = True
+    short: Int = 3
+    detect: Bool = False
+    idle_minutes: Annotated[StrictFloat, Field(gt=0, allow_inf_nan=False)] = 30.0
+
+
+class TopicSpec(Table):
+    type: Literal["topic"]
+    weight: Fraction = 0.4
+    bare_weight: Fraction = 0.7
+    short: Int = 2
+    answer_words: Annotated[StrictInt, Field(ge=0)] = 8
+    window: Bool = True
+    idle_minutes: Annotated[StrictFloat, Field(gt=0, allow_inf_nan=False)] = 30.0
+    repeat_weight: Fraction = 1.0
+
+
+def _kind(default: str):
+    """The ``type`` of a table, ``default`` when it has none (as the builders read it)."""
+
+    def kind(value: Any) -> Any:
+        if isinstance(value, dict):
+            return value.get("type", default)
+        return getattr(value, "type", None)
+
+    return kind
+
+
+ContextualizerSpec = Annotated[
+    Union[
+        Annotated[NoContextSpec, Tag("none")],
+        Annotated[CarrySpec, Tag("carry")],
+        Annotated[TopicSpec, Tag("topic")],
+    ],
+    Discriminator(_kind("none")),
+]
+
+
+# -- the answer writer (memkit/answer.py) -------------------------------------------------
+class ExtractiveSettings(Table):
+    max_sentences: Int = 3
+    max_items: Int = 3
+    max_quote_chars: Int = 240
+    min_score: Float | None = None
+    max_gap: Float | None = None
+    margin: Float = 1.0
+    people: Bool = True
+    rank_weight: Float = 0.1
+    when_bonus: Float = 0.2
+    select: LinearModel | None = None
+    decline: DecisionModel | None = None
+    max_list: Int = 3
+    max_words: Int | None = 30
+    max_missing: Float | None = None
+    unsure_below: Float | None = None
+    sentences: Literal["in_post", "alone"] = "in_post"
+    in_post_max_chars: Annotated[StrictInt, Field(ge=1)] = 500
+
+
+class ExtractiveSpec(ExtractiveSettings):
+    type: Literal["extractive"] = "extractive"
+
+
+class LLMSpec(Table):
+    type: Literal["llm"]
+    url: Annotated[StrictStr, Field(pattern=r"^https?://")]
+    model: Str
+    api_key_env: Str | None = None
+    timeout: Float = 10.0
+    max_items: Int = 8
+    temperature: Float = 0.0
+    fallback: ExtractiveSettings | None = None
+
+
+AnswerSpec = Annotated[
+    Union[Annotated[ExtractiveSpec, Tag("extractive")], Annotated[LLMSpec, Tag("llm")]],
+    Discriminator(_kind("extractive")),
+]
+
+
+# -- the rest ------------------------------------------------------------------------------
+class RelevanceSpec(Table):
+    """When a ranking counts as having found nothing (memkit/pipeline.py)."""
+
+    min_similarity: Annotated[StrictFloat, Field(ge=-1, le=1)] | None = None
+    min_probability: Fraction | None = None
+    min_score: Fraction | None = None
+    sure_similarity: Annotated[StrictFloat, Field(ge=-1, le=1)] | None = None
+
+
+class RepresentationSpec(Table):
+    """Context fields for document templates (memkit/representation.py)."""
+
+    before: Annotated[StrictInt, Field(ge=0, le=5)] = 1
+    after: Annotated[StrictInt, Field(ge=0, le=5)] = 1
+    max_session: Annotated[StrictInt, Field(ge=1, le=10_000)] = 64
+    chat_types: list[Str] | None = None
+    chat_max_chars: Annotated[StrictInt, Field(ge=1)] = 500
+
+
+def _no_default(schema: dict) -> None:
+    schema.pop("default", None)
+
+
+SECTION_DEFAULT = Field(None, json_schema_extra=_no_default)  # the section's own default
+
+
+class TrainSpec(Table):
+    """How an encoder is trained (memkit.training.TrainSettings); unset: the section's
+    defaults (``SUPERVISED`` or ``ADAPT``)."""
+
+    epochs: Annotated[StrictInt, Field(ge=1, le=50)] = SECTION_DEFAULT
+    batch_size: Annotated[StrictInt, Field(ge=2, le=1024)] = SECTION_DEFAULT
+    lr: Annotated[StrictFloat, Field(gt=0, le=0.01)] = SECTION_DEFAULT
+    warmup: Annotated[StrictFloat, Field(ge=0, le=1)] = SECTION_DEFAULT
+    scale: Annotated[StrictFloat, Field(gt=0, le=100)] = SECTION_DEFAULT
+    max_pairs: Annotated[StrictInt, Field(ge=1, le=10_000_000)] = SECTION_DEFAULT
+    max_length: Annotated[StrictInt, Field(ge=8, le=512)] = SECTION_DEFAULT
+    seed: Annotated[StrictInt, Field(ge=0, le=2**31 - 1)] = SECTION_DEFAULT
+    symmetric: Bool = SECTION_DEFAULT
+
+
+class SupervisedSpec(TrainSpec):
+    datasets: Annotated[list[Annotated[StrictStr, Field(min_length=1)]], Field(min_length=1)]
+    doc_template: Str = "{line}"
+    query_field: Str = "text"
+    hard_negatives: Bool = False
+
+
+class AdaptSpec(TrainSpec):
+    kinds: Annotated[list[Literal["neighbour", "reply", "title"]], Field(min_length=1)] = [
+        "neighbour",
+        "reply",
+        "title",
+    ]
+
+
+class EncoderSpec(Table):
+    """The encoder of every dense part (memkit/training.py ``EncoderStage``)."""
+
+    model: Annotated[StrictStr, Field(min_length=1)] = "minilm"
+    supervised: SupervisedSpec | None = None
+    adapt: AdaptSpec | None = None
+
+
+class CalibrationSpec(Table):
+    a: Float = 1.0
+    b: Float = 0.0
+
+
+class Config(Table):
+    """A whole configuration file (after ``from = "..."`` tables are merged in)."""
+
+    name: Str | None = None
+    description: Str | None = None
+    retriever: RetrieverSpec
+    contextualizer: ContextualizerSpec | None = None
+    answer: AnswerSpec | None = None
+    relevance: RelevanceSpec | None = None
+    representation: RepresentationSpec | None = None
+    encoder: EncoderSpec | None = None
+    calibration: CalibrationSpec | None = None
+    k: Int = 10
+    time_windows: Bool = True
+    eval: dict[str, Any] | None = None
+
+
+# -- errors ---------------------------------------------------------------------------------
+def validate_config(config: Any) -> Config:
+    """The config as a ``Config``, or a memkit ValidationError naming the first problem's
+    TOML path. A contextualizer of a type registered at run time (added to
+    ``memkit.conversation.CONTEXTUALIZERS``) is its own class's to check: left out here."""
+    try:
+        return Config.model_validate(_known_part(config))
+    except PydanticError as exc:
+        field, message = _explain(exc.errors()[0], config)
+        raise ValidationError(field, message) from None
+
+
+def _known_part(config: Any) -> Any:
+    from memkit.conversation import CONTEXTUALIZERS
+
+    spec = config.get("contextualizer") if isinstance(config, dict) else None
+    kind = spec.get("type") if isinstance(spec, dict) else None
+    if kind in CONTEXTUALIZERS and kind not in ("none", "carry", "topic"):
+        return {k: v for k, v in config.items() if k != "contextualizer"}
+    return config
+
+
+def _path(loc: tuple, data: Any) -> list[str]:
+    """``loc`` as TOML keys: a union's tag (``"bm25"`` in ``("retriever", "bm25", "k1")``)
+    is pydantic's, not the file's, so it is left out."""
+    out = []
+    for i, key in enumerate(loc):
+        last = i == len(loc) - 1
+        if isinstance(data, dict) and isinstance(key, str):
+            if key in data:
+                data = data[key]
+            elif not last:
+                continue  # a tag (a missing key is only ever the last)
+            out.append(key)
+            continue
+        if isinstance(data, (list, tuple)) and isinstance(key, int) and key < len(data):
+            data = data[key]
+        out.append(str(key))
+    return out
+
+
+def _explain(error: dict, config: Any) -> tuple[str, str]:
+    path = _path(tuple(error["loc"]), config)
+    kind, got, ctx = error["type"], error.get("input"), error.get("ctx") or {}
+    if kind in ("union_tag_invalid", "union_tag_not_found"):
+        path.append("type")
+        if kind == "union_tag_not_found":
+            return ".".join(path), "required"
+        return ".".join(path), f"expected one of {ctx.get('expected_tags')}, got {ctx.get('tag')!r}"
+    field = ".".join(path) or "config"
+    shown = f", got {got!r}"
+    messages = {
+        "missing": "required",
+        "extra_forbidden": _unknown(tuple(error["loc"][:-1])),
+        "int_type": "expected an integer" + shown,
+        "int_from_float": "expected an integer" + shown,
+        "float_type": "expected a number" + shown,
+        "bool_type": "expected true or false" + shown,
+        "string_type": "expected a string" + shown,
+        "list_type": "expected a list" + shown,
+        "model_type": "expected a table" + shown,
+        "model_attributes_type": "expected a table" + shown,
+        "dict_type": "expected a table" + shown,
+        "finite_number": "expected a finite number" + shown,
+    }
+    if kind in messages:
+        return field, messages[kind]
+    if kind == "value_error":
+        return field, str(ctx.get("error", error["msg"]))
+    if kind == "string_too_short":
+        return field, f"expected a non-empty string{shown}"
+    if kind == "too_short":
+        n = len(got) if isinstance(got, (list, tuple)) else got
+        return field, f"expected at least {ctx.get('min_length')} item(s), got {n}"
+    message = error["msg"]
+    if message.startswith("Input should be "):
+        message = "expected " + message[len("Input should be ") :]
+    elif message.startswith("String should match pattern "):
+        message = "expected a string matching " + message[len("String should match pattern ") :]
+    return field, message + shown
+
+
+def _models(annotation: Any) -> list[type[BaseModel]]:
+    """The tables an annotation can hold (through Optional, unions, lists, Annotated)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [m for arg in get_args(annotation) for m in _models(arg)]
+
+
+def _unknown(loc: tuple) -> str:
+    """The message for an unknown key in the table at ``loc``: the keys it knows."""
+    tables: list[type[BaseModel]] = [Config]
+    for key in loc:
+        if isinstance(key, int):
+            continue
+        fields = [t.model_fields[key] for t in tables if key in t.model_fields]
+        if fields:
+            tables = [m for f in fields for m in _models(f.annotation)]
+        else:  # a union's tag: the member whose type is it
+            tables = [t for t in tables if _tag(t) == key] or tables
+    if len(tables) != 1:
+        return "unknown setting"
+    return f"unknown setting (expected one of {', '.join(tables[0].model_fields)})"
+
+
+def _tag(table: type[BaseModel]) -> Any:
+    field = table.model_fields.get("type")
+    args = get_args(field.annotation) if field is not None else ()
+    return args[0] if args else None
+
+
+def config_schema() -> dict:
+    """The JSON schema of a configuration file."""
+    schema = Config.model_json_schema()
+    schema["title"] = "memkit configuration"
+    return schema
+
+
+def schema_text() -> str:
+    """``config_schema`` as the committed file holds it."""
+    return json.dumps(config_schema(), indent=2, sort_keys=True) + "\n"
