@@ -30,6 +30,7 @@ import numpy as np
 import polars as pl
 
 from memkit.errors import ValidationError
+from memkit.retrievers.registry import build
 from memkit.tables import RUN_SCHEMA, UTC_US, parse_time
 
 NO_TIME = np.iinfo(np.int64).min  # created_at missing
@@ -456,8 +457,6 @@ class Retriever:
 
     @classmethod
     def load(cls, folder: str | Path) -> "Retriever":
-        from memkit.retrievers import build  # the registry lives there
-
         folder = Path(folder)
         spec = json.loads((folder / "retriever.json").read_text())
         obj = build(spec)

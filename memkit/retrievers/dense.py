@@ -23,6 +23,7 @@ from usearch.index import Index
 
 from memkit.encoders import Encoder, encode_documents, get_encoder
 from memkit.retrievers.base import Retriever, document_text, top_k
+from memkit.retrievers.registry import register
 
 LINES = (
     "whole",
@@ -30,6 +31,7 @@ LINES = (
 )  # how a document of several lines is encoded (DenseRetriever.document_vectors)
 
 
+@register
 class DenseRetriever(Retriever):
     match_type = "semantic"
     type_name = "dense"

@@ -23,6 +23,7 @@ import polars as pl
 
 from memkit.errors import ValidationError
 from memkit.retrievers.base import Catalog, Retriever, normalize_queries, query_filters
+from memkit.retrievers.registry import build, register
 from memkit.tables import RUN_SCHEMA
 
 
@@ -168,6 +169,7 @@ def _fuse(parts: list[pl.LazyFrame], top: int | None) -> pl.DataFrame:
     return _rank_and_cut(fused, top).collect()
 
 
+@register
 class HybridRetriever(Retriever):
     """Fuses the runs of several retrievers, each asked for ``depth`` candidates under the
     same filters (so the fused list is filtered before its top k, too)."""
@@ -185,8 +187,6 @@ class HybridRetriever(Retriever):
         depth: int = 100,
     ):
         super().__init__()
-        from memkit.retrievers import build
-
         self.retrievers = [build(r) if isinstance(r, dict) else r for r in retrievers]
         if len(self.retrievers) < 2:
             raise ValidationError("retrievers", "a hybrid needs at least two retrievers")

@@ -35,6 +35,8 @@ from memkit.errors import ValidationError
 from memkit.linear import check_linear, linear_score
 from memkit.retrievers.base import Retriever, normalize_queries, query_filters
 from memkit.retrievers.hybrid import HybridRetriever
+from memkit.retrievers.registry import build, register
+from memkit.retrievers.registry import load as load_any
 from memkit.tables import RUN_SCHEMA
 from memkit.timeref import dates_in
 
@@ -61,6 +63,7 @@ POST_SCHEMA = {
 }
 
 
+@register
 class LearnedRetriever(Retriever):
     type_name = "learned"
     match_type = "hybrid"
@@ -74,8 +77,6 @@ class LearnedRetriever(Retriever):
         passage_model: dict | None = None,
     ):
         super().__init__()
-        from memkit.retrievers import build
-
         self.first = build(first) if isinstance(first, dict) else first
         if not isinstance(self.first, HybridRetriever):
             raise ValidationError(
@@ -353,8 +354,6 @@ class LearnedRetriever(Retriever):
 
     @classmethod
     def load(cls, folder):
-        from memkit.retrievers import load as load_any
-
         folder = Path(folder)
         spec = json.loads((folder / "retriever.json").read_text())
         extra = sorted(folder.glob("extra*"), key=lambda p: int(p.name[5:]))

@@ -71,6 +71,7 @@ from memkit.retrievers.base import (
     checked_search,
     document_text,
 )
+from memkit.retrievers.registry import build, register
 from memkit.tables import RUN_SCHEMA
 
 if TYPE_CHECKING:
@@ -344,8 +345,6 @@ class PostgresRetriever(Retriever):
 
     @classmethod
     def load(cls, folder: str | Path) -> "PostgresRetriever":
-        from memkit.retrievers import build
-
         return build(json.loads((Path(folder) / "retriever.json").read_text()))
 
     def _reset(self) -> None:  # the data lives in the database; fit empties the table
@@ -368,6 +367,7 @@ def _vector_literal(v: np.ndarray) -> str:
     return "[" + ",".join(f"{x:.7g}" for x in v.tolist()) + "]"
 
 
+@register
 class PgVectorRetriever(PostgresRetriever):
     """Cosine similarity of sentence embeddings, searched by pgvector's HNSW index.
 
@@ -529,6 +529,7 @@ class PgVectorRetriever(PostgresRetriever):
         return np.array([found.get(e, -1.0) for e in event_ids], np.float32)
 
 
+@register
 class PgTextRetriever(PostgresRetriever):
     """PostgreSQL full-text search: any query term matches, ranked by ts_rank."""
 

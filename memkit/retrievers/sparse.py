@@ -29,6 +29,7 @@ import polars as pl
 import scipy.sparse as sp
 
 from memkit.retrievers.base import Retriever, document_text, top_k
+from memkit.retrievers.registry import register
 from memkit.text import Analyzer
 
 MAX_SEGMENTS = 8
@@ -271,6 +272,7 @@ class _SparseRetriever(Retriever):
         self._changed()
 
 
+@register
 class BM25Retriever(_SparseRetriever):
     """Okapi BM25 as Lucene scores it: idf ``ln(1 + (N - df + 0.5) / (df + 0.5))`` times
     ``tf / (tf + k1 * (1 - b + b * dl / avgdl))`` (no constant ``k1 + 1`` factor; the
@@ -306,6 +308,7 @@ class BM25Retriever(_SparseRetriever):
         return (idf * qtf)[which] * tf / (tf + norm)
 
 
+@register
 class TfidfRetriever(_SparseRetriever):
     """Cosine similarity of TF-IDF vectors, weighted exactly as scikit-learn's
     ``TfidfVectorizer`` (``smooth_idf=True``, ``norm="l2"``, optional ``sublinear_tf``).
