@@ -20,6 +20,7 @@ results, not even a score. The other filters narrow what is returned, not the st
 
 from __future__ import annotations
 
+import inspect
 import json
 from dataclasses import dataclass
 from datetime import datetime
@@ -29,6 +30,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 import polars as pl
 
+from memkit.encoders import Encoder
 from memkit.errors import ValidationError
 from memkit.retrievers.registry import build
 from memkit.tables import RUN_SCHEMA, UTC_US, parse_time
@@ -445,7 +447,12 @@ class Retriever:
         that concurrent searches only read."""
 
     def get_params(self) -> dict:
-        raise NotImplementedError
+        """The constructor's arguments, in the scikit-learn manner: every parameter of
+        ``__init__`` (of the class and its bases, in signature order) read back from the
+        attribute of the same name, so ``type(r)(**r.get_params())`` builds an equal one.
+        A retriever inside is given as its ``params()`` (a config dict), an encoder as its
+        name, so the result is plain JSON (what ``save`` writes to retriever.json)."""
+        return {name: _param_value(getattr(self, name)) for name in init_params(type(self))}
 
     def save(self, folder: str | Path) -> Path:
         folder = Path(folder)
@@ -500,6 +507,36 @@ class Retriever:
 
     def _load_state(self, folder: Path) -> None:
         raise NotImplementedError
+
+
+def init_params(cls: type) -> list[str]:
+    """The named parameters of ``cls.__init__``; a ``**kwargs`` passes on to the base
+    class's ``__init__``, whose parameters follow."""
+    names: list[str] = []
+    for klass in cls.__mro__:
+        init = klass.__dict__.get("__init__")
+        if init is None:
+            continue
+        more = False
+        for p in inspect.signature(init).parameters.values():
+            if p.kind is p.VAR_KEYWORD:
+                more = True
+            elif p.name != "self" and p.kind is not p.VAR_POSITIONAL and p.name not in names:
+                names.append(p.name)
+        if not more:
+            break
+    return names
+
+
+def _param_value(value: Any) -> Any:
+    """A parameter as config: a retriever as its config dict, an encoder as its name."""
+    if isinstance(value, Retriever):
+        return value.params()
+    if isinstance(value, (list, tuple)) and value and all(isinstance(v, Retriever) for v in value):
+        return [v.params() for v in value]
+    if isinstance(value, Encoder):
+        return value.name
+    return value
 
 
 def document_text(events: pl.DataFrame, template: str) -> list[str]:

@@ -65,18 +65,12 @@ class DenseRetriever(Retriever):
         self._reset()
 
     def get_params(self) -> dict:
-        enc = self.encoder if isinstance(self.encoder, str) else self.encoder.name
-        return {
-            "encoder": enc,
-            "doc_template": self.doc_template,
-            "exact_below": self.exact_below,
-            "exact_share": self.exact_share,
-            "oversample": self.oversample,
-            "connectivity": self.connectivity,
-            "expansion_add": self.expansion_add,
-            "expansion_search": self.expansion_search,
-            **({"lines": self.lines} if self.lines != "whole" else {}),
-        }
+        """The constructor's arguments; ``lines`` only when not the default, so a saved
+        retriever.json is the same as before ``lines`` existed."""
+        params = super().get_params()
+        if params["lines"] == "whole":
+            del params["lines"]
+        return params
 
     @property
     def _enc(self) -> Encoder:

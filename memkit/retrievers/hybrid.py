@@ -199,16 +199,6 @@ class HybridRetriever(Retriever):
         self.depth = depth
         _check_weights(self.retrievers, self.weights)
 
-    def get_params(self) -> dict:
-        return {
-            "method": self.method,
-            "weights": self.weights,
-            "rrf_k": self.rrf_k,
-            "norm": self.norm,
-            "depth": self.depth,
-            "retrievers": [r.params() for r in self.retrievers],
-        }
-
     def _reset(self) -> None:
         for r in self.retrievers:
             r._reset()

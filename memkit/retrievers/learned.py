@@ -111,15 +111,6 @@ class LearnedRetriever(Retriever):
             names += [f"part{i}", f"part{i}_r"]
         return names + POST_FEATURES
 
-    def get_params(self) -> dict:
-        return {
-            "candidates": self.candidates,
-            "first": self.first.params(),
-            "extra": [r.params() for r in self.extra],
-            "model": self.model,
-            "passage_model": self.passage_model,
-        }
-
     # -- the index: every retriever holds every event -------------------------------
     def _all(self) -> list[Retriever]:
         return [self.first, *self.extra]

@@ -194,8 +194,11 @@ class PostgresRetriever(Retriever):
         self._ready = False
 
     def get_params(self) -> dict:
-        url = self.url if self.url.startswith("env:") else _safe(self.url)
-        return {"url": url, "table": self.table, "doc_template": self.doc_template}
+        """The constructor's arguments, with any password in ``url`` hidden."""
+        params = super().get_params()
+        if not self.url.startswith("env:"):
+            params["url"] = _safe(self.url)
+        return params
 
     # -- connections and schema ----------------------------------------------------------
     def _pool(self) -> "ConnectionPool":
@@ -413,19 +416,6 @@ class PgVectorRetriever(PostgresRetriever):
             0  # searches the graph answered with fewer than k rows (for tests and monitoring)
         )
 
-    def get_params(self) -> dict:
-        enc = self.encoder if isinstance(self.encoder, str) else self.encoder.name
-        return {
-            **super().get_params(),
-            "encoder": enc,
-            "m": self.m,
-            "ef_construction": self.ef_construction,
-            "ef_search": self.ef_search,
-            "iterative_scan": self.iterative_scan,
-            "max_scan_tuples": self.max_scan_tuples,
-            "graph": self.graph,
-        }
-
     @property
     def _enc(self) -> Encoder:
         return get_encoder(self.encoder) if isinstance(self.encoder, str) else self.encoder
@@ -556,14 +546,6 @@ class PgTextRetriever(PostgresRetriever):
         self.config = config
         self.rank = rank
         self.normalization = int(normalization)
-
-    def get_params(self) -> dict:
-        return {
-            **super().get_params(),
-            "config": self.config,
-            "rank": self.rank,
-            "normalization": self.normalization,
-        }
 
     def _ddl(self) -> list[str]:
         t = self.table

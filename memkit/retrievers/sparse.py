@@ -292,15 +292,6 @@ class BM25Retriever(_SparseRetriever):
         self.b = b
         super().__init__(stopwords, stemmer, doc_template)
 
-    def get_params(self) -> dict:
-        return {
-            "k1": self.k1,
-            "b": self.b,
-            "stopwords": self.stopwords,
-            "stemmer": self.stemmer,
-            "doc_template": self.doc_template,
-        }
-
     def _contributions(self, terms, scope) -> np.ndarray:
         ids, qtf, pos, tf, which, df, n_docs, total_len = terms
         idf = np.log1p((n_docs - df + 0.5) / (df + 0.5))
@@ -332,14 +323,6 @@ class TfidfRetriever(_SparseRetriever):
         self._norms = None
         self._scoped = {}
         super().__init__(stopwords, stemmer, doc_template)
-
-    def get_params(self) -> dict:
-        return {
-            "sublinear_tf": self.sublinear_tf,
-            "stopwords": self.stopwords,
-            "stemmer": self.stemmer,
-            "doc_template": self.doc_template,
-        }
 
     def _changed(self) -> None:
         self._norms = None
