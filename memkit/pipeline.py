@@ -84,12 +84,12 @@ from memkit.representation import Representation
 from memkit.retrievers import (
     DenseRetriever,
     Filters,
-    HybridRetriever,
     LearnedRetriever,
     PgVectorRetriever,
     Retriever,
     build,
     convex,
+    walk,
 )
 from memkit.retrievers.base import normalize_queries, query_filters
 from memkit.tables import RUN_SCHEMA
@@ -190,7 +190,7 @@ class Pipeline:
         dense = _dense_part(retriever)
         if dense is not None and hasattr(self.answerer, "bind"):
             self.answerer.bind(
-                dense._enc, self._line
+                dense.text_encoder, self._line
             )  # sentence vectors from the same (cached) encoder
         self.min_similarity = min_similarity
         if (
@@ -311,7 +311,7 @@ class Pipeline:
             part.encoder = name
         dense = _dense_part(self.retriever)
         if dense is not None and hasattr(self.answerer, "bind"):
-            self.answerer.bind(dense._enc, self._line)
+            self.answerer.bind(dense.text_encoder, self._line)
         self.encoder_fixed = fixed
         return self
 
@@ -795,16 +795,10 @@ def _representation(spec: dict | None) -> Representation | None:
 
 def _dense_parts(r: Retriever) -> list[DenseRetriever | PgVectorRetriever]:
     """Every part that scores by an encoder's cosine similarity, in config order."""
-    if isinstance(r, (DenseRetriever, PgVectorRetriever)):
-        return [r]
-    if isinstance(r, HybridRetriever):
-        return [d for part in r.retrievers for d in _dense_parts(part)]
-    if isinstance(r, LearnedRetriever):
-        return [d for part in [r.first, *r.extra] for d in _dense_parts(part)]
-    return []
+    return [p for p in walk(r) if isinstance(p, (DenseRetriever, PgVectorRetriever))]
 
 
 def _dense_part(r: Retriever) -> DenseRetriever | PgVectorRetriever | None:
     """The first part that scores by the encoder's cosine similarity (``similarity`` and
-    ``_enc``): the relevance gate and the answerer use it."""
+    ``text_encoder``): the relevance gate and the answerer use it."""
     return next(iter(_dense_parts(r)), None)

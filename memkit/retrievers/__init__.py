@@ -7,7 +7,7 @@ BM25Retriever(k1=0.9, b=0.4, ...)
 
 from __future__ import annotations
 
-from memkit.retrievers.base import Filters, Retriever
+from memkit.retrievers.base import Filters, Retriever, walk
 from memkit.retrievers.dense import DenseRetriever
 from memkit.retrievers.hybrid import HybridRetriever, convex, rrf
 from memkit.retrievers.learned import LearnedRetriever
@@ -32,4 +32,5 @@ __all__ = [
     "load",
     "register",
     "rrf",
+    "walk",
 ]

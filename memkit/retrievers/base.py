@@ -25,7 +25,7 @@ import json
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 import polars as pl
@@ -435,6 +435,19 @@ class Retriever:
         )
         return make_run(frame["query_id"].to_list(), hits, self.catalog.event_ids, self.match_type)
 
+    def search_batch(
+        self, texts: list[str], k: int, masks: list[np.ndarray], scopes: list | None = None
+    ) -> list[tuple[np.ndarray, np.ndarray]]:
+        """The raw candidates of a leaf retriever: per query, the catalog positions
+        (best first) and scores of the k best its mask admits, with statistics counted
+        over its scope (a mask or None). A composite (hybrid, learned) asks its parts this
+        with masks of its own catalog, which holds the same events at the same positions."""
+        return self._search_batch(texts, k, masks, scopes)
+
+    def children(self) -> list["Retriever"]:
+        """The retrievers this one holds, in config order (none for a leaf)."""
+        return []
+
     def params(self) -> dict:
         return {"type": self.type_name, **self.get_params()}
 
@@ -507,6 +520,14 @@ class Retriever:
 
     def _load_state(self, folder: Path) -> None:
         raise NotImplementedError
+
+
+def walk(retriever: Retriever) -> Iterator[Retriever]:
+    """The retriever and every retriever inside it, depth first in config order (a hybrid,
+    then its parts; a learned one, then its first stage's tree, then its extra parts)."""
+    yield retriever
+    for child in retriever.children():
+        yield from walk(child)
 
 
 def init_params(cls: type) -> list[str]:

@@ -73,8 +73,11 @@ class DenseRetriever(Retriever):
         return params
 
     @property
-    def _enc(self) -> Encoder:
+    def text_encoder(self) -> Encoder:
+        """The model behind ``encoder`` (a name, resolved here, or an Encoder itself)."""
         return get_encoder(self.encoder) if isinstance(self.encoder, str) else self.encoder
+
+    _enc = text_encoder  # the old private name
 
     def _reset(self) -> None:
         self._buffer: np.ndarray | None = None  # rows [0, _rows) hold vectors
@@ -87,7 +90,7 @@ class DenseRetriever(Retriever):
         """One row per catalog position (a view of the buffer: a search holding it keeps
         reading the rows it had while later ones are appended)."""
         if self._buffer is None:
-            return np.zeros((0, self._enc.dim), np.float32)
+            return np.zeros((0, self.text_encoder.dim), np.float32)
         return self._buffer[: self._rows]
 
     def _index(self, events: pl.DataFrame, positions: np.ndarray) -> None:
@@ -104,12 +107,12 @@ class DenseRetriever(Retriever):
         the previous line of the next post's document, and a ``"{line}"`` part's own
         document), so a new post costs the model one line, not a line and a document."""
         if self.lines == "whole":
-            return encode_documents(self._enc, texts)
+            return encode_documents(self.text_encoder, texts)
         split = [[ln.strip() for ln in t.split("\n") if ln.strip()] or [t.strip()] for t in texts]
         unique = list(dict.fromkeys(ln for ls in split for ln in ls))
-        vecs = encode_documents(self._enc, unique)
+        vecs = encode_documents(self.text_encoder, unique)
         at = {ln: i for i, ln in enumerate(unique)}
-        out = np.zeros((len(texts), self._enc.dim), np.float32)
+        out = np.zeros((len(texts), self.text_encoder.dim), np.float32)
         for i, ls in enumerate(split):
             if len(ls) == 1:
                 out[i] = vecs[at[ls[0]]]
@@ -150,7 +153,7 @@ class DenseRetriever(Retriever):
         n = len(self.catalog)
         if self._hnsw is None:
             self._hnsw = Index(
-                ndim=self._enc.dim,
+                ndim=self.text_encoder.dim,
                 metric="cos",
                 dtype="f32",
                 connectivity=self.connectivity,
@@ -166,7 +169,7 @@ class DenseRetriever(Retriever):
         return self._hnsw
 
     def _search_batch(self, texts, k, masks, scopes=None):
-        q = self._enc.encode(texts)
+        q = self.text_encoder.encode(texts)
         return self.search_vectors(q, k, masks, scopes)
 
     def search_vectors(
@@ -216,7 +219,7 @@ class DenseRetriever(Retriever):
 
     def similarity(self, text: str, event_ids: list[str]) -> np.ndarray:
         """Cosine similarity of one query to indexed events (by id)."""
-        q = self._enc.encode([text])[0]
+        q = self.text_encoder.encode([text])[0]
         rows = np.array([self.catalog.position[e] for e in event_ids], np.int64)
         return self.vectors[rows] @ q if len(rows) else np.zeros(0, np.float32)
 

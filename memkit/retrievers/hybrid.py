@@ -199,6 +199,9 @@ class HybridRetriever(Retriever):
         self.depth = depth
         _check_weights(self.retrievers, self.weights)
 
+    def children(self) -> list[Retriever]:
+        return list(self.retrievers)
+
     def _reset(self) -> None:
         for r in self.retrievers:
             r._reset()

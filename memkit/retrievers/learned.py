@@ -112,7 +112,7 @@ class LearnedRetriever(Retriever):
         return names + POST_FEATURES
 
     # -- the index: every retriever holds every event -------------------------------
-    def _all(self) -> list[Retriever]:
+    def children(self) -> list[Retriever]:
         return [self.first, *self.extra]
 
     def _describe(self, events: pl.DataFrame) -> None:
@@ -140,7 +140,7 @@ class LearnedRetriever(Retriever):
             )
 
     def fit(self, events):
-        for r in self._all():
+        for r in self.children():
             r.fit(events)
         self._posts = {}
         self._describe(events)
@@ -148,23 +148,23 @@ class LearnedRetriever(Retriever):
         return self
 
     def add(self, events):
-        for r in self._all():
+        for r in self.children():
             r.add(events)
         self._describe(events)
         self.catalog = self.first.catalog
         return self
 
     def precompute(self, events):
-        for r in self._all():
+        for r in self.children():
             r.precompute(events)
 
     def warm(self):
-        for r in self._all():
+        for r in self.children():
             r.warm()
 
     def remove(self, event_ids):
         event_ids = list(event_ids)
-        for r in self._all():
+        for r in self.children():
             r.remove(event_ids)
         for e in event_ids:
             self._posts.pop(e, None)
@@ -217,7 +217,7 @@ class LearnedRetriever(Retriever):
         for r in self._all_parts():
             if len(r.catalog) != len(catalog):
                 raise RuntimeError("the learned retriever's parts hold different events")
-            hits.append(r._search_batch(texts, depth, masks, scopes))
+            hits.append(r.search_batch(texts, depth, masks, scopes))
         kinds = [r.match_type for r in self._all_parts()]
         for q, text in enumerate(texts):
             yield self._features_one(

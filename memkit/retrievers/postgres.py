@@ -70,6 +70,7 @@ from memkit.retrievers.base import (
     Retriever,
     checked_search,
     document_text,
+    walk,
 )
 from memkit.retrievers.registry import build, register
 from memkit.tables import RUN_SCHEMA
@@ -78,7 +79,7 @@ if TYPE_CHECKING:
     from psycopg_pool import ConnectionPool
 
 _TABLE = re.compile(r"^[a-z_][a-z0-9_]{0,50}$")
-_DDL_LOCK = 0x6D656D6B  # advisory lock key ("memk") serialising schema changes across processes
+DDL_LOCK = 0x6D656D6B  # advisory lock key ("memk") serialising schema changes across processes
 MAX_EF_SEARCH = 1000
 MAX_CONNECTIONS = 16  # per process and database; a caller past it waits (30 s at most) for one
 
@@ -219,7 +220,7 @@ class PostgresRetriever(Retriever):
         if self._ready:
             return
         with self._pool().connection() as conn:
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_DDL_LOCK,))
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (DDL_LOCK,))
             for statement in self._ddl():
                 conn.execute(statement)
         self._ready = True
@@ -417,8 +418,11 @@ class PgVectorRetriever(PostgresRetriever):
         )
 
     @property
-    def _enc(self) -> Encoder:
+    def text_encoder(self) -> Encoder:
+        """The model behind ``encoder`` (a name, resolved here, or an Encoder itself)."""
         return get_encoder(self.encoder) if isinstance(self.encoder, str) else self.encoder
+
+    _enc = text_encoder  # the old private name
 
     def ensure_schema(self) -> None:
         if self._ready:
@@ -435,7 +439,7 @@ class PgVectorRetriever(PostgresRetriever):
         return self.iterative_scan != "off" and v >= (0, 8)
 
     def _ddl(self) -> list[str]:
-        t, dim = self.table, int(self._enc.dim)
+        t, dim = self.table, int(self.text_encoder.dim)
         graph = (
             [
                 f"CREATE INDEX IF NOT EXISTS {t}_hnsw ON {t} USING hnsw (embedding vector_cosine_ops) "
@@ -452,17 +456,17 @@ class PgVectorRetriever(PostgresRetriever):
         ]
 
     def _values(self, events: pl.DataFrame) -> list:
-        vecs = encode_documents(self._enc, document_text(events, self.doc_template))
+        vecs = encode_documents(self.text_encoder, document_text(events, self.doc_template))
         return [_vector_literal(v) for v in vecs]
 
     def precompute(self, events: pl.DataFrame) -> None:
-        encode_documents(self._enc, document_text(events, self.doc_template))
+        encode_documents(self.text_encoder, document_text(events, self.doc_template))
 
     def _value_column(self) -> tuple[str, str]:
         return "embedding", "%s::vector"
 
     def _search_all(self, texts, k, filters):
-        q = self._enc.encode(texts)
+        q = self.text_encoder.encode(texts)
         with self.connection() as c:
             return [self._search_one(c, _vector_literal(v), k, f) for v, f in zip(q, filters)]
 
@@ -507,7 +511,7 @@ class PgVectorRetriever(PostgresRetriever):
         """Cosine similarity of one query to indexed events (by id; -1 for one not indexed)."""
         if not event_ids:
             return np.zeros(0, np.float32)
-        qv = _vector_literal(self._enc.encode([text])[0])
+        qv = _vector_literal(self.text_encoder.encode([text])[0])
         with self.connection() as c:
             found = dict(
                 c.execute(
@@ -586,19 +590,9 @@ class PgTextRetriever(PostgresRetriever):
 
 def postgres_parts(r: Retriever) -> list[PostgresRetriever]:
     """The PostgreSQL retrievers inside a retriever (itself, a hybrid's parts, ...)."""
-    if isinstance(r, PostgresRetriever):
-        return [r]
-    children = list(getattr(r, "retrievers", []))
-    if hasattr(r, "first"):
-        children += [r.first, *getattr(r, "extra", [])]
-    return [p for c in children for p in postgres_parts(c)]
+    return [p for p in walk(r) if isinstance(p, PostgresRetriever)]
 
 
 def in_memory_parts(r: Retriever) -> list[Retriever]:
     """The leaf retrievers that keep their index in this process (not in PostgreSQL)."""
-    children = list(getattr(r, "retrievers", []))
-    if hasattr(r, "first"):
-        children += [r.first, *getattr(r, "extra", [])]
-    if not children:
-        return [] if isinstance(r, PostgresRetriever) else [r]
-    return [p for c in children for p in in_memory_parts(c)]
+    return [p for p in walk(r) if not p.children() and not isinstance(p, PostgresRetriever)]

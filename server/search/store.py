@@ -40,7 +40,7 @@ import sqlalchemy as sa
 
 from memkit.errors import ValidationError
 from memkit.pipeline import Pipeline
-from memkit.retrievers.postgres import _DDL_LOCK, in_memory_parts, postgres_parts
+from memkit.retrievers.postgres import DDL_LOCK, in_memory_parts, postgres_parts
 from server.search.index import load_events, new_posts, per_floor
 
 log = logging.getLogger(__name__)
@@ -93,7 +93,7 @@ class StoreSearch:
         for r in self.parts:
             r.ensure_schema()
         with self.engine.begin() as conn:
-            conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": _DDL_LOCK})
+            conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": DDL_LOCK})
             for r in self.parts:
                 name = f"{r.table}_event_fk"
                 exists = conn.execute(
