@@ -364,28 +364,34 @@ def checked_search(queries, k, filters) -> tuple[pl.DataFrame, list]:
     return frame, query_filters(frame, filters)
 
 
+def run_table(per_query: Iterable[tuple[str, Sequence[str], Sequence[float], Any]]) -> pl.DataFrame:
+    """A run table (``RUN_SCHEMA``) from, per query, ``(query_id, event ids best first,
+    their scores, match type)``; the match type is one string for every row of the query
+    or one per row. Ranks count from 1 within each query."""
+    qid, eid, score, rank, kind = [], [], [], [], []
+    for q, ids, scores, match_type in per_query:
+        n = len(ids)
+        qid.extend([q] * n)
+        eid.extend(ids)
+        score.extend(scores)
+        rank.extend(range(1, n + 1))
+        kind.extend([match_type] * n if isinstance(match_type, str) else match_type)
+    return pl.DataFrame(
+        {"query_id": qid, "event_id": eid, "score": score, "rank": rank, "match_type": kind},
+        schema=RUN_SCHEMA,
+    )
+
+
 def make_run(
     query_ids: list[str],
     hits: list[tuple[np.ndarray, np.ndarray]],
     event_ids: list[str],
     match_type: str,
 ):
-    """Run table from per-query (positions, scores)."""
-    qid, eid, score, rank = [], [], [], []
-    for q, (pos, sc) in zip(query_ids, hits):
-        qid.extend([q] * len(pos))
-        eid.extend(event_ids[p] for p in pos)
-        score.extend(sc.tolist())
-        rank.extend(range(1, len(pos) + 1))
-    return pl.DataFrame(
-        {
-            "query_id": qid,
-            "event_id": eid,
-            "score": score,
-            "rank": rank,
-            "match_type": [match_type] * len(qid),
-        },
-        schema=RUN_SCHEMA,
+    """Run table from per-query (catalog positions, scores)."""
+    return run_table(
+        (q, [event_ids[p] for p in pos], sc.tolist(), match_type)
+        for q, (pos, sc) in zip(query_ids, hits)
     )
 
 

@@ -117,23 +117,19 @@ def _convex_one(
     request (a question and its follow-up variant). The same numbers as the polars query
     below, which costs about 1.7 ms in fixed overhead for a hundred rows, more than the
     fusion itself; a test checks the two agree."""
-    ids, parts, kinds, qid = [], [], [], None
+    keys, parts, used, kinds, qid = [], [], [], [], None
     for r, w in zip(runs, weights):
         if not r.height:
             continue
         qid = r["query_id"][0]
         sc = r["score"].to_numpy()
-        lo, hi = sc.min(), sc.max()
-        if norm == "none":
-            parts.append(w * sc)
-        else:
-            parts.append(w * ((sc - lo) / (hi - lo) if hi > lo else np.ones(len(sc))))
-        ids += r["event_id"].to_list()
+        keys.append(np.array(r["event_id"].to_list()))
+        parts.append(sc if norm == "none" else minmax(sc))
+        used.append(w)
         kinds += r["match_type"].to_list()
-    if not ids:
+    if not keys:
         return pl.DataFrame(schema=RUN_SCHEMA)
-    found, where = np.unique(np.array(ids), return_inverse=True)
-    score = np.bincount(where, weights=np.concatenate(parts), minlength=len(found))
+    found, where, score = convex_sum(keys, parts, used)
     seen: list[set] = [set() for _ in found]
     for i, kind in zip(where.tolist(), kinds):
         seen[i].add(kind)
@@ -152,6 +148,27 @@ def _convex_one(
         },
         schema=RUN_SCHEMA,
     )
+
+
+def minmax(scores: np.ndarray) -> np.ndarray:
+    """One run's scores scaled to [0, 1] by its own minimum and maximum; all ones when
+    they are all equal (a single hit, say)."""
+    lo, hi = (float(scores.min()), float(scores.max())) if len(scores) else (0.0, 0.0)
+    return (scores - lo) / (hi - lo) if hi > lo else np.ones(len(scores))
+
+
+def convex_sum(
+    keys: Sequence[np.ndarray], parts: Sequence[np.ndarray], weights: Sequence[float]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One query's convex combination ``sum_i w_i * part_i`` over several runs, a key
+    missing from a run counting 0 there: ``keys[i]`` are run i's keys (event ids or
+    catalog positions) and ``parts[i]`` their normalised scores (``minmax``). Returns
+    the distinct keys (ascending), each input key's index into them, and their fused
+    scores (summed in run order). The hybrid's ``convex`` and the learned retriever's
+    first stage both fuse with it."""
+    found, where = np.unique(np.concatenate(keys), return_inverse=True)
+    weighted = np.concatenate([w * z for z, w in zip(parts, weights)])
+    return found, where, np.bincount(where, weights=weighted, minlength=len(found))
 
 
 def _fuse(parts: list[pl.LazyFrame], top: int | None) -> pl.DataFrame:

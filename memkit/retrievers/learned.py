@@ -33,11 +33,10 @@ import polars as pl
 
 from memkit.errors import ValidationError
 from memkit.linear import check_linear, linear_score
-from memkit.retrievers.base import Retriever, normalize_queries, query_filters
-from memkit.retrievers.hybrid import HybridRetriever
+from memkit.retrievers.base import Retriever, normalize_queries, query_filters, run_table
+from memkit.retrievers.hybrid import HybridRetriever, convex_sum, minmax
 from memkit.retrievers.registry import build, register
 from memkit.retrievers.registry import load as load_any
-from memkit.tables import RUN_SCHEMA
 from memkit.timeref import dates_in
 
 POST_FEATURES = ["speaker_in_query", "log_length", "image", "dated"]
@@ -236,19 +235,13 @@ class LearnedRetriever(Retriever):
         ids = self.first.catalog.event_ids
         parts = []  # per retriever: (positions best first, min-max scores, match type)
         for pos, sc, kind in hits:
-            lo, hi = (float(sc.min()), float(sc.max())) if len(sc) else (0.0, 0.0)
-            z = (sc - lo) / (hi - lo) if hi > lo else np.ones(len(sc))
-            parts.append((np.asarray(pos, np.int64), z, kind))
+            parts.append((np.asarray(pos, np.int64), minmax(sc), kind))
         first = parts[: len(self.first.retrievers)]
         width = 2 + 2 * len(parts) + len(POST_FEATURES)
-        pooled = np.concatenate([pos for pos, _, _ in first])
-        if not len(pooled):
+        if not sum(len(pos) for pos, _, _ in first):
             return [], [], np.zeros((0, width))
-        found, where = np.unique(pooled, return_inverse=True)
-        fused = np.bincount(
-            where,
-            weights=np.concatenate([w * z for (_, z, _), w in zip(first, self._weights)]),
-            minlength=len(found),
+        found, _, fused = convex_sum(
+            [pos for pos, _, _ in first], [z for _, z, _ in first], self._weights
         )
         names = np.array([ids[p] for p in found])
         best = np.lexsort((names, -fused))[: self.candidates]  # best fused first, ties by event id
@@ -296,27 +289,21 @@ class LearnedRetriever(Retriever):
 
     def search(self, queries, k: int = 10, filters=None) -> pl.DataFrame:
         frame = normalize_queries(queries)
-        qids, eids, scores, ranks, kinds = [], [], [], [], []
+        return run_table(self._ranked(frame, filters, k))
+
+    def _ranked(self, frame: pl.DataFrame, filters, k: int):
+        """Per query: its k best candidates by the model, as ``run_table`` takes them."""
         for qid, (ids, types, x) in zip(
             frame["query_id"].to_list(), self._candidates(frame, filters)
         ):
             s = self._score(x, ids)
             order = sorted(range(len(ids)), key=lambda i: (-s[i], ids[i]))[:k]
-            qids.extend([qid] * len(order))
-            eids.extend(ids[i] for i in order)
-            scores.extend(float(s[i]) for i in order)
-            ranks.extend(range(1, len(order) + 1))
-            kinds.extend(types[i] for i in order)
-        return pl.DataFrame(
-            {
-                "query_id": qids,
-                "event_id": eids,
-                "score": scores,
-                "rank": ranks,
-                "match_type": kinds,
-            },
-            schema=RUN_SCHEMA,
-        )
+            yield (
+                qid,
+                [ids[i] for i in order],
+                [float(s[i]) for i in order],
+                [types[i] for i in order],
+            )
 
     def _all_parts(self) -> list[Retriever]:
         return [*self.first.retrievers, *self.extra]

@@ -70,10 +70,10 @@ from memkit.retrievers.base import (
     Retriever,
     checked_search,
     document_text,
+    run_table,
     walk,
 )
 from memkit.retrievers.registry import build, register
-from memkit.tables import RUN_SCHEMA
 
 if TYPE_CHECKING:
     from psycopg_pool import ConnectionPool
@@ -316,21 +316,9 @@ class PostgresRetriever(Retriever):
     def search(self, queries, k: int = 10, filters=None) -> pl.DataFrame:
         frame, per = checked_search(queries, k, filters)
         hits = self._search_all(frame["text"].to_list(), k, per)
-        qid, eid, score, rank = [], [], [], []
-        for q, found in zip(frame["query_id"].to_list(), hits):
-            qid.extend([q] * len(found))
-            eid.extend(e for e, _ in found)
-            score.extend(float(s) for _, s in found)
-            rank.extend(range(1, len(found) + 1))
-        return pl.DataFrame(
-            {
-                "query_id": qid,
-                "event_id": eid,
-                "score": score,
-                "rank": rank,
-                "match_type": [self.match_type] * len(qid),
-            },
-            schema=RUN_SCHEMA,
+        return run_table(
+            (q, [e for e, _ in found], [float(s) for _, s in found], self.match_type)
+            for q, found in zip(frame["query_id"].to_list(), hits)
         )
 
     def __len__(self) -> int:
