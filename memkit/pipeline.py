@@ -13,13 +13,16 @@ type = "extractive"
 [representation]     # context fields for doc templates (memkit.representation; default: none)
 before = 1
 after = 1
-[relevance]          # when a query counts as having found nothing, and what is cut (default: no gate)
+[relevance]          # when a query counts as having found nothing, and what is cut
+                     # (default: no gate)
 min_probability = 0.02
 min_similarity = 0.25
-[calibration]        # scores to probabilities (memkit.calibration; the learned ranker's own by default)
+[calibration]        # scores to probabilities (memkit.calibration; by default the
+                     # learned ranker's own)
 a = 1.0
 b = 0.0
-[encoder]            # the model of every dense part, and how it learns (memkit.training; default: minilm)
+[encoder]            # the model of every dense part, and how it learns
+                     # (memkit.training; default: minilm)
 model = "minilm"
 [encoder.adapt]      # e.g. adapt to the events given to ``fit``
 epochs = 1
@@ -519,7 +522,8 @@ class Pipeline:
         min_score: float | None = None,
     ) -> QueryResult:
         """``ask`` with the user's history kept in ``self.conversations`` (in memory), for
-        notebooks and the eval harness; the service keeps its own (server/search/conversations.py)."""
+        notebooks and the eval harness; the service keeps its own
+        (server/search/conversations.py)."""
         history = self.conversations.history(user_id, now)
         f = Filters.from_dict(filters) if isinstance(filters, dict) or filters is None else filters
         result = self.ask(

@@ -180,7 +180,9 @@ class DenseRetriever(Retriever):
         n_alive = self.catalog.n_alive
         scoped = [s is not None for s in scopes] if scopes is not None else [False] * len(q)
         out: list = [None] * len(q)
-        gathered = {}  # id(mask) -> (rows, their scores for every query): queries with one filter share one gather
+        # id(mask) -> (rows, their scores for every query): queries with one filter share
+        # one gather
+        gathered = {}
         for i, mask in enumerate(masks):
             rows = self.catalog.rows(
                 mask

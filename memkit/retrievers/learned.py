@@ -275,7 +275,8 @@ class LearnedRetriever(Retriever):
         return self._score(cand.select(self.feature_names()).to_numpy(), cand["event_id"].to_list())
 
     def _score(self, x: np.ndarray, event_ids) -> np.ndarray:
-        """Scores of candidate rows (columns as ``feature_names``): each post by its shape's model."""
+        """Scores of candidate rows (columns as ``feature_names``): each post by its shape's
+        model."""
         if self.model is None:
             return x[:, 0]
         names = self.feature_names()

@@ -37,7 +37,8 @@ pay for it.
 The connection URL comes from ``url``: a ``postgresql://`` URL, or ``"env:NAME"`` to read
 it from the environment variable ``NAME`` when the first connection is made (the default
 is ``env:MEMKIT_DATABASE_URL``). Connections come from a ``psycopg_pool`` pool per process
-(a forked child opens its own); a block that raises rolls its transaction back. ``add``/``remove`` accept ``conn=`` (a psycopg connection)
+(a forked child opens its own); a block that raises rolls its transaction back.
+``fit``/``add``/``remove`` accept ``conn=`` (a psycopg connection)
 to write inside a transaction the caller owns, e.g. the service writing an event and its
 vectors in one transaction. The tables and indexes are created on first use
 (``ensure_schema``, serialised by an advisory lock; ``CREATE EXTENSION vector`` needs a
@@ -229,7 +230,8 @@ class PostgresRetriever(Retriever):
         t = self.table
         return [
             f"CREATE INDEX IF NOT EXISTS {t}_floor ON {t} (floor_id)",
-            "CREATE TABLE IF NOT EXISTS memkit_fitted (name text PRIMARY KEY, fingerprint text NOT NULL)",
+            "CREATE TABLE IF NOT EXISTS memkit_fitted "
+            "(name text PRIMARY KEY, fingerprint text NOT NULL)",
         ]
 
     def _columns(self) -> str:
@@ -297,7 +299,8 @@ class PostgresRetriever(Retriever):
         sql = (
             f"INSERT INTO {self.table} (event_id, floor_id, block_type, created_at, tags, {col}) "
             f"VALUES (%s, %s, %s, %s, %s, {expr}) ON CONFLICT (event_id) DO UPDATE SET "
-            f"floor_id = EXCLUDED.floor_id, block_type = EXCLUDED.block_type, created_at = EXCLUDED.created_at, "
+            f"floor_id = EXCLUDED.floor_id, block_type = EXCLUDED.block_type, "
+            f"created_at = EXCLUDED.created_at, "
             f"tags = EXCLUDED.tags, {col} = EXCLUDED.{col}"
         )
         with self.connection(conn) as c, c.cursor() as cur:
@@ -430,7 +433,8 @@ class PgVectorRetriever(PostgresRetriever):
         t, dim = self.table, int(self.text_encoder.dim)
         graph = (
             [
-                f"CREATE INDEX IF NOT EXISTS {t}_hnsw ON {t} USING hnsw (embedding vector_cosine_ops) "
+                f"CREATE INDEX IF NOT EXISTS {t}_hnsw ON {t} "
+                f"USING hnsw (embedding vector_cosine_ops) "
                 f"WITH (m = {int(self.m)}, ef_construction = {int(self.ef_construction)})"
             ]
             if self.graph
@@ -471,13 +475,16 @@ class PgVectorRetriever(PostgresRetriever):
         )
         if self._iterative():
             c.execute(
-                "SELECT set_config('hnsw.iterative_scan', %s, true), set_config('hnsw.max_scan_tuples', %s, true)",
+                "SELECT set_config('hnsw.iterative_scan', %s, true), "
+                "set_config('hnsw.max_scan_tuples', %s, true)",
                 (self.iterative_scan, str(self.max_scan_tuples)),
             )
-        # The graph's candidates, re-sorted exactly (relaxed_order may return them a little out of order).
+        # The graph's candidates, re-sorted exactly (relaxed_order may return them a little
+        # out of order).
         rows = c.execute(
-            f"WITH c AS MATERIALIZED (SELECT event_id, embedding <=> %s::vector AS d FROM {t} WHERE {where} "
-            f"ORDER BY embedding <=> %s::vector LIMIT %s) SELECT event_id, 1 - d FROM c ORDER BY d, event_id",
+            f"WITH c AS MATERIALIZED (SELECT event_id, embedding <=> %s::vector AS d "
+            f"FROM {t} WHERE {where} ORDER BY embedding <=> %s::vector LIMIT %s) "
+            f"SELECT event_id, 1 - d FROM c ORDER BY d, event_id",
             (qv, *args, qv, k),
         ).fetchall()
         if (
@@ -569,7 +576,8 @@ class PgTextRetriever(PostgresRetriever):
                 rows = c.execute(
                     f"WITH q AS (SELECT {self.or_query()} AS q) "
                     f"SELECT event_id, {self.rank}(tsv, q.q, %s) AS s FROM {self.table}, q "
-                    f"WHERE numnode(q.q) > 0 AND tsv @@ q.q AND {where} ORDER BY s DESC, event_id LIMIT %s",
+                    f"WHERE numnode(q.q) > 0 AND tsv @@ q.q AND {where} "
+                    f"ORDER BY s DESC, event_id LIMIT %s",
                     (text, self.normalization, *args, k),
                 ).fetchall()
                 out.append([(r[0], float(r[1])) for r in rows])

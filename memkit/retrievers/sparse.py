@@ -10,9 +10,9 @@ the smallest neighbours first, so a stream of small adds costs each posting a lo
 number of merges, never a copy of the whole index per add; collection-wide document
 frequencies are recounted only when a search without a scope needs them after a removal.
 A search works on the postings of its terms only (never on an array as long as the
-collection), so its cost follows its terms' postings, not the collection's size. (bm25s precomputes scores into the matrix, which
-is faster per query but goes stale when the collection changes; eval/RESULTS.md has the
-side-by-side numbers.)
+collection), so its cost follows its terms' postings, not the collection's size. (bm25s
+precomputes scores into the matrix, which is faster per query but goes stale when the
+collection changes; eval/RESULTS.md has the side-by-side numbers.)
 
 A search that names floors counts those statistics over the floors' events only (its
 *scope*, see memkit/retrievers/base.py): it scores exactly as a retriever fitted on those

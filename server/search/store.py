@@ -82,7 +82,8 @@ class StoreSearch:
         ]
         url = engine.url.render_as_string(hide_password=False)
         for r in self.parts:
-            r.url = url  # the service's own database: the foreign keys and the write transaction need it
+            # the service's own database: the foreign keys and the write transaction need it
+            r.url = url
         self.lock = nullcontext()  # nothing in the process to protect: queries run side by side
 
     def reading(self):
