@@ -38,11 +38,12 @@ The connection URL comes from ``url``: a ``postgresql://`` URL, or ``"env:NAME"`
 it from the environment variable ``NAME`` when the first connection is made (the default
 is ``env:MEMKIT_DATABASE_URL``). Connections come from a ``psycopg_pool`` pool per process
 (a forked child opens its own); a block that raises rolls its transaction back.
-``fit``/``add``/``remove`` accept ``conn=`` (a psycopg connection)
-to write inside a transaction the caller owns, e.g. the service writing an event and its
-vectors in one transaction. The tables and indexes are created on first use
-(``ensure_schema``, serialised by an advisory lock; ``CREATE EXTENSION vector`` needs a
-role that may create it).
+``fit``/``add``/``remove`` have the signatures of every retriever; to write inside a
+transaction the caller owns (e.g. the service writing an event and its vectors in one
+transaction), call them inside ``with writing_in(conn):`` (a psycopg connection): every
+PostgreSQL retriever's writes in that block, in that thread, use ``conn``. The tables and
+indexes are created on first use (``ensure_schema``, serialised by an advisory lock;
+``CREATE EXTENSION vector`` needs a role that may create it).
 
 ``save`` writes only the parameters: the data lives in the database. ``fit`` empties the
 table and indexes the given events.
@@ -57,6 +58,7 @@ import os
 import re
 import threading
 from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable
@@ -141,6 +143,22 @@ def _close_pools() -> None:
     for (pid, _), p in list(_POOLS.items()):
         if pid == os.getpid():
             p.close()
+
+
+_WRITING_IN: ContextVar = ContextVar("memkit_postgres_writes", default=None)
+
+
+@contextmanager
+def writing_in(conn):
+    """Every PostgreSQL retriever's ``fit``/``add``/``remove`` inside this block writes
+    on ``conn`` (a psycopg connection), in the transaction its caller owns, instead of a
+    pooled connection of its own. The binding belongs to this thread (or task) only, so
+    concurrent requests never share a connection; searches keep their pooled ones."""
+    token = _WRITING_IN.set(conn)
+    try:
+        yield conn
+    finally:
+        _WRITING_IN.reset(token)
 
 
 def _where(f: Filters | None) -> tuple[str, list]:
@@ -241,20 +259,21 @@ class PostgresRetriever(Retriever):
         )
 
     # -- the contract ----------------------------------------------------------------------
-    def fit(self, events: pl.DataFrame, conn=None) -> "PostgresRetriever":
+    def fit(self, events: pl.DataFrame) -> "PostgresRetriever":
         """The table holds exactly ``events``. A table this retriever last filled by a fit
         of the same events (same texts, metadata and parameters: ``memkit_fitted`` keeps a
         fingerprint, which any later add or remove clears) is left as it is: re-running an
         evaluation does not rewrite thousands of rows it already holds."""
         mark = self._fingerprint(events)
-        with self.connection(conn) as c:
+        with self.connection(_WRITING_IN.get()) as c:
             row = c.execute(
                 "SELECT fingerprint FROM memkit_fitted WHERE name = %s", (self.table,)
             ).fetchone()
             if row is not None and row[0] == mark:
                 return self
             c.execute(f"DELETE FROM {self.table}")
-            self.add(events, conn=c)
+            with writing_in(c):
+                self.add(events)
             # Statistics for the planner now, not when autovacuum gets round to it: on a
             # table just filled, full-text search took 45 ms a query instead of 9 (SciFact).
             c.execute(f"ANALYZE {self.table}")
@@ -276,7 +295,7 @@ class PostgresRetriever(Retriever):
     def _unmark(self, c) -> None:
         c.execute("DELETE FROM memkit_fitted WHERE name = %s", (self.table,))
 
-    def add(self, events: pl.DataFrame, conn=None) -> "PostgresRetriever":
+    def add(self, events: pl.DataFrame) -> "PostgresRetriever":
         if events.height == 0:
             return self
         dup = events["event_id"].is_duplicated()
@@ -303,15 +322,15 @@ class PostgresRetriever(Retriever):
             f"created_at = EXCLUDED.created_at, "
             f"tags = EXCLUDED.tags, {col} = EXCLUDED.{col}"
         )
-        with self.connection(conn) as c, c.cursor() as cur:
+        with self.connection(_WRITING_IN.get()) as c, c.cursor() as cur:
             self._unmark(c)
             cur.executemany(sql, rows)
         return self
 
-    def remove(self, event_ids: Iterable[str], conn=None) -> "PostgresRetriever":
+    def remove(self, event_ids: Iterable[str]) -> "PostgresRetriever":
         ids = list(event_ids)
         if ids:
-            with self.connection(conn) as c:
+            with self.connection(_WRITING_IN.get()) as c:
                 self._unmark(c)
                 c.execute(f"DELETE FROM {self.table} WHERE event_id = ANY(%s)", (ids,))
         return self

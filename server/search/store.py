@@ -40,7 +40,7 @@ import sqlalchemy as sa
 
 from memkit.errors import ValidationError
 from memkit.pipeline import Pipeline
-from memkit.retrievers.postgres import DDL_LOCK, in_memory_parts, postgres_parts
+from memkit.retrievers.postgres import DDL_LOCK, in_memory_parts, postgres_parts, writing_in
 from server.search.index import load_events, new_posts, per_floor
 
 log = logging.getLogger(__name__)
@@ -130,8 +130,9 @@ class StoreSearch:
             # post's sentences in the post also gives the post's own vector, which the
             # vector table then finds in the cache (one run per post, not two).
             self.pipeline.answerer.encode_sentences(part)  # sentence vectors for answers, at ingest
-            for r in self.parts:
-                r.add(part, conn=_driver(conn))
+            with writing_in(_driver(conn)):  # the write's own transaction
+                for r in self.parts:
+                    r.add(part)
 
         per_floor(frame, index_floor)
 
