@@ -396,9 +396,13 @@ def make_run(
 
 
 class Retriever:
-    """Base class: subclasses implement ``_index``, ``_unindex``, ``_search_batch``,
-    ``_save_state`` and ``_load_state``; the catalog, filters, ids and the run table
-    are handled here."""
+    """Base class. A leaf kind stores its ``__init__`` arguments as attributes of the same
+    names (``get_params`` reads them back) and implements ``_reset``, ``_index``,
+    ``_unindex``, ``_search_batch``, ``_save_state`` and ``_load_state``; the catalog,
+    filters, ids and the run table are handled here. ``@register`` (registry.py) makes
+    it buildable from a config dict. A composite kind (hybrid, learned) returns its parts
+    from ``children`` (``walk`` then finds them) and overrides the public methods it
+    fans out to them."""
 
     match_type = "keyword"
     type_name = "base"
@@ -459,11 +463,16 @@ class Retriever:
 
     def precompute(self, events: pl.DataFrame) -> None:
         """Do the slow part of indexing these events ahead (e.g. encode them into the
-        embedding cache), so a later ``add`` is quick. Touches no index state."""
+        embedding cache), so a later ``add`` is quick. Touches no index state. Here: the
+        children's (nothing for a leaf)."""
+        for child in self.children():
+            child.precompute(events)
 
     def warm(self) -> None:
         """Build what a search would otherwise build lazily (after ``fit``/``add``), so
-        that concurrent searches only read."""
+        that concurrent searches only read. Here: the children's (nothing for a leaf)."""
+        for child in self.children():
+            child.warm()
 
     def get_params(self) -> dict:
         """The constructor's arguments, in the scikit-learn manner: every parameter of

@@ -242,14 +242,6 @@ class HybridRetriever(Retriever):
             r.remove(event_ids)
         return self
 
-    def precompute(self, events):
-        for r in self.retrievers:
-            r.precompute(events)
-
-    def warm(self):
-        for r in self.retrievers:
-            r.warm()
-
     def search(self, queries, k: int = 10, filters=None) -> pl.DataFrame:
         frame = normalize_queries(queries)
         per = query_filters(frame, filters)

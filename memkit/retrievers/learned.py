@@ -153,14 +153,6 @@ class LearnedRetriever(Retriever):
         self.catalog = self.first.catalog
         return self
 
-    def precompute(self, events):
-        for r in self.children():
-            r.precompute(events)
-
-    def warm(self):
-        for r in self.children():
-            r.warm()
-
     def remove(self, event_ids):
         event_ids = list(event_ids)
         for r in self.children():
