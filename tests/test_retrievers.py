@@ -281,7 +281,7 @@ def test_add_a_retriever_walkthrough(tmp_path, monkeypatch):
 
     # The example registers a kind: on a copy of the registry, so other tests never see it.
     monkeypatch.setattr(registry, "REGISTRY", dict(registry.REGISTRY))
-    # --- README: Add a retriever ---
+    # --- README: Add a retriever --- (the README prints what the asserts check)
     import json
 
     import numpy as np
@@ -290,13 +290,13 @@ def test_add_a_retriever_walkthrough(tmp_path, monkeypatch):
     from memkit.retrievers.base import top_k
     from memkit.tables import events_frame
 
-    @register  # {"type": "overlap"} now builds one, in a config or alone
+    @register  # {"type": "overlap"} now builds one, alone or inside a hybrid
     class OverlapRetriever(Retriever):
         """Ranks events by how many distinct query words they contain."""
 
         type_name, match_type = "overlap", "keyword"
 
-        def __init__(self, lowercase: bool = True):  # parameters: stored as is
+        def __init__(self, lowercase: bool = True):  # store each argument under its name
             super().__init__()
             self.lowercase = lowercase
             self._reset()
@@ -304,20 +304,19 @@ def test_add_a_retriever_walkthrough(tmp_path, monkeypatch):
         def _words(self, text):
             return set((text.lower() if self.lowercase else text).split())
 
-        def _reset(self):  # an empty index
+        def _reset(self):
             self.docs = []  # one word set per catalog position
 
-        def _index(self, events, positions):  # positions are new and ascending
-            self.docs += [self._words(t) for t in events["text"].to_list()]
+        def _index(self, events, positions):
+            self.docs += map(self._words, events["text"])
 
-        def _unindex(self, positions):  # the catalog already hides removed events
-            pass
+        def _unindex(self, positions):
+            pass  # the catalog already hides removed events
 
         def _search_batch(self, texts, k, masks, scopes=None):  # per query: (positions, scores)
             out = []
             for text, mask in zip(texts, masks):  # mask: the events the filters admit
-                q = self._words(text)
-                scores = np.array([len(q & d) for d in self.docs], float)
+                scores = np.array([len(self._words(text) & d) for d in self.docs], float)
                 out.append(top_k(scores, mask, k, positive_only=True))  # best first
             return out
 
@@ -332,7 +331,8 @@ def test_add_a_retriever_walkthrough(tmp_path, monkeypatch):
         for i, t in enumerate(["red apple pie", "green apple", "blue sky"])
     )
     overlap = build({"type": "overlap"}).fit(events)
-    assert overlap.search("apple pie", k=2)["event_id"].to_list() == ["e0", "e1"]
+    run = overlap.search("apple pie", k=2)  # e0 (2 words), e1 (1 word)
+    assert run["event_id"].to_list() == ["e0", "e1"] and run["score"].to_list() == [2.0, 1.0]
     assert overlap.params() == {"type": "overlap", "lowercase": True}  # from __init__
     assert load(overlap.save(tmp_path / "overlap")).search("sky")["event_id"].to_list() == ["e2"]
     hybrid = build({"type": "hybrid", "retrievers": [{"type": "overlap"}, {"type": "bm25"}]})
