@@ -13,13 +13,16 @@ type = "extractive"
 [representation]     # context fields for doc templates (memkit.representation; default: none)
 before = 1
 after = 1
-[relevance]          # when a query counts as having found nothing, and what is cut (default: no gate)
+[relevance]          # when a query counts as having found nothing, and what is cut
+                     # (default: no gate)
 min_probability = 0.02
 min_similarity = 0.25
-[calibration]        # scores to probabilities (memkit.calibration; the learned ranker's own by default)
+[calibration]        # scores to probabilities (memkit.calibration; by default the
+                     # learned ranker's own)
 a = 1.0
 b = 0.0
-[encoder]            # the model of every dense part, and how it learns (memkit.training; default: minilm)
+[encoder]            # the model of every dense part, and how it learns
+                     # (memkit.training; default: minilm)
 model = "minilm"
 [encoder.adapt]      # e.g. adapt to the events given to ``fit``
 epochs = 1
@@ -84,12 +87,12 @@ from memkit.representation import Representation
 from memkit.retrievers import (
     DenseRetriever,
     Filters,
-    HybridRetriever,
     LearnedRetriever,
     PgVectorRetriever,
     Retriever,
     build,
     convex,
+    walk,
 )
 from memkit.retrievers.base import normalize_queries, query_filters
 from memkit.tables import RUN_SCHEMA
@@ -190,7 +193,7 @@ class Pipeline:
         dense = _dense_part(retriever)
         if dense is not None and hasattr(self.answerer, "bind"):
             self.answerer.bind(
-                dense._enc, self._line
+                dense.text_encoder, self._line
             )  # sentence vectors from the same (cached) encoder
         self.min_similarity = min_similarity
         if (
@@ -277,7 +280,7 @@ class Pipeline:
             part.encoder = name
         dense = _dense_part(self.retriever)
         if dense is not None and hasattr(self.answerer, "bind"):
-            self.answerer.bind(dense._enc, self._line)
+            self.answerer.bind(dense.text_encoder, self._line)
         self.encoder_fixed = fixed
         return self
 
@@ -485,7 +488,8 @@ class Pipeline:
         min_score: float | None = None,
     ) -> QueryResult:
         """``ask`` with the user's history kept in ``self.conversations`` (in memory), for
-        notebooks and the eval harness; the service keeps its own (server/search/conversations.py)."""
+        notebooks and the eval harness; the service keeps its own
+        (server/search/conversations.py)."""
         history = self.conversations.history(user_id, now)
         f = Filters.from_dict(filters) if isinstance(filters, dict) or filters is None else filters
         result = self.ask(
@@ -753,16 +757,10 @@ def _representation(spec: dict | None) -> Representation | None:
 
 def _dense_parts(r: Retriever) -> list[DenseRetriever | PgVectorRetriever]:
     """Every part that scores by an encoder's cosine similarity, in config order."""
-    if isinstance(r, (DenseRetriever, PgVectorRetriever)):
-        return [r]
-    if isinstance(r, HybridRetriever):
-        return [d for part in r.retrievers for d in _dense_parts(part)]
-    if isinstance(r, LearnedRetriever):
-        return [d for part in [r.first, *r.extra] for d in _dense_parts(part)]
-    return []
+    return [p for p in walk(r) if isinstance(p, (DenseRetriever, PgVectorRetriever))]
 
 
 def _dense_part(r: Retriever) -> DenseRetriever | PgVectorRetriever | None:
     """The first part that scores by the encoder's cosine similarity (``similarity`` and
-    ``_enc``): the relevance gate and the answerer use it."""
+    ``text_encoder``): the relevance gate and the answerer use it."""
     return next(iter(_dense_parts(r)), None)

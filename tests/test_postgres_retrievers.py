@@ -333,3 +333,33 @@ def test_a_forked_child_opens_its_own_connections(pg_url):
     assert (
         _sessions(pg_url) == parent
     )  # the parent's sessions were neither used nor closed by the child
+
+
+def test_writes_join_a_callers_transaction_with_the_same_signatures(pg_url):
+    """fit/add/remove take what every retriever takes; inside ``writing_in(conn)`` they
+    write in the caller's transaction (rolled back with it), and only in that block."""
+    import inspect
+
+    import psycopg
+
+    from memkit.retrievers import BM25Retriever
+    from memkit.retrievers.postgres import writing_in
+
+    for method in ("fit", "add", "remove", "search"):
+        expected = inspect.signature(getattr(BM25Retriever, method)).parameters
+        assert list(inspect.signature(getattr(PgTextRetriever, method)).parameters) == list(
+            expected
+        )
+    events = make_events(6, seed=2)
+    text = PgTextRetriever(url=pg_url, table="text_caller").fit(events.head(3))
+    extra = events.tail(3)
+    with psycopg.connect(pg_url) as conn:
+        with writing_in(conn):
+            text.add(extra)
+            text.remove(["e0"])
+        inside = conn.execute("SELECT count(*) FROM text_caller").fetchone()[0]
+        assert inside == 5 and len(text) == 3  # not visible outside the open transaction
+        conn.rollback()
+    assert len(text) == 3 and "e0" in text.event_ids()
+    text.add(extra)  # outside the block: its own transaction, committed
+    assert len(text) == 6

@@ -20,16 +20,19 @@ results, not even a score. The other filters narrow what is returned, not the st
 
 from __future__ import annotations
 
+import inspect
 import json
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 import polars as pl
 
+from memkit.encoders import Encoder
 from memkit.errors import ValidationError
+from memkit.retrievers.registry import build
 from memkit.tables import RUN_SCHEMA, UTC_US, parse_time
 
 NO_TIME = np.iinfo(np.int64).min  # created_at missing
@@ -361,35 +364,45 @@ def checked_search(queries, k, filters) -> tuple[pl.DataFrame, list]:
     return frame, query_filters(frame, filters)
 
 
+def run_table(per_query: Iterable[tuple[str, Sequence[str], Sequence[float], Any]]) -> pl.DataFrame:
+    """A run table (``RUN_SCHEMA``) from, per query, ``(query_id, event ids best first,
+    their scores, match type)``; the match type is one string for every row of the query
+    or one per row. Ranks count from 1 within each query."""
+    qid, eid, score, rank, kind = [], [], [], [], []
+    for q, ids, scores, match_type in per_query:
+        n = len(ids)
+        qid.extend([q] * n)
+        eid.extend(ids)
+        score.extend(scores)
+        rank.extend(range(1, n + 1))
+        kind.extend([match_type] * n if isinstance(match_type, str) else match_type)
+    return pl.DataFrame(
+        {"query_id": qid, "event_id": eid, "score": score, "rank": rank, "match_type": kind},
+        schema=RUN_SCHEMA,
+    )
+
+
 def make_run(
     query_ids: list[str],
     hits: list[tuple[np.ndarray, np.ndarray]],
     event_ids: list[str],
     match_type: str,
 ):
-    """Run table from per-query (positions, scores)."""
-    qid, eid, score, rank = [], [], [], []
-    for q, (pos, sc) in zip(query_ids, hits):
-        qid.extend([q] * len(pos))
-        eid.extend(event_ids[p] for p in pos)
-        score.extend(sc.tolist())
-        rank.extend(range(1, len(pos) + 1))
-    return pl.DataFrame(
-        {
-            "query_id": qid,
-            "event_id": eid,
-            "score": score,
-            "rank": rank,
-            "match_type": [match_type] * len(qid),
-        },
-        schema=RUN_SCHEMA,
+    """Run table from per-query (catalog positions, scores)."""
+    return run_table(
+        (q, [event_ids[p] for p in pos], sc.tolist(), match_type)
+        for q, (pos, sc) in zip(query_ids, hits)
     )
 
 
 class Retriever:
-    """Base class: subclasses implement ``_index``, ``_unindex``, ``_search_batch``,
-    ``_save_state`` and ``_load_state``; the catalog, filters, ids and the run table
-    are handled here."""
+    """Base class. A leaf kind stores its ``__init__`` arguments as attributes of the same
+    names (``get_params`` reads them back) and implements ``_reset``, ``_index``,
+    ``_unindex``, ``_search_batch``, ``_save_state`` and ``_load_state``; the catalog,
+    filters, ids and the run table are handled here. ``@register`` (registry.py) makes
+    it buildable from a config dict. A composite kind (hybrid, learned) returns its parts
+    from ``children`` (``walk`` then finds them) and overrides the public methods it
+    fans out to them."""
 
     match_type = "keyword"
     type_name = "base"
@@ -432,19 +445,42 @@ class Retriever:
         )
         return make_run(frame["query_id"].to_list(), hits, self.catalog.event_ids, self.match_type)
 
+    def search_batch(
+        self, texts: list[str], k: int, masks: list[np.ndarray], scopes: list | None = None
+    ) -> list[tuple[np.ndarray, np.ndarray]]:
+        """The raw candidates of a leaf retriever: per query, the catalog positions
+        (best first) and scores of the k best its mask admits, with statistics counted
+        over its scope (a mask or None). A composite (hybrid, learned) asks its parts this
+        with masks of its own catalog, which holds the same events at the same positions."""
+        return self._search_batch(texts, k, masks, scopes)
+
+    def children(self) -> list["Retriever"]:
+        """The retrievers this one holds, in config order (none for a leaf)."""
+        return []
+
     def params(self) -> dict:
         return {"type": self.type_name, **self.get_params()}
 
     def precompute(self, events: pl.DataFrame) -> None:
         """Do the slow part of indexing these events ahead (e.g. encode them into the
-        embedding cache), so a later ``add`` is quick. Touches no index state."""
+        embedding cache), so a later ``add`` is quick. Touches no index state. Here: the
+        children's (nothing for a leaf)."""
+        for child in self.children():
+            child.precompute(events)
 
     def warm(self) -> None:
         """Build what a search would otherwise build lazily (after ``fit``/``add``), so
-        that concurrent searches only read."""
+        that concurrent searches only read. Here: the children's (nothing for a leaf)."""
+        for child in self.children():
+            child.warm()
 
     def get_params(self) -> dict:
-        raise NotImplementedError
+        """The constructor's arguments, in the scikit-learn manner: every parameter of
+        ``__init__`` (of the class and its bases, in signature order) read back from the
+        attribute of the same name, so ``type(r)(**r.get_params())`` builds an equal one.
+        A retriever inside is given as its ``params()`` (a config dict), an encoder as its
+        name, so the result is plain JSON (what ``save`` writes to retriever.json)."""
+        return {name: _param_value(getattr(self, name)) for name in init_params(type(self))}
 
     def save(self, folder: str | Path) -> Path:
         folder = Path(folder)
@@ -456,8 +492,6 @@ class Retriever:
 
     @classmethod
     def load(cls, folder: str | Path) -> "Retriever":
-        from memkit.retrievers import build  # the registry lives there
-
         folder = Path(folder)
         spec = json.loads((folder / "retriever.json").read_text())
         obj = build(spec)
@@ -501,6 +535,44 @@ class Retriever:
 
     def _load_state(self, folder: Path) -> None:
         raise NotImplementedError
+
+
+def walk(retriever: Retriever) -> Iterator[Retriever]:
+    """The retriever and every retriever inside it, depth first in config order (a hybrid,
+    then its parts; a learned one, then its first stage's tree, then its extra parts)."""
+    yield retriever
+    for child in retriever.children():
+        yield from walk(child)
+
+
+def init_params(cls: type) -> list[str]:
+    """The named parameters of ``cls.__init__``; a ``**kwargs`` passes on to the base
+    class's ``__init__``, whose parameters follow."""
+    names: list[str] = []
+    for klass in cls.__mro__:
+        init = klass.__dict__.get("__init__")
+        if init is None:
+            continue
+        more = False
+        for p in inspect.signature(init).parameters.values():
+            if p.kind is p.VAR_KEYWORD:
+                more = True
+            elif p.name != "self" and p.kind is not p.VAR_POSITIONAL and p.name not in names:
+                names.append(p.name)
+        if not more:
+            break
+    return names
+
+
+def _param_value(value: Any) -> Any:
+    """A parameter as config: a retriever as its config dict, an encoder as its name."""
+    if isinstance(value, Retriever):
+        return value.params()
+    if isinstance(value, (list, tuple)) and value and all(isinstance(v, Retriever) for v in value):
+        return [v.params() for v in value]
+    if isinstance(value, Encoder):
+        return value.name
+    return value
 
 
 def document_text(events: pl.DataFrame, template: str) -> list[str]:

@@ -23,6 +23,7 @@ from usearch.index import Index
 
 from memkit.encoders import Encoder, encode_documents, get_encoder
 from memkit.retrievers.base import Retriever, document_text, top_k
+from memkit.retrievers.registry import register
 
 LINES = (
     "whole",
@@ -30,6 +31,7 @@ LINES = (
 )  # how a document of several lines is encoded (DenseRetriever.document_vectors)
 
 
+@register
 class DenseRetriever(Retriever):
     match_type = "semantic"
     type_name = "dense"
@@ -63,22 +65,19 @@ class DenseRetriever(Retriever):
         self._reset()
 
     def get_params(self) -> dict:
-        enc = self.encoder if isinstance(self.encoder, str) else self.encoder.name
-        return {
-            "encoder": enc,
-            "doc_template": self.doc_template,
-            "exact_below": self.exact_below,
-            "exact_share": self.exact_share,
-            "oversample": self.oversample,
-            "connectivity": self.connectivity,
-            "expansion_add": self.expansion_add,
-            "expansion_search": self.expansion_search,
-            **({"lines": self.lines} if self.lines != "whole" else {}),
-        }
+        """The constructor's arguments; ``lines`` only when not the default, so a saved
+        retriever.json is the same as before ``lines`` existed."""
+        params = super().get_params()
+        if params["lines"] == "whole":
+            del params["lines"]
+        return params
 
     @property
-    def _enc(self) -> Encoder:
+    def text_encoder(self) -> Encoder:
+        """The model behind ``encoder`` (a name, resolved here, or an Encoder itself)."""
         return get_encoder(self.encoder) if isinstance(self.encoder, str) else self.encoder
+
+    _enc = text_encoder  # the old private name
 
     def _reset(self) -> None:
         self._buffer: np.ndarray | None = None  # rows [0, _rows) hold vectors
@@ -91,7 +90,7 @@ class DenseRetriever(Retriever):
         """One row per catalog position (a view of the buffer: a search holding it keeps
         reading the rows it had while later ones are appended)."""
         if self._buffer is None:
-            return np.zeros((0, self._enc.dim), np.float32)
+            return np.zeros((0, self.text_encoder.dim), np.float32)
         return self._buffer[: self._rows]
 
     def _index(self, events: pl.DataFrame, positions: np.ndarray) -> None:
@@ -108,12 +107,12 @@ class DenseRetriever(Retriever):
         the previous line of the next post's document, and a ``"{line}"`` part's own
         document), so a new post costs the model one line, not a line and a document."""
         if self.lines == "whole":
-            return encode_documents(self._enc, texts)
+            return encode_documents(self.text_encoder, texts)
         split = [[ln.strip() for ln in t.split("\n") if ln.strip()] or [t.strip()] for t in texts]
         unique = list(dict.fromkeys(ln for ls in split for ln in ls))
-        vecs = encode_documents(self._enc, unique)
+        vecs = encode_documents(self.text_encoder, unique)
         at = {ln: i for i, ln in enumerate(unique)}
-        out = np.zeros((len(texts), self._enc.dim), np.float32)
+        out = np.zeros((len(texts), self.text_encoder.dim), np.float32)
         for i, ls in enumerate(split):
             if len(ls) == 1:
                 out[i] = vecs[at[ls[0]]]
@@ -154,7 +153,7 @@ class DenseRetriever(Retriever):
         n = len(self.catalog)
         if self._hnsw is None:
             self._hnsw = Index(
-                ndim=self._enc.dim,
+                ndim=self.text_encoder.dim,
                 metric="cos",
                 dtype="f32",
                 connectivity=self.connectivity,
@@ -170,7 +169,7 @@ class DenseRetriever(Retriever):
         return self._hnsw
 
     def _search_batch(self, texts, k, masks, scopes=None):
-        q = self._enc.encode(texts)
+        q = self.text_encoder.encode(texts)
         return self.search_vectors(q, k, masks, scopes)
 
     def search_vectors(
@@ -181,7 +180,9 @@ class DenseRetriever(Retriever):
         n_alive = self.catalog.n_alive
         scoped = [s is not None for s in scopes] if scopes is not None else [False] * len(q)
         out: list = [None] * len(q)
-        gathered = {}  # id(mask) -> (rows, their scores for every query): queries with one filter share one gather
+        # id(mask) -> (rows, their scores for every query): queries with one filter share
+        # one gather
+        gathered = {}
         for i, mask in enumerate(masks):
             rows = self.catalog.rows(
                 mask
@@ -220,7 +221,7 @@ class DenseRetriever(Retriever):
 
     def similarity(self, text: str, event_ids: list[str]) -> np.ndarray:
         """Cosine similarity of one query to indexed events (by id)."""
-        q = self._enc.encode([text])[0]
+        q = self.text_encoder.encode([text])[0]
         rows = np.array([self.catalog.position[e] for e in event_ids], np.int64)
         return self.vectors[rows] @ q if len(rows) else np.zeros(0, np.float32)
 

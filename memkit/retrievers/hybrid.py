@@ -23,6 +23,7 @@ import polars as pl
 
 from memkit.errors import ValidationError
 from memkit.retrievers.base import Catalog, Retriever, normalize_queries, query_filters
+from memkit.retrievers.registry import build, register
 from memkit.tables import RUN_SCHEMA
 
 
@@ -116,23 +117,19 @@ def _convex_one(
     request (a question and its follow-up variant). The same numbers as the polars query
     below, which costs about 1.7 ms in fixed overhead for a hundred rows, more than the
     fusion itself; a test checks the two agree."""
-    ids, parts, kinds, qid = [], [], [], None
+    keys, parts, used, kinds, qid = [], [], [], [], None
     for r, w in zip(runs, weights):
         if not r.height:
             continue
         qid = r["query_id"][0]
         sc = r["score"].to_numpy()
-        lo, hi = sc.min(), sc.max()
-        if norm == "none":
-            parts.append(w * sc)
-        else:
-            parts.append(w * ((sc - lo) / (hi - lo) if hi > lo else np.ones(len(sc))))
-        ids += r["event_id"].to_list()
+        keys.append(np.array(r["event_id"].to_list()))
+        parts.append(sc if norm == "none" else minmax(sc))
+        used.append(w)
         kinds += r["match_type"].to_list()
-    if not ids:
+    if not keys:
         return pl.DataFrame(schema=RUN_SCHEMA)
-    found, where = np.unique(np.array(ids), return_inverse=True)
-    score = np.bincount(where, weights=np.concatenate(parts), minlength=len(found))
+    found, where, score = convex_sum(keys, parts, used)
     seen: list[set] = [set() for _ in found]
     for i, kind in zip(where.tolist(), kinds):
         seen[i].add(kind)
@@ -153,6 +150,27 @@ def _convex_one(
     )
 
 
+def minmax(scores: np.ndarray) -> np.ndarray:
+    """One run's scores scaled to [0, 1] by its own minimum and maximum; all ones when
+    they are all equal (a single hit, say)."""
+    lo, hi = (float(scores.min()), float(scores.max())) if len(scores) else (0.0, 0.0)
+    return (scores - lo) / (hi - lo) if hi > lo else np.ones(len(scores))
+
+
+def convex_sum(
+    keys: Sequence[np.ndarray], parts: Sequence[np.ndarray], weights: Sequence[float]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One query's convex combination ``sum_i w_i * part_i`` over several runs, a key
+    missing from a run counting 0 there: ``keys[i]`` are run i's keys (event ids or
+    catalog positions) and ``parts[i]`` their normalised scores (``minmax``). Returns
+    the distinct keys (ascending), each input key's index into them, and their fused
+    scores (summed in run order). The hybrid's ``convex`` and the learned retriever's
+    first stage both fuse with it."""
+    found, where = np.unique(np.concatenate(keys), return_inverse=True)
+    weighted = np.concatenate([w * z for z, w in zip(parts, weights)])
+    return found, where, np.bincount(where, weights=weighted, minlength=len(found))
+
+
 def _fuse(parts: list[pl.LazyFrame], top: int | None) -> pl.DataFrame:
     """The fused run, as one lazy query collected once: a query's fusion (two runs of a
     hundred rows) then costs one pass of polars' per-call overhead, not one per step."""
@@ -168,6 +186,7 @@ def _fuse(parts: list[pl.LazyFrame], top: int | None) -> pl.DataFrame:
     return _rank_and_cut(fused, top).collect()
 
 
+@register
 class HybridRetriever(Retriever):
     """Fuses the runs of several retrievers, each asked for ``depth`` candidates under the
     same filters (so the fused list is filtered before its top k, too)."""
@@ -185,8 +204,6 @@ class HybridRetriever(Retriever):
         depth: int = 100,
     ):
         super().__init__()
-        from memkit.retrievers import build
-
         self.retrievers = [build(r) if isinstance(r, dict) else r for r in retrievers]
         if len(self.retrievers) < 2:
             raise ValidationError("retrievers", "a hybrid needs at least two retrievers")
@@ -199,15 +216,8 @@ class HybridRetriever(Retriever):
         self.depth = depth
         _check_weights(self.retrievers, self.weights)
 
-    def get_params(self) -> dict:
-        return {
-            "method": self.method,
-            "weights": self.weights,
-            "rrf_k": self.rrf_k,
-            "norm": self.norm,
-            "depth": self.depth,
-            "retrievers": [r.params() for r in self.retrievers],
-        }
+    def children(self) -> list[Retriever]:
+        return list(self.retrievers)
 
     def _reset(self) -> None:
         for r in self.retrievers:
@@ -231,14 +241,6 @@ class HybridRetriever(Retriever):
         for r in self.retrievers:
             r.remove(event_ids)
         return self
-
-    def precompute(self, events):
-        for r in self.retrievers:
-            r.precompute(events)
-
-    def warm(self):
-        for r in self.retrievers:
-            r.warm()
 
     def search(self, queries, k: int = 10, filters=None) -> pl.DataFrame:
         frame = normalize_queries(queries)

@@ -33,9 +33,10 @@ import polars as pl
 
 from memkit.errors import ValidationError
 from memkit.linear import check_linear, linear_score
-from memkit.retrievers.base import Retriever, normalize_queries, query_filters
-from memkit.retrievers.hybrid import HybridRetriever
-from memkit.tables import RUN_SCHEMA
+from memkit.retrievers.base import Retriever, normalize_queries, query_filters, run_table
+from memkit.retrievers.hybrid import HybridRetriever, convex_sum, minmax
+from memkit.retrievers.registry import build, register
+from memkit.retrievers.registry import load as load_any
 from memkit.timeref import dates_in
 
 POST_FEATURES = ["speaker_in_query", "log_length", "image", "dated"]
@@ -61,6 +62,7 @@ POST_SCHEMA = {
 }
 
 
+@register
 class LearnedRetriever(Retriever):
     type_name = "learned"
     match_type = "hybrid"
@@ -74,8 +76,6 @@ class LearnedRetriever(Retriever):
         passage_model: dict | None = None,
     ):
         super().__init__()
-        from memkit.retrievers import build
-
         self.first = build(first) if isinstance(first, dict) else first
         if not isinstance(self.first, HybridRetriever):
             raise ValidationError(
@@ -110,17 +110,8 @@ class LearnedRetriever(Retriever):
             names += [f"part{i}", f"part{i}_r"]
         return names + POST_FEATURES
 
-    def get_params(self) -> dict:
-        return {
-            "candidates": self.candidates,
-            "first": self.first.params(),
-            "extra": [r.params() for r in self.extra],
-            "model": self.model,
-            "passage_model": self.passage_model,
-        }
-
     # -- the index: every retriever holds every event -------------------------------
-    def _all(self) -> list[Retriever]:
+    def children(self) -> list[Retriever]:
         return [self.first, *self.extra]
 
     def _describe(self, events: pl.DataFrame) -> None:
@@ -148,7 +139,7 @@ class LearnedRetriever(Retriever):
             )
 
     def fit(self, events):
-        for r in self._all():
+        for r in self.children():
             r.fit(events)
         self._posts = {}
         self._describe(events)
@@ -156,23 +147,15 @@ class LearnedRetriever(Retriever):
         return self
 
     def add(self, events):
-        for r in self._all():
+        for r in self.children():
             r.add(events)
         self._describe(events)
         self.catalog = self.first.catalog
         return self
 
-    def precompute(self, events):
-        for r in self._all():
-            r.precompute(events)
-
-    def warm(self):
-        for r in self._all():
-            r.warm()
-
     def remove(self, event_ids):
         event_ids = list(event_ids)
-        for r in self._all():
+        for r in self.children():
             r.remove(event_ids)
         for e in event_ids:
             self._posts.pop(e, None)
@@ -225,7 +208,7 @@ class LearnedRetriever(Retriever):
         for r in self._all_parts():
             if len(r.catalog) != len(catalog):
                 raise RuntimeError("the learned retriever's parts hold different events")
-            hits.append(r._search_batch(texts, depth, masks, scopes))
+            hits.append(r.search_batch(texts, depth, masks, scopes))
         kinds = [r.match_type for r in self._all_parts()]
         for q, text in enumerate(texts):
             yield self._features_one(
@@ -244,19 +227,13 @@ class LearnedRetriever(Retriever):
         ids = self.first.catalog.event_ids
         parts = []  # per retriever: (positions best first, min-max scores, match type)
         for pos, sc, kind in hits:
-            lo, hi = (float(sc.min()), float(sc.max())) if len(sc) else (0.0, 0.0)
-            z = (sc - lo) / (hi - lo) if hi > lo else np.ones(len(sc))
-            parts.append((np.asarray(pos, np.int64), z, kind))
+            parts.append((np.asarray(pos, np.int64), minmax(sc), kind))
         first = parts[: len(self.first.retrievers)]
         width = 2 + 2 * len(parts) + len(POST_FEATURES)
-        pooled = np.concatenate([pos for pos, _, _ in first])
-        if not len(pooled):
+        if not sum(len(pos) for pos, _, _ in first):
             return [], [], np.zeros((0, width))
-        found, where = np.unique(pooled, return_inverse=True)
-        fused = np.bincount(
-            where,
-            weights=np.concatenate([w * z for (_, z, _), w in zip(first, self._weights)]),
-            minlength=len(found),
+        found, _, fused = convex_sum(
+            [pos for pos, _, _ in first], [z for _, z, _ in first], self._weights
         )
         names = np.array([ids[p] for p in found])
         best = np.lexsort((names, -fused))[: self.candidates]  # best fused first, ties by event id
@@ -290,7 +267,8 @@ class LearnedRetriever(Retriever):
         return self._score(cand.select(self.feature_names()).to_numpy(), cand["event_id"].to_list())
 
     def _score(self, x: np.ndarray, event_ids) -> np.ndarray:
-        """Scores of candidate rows (columns as ``feature_names``): each post by its shape's model."""
+        """Scores of candidate rows (columns as ``feature_names``): each post by its shape's
+        model."""
         if self.model is None:
             return x[:, 0]
         names = self.feature_names()
@@ -304,27 +282,21 @@ class LearnedRetriever(Retriever):
 
     def search(self, queries, k: int = 10, filters=None) -> pl.DataFrame:
         frame = normalize_queries(queries)
-        qids, eids, scores, ranks, kinds = [], [], [], [], []
+        return run_table(self._ranked(frame, filters, k))
+
+    def _ranked(self, frame: pl.DataFrame, filters, k: int):
+        """Per query: its k best candidates by the model, as ``run_table`` takes them."""
         for qid, (ids, types, x) in zip(
             frame["query_id"].to_list(), self._candidates(frame, filters)
         ):
             s = self._score(x, ids)
             order = sorted(range(len(ids)), key=lambda i: (-s[i], ids[i]))[:k]
-            qids.extend([qid] * len(order))
-            eids.extend(ids[i] for i in order)
-            scores.extend(float(s[i]) for i in order)
-            ranks.extend(range(1, len(order) + 1))
-            kinds.extend(types[i] for i in order)
-        return pl.DataFrame(
-            {
-                "query_id": qids,
-                "event_id": eids,
-                "score": scores,
-                "rank": ranks,
-                "match_type": kinds,
-            },
-            schema=RUN_SCHEMA,
-        )
+            yield (
+                qid,
+                [ids[i] for i in order],
+                [float(s[i]) for i in order],
+                [types[i] for i in order],
+            )
 
     def _all_parts(self) -> list[Retriever]:
         return [*self.first.retrievers, *self.extra]
@@ -353,8 +325,6 @@ class LearnedRetriever(Retriever):
 
     @classmethod
     def load(cls, folder):
-        from memkit.retrievers import load as load_any
-
         folder = Path(folder)
         spec = json.loads((folder / "retriever.json").read_text())
         extra = sorted(folder.glob("extra*"), key=lambda p: int(p.name[5:]))

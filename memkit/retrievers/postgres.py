@@ -37,11 +37,13 @@ pay for it.
 The connection URL comes from ``url``: a ``postgresql://`` URL, or ``"env:NAME"`` to read
 it from the environment variable ``NAME`` when the first connection is made (the default
 is ``env:MEMKIT_DATABASE_URL``). Connections come from a ``psycopg_pool`` pool per process
-(a forked child opens its own); a block that raises rolls its transaction back. ``add``/``remove`` accept ``conn=`` (a psycopg connection)
-to write inside a transaction the caller owns, e.g. the service writing an event and its
-vectors in one transaction. The tables and indexes are created on first use
-(``ensure_schema``, serialised by an advisory lock; ``CREATE EXTENSION vector`` needs a
-role that may create it).
+(a forked child opens its own); a block that raises rolls its transaction back.
+``fit``/``add``/``remove`` have the signatures of every retriever; to write inside a
+transaction the caller owns (e.g. the service writing an event and its vectors in one
+transaction), call them inside ``with writing_in(conn):`` (a psycopg connection): every
+PostgreSQL retriever's writes in that block, in that thread, use ``conn``. The tables and
+indexes are created on first use (``ensure_schema``, serialised by an advisory lock;
+``CREATE EXTENSION vector`` needs a role that may create it).
 
 ``save`` writes only the parameters: the data lives in the database. ``fit`` empties the
 table and indexes the given events.
@@ -56,6 +58,7 @@ import os
 import re
 import threading
 from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable
@@ -70,14 +73,16 @@ from memkit.retrievers.base import (
     Retriever,
     checked_search,
     document_text,
+    run_table,
+    walk,
 )
-from memkit.tables import RUN_SCHEMA
+from memkit.retrievers.registry import build, register
 
 if TYPE_CHECKING:
     from psycopg_pool import ConnectionPool
 
 _TABLE = re.compile(r"^[a-z_][a-z0-9_]{0,50}$")
-_DDL_LOCK = 0x6D656D6B  # advisory lock key ("memk") serialising schema changes across processes
+DDL_LOCK = 0x6D656D6B  # advisory lock key ("memk") serialising schema changes across processes
 MAX_EF_SEARCH = 1000
 MAX_CONNECTIONS = 16  # per process and database; a caller past it waits (30 s at most) for one
 
@@ -140,6 +145,22 @@ def _close_pools() -> None:
             p.close()
 
 
+_WRITING_IN: ContextVar = ContextVar("memkit_postgres_writes", default=None)
+
+
+@contextmanager
+def writing_in(conn):
+    """Every PostgreSQL retriever's ``fit``/``add``/``remove`` inside this block writes
+    on ``conn`` (a psycopg connection), in the transaction its caller owns, instead of a
+    pooled connection of its own. The binding belongs to this thread (or task) only, so
+    concurrent requests never share a connection; searches keep their pooled ones."""
+    token = _WRITING_IN.set(conn)
+    try:
+        yield conn
+    finally:
+        _WRITING_IN.reset(token)
+
+
 def _where(f: Filters | None) -> tuple[str, list]:
     """SQL conditions (AND-ed) and their parameters for memkit Filters."""
     if f is None or f.is_empty():
@@ -193,8 +214,11 @@ class PostgresRetriever(Retriever):
         self._ready = False
 
     def get_params(self) -> dict:
-        url = self.url if self.url.startswith("env:") else _safe(self.url)
-        return {"url": url, "table": self.table, "doc_template": self.doc_template}
+        """The constructor's arguments, with any password in ``url`` hidden."""
+        params = super().get_params()
+        if not self.url.startswith("env:"):
+            params["url"] = _safe(self.url)
+        return params
 
     # -- connections and schema ----------------------------------------------------------
     def _pool(self) -> "ConnectionPool":
@@ -215,7 +239,7 @@ class PostgresRetriever(Retriever):
         if self._ready:
             return
         with self._pool().connection() as conn:
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_DDL_LOCK,))
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (DDL_LOCK,))
             for statement in self._ddl():
                 conn.execute(statement)
         self._ready = True
@@ -224,7 +248,8 @@ class PostgresRetriever(Retriever):
         t = self.table
         return [
             f"CREATE INDEX IF NOT EXISTS {t}_floor ON {t} (floor_id)",
-            "CREATE TABLE IF NOT EXISTS memkit_fitted (name text PRIMARY KEY, fingerprint text NOT NULL)",
+            "CREATE TABLE IF NOT EXISTS memkit_fitted "
+            "(name text PRIMARY KEY, fingerprint text NOT NULL)",
         ]
 
     def _columns(self) -> str:
@@ -234,20 +259,21 @@ class PostgresRetriever(Retriever):
         )
 
     # -- the contract ----------------------------------------------------------------------
-    def fit(self, events: pl.DataFrame, conn=None) -> "PostgresRetriever":
+    def fit(self, events: pl.DataFrame) -> "PostgresRetriever":
         """The table holds exactly ``events``. A table this retriever last filled by a fit
         of the same events (same texts, metadata and parameters: ``memkit_fitted`` keeps a
         fingerprint, which any later add or remove clears) is left as it is: re-running an
         evaluation does not rewrite thousands of rows it already holds."""
         mark = self._fingerprint(events)
-        with self.connection(conn) as c:
+        with self.connection(_WRITING_IN.get()) as c:
             row = c.execute(
                 "SELECT fingerprint FROM memkit_fitted WHERE name = %s", (self.table,)
             ).fetchone()
             if row is not None and row[0] == mark:
                 return self
             c.execute(f"DELETE FROM {self.table}")
-            self.add(events, conn=c)
+            with writing_in(c):
+                self.add(events)
             # Statistics for the planner now, not when autovacuum gets round to it: on a
             # table just filled, full-text search took 45 ms a query instead of 9 (SciFact).
             c.execute(f"ANALYZE {self.table}")
@@ -269,7 +295,7 @@ class PostgresRetriever(Retriever):
     def _unmark(self, c) -> None:
         c.execute("DELETE FROM memkit_fitted WHERE name = %s", (self.table,))
 
-    def add(self, events: pl.DataFrame, conn=None) -> "PostgresRetriever":
+    def add(self, events: pl.DataFrame) -> "PostgresRetriever":
         if events.height == 0:
             return self
         dup = events["event_id"].is_duplicated()
@@ -292,18 +318,19 @@ class PostgresRetriever(Retriever):
         sql = (
             f"INSERT INTO {self.table} (event_id, floor_id, block_type, created_at, tags, {col}) "
             f"VALUES (%s, %s, %s, %s, %s, {expr}) ON CONFLICT (event_id) DO UPDATE SET "
-            f"floor_id = EXCLUDED.floor_id, block_type = EXCLUDED.block_type, created_at = EXCLUDED.created_at, "
+            f"floor_id = EXCLUDED.floor_id, block_type = EXCLUDED.block_type, "
+            f"created_at = EXCLUDED.created_at, "
             f"tags = EXCLUDED.tags, {col} = EXCLUDED.{col}"
         )
-        with self.connection(conn) as c, c.cursor() as cur:
+        with self.connection(_WRITING_IN.get()) as c, c.cursor() as cur:
             self._unmark(c)
             cur.executemany(sql, rows)
         return self
 
-    def remove(self, event_ids: Iterable[str], conn=None) -> "PostgresRetriever":
+    def remove(self, event_ids: Iterable[str]) -> "PostgresRetriever":
         ids = list(event_ids)
         if ids:
-            with self.connection(conn) as c:
+            with self.connection(_WRITING_IN.get()) as c:
                 self._unmark(c)
                 c.execute(f"DELETE FROM {self.table} WHERE event_id = ANY(%s)", (ids,))
         return self
@@ -311,21 +338,9 @@ class PostgresRetriever(Retriever):
     def search(self, queries, k: int = 10, filters=None) -> pl.DataFrame:
         frame, per = checked_search(queries, k, filters)
         hits = self._search_all(frame["text"].to_list(), k, per)
-        qid, eid, score, rank = [], [], [], []
-        for q, found in zip(frame["query_id"].to_list(), hits):
-            qid.extend([q] * len(found))
-            eid.extend(e for e, _ in found)
-            score.extend(float(s) for _, s in found)
-            rank.extend(range(1, len(found) + 1))
-        return pl.DataFrame(
-            {
-                "query_id": qid,
-                "event_id": eid,
-                "score": score,
-                "rank": rank,
-                "match_type": [self.match_type] * len(qid),
-            },
-            schema=RUN_SCHEMA,
+        return run_table(
+            (q, [e for e, _ in found], [float(s) for _, s in found], self.match_type)
+            for q, found in zip(frame["query_id"].to_list(), hits)
         )
 
     def __len__(self) -> int:
@@ -344,8 +359,6 @@ class PostgresRetriever(Retriever):
 
     @classmethod
     def load(cls, folder: str | Path) -> "PostgresRetriever":
-        from memkit.retrievers import build
-
         return build(json.loads((Path(folder) / "retriever.json").read_text()))
 
     def _reset(self) -> None:  # the data lives in the database; fit empties the table
@@ -368,6 +381,7 @@ def _vector_literal(v: np.ndarray) -> str:
     return "[" + ",".join(f"{x:.7g}" for x in v.tolist()) + "]"
 
 
+@register
 class PgVectorRetriever(PostgresRetriever):
     """Cosine similarity of sentence embeddings, searched by pgvector's HNSW index.
 
@@ -413,22 +427,12 @@ class PgVectorRetriever(PostgresRetriever):
             0  # searches the graph answered with fewer than k rows (for tests and monitoring)
         )
 
-    def get_params(self) -> dict:
-        enc = self.encoder if isinstance(self.encoder, str) else self.encoder.name
-        return {
-            **super().get_params(),
-            "encoder": enc,
-            "m": self.m,
-            "ef_construction": self.ef_construction,
-            "ef_search": self.ef_search,
-            "iterative_scan": self.iterative_scan,
-            "max_scan_tuples": self.max_scan_tuples,
-            "graph": self.graph,
-        }
-
     @property
-    def _enc(self) -> Encoder:
+    def text_encoder(self) -> Encoder:
+        """The model behind ``encoder`` (a name, resolved here, or an Encoder itself)."""
         return get_encoder(self.encoder) if isinstance(self.encoder, str) else self.encoder
+
+    _enc = text_encoder  # the old private name
 
     def ensure_schema(self) -> None:
         if self._ready:
@@ -445,10 +449,11 @@ class PgVectorRetriever(PostgresRetriever):
         return self.iterative_scan != "off" and v >= (0, 8)
 
     def _ddl(self) -> list[str]:
-        t, dim = self.table, int(self._enc.dim)
+        t, dim = self.table, int(self.text_encoder.dim)
         graph = (
             [
-                f"CREATE INDEX IF NOT EXISTS {t}_hnsw ON {t} USING hnsw (embedding vector_cosine_ops) "
+                f"CREATE INDEX IF NOT EXISTS {t}_hnsw ON {t} "
+                f"USING hnsw (embedding vector_cosine_ops) "
                 f"WITH (m = {int(self.m)}, ef_construction = {int(self.ef_construction)})"
             ]
             if self.graph
@@ -462,17 +467,17 @@ class PgVectorRetriever(PostgresRetriever):
         ]
 
     def _values(self, events: pl.DataFrame) -> list:
-        vecs = encode_documents(self._enc, document_text(events, self.doc_template))
+        vecs = encode_documents(self.text_encoder, document_text(events, self.doc_template))
         return [_vector_literal(v) for v in vecs]
 
     def precompute(self, events: pl.DataFrame) -> None:
-        encode_documents(self._enc, document_text(events, self.doc_template))
+        encode_documents(self.text_encoder, document_text(events, self.doc_template))
 
     def _value_column(self) -> tuple[str, str]:
         return "embedding", "%s::vector"
 
     def _search_all(self, texts, k, filters):
-        q = self._enc.encode(texts)
+        q = self.text_encoder.encode(texts)
         with self.connection() as c:
             return [self._search_one(c, _vector_literal(v), k, f) for v, f in zip(q, filters)]
 
@@ -489,13 +494,16 @@ class PgVectorRetriever(PostgresRetriever):
         )
         if self._iterative():
             c.execute(
-                "SELECT set_config('hnsw.iterative_scan', %s, true), set_config('hnsw.max_scan_tuples', %s, true)",
+                "SELECT set_config('hnsw.iterative_scan', %s, true), "
+                "set_config('hnsw.max_scan_tuples', %s, true)",
                 (self.iterative_scan, str(self.max_scan_tuples)),
             )
-        # The graph's candidates, re-sorted exactly (relaxed_order may return them a little out of order).
+        # The graph's candidates, re-sorted exactly (relaxed_order may return them a little
+        # out of order).
         rows = c.execute(
-            f"WITH c AS MATERIALIZED (SELECT event_id, embedding <=> %s::vector AS d FROM {t} WHERE {where} "
-            f"ORDER BY embedding <=> %s::vector LIMIT %s) SELECT event_id, 1 - d FROM c ORDER BY d, event_id",
+            f"WITH c AS MATERIALIZED (SELECT event_id, embedding <=> %s::vector AS d "
+            f"FROM {t} WHERE {where} ORDER BY embedding <=> %s::vector LIMIT %s) "
+            f"SELECT event_id, 1 - d FROM c ORDER BY d, event_id",
             (qv, *args, qv, k),
         ).fetchall()
         if (
@@ -517,7 +525,7 @@ class PgVectorRetriever(PostgresRetriever):
         """Cosine similarity of one query to indexed events (by id; -1 for one not indexed)."""
         if not event_ids:
             return np.zeros(0, np.float32)
-        qv = _vector_literal(self._enc.encode([text])[0])
+        qv = _vector_literal(self.text_encoder.encode([text])[0])
         with self.connection() as c:
             found = dict(
                 c.execute(
@@ -529,6 +537,7 @@ class PgVectorRetriever(PostgresRetriever):
         return np.array([found.get(e, -1.0) for e in event_ids], np.float32)
 
 
+@register
 class PgTextRetriever(PostgresRetriever):
     """PostgreSQL full-text search: any query term matches, ranked by ts_rank."""
 
@@ -555,14 +564,6 @@ class PgTextRetriever(PostgresRetriever):
         self.config = config
         self.rank = rank
         self.normalization = int(normalization)
-
-    def get_params(self) -> dict:
-        return {
-            **super().get_params(),
-            "config": self.config,
-            "rank": self.rank,
-            "normalization": self.normalization,
-        }
 
     def _ddl(self) -> list[str]:
         t = self.table
@@ -594,7 +595,8 @@ class PgTextRetriever(PostgresRetriever):
                 rows = c.execute(
                     f"WITH q AS (SELECT {self.or_query()} AS q) "
                     f"SELECT event_id, {self.rank}(tsv, q.q, %s) AS s FROM {self.table}, q "
-                    f"WHERE numnode(q.q) > 0 AND tsv @@ q.q AND {where} ORDER BY s DESC, event_id LIMIT %s",
+                    f"WHERE numnode(q.q) > 0 AND tsv @@ q.q AND {where} "
+                    f"ORDER BY s DESC, event_id LIMIT %s",
                     (text, self.normalization, *args, k),
                 ).fetchall()
                 out.append([(r[0], float(r[1])) for r in rows])
@@ -603,19 +605,9 @@ class PgTextRetriever(PostgresRetriever):
 
 def postgres_parts(r: Retriever) -> list[PostgresRetriever]:
     """The PostgreSQL retrievers inside a retriever (itself, a hybrid's parts, ...)."""
-    if isinstance(r, PostgresRetriever):
-        return [r]
-    children = list(getattr(r, "retrievers", []))
-    if hasattr(r, "first"):
-        children += [r.first, *getattr(r, "extra", [])]
-    return [p for c in children for p in postgres_parts(c)]
+    return [p for p in walk(r) if isinstance(p, PostgresRetriever)]
 
 
 def in_memory_parts(r: Retriever) -> list[Retriever]:
     """The leaf retrievers that keep their index in this process (not in PostgreSQL)."""
-    children = list(getattr(r, "retrievers", []))
-    if hasattr(r, "first"):
-        children += [r.first, *getattr(r, "extra", [])]
-    if not children:
-        return [] if isinstance(r, PostgresRetriever) else [r]
-    return [p for c in children for p in in_memory_parts(c)]
+    return [p for p in walk(r) if not p.children() and not isinstance(p, PostgresRetriever)]

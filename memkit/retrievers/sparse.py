@@ -10,9 +10,9 @@ the smallest neighbours first, so a stream of small adds costs each posting a lo
 number of merges, never a copy of the whole index per add; collection-wide document
 frequencies are recounted only when a search without a scope needs them after a removal.
 A search works on the postings of its terms only (never on an array as long as the
-collection), so its cost follows its terms' postings, not the collection's size. (bm25s precomputes scores into the matrix, which
-is faster per query but goes stale when the collection changes; eval/RESULTS.md has the
-side-by-side numbers.)
+collection), so its cost follows its terms' postings, not the collection's size. (bm25s
+precomputes scores into the matrix, which is faster per query but goes stale when the
+collection changes; eval/RESULTS.md has the side-by-side numbers.)
 
 A search that names floors counts those statistics over the floors' events only (its
 *scope*, see memkit/retrievers/base.py): it scores exactly as a retriever fitted on those
@@ -29,6 +29,7 @@ import polars as pl
 import scipy.sparse as sp
 
 from memkit.retrievers.base import Retriever, document_text, top_k
+from memkit.retrievers.registry import register
 from memkit.text import Analyzer
 
 MAX_SEGMENTS = 8
@@ -271,6 +272,7 @@ class _SparseRetriever(Retriever):
         self._changed()
 
 
+@register
 class BM25Retriever(_SparseRetriever):
     """Okapi BM25 as Lucene scores it: idf ``ln(1 + (N - df + 0.5) / (df + 0.5))`` times
     ``tf / (tf + k1 * (1 - b + b * dl / avgdl))`` (no constant ``k1 + 1`` factor; the
@@ -290,15 +292,6 @@ class BM25Retriever(_SparseRetriever):
         self.b = b
         super().__init__(stopwords, stemmer, doc_template)
 
-    def get_params(self) -> dict:
-        return {
-            "k1": self.k1,
-            "b": self.b,
-            "stopwords": self.stopwords,
-            "stemmer": self.stemmer,
-            "doc_template": self.doc_template,
-        }
-
     def _contributions(self, terms, scope) -> np.ndarray:
         ids, qtf, pos, tf, which, df, n_docs, total_len = terms
         idf = np.log1p((n_docs - df + 0.5) / (df + 0.5))
@@ -306,6 +299,7 @@ class BM25Retriever(_SparseRetriever):
         return (idf * qtf)[which] * tf / (tf + norm)
 
 
+@register
 class TfidfRetriever(_SparseRetriever):
     """Cosine similarity of TF-IDF vectors, weighted exactly as scikit-learn's
     ``TfidfVectorizer`` (``smooth_idf=True``, ``norm="l2"``, optional ``sublinear_tf``).
@@ -329,14 +323,6 @@ class TfidfRetriever(_SparseRetriever):
         self._norms = None
         self._scoped = {}
         super().__init__(stopwords, stemmer, doc_template)
-
-    def get_params(self) -> dict:
-        return {
-            "sublinear_tf": self.sublinear_tf,
-            "stopwords": self.stopwords,
-            "stemmer": self.stemmer,
-            "doc_template": self.doc_template,
-        }
 
     def _changed(self) -> None:
         self._norms = None

@@ -152,9 +152,8 @@ def adapt(
             index = SearchIndex(
                 engine, memory.pipeline_for(new), folder=new.folder(memory.settings.index_dir)
             ).start()
-            say(
-                f"index of {frame.height:,} posts built and saved in {time.perf_counter() - started:.1f} s"
-            )
+            took = time.perf_counter() - started
+            say(f"index of {frame.height:,} posts built and saved in {took:.1f} s")
             per_floor(
                 frame, index.pipeline.answerer.encode_sentences
             )  # answers read vectors, as after ingest

@@ -701,7 +701,8 @@ class SearchIndex:
         except Exception:  # noqa: BLE001 - narrowed down below, row by row
             if self._broken:
                 log.error(
-                    "change-log rows %s..%s left the search index half-changed; rebuilding it from the store",
+                    "change-log rows %s..%s left the search index half-changed; "
+                    "rebuilding it from the store",
                     rows[0].seq,
                     rows[-1].seq,
                     exc_info=True,

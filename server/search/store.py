@@ -40,7 +40,7 @@ import sqlalchemy as sa
 
 from memkit.errors import ValidationError
 from memkit.pipeline import Pipeline
-from memkit.retrievers.postgres import _DDL_LOCK, in_memory_parts, postgres_parts
+from memkit.retrievers.postgres import DDL_LOCK, in_memory_parts, postgres_parts, writing_in
 from server.search.index import load_events, new_posts, per_floor
 
 log = logging.getLogger(__name__)
@@ -82,7 +82,8 @@ class StoreSearch:
         ]
         url = engine.url.render_as_string(hide_password=False)
         for r in self.parts:
-            r.url = url  # the service's own database: the foreign keys and the write transaction need it
+            # the service's own database: the foreign keys and the write transaction need it
+            r.url = url
         self.lock = nullcontext()  # nothing in the process to protect: queries run side by side
 
     def reading(self):
@@ -93,7 +94,7 @@ class StoreSearch:
         for r in self.parts:
             r.ensure_schema()
         with self.engine.begin() as conn:
-            conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": _DDL_LOCK})
+            conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": DDL_LOCK})
             for r in self.parts:
                 name = f"{r.table}_event_fk"
                 exists = conn.execute(
@@ -129,8 +130,9 @@ class StoreSearch:
             # post's sentences in the post also gives the post's own vector, which the
             # vector table then finds in the cache (one run per post, not two).
             self.pipeline.answerer.encode_sentences(part)  # sentence vectors for answers, at ingest
-            for r in self.parts:
-                r.add(part, conn=_driver(conn))
+            with writing_in(_driver(conn)):  # the write's own transaction
+                for r in self.parts:
+                    r.add(part)
 
         per_floor(frame, index_floor)
 

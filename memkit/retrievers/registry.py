@@ -1,0 +1,69 @@
+"""The registry of retriever kinds: ``type`` name -> class, ``build`` from a config dict,
+``load`` of any saved retriever.
+
+This module imports nothing else from ``memkit.retrievers``: it is the bottom of the
+package, so every kind's module can import ``build`` and ``register`` at its top (the
+hybrid builds its parts, a saved retriever's loader builds it) without an import loop.
+A kind joins the registry by decorating its class with ``@register``; the package's
+``__init__`` imports every built-in kind, so importing ``memkit.retrievers`` (or any of
+its modules) fills the registry.
+
+>>> from memkit.retrievers import build
+>>> build({"type": "bm25", "k1": 0.9, "b": 0.4})
+BM25Retriever(k1=0.9, b=0.4, ...)
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
+
+from memkit.errors import ValidationError
+
+if TYPE_CHECKING:
+    from memkit.retrievers.base import Retriever
+
+REGISTRY: dict[str, type["Retriever"]] = {}
+
+R = TypeVar("R", bound=type)
+
+
+def register(cls: R) -> R:
+    """Class decorator: ``cls`` is built for ``{"type": cls.type_name, ...}``. Registering
+    a second, different class under a name already taken is an error."""
+    name = cls.type_name
+    old = REGISTRY.get(name)
+    if old is not None and (old.__module__, old.__qualname__) != (
+        cls.__module__,
+        cls.__qualname__,
+    ):
+        raise ValueError(f"retriever type {name!r} is already registered by {old.__qualname__}")
+    REGISTRY[name] = cls
+    return cls
+
+
+def kind_of(spec: dict) -> type["Retriever"]:
+    """The class a config dict names (``spec["type"]``)."""
+    if not isinstance(spec, dict) or "type" not in spec:
+        raise ValidationError("retriever", f"expected a table with a 'type', got {spec!r}")
+    kind = spec["type"]
+    if kind not in REGISTRY:
+        raise ValidationError("retriever.type", f"expected one of {sorted(REGISTRY)}, got {kind!r}")
+    return REGISTRY[kind]
+
+
+def build(spec: dict) -> "Retriever":
+    """A retriever from a config dict: ``{"type": ..., **params}``."""
+    cls = kind_of(spec)
+    params = {k: v for k, v in spec.items() if k != "type"}
+    try:
+        return cls(**params)
+    except TypeError as exc:
+        raise ValidationError(f"retriever.{spec['type']}", str(exc)) from None
+
+
+def load(folder: str | Path) -> "Retriever":
+    """Load any saved retriever: the kind its ``retriever.json`` names loads it."""
+    spec = json.loads((Path(folder) / "retriever.json").read_text())
+    return kind_of(spec).load(folder)
