@@ -289,3 +289,28 @@ def test_add_a_retriever_walkthrough(monkeypatch):
     assert len(code.splitlines()) <= 40
     exec(compile(code, "README.md (Add a retriever)", "exec"), {"__name__": "readme_example"})
     assert registry.REGISTRY["overlap"].__module__ == "readme_example"  # registered by it
+
+
+def test_map_specs_changes_every_part_before_anything_is_built():
+    """A caller sets a part's settings on the config, not on built retrievers: every spec of
+    a learned ranker's tree is visited (its first hybrid's parts, its extra parts), the
+    original dict is left as it was, and a dense part built from it has the new setting."""
+    from memkit.retrievers import map_specs
+
+    spec = {
+        "type": "learned",
+        "first": {"type": "hybrid", "retrievers": [{"type": "bm25"}, {"type": "dense"}]},
+        "extra": [{"type": "dense", "doc_template": "{text}"}],
+    }
+    seen = []
+
+    def visit(s):
+        seen.append(s["type"])
+        return {**s, "exact_below": 7} if s["type"] == "dense" else s
+
+    out = map_specs(spec, visit)
+    assert seen == ["bm25", "dense", "hybrid", "dense", "learned"]  # parts before their composite
+    assert "exact_below" not in spec["first"]["retrievers"][1]  # the caller's dict is unchanged
+    built = build(out["first"])
+    assert [r.exact_below for r in built.retrievers if r.type_name == "dense"] == [7]
+    assert out["extra"][0] == {"type": "dense", "doc_template": "{text}", "exact_below": 7}

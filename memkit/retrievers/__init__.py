@@ -12,7 +12,7 @@ from memkit.retrievers.dense import DenseRetriever
 from memkit.retrievers.hybrid import HybridRetriever, convex, rrf
 from memkit.retrievers.learned import LearnedRetriever
 from memkit.retrievers.postgres import PgTextRetriever, PgVectorRetriever, PostgresRetriever
-from memkit.retrievers.registry import REGISTRY, build, load, register
+from memkit.retrievers.registry import REGISTRY, build, load, map_specs, register
 from memkit.retrievers.sparse import BM25Retriever, TfidfRetriever
 
 __all__ = [
@@ -30,6 +30,7 @@ __all__ = [
     "build",
     "convex",
     "load",
+    "map_specs",
     "register",
     "rrf",
     "walk",

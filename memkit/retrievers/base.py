@@ -406,6 +406,8 @@ class Retriever:
 
     match_type = "keyword"
     type_name = "base"
+    # The config keys that hold the specs of a composite's parts (``map_specs`` follows them).
+    child_params: tuple[str, ...] = ()
 
     def __init__(self):
         self.catalog = Catalog()

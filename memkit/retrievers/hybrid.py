@@ -193,6 +193,7 @@ class HybridRetriever(Retriever):
 
     type_name = "hybrid"
     match_type = "hybrid"
+    child_params = ("retrievers",)
 
     def __init__(
         self,

@@ -66,6 +66,7 @@ POST_SCHEMA = {
 class LearnedRetriever(Retriever):
     type_name = "learned"
     match_type = "hybrid"
+    child_params = ("first", "extra")
 
     def __init__(
         self,

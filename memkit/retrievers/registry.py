@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Callable, TypeVar
 
 from memkit.errors import ValidationError
 
@@ -61,6 +61,21 @@ def build(spec: dict) -> "Retriever":
         return cls(**params)
     except TypeError as exc:
         raise ValidationError(f"retriever.{spec['type']}", str(exc)) from None
+
+
+def map_specs(spec: dict, fn: Callable[[dict], dict]) -> dict:
+    """A copy of a config dict with ``fn`` applied to every retriever spec in it, a
+    composite's parts (the keys its class names in ``child_params``) before the composite.
+    This is how a caller changes settings before anything is built, instead of changing
+    built retrievers: ``map_specs(spec, lambda s: {**s, "url": url} if ... else s)``."""
+    out = dict(spec)
+    for key in kind_of(spec).child_params:
+        part = out.get(key)
+        if isinstance(part, dict):
+            out[key] = map_specs(part, fn)
+        elif isinstance(part, list):
+            out[key] = [map_specs(p, fn) for p in part]
+    return fn(out)
 
 
 def load(folder: str | Path) -> "Retriever":

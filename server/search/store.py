@@ -40,7 +40,13 @@ import sqlalchemy as sa
 
 from memkit.errors import ValidationError
 from memkit.pipeline import Pipeline
-from memkit.retrievers.postgres import DDL_LOCK, in_memory_parts, postgres_parts, writing_in
+from memkit.retrievers.postgres import (
+    DDL_LOCK,
+    in_memory_parts,
+    postgres_parts,
+    resolve_url,
+    writing_in,
+)
 from server.search.index import load_events, new_posts, per_floor
 
 log = logging.getLogger(__name__)
@@ -81,9 +87,13 @@ class StoreSearch:
             p for p in postgres_parts(pipeline.retriever) if kinds is None or p.type_name in kinds
         ]
         url = engine.url.render_as_string(hide_password=False)
-        for r in self.parts:
-            # the service's own database: the foreign keys and the write transaction need it
-            r.url = url
+        for r in self.parts:  # built on it by MemoryService.pipeline_for, never changed after
+            if resolve_url(r.url) != resolve_url(url):
+                raise ValidationError(
+                    "retriever.url",
+                    "a PostgreSQL part of the search backend must use the service's own "
+                    "database (its foreign keys and write transactions need it)",
+                )
         self.lock = nullcontext()  # nothing in the process to protect: queries run side by side
 
     def reading(self):

@@ -27,8 +27,7 @@ import sqlalchemy as sa
 from memkit.config import CONFIG_DIR, load_config
 from memkit.encoders import cache_scope
 from memkit.pipeline import Pipeline, QueryRequest
-from memkit.retrievers import Filters, PgVectorRetriever
-from memkit.retrievers.postgres import postgres_parts
+from memkit.retrievers import Filters, PgVectorRetriever, map_specs
 from server import models as m
 from server.errors import NotFound, Unprocessable
 from server.models import BLOCK_TYPES
@@ -120,7 +119,22 @@ class Memory:
         """The served config's pipeline with a version's model and vector tables. Version 0
         (no `memkit adapt` yet) uses the config's own model: ``[encoder] model`` and, if the
         config asks, its supervised model (trained beforehand, never on the query path)."""
-        pipeline = Pipeline.from_config(self.config_path, posts=StoredPosts(self.engine))
+        url = self.engine.url.render_as_string(hide_password=False)
+
+        def bind(spec: dict) -> dict:
+            """A PostgreSQL part's settings as this service runs it: on the service's own
+            database when it is the search backend (its foreign keys and write transactions
+            need that), and a pgvector part on this version's vector table."""
+            if spec["type"] in ("pgvector", "pgtext") and self.stateless:
+                spec = {**spec, "url": url}
+            if spec["type"] == "pgvector":
+                table = spec.get("table") or PgVectorRetriever.default_table
+                spec = {**spec, "table": version.table(table)}
+            return spec
+
+        config = load_config(self.config_path)
+        config = {**config, "retriever": map_specs(config["retriever"], bind)}
+        pipeline = Pipeline.from_config(config, posts=StoredPosts(self.engine))
         encoder = version.encoder
         if encoder is None and pipeline.encoder_stage is not None:
             encoder = pipeline.encoder_stage.resolve(allow_training=False)
@@ -128,9 +142,6 @@ class Memory:
             with self.engine.connect() as conn:
                 versions.ensure_model(conn, encoder)
             pipeline.use_encoder(encoder)
-        for part in postgres_parts(pipeline.retriever):
-            if isinstance(part, PgVectorRetriever):
-                part.table = version.table(part.table)
         return pipeline
 
     def open(self, version: versions.Version) -> SearchIndex | StoreSearch:
