@@ -92,9 +92,11 @@ from memkit.retrievers import (
     Retriever,
     build,
     convex,
+    map_specs,
     walk,
 )
 from memkit.retrievers.base import normalize_queries, query_filters
+from memkit.retrievers.registry import kind_of
 from memkit.tables import RUN_SCHEMA
 from memkit.timeref import dates_in, question_window
 from memkit.training import EncoderStage
@@ -183,10 +185,11 @@ class Pipeline:
         posts: ItemSource | None = None,
         time_windows: bool = True,
         sure_similarity: float | None = None,
+        encoder_fixed: bool = False,
     ):
         self.retriever = retriever
         self.encoder_stage = encoder
-        self.encoder_fixed = False  # use_encoder() was called: fit keeps the model
+        self.encoder_fixed = encoder_fixed  # fit keeps the dense parts' model (no [encoder] run)
         self.contextualizer = contextualizer or build_contextualizer(None)
         self.answerer = answerer or build_answerer(None)
         self.representation = representation
@@ -222,10 +225,15 @@ class Pipeline:
 
     @classmethod
     def from_config(
-        cls, config: str | Path | dict | None = None, posts: ItemSource | None = None
+        cls,
+        config: str | Path | dict | None = None,
+        posts: ItemSource | None = None,
+        encoder: str | None = None,
     ) -> "Pipeline":
         """From a TOML path, an already-loaded config dict, or the project default.
-        ``posts``: where items are read (default: kept in memory from what is indexed)."""
+        ``posts``: where items are read (default: kept in memory from what is indexed).
+        ``encoder``: the model every dense part is built with and ``fit`` keeps (the service
+        passes the model it serves); None: the config's own, resolved by ``fit``."""
         if config is None:
             config = DEFAULT_CONFIG
         if not isinstance(config, dict):
@@ -238,8 +246,14 @@ class Pipeline:
             for key in ("min_similarity", "min_probability", "min_score", "sure_similarity")
         }
         windows = config.get("time_windows", True)
+        spec = config["retriever"]
+        if encoder is not None:
+            spec = map_specs(
+                spec,
+                lambda s: {**s, "encoder": encoder} if issubclass(kind_of(s), _DENSE) else s,
+            )
         return cls(
-            retriever=build(config["retriever"]),
+            retriever=build(spec),
             contextualizer=build_contextualizer(config.get("contextualizer")),
             answerer=build_answerer(config.get("answer")),
             representation=_representation(config.get("representation")),
@@ -250,6 +264,7 @@ class Pipeline:
             config=config,
             posts=posts,
             time_windows=windows,
+            encoder_fixed=encoder is not None,
             **bounds,
         )
 
@@ -755,9 +770,12 @@ def _representation(spec: dict | None) -> Representation | None:
     return None if spec is None else Representation(**spec)  # keys checked by the model
 
 
+_DENSE = (DenseRetriever, PgVectorRetriever)  # the kinds that score by an encoder's cosine
+
+
 def _dense_parts(r: Retriever) -> list[DenseRetriever | PgVectorRetriever]:
     """Every part that scores by an encoder's cosine similarity, in config order."""
-    return [p for p in walk(r) if isinstance(p, (DenseRetriever, PgVectorRetriever))]
+    return [p for p in walk(r) if isinstance(p, _DENSE)]
 
 
 def _dense_part(r: Retriever) -> DenseRetriever | PgVectorRetriever | None:

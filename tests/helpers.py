@@ -63,10 +63,12 @@ def served_pipeline(config=None):
     """The pipeline of a config as a fresh service serves it: the config's own model, fixed,
     so ``fit`` trains nothing (the default adapts its encoder to the events given to ``fit``
     in eval; the service only when `memkit adapt` runs)."""
-    from memkit.config import CONFIG_DIR
+    from memkit.config import CONFIG_DIR, load_config
     from memkit.pipeline import Pipeline
+    from memkit.training import EncoderStage
 
-    pipeline = Pipeline.from_config(config or CONFIG_DIR / "default.toml")
-    return (
-        pipeline.use_encoder(pipeline.encoder_stage.model) if pipeline.encoder_stage else pipeline
+    config = (
+        config if isinstance(config, dict) else load_config(config or CONFIG_DIR / "default.toml")
     )
+    stage = EncoderStage.from_config(config.get("encoder"))
+    return Pipeline.from_config(config, encoder=stage.model if stage else None)

@@ -28,6 +28,7 @@ from memkit.config import CONFIG_DIR, load_config
 from memkit.encoders import cache_scope
 from memkit.pipeline import Pipeline, QueryRequest
 from memkit.retrievers import Filters, PgVectorRetriever, map_specs
+from memkit.training import EncoderStage
 from server import models as m
 from server.errors import NotFound, Unprocessable
 from server.models import BLOCK_TYPES
@@ -134,15 +135,13 @@ class Memory:
 
         config = load_config(self.config_path)
         config = {**config, "retriever": map_specs(config["retriever"], bind)}
-        pipeline = Pipeline.from_config(config, posts=StoredPosts(self.engine))
-        encoder = version.encoder
-        if encoder is None and pipeline.encoder_stage is not None:
-            encoder = pipeline.encoder_stage.resolve(allow_training=False)
+        encoder, stage = version.encoder, EncoderStage.from_config(config.get("encoder"))
+        if encoder is None and stage is not None:
+            encoder = stage.resolve(allow_training=False)
         if encoder is not None:
             with self.engine.connect() as conn:
                 versions.ensure_model(conn, encoder)
-            pipeline.use_encoder(encoder)
-        return pipeline
+        return Pipeline.from_config(config, posts=StoredPosts(self.engine), encoder=encoder)
 
     def open(self, version: versions.Version) -> SearchIndex | StoreSearch:
         pipeline = self.pipeline_for(version)
