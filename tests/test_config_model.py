@@ -143,3 +143,70 @@ def test_a_contextualizer_registered_at_run_time_is_left_to_its_class(tmp_path, 
         load_config(tmp_path / "echo.toml")
     monkeypatch.setitem(CONTEXTUALIZERS, "echo", Echo)
     assert isinstance(Pipeline.from_config(tmp_path / "echo.toml").contextualizer, Echo)
+
+
+def _init_params(cls) -> dict:
+    """``cls.__init__``'s keyword parameters and their defaults (following ``**kwargs`` to
+    the base class, as ``Retriever.get_params`` does)."""
+    import inspect
+
+    out = {}
+    for klass in cls.__mro__:
+        if "__init__" not in vars(klass):
+            continue
+        params = inspect.signature(klass.__init__).parameters
+        for name, p in params.items():
+            if name != "self" and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL):
+                out.setdefault(name, p.default)
+        if not any(p.kind == p.VAR_KEYWORD for p in params.values()):
+            break
+    return out
+
+
+def _specs(union) -> dict:
+    """``type`` value -> spec model, for a discriminated union of specs."""
+    from typing import get_args
+
+    from pydantic import BaseModel
+
+    out, todo = {}, [union]
+    while todo:
+        t = todo.pop()
+        if isinstance(t, type) and issubclass(t, BaseModel):
+            out[t.model_fields["type"].annotation.__args__[0]] = t
+        else:
+            todo.extend(get_args(t))
+    return out
+
+
+@pytest.mark.parametrize(
+    "union, registry",
+    [
+        ("RetrieverSpec", "memkit.retrievers.registry:REGISTRY"),
+        ("ContextualizerSpec", "memkit.conversation:CONTEXTUALIZERS"),
+        ("AnswerSpec", "memkit.answer:ANSWERERS"),
+    ],
+)
+def test_each_spec_has_its_class_arguments_and_defaults(union, registry):
+    """The typed config copies each kind's constructor: a setting added to a constructor
+    but not to its spec would be refused in a config, a default changed in one place only
+    would make the schema lie. Every registered kind has a spec, with the same settings
+    and the same defaults (a required setting has none)."""
+    import importlib
+
+    import memkit.config_model as cm
+
+    module, name = registry.split(":")
+    kinds = getattr(importlib.import_module(module), name)
+    specs = _specs(getattr(cm, union))
+    assert set(specs) == set(kinds)
+    for kind, spec in specs.items():
+        params = _init_params(kinds[kind])
+        fields = {k: f for k, f in spec.model_fields.items() if k != "type"}
+        assert set(fields) == set(params), kind
+        for key, field in fields.items():
+            default = params[key]
+            default = list(default) if isinstance(default, tuple) else default  # TOML has arrays
+            if field.is_required():
+                continue  # a hybrid's parts: a config must name them
+            assert field.default == default, (kind, key, field.default, default)
