@@ -7,7 +7,7 @@ export MLFLOW_DISABLE_TELEMETRY := true
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install test eval bench bench-retrievers serve lint clean
+.PHONY: install test eval bench bench-retrievers serve lint notebooks clean
 
 $(STAMP): pyproject.toml
 	@command -v $(PY) >/dev/null || { echo "need $(PY) on PATH (or make PY=/path/to/python3.11)"; exit 1; }
@@ -39,8 +39,12 @@ bench-retrievers: $(STAMP)
 
 # Lint and formatting: both must be clean (ruff's rules and line length are in pyproject.toml).
 lint: $(STAMP)
-	$(BIN)/ruff check memkit server tests eval
-	$(BIN)/ruff format --check memkit server tests eval
+	$(BIN)/ruff check memkit server tests eval notebooks/run.py
+	$(BIN)/ruff format --check memkit server tests eval notebooks/run.py
+
+# Run the tutorials in place, so their committed outputs are those of this code.
+notebooks: $(STAMP)
+	$(BIN)/python notebooks/run.py notebooks/*.ipynb
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

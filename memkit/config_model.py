@@ -229,7 +229,7 @@ ContextualizerSpec = Annotated[
 ]
 
 
-# -- the answer writer (memkit/answer.py) -------------------------------------------------
+# -- the answer writer (memkit/answer/) ----------------------------------------------------
 class ExtractiveSettings(Table):
     max_sentences: Int = 3
     max_items: Int = 3
