@@ -9,6 +9,7 @@ import pytest
 
 from memkit.answer import sentences
 from memkit.encoders import EmbeddingCache
+from memkit.retrievers import DenseRetriever, PgVectorRetriever, walk
 from memkit.retrievers.base import document_text
 from server import create_app
 from server.search.index import load_events
@@ -45,7 +46,9 @@ def test_a_write_is_encoded_before_its_transaction(kind, tmp_path, tmp_path_fact
         == 200
     )
     pipeline = memory.warm().pipeline
-    dense = [p for p in _leaves(pipeline.retriever) if hasattr(p, "_enc")]
+    dense = [
+        p for p in walk(pipeline.retriever) if isinstance(p, (DenseRetriever, PgVectorRetriever))
+    ]
     seen = {}
 
     def probe(conn, event_ids):  # the Events service's hook inside the transaction
@@ -59,7 +62,7 @@ def test_a_write_is_encoded_before_its_transaction(kind, tmp_path, tmp_path_fact
         else:
             docs = frame
         wanted = [
-            (d._enc, d._enc.name, t.strip())
+            (d.text_encoder, d.text_encoder.name, t.strip())
             for d in dense
             for t in document_text(docs, d.doc_template)
         ]
@@ -91,11 +94,6 @@ def test_a_write_is_encoded_before_its_transaction(kind, tmp_path, tmp_path_fact
     assert c.post(path + "/batch", headers=ann, json=body).status_code == 200
     assert seen["wanted"] > 8 and seen["found"] == seen["wanted"]
     app.extensions["memkit"]["engine"].dispose()
-
-
-def _leaves(r):
-    parts = [*getattr(r, "retrievers", [])] + ([r.first, *r.extra] if hasattr(r, "first") else [])
-    return [leaf for p in parts for leaf in _leaves(p)] if parts else [r]
 
 
 def test_a_restart_reindexes_only_what_changed(tmp_path):

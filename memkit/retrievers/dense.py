@@ -77,8 +77,6 @@ class DenseRetriever(Retriever):
         """The model behind ``encoder`` (a name, resolved here, or an Encoder itself)."""
         return get_encoder(self.encoder) if isinstance(self.encoder, str) else self.encoder
 
-    _enc = text_encoder  # the old private name
-
     def _reset(self) -> None:
         self._buffer: np.ndarray | None = None  # rows [0, _rows) hold vectors
         self._rows = 0

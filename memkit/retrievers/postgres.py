@@ -432,8 +432,6 @@ class PgVectorRetriever(PostgresRetriever):
         """The model behind ``encoder`` (a name, resolved here, or an Encoder itself)."""
         return get_encoder(self.encoder) if isinstance(self.encoder, str) else self.encoder
 
-    _enc = text_encoder  # the old private name
-
     def ensure_schema(self) -> None:
         if self._ready:
             return
