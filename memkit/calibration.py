@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from memkit.errors import ValidationError
+from memkit.config_model import CalibrationSpec, typed
 
 
 @dataclass(frozen=True)
@@ -35,23 +35,13 @@ class Calibration:
     b: float = 0.0
 
     @classmethod
-    def from_config(cls, spec: dict | None) -> "Calibration | None":
+    def from_config(cls, spec: "CalibrationSpec | dict | None") -> "Calibration | None":
+        """From a ``[calibration]`` typed spec (memkit.config_model), or its dict checked
+        into one first; None: no calibration."""
         if spec is None:
             return None
-        unknown = set(spec) - {"a", "b"}
-        if unknown:
-            raise ValidationError(
-                f"calibration.{sorted(unknown)[0]}", "unknown setting (expected a, b)"
-            )
-        for key, default in (("a", 1.0), ("b", 0.0)):
-            value = spec.get(key, default)
-            if (
-                isinstance(value, bool)
-                or not isinstance(value, (int, float))
-                or not np.isfinite(value)
-            ):
-                raise ValidationError(f"calibration.{key}", f"expected a number, got {value!r}")
-        return cls(float(spec.get("a", 1.0)), float(spec.get("b", 0.0)))
+        spec = typed("calibration", spec)
+        return cls(float(spec.a), float(spec.b))
 
     def __call__(self, scores) -> np.ndarray:
         z = self.a * np.asarray(scores, dtype=float) + self.b

@@ -6,8 +6,12 @@ TOML path (``retriever.retrievers.1.k1: expected a number, got 'x'``) rather tha
 setting silently left at its default. Retriever specs are a union told apart by ``type``;
 a hybrid's ``retrievers`` and a learned ranker's ``first`` and ``extra`` are specs again.
 
-Validation only checks: callers keep the plain dict they had (its values as written), so
-what is built, scored and logged is what it was before. Settings whose meaning depends on
+The builders (``memkit.retrievers.build``, ``build_contextualizer``, ``build_answerer``,
+``EncoderStage.from_config``, ...) take these typed specs: ``Pipeline.from_config`` checks a
+config once and hands each section's spec to its builder, which passes the settings the
+file wrote (``arguments``) to the class's constructor. A builder given a plain dict checks
+it into its spec first (``typed``). Number fields keep an integer as written, so the
+object built is the one the dict would have built. Settings whose meaning depends on
 what is built (a linear model's feature names, a learned ranker's fusion weights) are
 still checked where the object is built. ``memkit config-schema`` prints the JSON schema
 (``config_schema``); ``memkit/configs/schema.json`` is that output, kept in step by a test.
@@ -15,7 +19,9 @@ still checked where the object is built. ``memkit config-schema`` prints the JSO
 
 from __future__ import annotations
 
+import importlib
 import json
+from functools import cache
 from typing import Annotated, Any, Literal, Union, get_args
 
 from pydantic import (
@@ -28,19 +34,35 @@ from pydantic import (
     StrictInt,
     StrictStr,
     Tag,
+    TypeAdapter,
     ValidationInfo,
+    WrapValidator,
     field_validator,
 )
 from pydantic import ValidationError as PydanticError
+from pydantic.json_schema import SkipJsonSchema
 
 from memkit.errors import ValidationError
 
+
+def _as_written(value: Any, check: Any) -> Any:
+    """A number field keeps an integer as the file wrote it (checked as a number, not made
+    a float), so a spec's ``model_dump`` is what was written and builds the same object."""
+    checked = check(value)
+    return value if type(value) is int else checked
+
+
+def Number(**bounds: float) -> Any:
+    """A finite number, integer or float, within ``bounds`` (pydantic's ge, gt, le, lt)."""
+    return Annotated[StrictFloat, Field(allow_inf_nan=False, **bounds), WrapValidator(_as_written)]
+
+
 # Scalars as TOML writes them: no "1" for 1, no true for 1 (a float field takes an integer).
 Int = StrictInt
-Float = Annotated[StrictFloat, Field(allow_inf_nan=False)]
+Float = Number()
 Bool = StrictBool
 Str = StrictStr
-Fraction = Annotated[StrictFloat, Field(ge=0, le=1)]
+Fraction = Number(ge=0, le=1)
 SqlName = Annotated[StrictStr, Field(pattern=r"^[a-z_][a-z0-9_]{0,50}$")]
 
 
@@ -59,7 +81,7 @@ class LinearModel(Table):
     coef: list[Float]
     intercept: Float
     mean: list[Float]
-    scale: list[Annotated[StrictFloat, Field(gt=0, allow_inf_nan=False)]]
+    scale: list[Number(gt=0)]
 
     @field_validator("coef", "mean", "scale")
     @classmethod
@@ -174,10 +196,52 @@ class PgTextSpec(_Postgres):
     normalization: Int = 1
 
 
-RetrieverSpec = Annotated[
-    Union[TfidfSpec, BM25Spec, DenseSpec, HybridSpec, LearnedSpec, PgVectorSpec, PgTextSpec],
-    Field(discriminator="type"),
-]
+# -- kinds registered at run time -----------------------------------------------------------
+REGISTERED = "registered at run time"  # the union tag of a kind this module has no spec for
+
+
+class Registered(BaseModel):
+    """A kind added to its registry at run time (a retriever's ``@register``, an entry in
+    ``memkit.conversation.CONTEXTUALIZERS`` or ``memkit.answer.ANSWERERS``), which this
+    module has no spec for: its settings are its class's to check when it is built. Left
+    out of the JSON schema."""
+
+    model_config = ConfigDict(extra="allow")
+    type: Str
+
+
+def _union(specs: list[type[Table]], registry: str, default: str | None = None) -> Any:
+    """The specs as a union told apart by ``type`` (``default`` when a table has none), open
+    to the kinds of ``registry`` (``"module:NAME"``) that have no spec."""
+    known = {_tag(spec): spec for spec in specs}
+
+    def kind(value: Any) -> Any:
+        name = value.get("type", default) if isinstance(value, dict) else value.type
+        if name not in known and name in _registry(registry):
+            return REGISTERED
+        return name
+
+    members = [Annotated[spec, Tag(name)] for name, spec in known.items()]
+    members.append(SkipJsonSchema[Annotated[Registered, Tag(REGISTERED)]])
+    return Annotated[Union[tuple(members)], Discriminator(kind)]
+
+
+def _registry(where: str) -> dict:
+    module, name = where.split(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def _tag(table: type[BaseModel]) -> Any:
+    """The ``type`` a spec is for (None for ``Registered``)."""
+    field = table.model_fields.get("type")
+    args = get_args(field.annotation) if field is not None else ()
+    return args[0] if args and isinstance(args[0], str) else None
+
+
+RetrieverSpec = _union(
+    [TfidfSpec, BM25Spec, DenseSpec, HybridSpec, LearnedSpec, PgVectorSpec, PgTextSpec],
+    "memkit.retrievers.registry:REGISTRY",
+)
 HybridSpec.model_rebuild()
 LearnedSpec.model_rebuild()
 
@@ -194,7 +258,7 @@ class CarrySpec(Table):
     first: Bool = True
     short: Int = 3
     detect: Bool = False
-    idle_minutes: Annotated[StrictFloat, Field(gt=0, allow_inf_nan=False)] = 30.0
+    idle_minutes: Number(gt=0) = 30.0
 
 
 class TopicSpec(Table):
@@ -204,29 +268,13 @@ class TopicSpec(Table):
     short: Int = 2
     answer_words: Annotated[StrictInt, Field(ge=0)] = 8
     window: Bool = True
-    idle_minutes: Annotated[StrictFloat, Field(gt=0, allow_inf_nan=False)] = 30.0
+    idle_minutes: Number(gt=0) = 30.0
     repeat_weight: Fraction = 1.0
 
 
-def _kind(default: str):
-    """The ``type`` of a table, ``default`` when it has none (as the builders read it)."""
-
-    def kind(value: Any) -> Any:
-        if isinstance(value, dict):
-            return value.get("type", default)
-        return getattr(value, "type", None)
-
-    return kind
-
-
-ContextualizerSpec = Annotated[
-    Union[
-        Annotated[NoContextSpec, Tag("none")],
-        Annotated[CarrySpec, Tag("carry")],
-        Annotated[TopicSpec, Tag("topic")],
-    ],
-    Discriminator(_kind("none")),
-]
+ContextualizerSpec = _union(
+    [NoContextSpec, CarrySpec, TopicSpec], "memkit.conversation:CONTEXTUALIZERS", "none"
+)
 
 
 # -- the answer writer (memkit/answer/) ----------------------------------------------------
@@ -265,20 +313,17 @@ class LLMSpec(Table):
     fallback: ExtractiveSettings | None = None
 
 
-AnswerSpec = Annotated[
-    Union[Annotated[ExtractiveSpec, Tag("extractive")], Annotated[LLMSpec, Tag("llm")]],
-    Discriminator(_kind("extractive")),
-]
+AnswerSpec = _union([ExtractiveSpec, LLMSpec], "memkit.answer:ANSWERERS", "extractive")
 
 
 # -- the rest ------------------------------------------------------------------------------
 class RelevanceSpec(Table):
     """When a ranking counts as having found nothing (memkit/pipeline.py)."""
 
-    min_similarity: Annotated[StrictFloat, Field(ge=-1, le=1)] | None = None
+    min_similarity: Number(ge=-1, le=1) | None = None
     min_probability: Fraction | None = None
     min_score: Fraction | None = None
-    sure_similarity: Annotated[StrictFloat, Field(ge=-1, le=1)] | None = None
+    sure_similarity: Number(ge=-1, le=1) | None = None
 
 
 class RepresentationSpec(Table):
@@ -304,9 +349,9 @@ class TrainSpec(Table):
 
     epochs: Annotated[StrictInt, Field(ge=1, le=50)] = SECTION_DEFAULT
     batch_size: Annotated[StrictInt, Field(ge=2, le=1024)] = SECTION_DEFAULT
-    lr: Annotated[StrictFloat, Field(gt=0, le=0.01)] = SECTION_DEFAULT
-    warmup: Annotated[StrictFloat, Field(ge=0, le=1)] = SECTION_DEFAULT
-    scale: Annotated[StrictFloat, Field(gt=0, le=100)] = SECTION_DEFAULT
+    lr: Number(gt=0, le=0.01) = SECTION_DEFAULT
+    warmup: Number(ge=0, le=1) = SECTION_DEFAULT
+    scale: Number(gt=0, le=100) = SECTION_DEFAULT
     max_pairs: Annotated[StrictInt, Field(ge=1, le=10_000_000)] = SECTION_DEFAULT
     max_length: Annotated[StrictInt, Field(ge=8, le=512)] = SECTION_DEFAULT
     seed: Annotated[StrictInt, Field(ge=0, le=2**31 - 1)] = SECTION_DEFAULT
@@ -341,6 +386,17 @@ class CalibrationSpec(Table):
     b: Float = 0.0
 
 
+SECTIONS = {  # the config's tables, each a spec a builder takes
+    "retriever": RetrieverSpec,
+    "contextualizer": ContextualizerSpec,
+    "answer": AnswerSpec,
+    "relevance": RelevanceSpec,
+    "representation": RepresentationSpec,
+    "encoder": EncoderSpec,
+    "calibration": CalibrationSpec,
+}
+
+
 class Config(Table):
     """A whole configuration file (after ``from = "..."`` tables are merged in)."""
 
@@ -358,26 +414,63 @@ class Config(Table):
     eval: dict[str, Any] | None = None
 
 
-# -- errors ---------------------------------------------------------------------------------
-def validate_config(config: Any) -> Config:
-    """The config as a ``Config``, or a memkit ValidationError naming the first problem's
-    TOML path. A contextualizer of a type registered at run time (added to
-    ``memkit.conversation.CONTEXTUALIZERS``) is its own class's to check: left out here."""
+# -- typed specs for the builders ----------------------------------------------------------
+def typed(section: str, value: Any) -> Any:
+    """One section of a config (``"retriever"``, ``"answer"``, ...) as its typed spec: a
+    typed spec as it is, a dict checked into one (a ValidationError names the TOML path,
+    from ``section``)."""
+    if isinstance(value, BaseModel):
+        return value
     try:
-        return Config.model_validate(_known_part(config))
+        return _adapter(section).validate_python(value)
     except PydanticError as exc:
-        field, message = _explain(exc.errors()[0], config)
+        error = exc.errors()[0]
+        field, message = _explain({**error, "loc": (section, *error["loc"])}, {section: value})
         raise ValidationError(field, message) from None
 
 
-def _known_part(config: Any) -> Any:
-    from memkit.conversation import CONTEXTUALIZERS
+@cache
+def _adapter(section: str) -> TypeAdapter:
+    return TypeAdapter(SECTIONS[section])
 
-    spec = config.get("contextualizer") if isinstance(config, dict) else None
-    kind = spec.get("type") if isinstance(spec, dict) else None
-    if kind in CONTEXTUALIZERS and kind not in ("none", "carry", "topic"):
-        return {k: v for k, v in config.items() if k != "contextualizer"}
-    return config
+
+def arguments(spec: BaseModel) -> dict[str, Any]:
+    """A typed spec as its class's constructor arguments: the settings the file wrote (the
+    class's defaults, which a test keeps equal to the spec's, fill the rest) except
+    ``type``; a retriever spec inside stays typed (the composite builds it), any other
+    table is the dict it was written as."""
+    written = {
+        name: getattr(spec, name)
+        for name in type(spec).model_fields
+        if name in spec.model_fields_set and name != "type"
+    }
+    return {
+        name: _argument(value) for name, value in {**written, **(spec.model_extra or {})}.items()
+    }
+
+
+def _argument(value: Any) -> Any:
+    if isinstance(value, list):
+        return [_argument(v) for v in value]
+    if isinstance(value, BaseModel) and not is_retriever_spec(value):
+        return value.model_dump(exclude_unset=True)
+    return value
+
+
+def is_retriever_spec(value: Any) -> bool:
+    return isinstance(value, (*RETRIEVER_SPECS, Registered))
+
+
+# -- errors ---------------------------------------------------------------------------------
+def validate_config(config: Any) -> Config:
+    """The config as a ``Config``, or a memkit ValidationError naming the first problem's
+    TOML path. A part of a kind registered at run time is checked by its class when it is
+    built (``Registered``)."""
+    try:
+        return Config.model_validate(config)
+    except PydanticError as exc:
+        field, message = _explain(exc.errors()[0], config)
+        raise ValidationError(field, message) from None
 
 
 def _path(loc: tuple, data: Any) -> list[str]:
@@ -406,7 +499,8 @@ def _explain(error: dict, config: Any) -> tuple[str, str]:
         path.append("type")
         if kind == "union_tag_not_found":
             return ".".join(path), "required"
-        return ".".join(path), f"expected one of {ctx.get('expected_tags')}, got {ctx.get('tag')!r}"
+        expected = ctx.get("expected_tags", "").replace(f", {REGISTERED!r}", " or a registered one")
+        return ".".join(path), f"expected one of {expected}, got {ctx.get('tag')!r}"
     field = ".".join(path) or "config"
     shown = f", got {got!r}"
     messages = {
@@ -463,10 +557,7 @@ def _unknown(loc: tuple) -> str:
     return f"unknown setting (expected one of {', '.join(tables[0].model_fields)})"
 
 
-def _tag(table: type[BaseModel]) -> Any:
-    field = table.model_fields.get("type")
-    args = get_args(field.annotation) if field is not None else ()
-    return args[0] if args else None
+RETRIEVER_SPECS = tuple(m for m in _models(RetrieverSpec) if m is not Registered)
 
 
 def config_schema() -> dict:

@@ -52,6 +52,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, timezone
 from functools import lru_cache
 
+from memkit.config_model import ContextualizerSpec, arguments, typed
 from memkit.errors import ValidationError
 from memkit.text import NLTK_STOPWORDS
 from memkit.timeref import Window, shifted
@@ -524,16 +525,12 @@ def _check(weight, recent, idle_minutes, name: str = "contextualizer.weight") ->
 CONTEXTUALIZERS = {"none": NoContext, "carry": CarryContext, "topic": TopicContext}
 
 
-def build_contextualizer(spec: dict | None):
-    """From a ``[contextualizer]`` table, checked by memkit.config_model (the type and keys
-    of a built-in one; a type registered in CONTEXTUALIZERS at run time is checked here)."""
-    spec = dict(spec or {"type": "none"})
-    kind = spec.pop("type", "none")
-    if kind not in CONTEXTUALIZERS:
-        raise ValidationError(
-            "contextualizer.type", f"expected one of {sorted(CONTEXTUALIZERS)}, got {kind!r}"
-        )
+def build_contextualizer(spec: "ContextualizerSpec | dict | None"):
+    """From a ``[contextualizer]`` typed spec (memkit.config_model), or its dict checked
+    into one first (None: no follow-ups). A type added to CONTEXTUALIZERS at run time has
+    its settings checked by its class."""
+    spec = typed("contextualizer", spec or {"type": "none"})
     try:
-        return CONTEXTUALIZERS[kind](**spec)
+        return CONTEXTUALIZERS[spec.type](**arguments(spec))
     except TypeError as exc:
         raise ValidationError("contextualizer", str(exc)) from None

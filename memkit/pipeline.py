@@ -55,9 +55,10 @@ asking those that name a time window one by one as ``ask`` does.
 
 Encoder: with an ``[encoder]`` section, ``fit`` first resolves the model (training what
 the cache does not hold yet, see memkit.training.EncoderStage) and gives it to every dense
-part and the answer writer, so one pipeline never mixes two models. ``use_encoder(name)``
-fixes the model instead (the service: the store names the active one), and ``fit`` then
-keeps it.
+part and the answer writer, so one pipeline never mixes two models (the retriever is
+rebuilt from its settings with that model). ``from_config(encoder=name)`` or
+``use_encoder(name)`` fixes the model instead (the service: the store names the active
+one), and ``fit`` then keeps it.
 """
 
 from __future__ import annotations
@@ -72,7 +73,13 @@ import polars as pl
 from memkit.answer import Answer, build_answerer
 from memkit.calibration import Calibration
 from memkit.config import CONFIG_DIR, load_config
-from memkit.config_model import validate_config
+from memkit.config_model import (
+    RelevanceSpec,
+    RepresentationSpec,
+    arguments,
+    typed,
+    validate_config,
+)
 from memkit.conversation import (
     ConversationStore,
     Reading,
@@ -94,6 +101,7 @@ from memkit.retrievers import (
     convex,
     map_specs,
     walk,
+    with_settings,
 )
 from memkit.retrievers.base import normalize_queries, query_filters
 from memkit.retrievers.registry import kind_of
@@ -237,33 +245,28 @@ class Pipeline:
         if config is None:
             config = DEFAULT_CONFIG
         if not isinstance(config, dict):
-            config = load_config(config)  # checked there
-        else:  # a dict may be one a caller wrote or changed: every section, with its TOML path
-            validate_config(config)
-        relevance = config.get("relevance", {})
+            config = load_config(config)
+        checked = validate_config(config)  # every section, once, errors with their TOML path
+        relevance = checked.relevance or RelevanceSpec()
         bounds = {
-            key: None if relevance.get(key) is None else float(relevance[key])
+            key: None if getattr(relevance, key) is None else float(getattr(relevance, key))
             for key in ("min_similarity", "min_probability", "min_score", "sure_similarity")
         }
-        windows = config.get("time_windows", True)
-        spec = config["retriever"]
+        spec = checked.retriever
         if encoder is not None:
-            spec = map_specs(
-                spec,
-                lambda s: {**s, "encoder": encoder} if issubclass(kind_of(s), _DENSE) else s,
-            )
+            spec = _with_encoder(spec, encoder)
         return cls(
             retriever=build(spec),
-            contextualizer=build_contextualizer(config.get("contextualizer")),
-            answerer=build_answerer(config.get("answer")),
-            representation=_representation(config.get("representation")),
-            encoder=EncoderStage.from_config(config.get("encoder")),
-            calibration=Calibration.from_config(config.get("calibration")),
-            k=config.get("k", 10),
-            name=config.get("name", "pipeline"),
+            contextualizer=build_contextualizer(checked.contextualizer),
+            answerer=build_answerer(checked.answer),
+            representation=_representation(checked.representation),
+            encoder=EncoderStage.from_config(checked.encoder),
+            calibration=Calibration.from_config(checked.calibration),
+            k=checked.k,
+            name=checked.name or "pipeline",
             config=config,
             posts=posts,
-            time_windows=windows,
+            time_windows=checked.time_windows,
             encoder_fixed=encoder is not None,
             **bounds,
         )
@@ -289,10 +292,10 @@ class Pipeline:
 
     # -- the encoder ------------------------------------------------------------------
     def use_encoder(self, name: str, fixed: bool = True) -> "Pipeline":
-        """Every dense part and the answer writer use this model (before ``fit``: vectors
-        already indexed are not re-encoded). ``fixed``: later fits keep it."""
-        for part in _dense_parts(self.retriever):
-            part.encoder = name
+        """Every dense part and the answer writer use this model: the retriever is rebuilt
+        from its settings with it (nothing built is changed; call before ``fit``, as the
+        rebuilt retriever is empty). ``fixed``: later fits keep it."""
+        self.retriever = build(_with_encoder(self.retriever.params(), name))
         dense = _dense_part(self.retriever)
         if dense is not None and hasattr(self.answerer, "bind"):
             self.answerer.bind(dense.text_encoder, self._line)
@@ -766,11 +769,19 @@ def _only(frame: pl.DataFrame, event_ids) -> pl.DataFrame:
     return frame if event_ids is None else frame.filter(pl.col("event_id").is_in(list(event_ids)))
 
 
-def _representation(spec: dict | None) -> Representation | None:
-    return None if spec is None else Representation(**spec)  # keys checked by the model
+def _representation(spec: RepresentationSpec | dict | None) -> Representation | None:
+    """From a ``[representation]`` typed spec, or its dict checked into one first."""
+    return None if spec is None else Representation(**arguments(typed("representation", spec)))
 
 
 _DENSE = (DenseRetriever, PgVectorRetriever)  # the kinds that score by an encoder's cosine
+
+
+def _with_encoder(spec, name: str):
+    """A retriever spec (typed or a dict) with every dense part's ``encoder`` set to this."""
+    return map_specs(
+        spec, lambda s: with_settings(s, encoder=name) if issubclass(kind_of(s), _DENSE) else s
+    )
 
 
 def _dense_parts(r: Retriever) -> list[DenseRetriever | PgVectorRetriever]:

@@ -54,6 +54,7 @@ import numpy as np
 import polars as pl
 from tqdm.auto import tqdm
 
+from memkit.config_model import EncoderSpec, arguments, typed
 from memkit.encoders import (
     INT8,
     MINILM,
@@ -528,9 +529,10 @@ class EncoderStage:
         return out
 
     @classmethod
-    def from_config(cls, spec: dict | None) -> "EncoderStage | None":
-        """From an ``[encoder]`` table (its keys checked by memkit.config_model)."""
-        return None if spec is None else cls(**spec)
+    def from_config(cls, spec: "EncoderSpec | dict | None") -> "EncoderStage | None":
+        """From an ``[encoder]`` typed spec (memkit.config_model), or its dict checked into
+        one first; None: no encoder stage."""
+        return None if spec is None else cls(**arguments(typed("encoder", spec)))
 
     def params(self) -> dict:
         def show(section):

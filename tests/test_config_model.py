@@ -169,11 +169,14 @@ def _specs(union) -> dict:
 
     from pydantic import BaseModel
 
+    import memkit.config_model as cm
+
     out, todo = {}, [union]
     while todo:
         t = todo.pop()
         if isinstance(t, type) and issubclass(t, BaseModel):
-            out[t.model_fields["type"].annotation.__args__[0]] = t
+            if t is not cm.Registered:  # any kind registered at run time
+                out[t.model_fields["type"].annotation.__args__[0]] = t
         else:
             todo.extend(get_args(t))
     return out
@@ -210,3 +213,110 @@ def test_each_spec_has_its_class_arguments_and_defaults(union, registry):
             if field.is_required():
                 continue  # a hybrid's parts: a config must name them
             assert field.default == default, (kind, key, field.default, default)
+
+
+def test_builders_take_typed_specs():
+    """Each builder takes its section's typed spec and passes the settings it holds to the
+    constructor; a dict is checked into the same spec first, so both build the same."""
+    from memkit.answer import build_answerer
+    from memkit.calibration import Calibration
+    from memkit.config_model import (
+        BM25Spec,
+        CalibrationSpec,
+        DenseSpec,
+        EncoderSpec,
+        ExtractiveSpec,
+        HybridSpec,
+        TopicSpec,
+    )
+    from memkit.conversation import build_contextualizer
+    from memkit.retrievers import build
+    from memkit.training import EncoderStage
+
+    hybrid = build(
+        HybridSpec(
+            type="hybrid",
+            retrievers=[BM25Spec(type="bm25", k1=0.9), DenseSpec(type="dense")],
+            weights=[0.3, 0.7],
+        )
+    )
+    assert [p.type_name for p in hybrid.children()] == ["bm25", "dense"]
+    assert hybrid.children()[0].k1 == 0.9 and hybrid.weights == [0.3, 0.7]
+    assert (
+        hybrid.params()
+        == build(
+            {
+                **HYBRID,
+                "retrievers": [{"type": "bm25", "k1": 0.9}, {"type": "dense"}],
+                "weights": [0.3, 0.7],
+            }
+        ).params()
+    )
+    topic = build_contextualizer(TopicSpec(type="topic", weight=0.25, short=3))
+    assert (topic.weight, topic.short) == (0.25, 3)
+    assert build_answerer(ExtractiveSpec(max_items=2)).params()["max_items"] == 2
+    assert (
+        EncoderStage.from_config(EncoderSpec(adapt={"epochs": 2})).params()["adapt"]["epochs"] == 2
+    )
+    assert Calibration.from_config(CalibrationSpec(a=2)) == Calibration(2.0, 0.0)
+    with pytest.raises(ValidationError, match="retriever.retrievers.1.oversample"):
+        build({**HYBRID, "retrievers": [{"type": "bm25"}, {"type": "dense", "oversample": "x"}]})
+
+
+def test_an_integer_written_for_a_number_is_kept_as_written():
+    """A number setting takes an integer and keeps it one: the object built from the typed
+    spec reports the settings the file wrote, so the digest of a saved index (the
+    pipeline's params) does not change when a config goes through the typed model."""
+    from memkit.config_model import typed
+
+    spec = typed("retriever", {"type": "bm25", "k1": 1, "b": 0.5})
+    assert type(spec.k1) is int and type(spec.b) is float
+    default = load_config(CONFIG_DIR / "default.toml")
+    written = default["retriever"]["passage_model"]["coef"]
+    assert any(type(c) is int for c in written)  # what this test is about
+    built = Pipeline.from_config(default).retriever.params()["passage_model"]["coef"]
+    assert json.dumps(built) == json.dumps(written)
+    for bad, message in [("x", "expected a number"), (True, "expected a number")]:
+        with pytest.raises(ValidationError, match=message):
+            typed("retriever", {"type": "bm25", "k1": bad})
+
+
+def test_a_retriever_registered_at_run_time_can_be_named_in_a_config(tmp_path, monkeypatch):
+    """The typed union is open to kinds registered at run time (``Registered``): a config
+    names one alone or inside a hybrid, and its constructor checks its settings."""
+    from memkit.retrievers import REGISTRY, BM25Retriever, walk
+
+    class Plain(BM25Retriever):  # BM25 with its own name, for this test only
+        type_name = "plain"
+
+    (tmp_path / "plain.toml").write_text(
+        '[retriever]\ntype = "hybrid"\n[[retriever.retrievers]]\ntype = "plain"\nk1 = 1.5\n'
+        '[[retriever.retrievers]]\ntype = "dense"\n'
+    )
+    with pytest.raises(ValidationError, match="retriever.retrievers.0.type"):
+        load_config(tmp_path / "plain.toml")
+    monkeypatch.setitem(REGISTRY, "plain", Plain)
+    pipeline = Pipeline.from_config(tmp_path / "plain.toml")
+    part = list(walk(pipeline.retriever))[1]
+    assert type(part) is Plain and part.k1 == 1.5
+    (tmp_path / "bad.toml").write_text('[retriever]\ntype = "plain"\nk3 = 1\n')
+    with pytest.raises(ValidationError, match="retriever.plain.*k3"):
+        Pipeline.from_config(tmp_path / "bad.toml")
+
+
+def test_use_encoder_builds_a_new_retriever_and_changes_none():
+    """Nothing built is changed after build: a pipeline given another model rebuilds its
+    retriever from its settings, and the retriever it had still holds its own model."""
+    from memkit.retrievers import walk
+
+    pipeline = Pipeline.from_config(CONFIG_DIR / "hybrid.toml")
+    old = pipeline.retriever
+    pipeline.use_encoder("minilm-int8")
+    assert pipeline.retriever is not old
+    assert [p.params().get("encoder") for p in walk(old)] == [None, None, "minilm"]
+    assert [p.params().get("encoder") for p in walk(pipeline.retriever)] == [
+        None,
+        None,
+        "minilm-int8",
+    ]
+    assert pipeline.encoder_fixed and pipeline.encoder_name() == "minilm-int8"

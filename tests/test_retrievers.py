@@ -197,7 +197,7 @@ def test_build_from_config_and_params_round_trip():
     assert build(r.params()).params() == r.params()
     with pytest.raises(ValidationError, match="retriever.type"):
         build({"type": "magic"})
-    with pytest.raises(ValidationError, match="bm25"):
+    with pytest.raises(ValidationError, match="retriever.k3: unknown setting"):
         build({"type": "bm25", "k3": 1})
     with pytest.raises(ValidationError, match="weights"):
         HybridRetriever([BM25Retriever(), TfidfRetriever()], weights=[1.0])

@@ -50,6 +50,7 @@ from memkit.answer.features import QUERY_FEATURES, SENTENCE_FEATURES, Candidates
 from memkit.answer.llm import LLMAnswerer
 from memkit.answer.questions import question_type, wants_list
 from memkit.answer.selection import QUESTION_TERMS
+from memkit.config_model import AnswerSpec, arguments, typed
 from memkit.errors import ValidationError
 
 __all__ = [
@@ -74,13 +75,12 @@ __all__ = [
 ANSWERERS: dict[str, type[Answerer]] = {"extractive": ExtractiveAnswerer, "llm": LLMAnswerer}
 
 
-def build_answerer(spec: dict | None) -> Answerer:
-    """The writer a config's ``[answer]`` table describes (None: extractive, no models)."""
-    spec = dict(spec or {"type": "extractive"})
-    kind = spec.pop("type", "extractive")
-    if kind not in ANSWERERS:
-        raise ValidationError("answer.type", f"expected one of {sorted(ANSWERERS)}, got {kind!r}")
+def build_answerer(spec: "AnswerSpec | dict | None") -> Answerer:
+    """The writer a config's ``[answer]`` table describes, as a typed spec
+    (memkit.config_model) or its dict checked into one first (None: extractive, no
+    models). A type added to ANSWERERS at run time has its settings checked by its class."""
+    spec = typed("answer", spec or {"type": "extractive"})
     try:
-        return ANSWERERS[kind](**spec)
+        return ANSWERERS[spec.type](**arguments(spec))
     except TypeError as exc:
         raise ValidationError("answer", str(exc)) from None

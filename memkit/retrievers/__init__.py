@@ -1,5 +1,5 @@
 """Retrievers: one contract, several kinds (two keep their index in PostgreSQL), built
-from config dicts by the registry (memkit/retrievers/registry.py).
+from typed specs or config dicts by the registry (memkit/retrievers/registry.py).
 
 >>> build({"type": "bm25", "k1": 0.9, "b": 0.4})
 BM25Retriever(k1=0.9, b=0.4, ...)
@@ -12,7 +12,7 @@ from memkit.retrievers.dense import DenseRetriever
 from memkit.retrievers.hybrid import HybridRetriever, convex, rrf
 from memkit.retrievers.learned import LearnedRetriever
 from memkit.retrievers.postgres import PgTextRetriever, PgVectorRetriever, PostgresRetriever
-from memkit.retrievers.registry import REGISTRY, build, load, map_specs, register
+from memkit.retrievers.registry import REGISTRY, build, load, map_specs, register, with_settings
 from memkit.retrievers.sparse import BM25Retriever, TfidfRetriever
 
 __all__ = [
@@ -34,4 +34,5 @@ __all__ = [
     "register",
     "rrf",
     "walk",
+    "with_settings",
 ]

@@ -21,6 +21,7 @@ from typing import Sequence
 import numpy as np
 import polars as pl
 
+from memkit.config_model import RetrieverSpec
 from memkit.errors import ValidationError
 from memkit.retrievers.base import Catalog, Retriever, normalize_queries, query_filters
 from memkit.retrievers.registry import build, register
@@ -197,7 +198,7 @@ class HybridRetriever(Retriever):
 
     def __init__(
         self,
-        retrievers: Sequence[Retriever | dict],
+        retrievers: Sequence[Retriever | dict | RetrieverSpec],
         method: str = "convex",
         weights=None,
         rrf_k: int = 60,
@@ -205,7 +206,7 @@ class HybridRetriever(Retriever):
         depth: int = 100,
     ):
         super().__init__()
-        self.retrievers = [build(r) if isinstance(r, dict) else r for r in retrievers]
+        self.retrievers = [r if isinstance(r, Retriever) else build(r) for r in retrievers]
         if len(self.retrievers) < 2:
             raise ValidationError("retrievers", "a hybrid needs at least two retrievers")
         if method not in ("rrf", "convex"):

@@ -1,5 +1,5 @@
-"""The registry of retriever kinds: ``type`` name -> class, ``build`` from a config dict,
-``load`` of any saved retriever.
+"""The registry of retriever kinds: ``type`` name -> class, ``build`` from a typed spec
+(``memkit.config_model.RetrieverSpec``) or a config dict, ``load`` of any saved retriever.
 
 This module imports nothing else from ``memkit.retrievers``: it is the bottom of the
 package, so every kind's module can import ``build`` and ``register`` at its top (the
@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
+from memkit.config_model import arguments, typed
 from memkit.errors import ValidationError
 
 if TYPE_CHECKING:
@@ -43,8 +44,10 @@ def register(cls: R) -> R:
     return cls
 
 
-def kind_of(spec: dict) -> type["Retriever"]:
-    """The class a config dict names (``spec["type"]``)."""
+def kind_of(spec: Any) -> type["Retriever"]:
+    """The class a typed spec or a config dict names (its ``type``)."""
+    if not isinstance(spec, dict):
+        spec = {"type": spec.type} if hasattr(spec, "type") else spec
     if not isinstance(spec, dict) or "type" not in spec:
         raise ValidationError("retriever", f"expected a table with a 'type', got {spec!r}")
     kind = spec["type"]
@@ -53,29 +56,36 @@ def kind_of(spec: dict) -> type["Retriever"]:
     return REGISTRY[kind]
 
 
-def build(spec: dict) -> "Retriever":
-    """A retriever from a config dict: ``{"type": ..., **params}``."""
-    cls = kind_of(spec)
-    params = {k: v for k, v in spec.items() if k != "type"}
+def build(spec: Any) -> "Retriever":
+    """A retriever from its typed spec, or from a config dict (``{"type": ..., **params}``)
+    checked into one first. The constructor gets the settings the spec was written with;
+    a kind registered at run time (no spec of its own) has them checked there."""
+    spec = typed("retriever", spec)
     try:
-        return cls(**params)
+        return kind_of(spec)(**arguments(spec))
     except TypeError as exc:
-        raise ValidationError(f"retriever.{spec['type']}", str(exc)) from None
+        raise ValidationError(f"retriever.{spec.type}", str(exc)) from None
 
 
-def map_specs(spec: dict, fn: Callable[[dict], dict]) -> dict:
-    """A copy of a config dict with ``fn`` applied to every retriever spec in it, a
-    composite's parts (the keys its class names in ``child_params``) before the composite.
-    This is how a caller changes settings before anything is built, instead of changing
-    built retrievers: ``map_specs(spec, lambda s: {**s, "url": url} if ... else s)``."""
-    out = dict(spec)
+def with_settings(spec: Any, **changes: Any) -> Any:
+    """A copy of a typed spec or config dict with these settings changed."""
+    return {**spec, **changes} if isinstance(spec, dict) else spec.model_copy(update=changes)
+
+
+def map_specs(spec: Any, fn: Callable[[Any], Any]) -> Any:
+    """A copy of a typed spec or config dict with ``fn`` applied to every retriever spec in
+    it, a composite's parts (the keys its class names in ``child_params``) before the
+    composite. This is how a caller changes settings before anything is built, instead of
+    changing built retrievers:
+    ``map_specs(spec, lambda s: with_settings(s, url=url) if ... else s)``."""
+    parts = {}
     for key in kind_of(spec).child_params:
-        part = out.get(key)
-        if isinstance(part, dict):
-            out[key] = map_specs(part, fn)
-        elif isinstance(part, list):
-            out[key] = [map_specs(p, fn) for p in part]
-    return fn(out)
+        part = spec.get(key) if isinstance(spec, dict) else getattr(spec, key)
+        if isinstance(part, list):
+            parts[key] = [map_specs(p, fn) for p in part]
+        elif part is not None:
+            parts[key] = map_specs(part, fn)
+    return fn(with_settings(spec, **parts))
 
 
 def load(folder: str | Path) -> "Retriever":
