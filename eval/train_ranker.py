@@ -41,6 +41,7 @@ no data. Retraining the models means refitting the calibration (``--calibration 
 
 from __future__ import annotations
 
+import copy
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,7 +57,6 @@ from memkit.evaluation.metrics import per_query
 from memkit.evaluation.tuning import training_args
 from memkit.linear import fit_linear, linear_score, toml_table
 from memkit.pipeline import Pipeline
-from memkit.retrievers import LearnedRetriever
 from memkit.tables import Dataset
 
 MARK = (
@@ -144,10 +144,16 @@ def fit_models(
     return out[0], out[1]
 
 
-def use(retriever: LearnedRetriever, models: tuple[dict | None, dict | None]) -> None:
+def ranked_with(pipeline: Pipeline, models: tuple[dict | None, dict | None]) -> Pipeline:
+    """A copy of a fitted pipeline whose learned retriever ranks with these models (chat
+    lines by the chat model, posts that stand alone by the passage model), its index shared
+    and not refitted; the pipeline given is left as it was."""
     chat, passage = models
-    retriever.model = chat or passage
-    retriever.passage_model = passage if chat is not None else None
+    out = copy.copy(pipeline)
+    out.retriever = pipeline.retriever.with_models(
+        chat or passage, passage if chat is not None else None
+    )
+    return out
 
 
 def logits(cand: pl.DataFrame, models, names: list[str]) -> np.ndarray:
@@ -192,9 +198,10 @@ def calibration_rows(devs: list[DevSet], names: list[str]) -> pl.DataFrame:
                 )
             )
     if SUITE.exists():
-        suite, pipeline = load_any(SUITE), Pipeline.from_config(devs[0].pipeline.config)
-        use(pipeline.retriever, fit_models([d.cand for d in devs], names))
-        pipeline.fit(suite.events)
+        suite = load_any(SUITE)
+        pipeline = ranked_with(
+            Pipeline.from_config(devs[0].pipeline.config), fit_models([d.cand for d in devs], names)
+        ).fit(suite.events)
         run = pipeline.retriever.search(
             suite.queries.select("query_id", "text", "floor_ids"), 10
         )  # log-odds
@@ -243,11 +250,10 @@ def calibration_report(rows: pl.DataFrame) -> tuple[Calibration, str]:
 def held_out(dev: DevSet, models, query_ids: list[str]) -> pl.DataFrame:
     """Per-query metrics of these scored queries, ranked with these models, asked as
     ``memkit eval`` asks them."""
-    use(dev.pipeline.retriever, models)
     queries = dev.scored.queries.filter(pl.col("query_id").is_in(query_ids))
     if not dev.in_order:
         queries = queries.drop("conversation_id", strict=False)
-    run, _, _ = run_queries(dev.pipeline, queries, 10)
+    run, _, _ = run_queries(ranked_with(dev.pipeline, models), queries, 10)
     table = per_query(run, dev.scored.qrels.filter(pl.col("query_id").is_in(query_ids)))
     return table.join(
         dev.scored.queries.select("query_id", "category")

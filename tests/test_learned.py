@@ -61,6 +61,24 @@ def test_the_model_orders_candidates_by_its_score(plain):
     )  # same candidates
 
 
+def test_with_models_ranks_a_copy_and_leaves_the_fitted_one_as_it_was(plain):
+    """A training loop tries models on one fitted index: ``with_models`` returns a copy that
+    ranks as a retriever built with that model would, and the original still ranks without."""
+    model = model_for(plain, {"log_length": -1.0})
+    before = plain.search("dog shoes", k=10)
+    tried = plain.with_models(model)
+    built = build(
+        {"type": "learned", "first": FIRST, "extra": EXTRA, "candidates": 30, "model": model}
+    ).fit(EVENTS)
+    assert tried is not plain and plain.model is None
+    got, want = tried.search("dog shoes", k=10), built.search("dog shoes", k=10)
+    assert got["event_id"].to_list() == want["event_id"].to_list()
+    assert got["event_id"].to_list() != before["event_id"].to_list()
+    assert plain.search("dog shoes", k=10).equals(before)
+    with pytest.raises(ValidationError, match="passage_model"):
+        plain.with_models(None, model)  # a passage model needs a chat model too
+
+
 def test_filters_reach_every_part(plain):
     f = Filters(floor_ids=["alice"], tags=["pets"])
     run = plain.search("dog", k=50, filters=f)

@@ -23,6 +23,7 @@ Filters reach every retriever before its top k, as everywhere in memkit.
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 from pathlib import Path
@@ -31,6 +32,7 @@ from typing import NamedTuple, Sequence
 import numpy as np
 import polars as pl
 
+from memkit.config_model import HybridSpec, RetrieverSpec
 from memkit.errors import ValidationError
 from memkit.linear import check_linear, linear_score
 from memkit.retrievers.base import Retriever, normalize_queries, query_filters, run_table
@@ -70,40 +72,51 @@ class LearnedRetriever(Retriever):
 
     def __init__(
         self,
-        first: dict | HybridRetriever,
-        extra: Sequence[dict | Retriever] = (),
+        first: dict | HybridSpec | HybridRetriever,
+        extra: Sequence[dict | RetrieverSpec | Retriever] = (),
         candidates: int = 100,
         model: dict | None = None,
         passage_model: dict | None = None,
     ):
         super().__init__()
-        self.first = build(first) if isinstance(first, dict) else first
+        self.first = first if isinstance(first, Retriever) else build(first)
         if not isinstance(self.first, HybridRetriever):
             raise ValidationError(
                 "retriever.first", 'expected a hybrid retriever (type = "hybrid")'
             )
         self._weights = _convex_weights(self.first)
-        self.extra = [build(r) if isinstance(r, dict) else r for r in extra]
+        self.extra = [r if isinstance(r, Retriever) else build(r) for r in extra]
         if isinstance(candidates, bool) or not isinstance(candidates, int) or candidates < 1:
             raise ValidationError(
                 "retriever.candidates", f"expected a positive integer, got {candidates!r}"
             )
         self.candidates = candidates
-        self.model = (
-            check_linear(model, self.feature_names(), "retriever.model")
-            if model is not None
-            else None
+        self.model, self.passage_model = self._checked(model, passage_model)
+        self._posts: dict[str, Post] = {}
+
+    def with_models(
+        self, model: dict | None, passage_model: dict | None = None
+    ) -> "LearnedRetriever":
+        """A copy that ranks with these models (checked as the constructor checks them),
+        sharing this one's fitted parts and catalog: a training loop scores candidate
+        models on one index without refitting it or changing this one."""
+        out = copy.copy(self)
+        out.model, out.passage_model = self._checked(model, passage_model)
+        return out
+
+    def _checked(self, model: dict | None, passage_model: dict | None) -> tuple:
+        names = self.feature_names()
+        chat = None if model is None else check_linear(model, names, "retriever.model")
+        passage = (
+            None
+            if passage_model is None
+            else check_linear(passage_model, names, "retriever.passage_model")
         )
-        self.passage_model = (
-            check_linear(passage_model, self.feature_names(), "retriever.passage_model")
-            if passage_model is not None
-            else None
-        )
-        if self.passage_model is not None and self.model is None:
+        if passage is not None and chat is None:
             raise ValidationError(
                 "retriever.passage_model", "needs a [retriever.model] for chat lines too"
             )
-        self._posts: dict[str, Post] = {}
+        return chat, passage
 
     def feature_names(self) -> list[str]:
         names = ["fused", "fused_r"]
