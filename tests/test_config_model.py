@@ -230,7 +230,7 @@ def test_builders_take_typed_specs():
         TopicSpec,
     )
     from memkit.conversation import build_contextualizer
-    from memkit.retrievers import build
+    from memkit.retrievers import BM25Retriever, build
     from memkit.training import EncoderStage
 
     hybrid = build(
@@ -252,6 +252,9 @@ def test_builders_take_typed_specs():
             }
         ).params()
     )
+    assert BM25Retriever.from_spec(BM25Spec(type="bm25", b=0.4)).b == 0.4
+    with pytest.raises(ValidationError, match="expected 'bm25' for BM25Retriever"):
+        BM25Retriever.from_spec(DenseSpec(type="dense"))
     topic = build_contextualizer(TopicSpec(type="topic", weight=0.25, short=3))
     assert (topic.weight, topic.short) == (0.25, 3)
     assert build_answerer(ExtractiveSpec(max_items=2)).params()["max_items"] == 2

@@ -30,6 +30,7 @@ from typing import Any, Iterable, Iterator, Sequence
 import numpy as np
 import polars as pl
 
+from memkit.config_model import arguments, typed
 from memkit.encoders import Encoder
 from memkit.errors import ValidationError
 from memkit.retrievers.registry import build
@@ -475,6 +476,22 @@ class Retriever:
         that concurrent searches only read. Here: the children's (nothing for a leaf)."""
         for child in self.children():
             child.warm()
+
+    @classmethod
+    def from_spec(cls, spec: Any) -> "Retriever":
+        """One of these from its typed spec (memkit.config_model) or a config dict, which is
+        checked into one first: ``BM25Retriever.from_spec(BM25Spec(type="bm25", k1=0.9))``.
+        The spec's ``type`` must be this class's (``build`` picks the class for you)."""
+        spec = typed("retriever", spec)
+        if spec.type != cls.type_name:
+            raise ValidationError(
+                "retriever.type",
+                f"expected {cls.type_name!r} for {cls.__name__}, got {spec.type!r}",
+            )
+        try:
+            return cls(**arguments(spec))
+        except TypeError as exc:
+            raise ValidationError(f"retriever.{spec.type}", str(exc)) from None
 
     def get_params(self) -> dict:
         """The constructor's arguments, in the scikit-learn manner: every parameter of

@@ -19,7 +19,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
-from memkit.config_model import arguments, typed
+from memkit.config_model import typed
 from memkit.errors import ValidationError
 
 if TYPE_CHECKING:
@@ -61,10 +61,7 @@ def build(spec: Any) -> "Retriever":
     checked into one first. The constructor gets the settings the spec was written with;
     a kind registered at run time (no spec of its own) has them checked there."""
     spec = typed("retriever", spec)
-    try:
-        return kind_of(spec)(**arguments(spec))
-    except TypeError as exc:
-        raise ValidationError(f"retriever.{spec.type}", str(exc)) from None
+    return kind_of(spec).from_spec(spec)
 
 
 def with_settings(spec: Any, **changes: Any) -> Any:
