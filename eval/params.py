@@ -1,0 +1,33 @@
+"""Print ``pipeline.params()`` (what a saved index's digest is made of) for every packaged
+config: built as eval builds it, with a fixed encoder as the service builds it, and after
+``use_encoder``. A change of structure leaves this output the same; run it under another
+tree to compare (it imports whichever memkit is first on the path):
+
+    .venv/bin/python eval/params.py > after.json
+    (cd /tmp && PYTHONPATH=/path/to/other/tree /path/to/.venv/bin/python \\
+        /path/to/eval/params.py) > before.json
+    diff before.json after.json
+"""
+
+from __future__ import annotations
+
+import json
+
+from memkit.config import CONFIG_DIR
+from memkit.pipeline import Pipeline
+
+
+def main() -> None:
+    out = {}
+    for path in sorted(CONFIG_DIR.glob("*.toml")):
+        for encoder in (None, "minilm-int8"):
+            out[f"{path.name} encoder={encoder}"] = Pipeline.from_config(
+                path, encoder=encoder
+            ).params()
+        pipeline = Pipeline.from_config(path).use_encoder("minilm-int8")
+        out[f"{path.name} use_encoder"] = [pipeline.params(), pipeline.encoder_name()]
+    print(json.dumps(out, sort_keys=True, indent=1, default=str))
+
+
+if __name__ == "__main__":
+    main()
