@@ -12,7 +12,7 @@ import tomllib
 from importlib import resources
 from pathlib import Path
 
-from memkit.config_model import validate_config
+from memkit.config_model import Config, validate_config
 from memkit.errors import ValidationError
 from memkit.retrievers import Retriever, build
 
@@ -25,6 +25,11 @@ def load_config(path: str | Path) -> dict:
     """The config at ``path`` as a plain dict, its values as written, with ``from = "..."``
     tables merged in and ``name`` defaulting to the file's stem; checked against
     ``memkit.config_model.Config`` (a ValidationError names the TOML path of a problem)."""
+    return load_checked(path)[0]
+
+
+def load_checked(path: str | Path) -> tuple[dict, Config]:
+    """``load_config``'s dict and the typed ``Config`` it was checked into."""
     path = Path(path)
     try:
         config = tomllib.loads(path.read_text())
@@ -47,10 +52,10 @@ def load_config(path: str | Path) -> dict:
             config[section] = {**base, **{k: v for k, v in table.items() if k != "from"}}
     config.setdefault("name", path.stem)
     try:
-        validate_config(config)  # every table, once: errors name the TOML path
+        checked = validate_config(config)  # every table, once: errors name the TOML path
     except ValidationError as exc:
         raise ValidationError(exc.field, f"{exc.message} (in {path})") from None
-    return config
+    return config, checked
 
 
 def build_retriever(config: dict) -> Retriever:

@@ -452,13 +452,18 @@ def arguments(spec: BaseModel) -> dict[str, Any]:
 def _argument(value: Any) -> Any:
     if isinstance(value, list):
         return [_argument(v) for v in value]
-    if isinstance(value, BaseModel) and not is_retriever_spec(value):
+    if isinstance(value, BaseModel) and not isinstance(value, (*RETRIEVER_SPECS, Registered)):
         return value.model_dump(exclude_unset=True)
     return value
 
 
-def is_retriever_spec(value: Any) -> bool:
-    return isinstance(value, (*RETRIEVER_SPECS, Registered))
+def construct(cls: type, spec: BaseModel, where: str) -> Any:
+    """``cls`` built from a typed spec's ``arguments``. A kind registered at run time has no
+    spec to check its settings: a constructor refusing one is a ValidationError at ``where``."""
+    try:
+        return cls(**arguments(spec))
+    except TypeError as exc:
+        raise ValidationError(where, str(exc)) from None
 
 
 # -- errors ---------------------------------------------------------------------------------

@@ -52,7 +52,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, timezone
 from functools import lru_cache
 
-from memkit.config_model import ContextualizerSpec, arguments, typed
+from memkit.config_model import ContextualizerSpec, construct, typed
 from memkit.errors import ValidationError
 from memkit.text import NLTK_STOPWORDS
 from memkit.timeref import Window, shifted
@@ -530,7 +530,4 @@ def build_contextualizer(spec: "ContextualizerSpec | dict | None"):
     into one first (None: no follow-ups). A type added to CONTEXTUALIZERS at run time has
     its settings checked by its class."""
     spec = typed("contextualizer", spec or {"type": "none"})
-    try:
-        return CONTEXTUALIZERS[spec.type](**arguments(spec))
-    except TypeError as exc:
-        raise ValidationError("contextualizer", str(exc)) from None
+    return construct(CONTEXTUALIZERS[spec.type], spec, "contextualizer")

@@ -72,7 +72,7 @@ import polars as pl
 
 from memkit.answer import Answer, build_answerer
 from memkit.calibration import Calibration
-from memkit.config import CONFIG_DIR, load_config
+from memkit.config import CONFIG_DIR, load_checked
 from memkit.config_model import (
     RelevanceSpec,
     RepresentationSpec,
@@ -244,9 +244,10 @@ class Pipeline:
         passes the model it serves); None: the config's own, resolved by ``fit``."""
         if config is None:
             config = DEFAULT_CONFIG
-        if not isinstance(config, dict):
-            config = load_config(config)
-        checked = validate_config(config)  # every section, once, errors with their TOML path
+        if isinstance(config, dict):  # every section, once, errors with their TOML path
+            checked = validate_config(config)
+        else:
+            config, checked = load_checked(config)
         relevance = checked.relevance or RelevanceSpec()
         bounds = {
             key: None if getattr(relevance, key) is None else float(getattr(relevance, key))

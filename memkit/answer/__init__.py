@@ -50,8 +50,7 @@ from memkit.answer.features import QUERY_FEATURES, SENTENCE_FEATURES, Candidates
 from memkit.answer.llm import LLMAnswerer
 from memkit.answer.questions import question_type, wants_list
 from memkit.answer.selection import QUESTION_TERMS
-from memkit.config_model import AnswerSpec, arguments, typed
-from memkit.errors import ValidationError
+from memkit.config_model import AnswerSpec, construct, typed
 
 __all__ = [
     "ANSWERERS",
@@ -80,7 +79,4 @@ def build_answerer(spec: "AnswerSpec | dict | None") -> Answerer:
     (memkit.config_model) or its dict checked into one first (None: extractive, no
     models). A type added to ANSWERERS at run time has its settings checked by its class."""
     spec = typed("answer", spec or {"type": "extractive"})
-    try:
-        return ANSWERERS[spec.type](**arguments(spec))
-    except TypeError as exc:
-        raise ValidationError("answer", str(exc)) from None
+    return construct(ANSWERERS[spec.type], spec, "answer")

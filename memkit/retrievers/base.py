@@ -30,7 +30,7 @@ from typing import Any, Iterable, Iterator, Sequence
 import numpy as np
 import polars as pl
 
-from memkit.config_model import arguments, typed
+from memkit.config_model import construct, typed
 from memkit.encoders import Encoder
 from memkit.errors import ValidationError
 from memkit.retrievers.registry import build
@@ -488,10 +488,7 @@ class Retriever:
                 "retriever.type",
                 f"expected {cls.type_name!r} for {cls.__name__}, got {spec.type!r}",
             )
-        try:
-            return cls(**arguments(spec))
-        except TypeError as exc:
-            raise ValidationError(f"retriever.{spec.type}", str(exc)) from None
+        return construct(cls, spec, f"retriever.{spec.type}")
 
     def get_params(self) -> dict:
         """The constructor's arguments, in the scikit-learn manner: every parameter of
