@@ -40,7 +40,9 @@ def found_datasets() -> list[tuple[Path, list[str]]]:
     """(path, query fields to ask) for every dataset under the data root (else the demo),
     and the project's own conversation suites (datasets/conversations)."""
     return _shared_datasets() + [
-        (p.parent, ["text"]) for p in sorted(CONVERSATIONS.glob("*/events.jsonl"))
+        (p.parent, ["text"])
+        for p in sorted(CONVERSATIONS.glob("*/events.jsonl"))
+        if p.parent.name != "train"  # the reader's training data, never scored as a result
     ]
 
 
