@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import date, datetime, time, timezone
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -132,13 +132,20 @@ _QUERY_SPEC: _Spec = [
 ]
 
 
-def parse_time(value: Any) -> datetime | None:
-    """ISO 8601 text (or a datetime) to an aware UTC datetime; a naive time is UTC."""
+def parse_time(value: Any, end_of_day: bool = False) -> datetime | None:
+    """ISO 8601 text (or a datetime) to an aware UTC datetime; a naive time is UTC. A date
+    alone ("2026-02-28") is the start of that day, or with ``end_of_day`` its last instant
+    (what an inclusive upper bound such as ``time_to`` means by a day: all of it)."""
     if value is None:
         return None
     if isinstance(value, datetime):
         dt = value
     elif isinstance(value, str):
+        if end_of_day:
+            try:
+                return datetime.combine(date.fromisoformat(value.strip()), time.max, timezone.utc)
+            except ValueError:
+                pass  # not a date alone
         dt = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
     else:
         raise TypeError(f"expected an ISO 8601 string, got {type(value).__name__}")

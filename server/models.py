@@ -78,20 +78,27 @@ def _unique(values: list) -> list:
     return list(dict.fromkeys(values))
 
 
-def _time(value):
-    """ISO 8601 text to an aware UTC datetime (a naive time is UTC)."""
+def _time(value, end_of_day: bool = False):
+    """ISO 8601 text to an aware UTC datetime (a naive time is UTC; a date alone is the start
+    of that day, or with ``end_of_day`` its last instant)."""
     if not isinstance(value, str):
         raise PydanticCustomError(
             "invalid_time", "expected an ISO 8601 time such as 2024-05-01T12:00:00Z"
         )
     try:
-        return parse_time(value)
+        return parse_time(value, end_of_day=end_of_day)
     except ValueError as exc:
         raise PydanticCustomError(
             "invalid_time",
             "expected an ISO 8601 time such as 2024-05-01T12:00:00Z ({why})",
             {"why": str(exc)},
         ) from None
+
+
+def _time_to(value):
+    """An inclusive upper bound: a date alone ("2026-02-28") includes that whole day; a full
+    time keeps its exact meaning."""
+    return _time(value, end_of_day=True)
 
 
 NonBlank = Annotated[str, StringConstraints(min_length=1), AfterValidator(_not_blank)]
@@ -107,6 +114,17 @@ Time = Annotated[
     BeforeValidator(_time),
     WithJsonSchema(
         {"type": "string", "format": "date-time", "description": "ISO 8601; no zone means UTC"}
+    ),
+]
+EndTime = Annotated[
+    datetime,
+    BeforeValidator(_time_to),
+    WithJsonSchema(
+        {
+            "type": "string",
+            "format": "date-time",
+            "description": "ISO 8601; no zone means UTC; a date alone means the end of that day",
+        }
     ),
 ]
 Tags = Annotated[
@@ -347,9 +365,15 @@ class RecentEvents(BaseModel):
 # -- requests: the conversational query (interface 2.1) -----------------------------------
 class QueryFilters(Request):
     time_from: Time | None = Field(
-        None, description="inclusive, on the event's own time; no zone means UTC"
+        None,
+        description="inclusive, on the event's own time; no zone means UTC; a date alone "
+        "(2026-02-01) means the start of that day",
     )
-    time_to: Time | None = Field(None, description="inclusive")
+    time_to: EndTime | None = Field(
+        None,
+        description="inclusive; no zone means UTC; a date alone (2026-02-28) means the end of "
+        "that day, so all of its posts are in",
+    )
     types: list[FilterTypeName] | None = Field(
         None, description='block type names; "post" is the same as "feed"'
     )

@@ -5,7 +5,7 @@ on those floors' events alone, so statistics counted over anything else would sh
 
 The predicate below is written independently of memkit's catalog masks."""
 
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 import numpy as np
 import polars as pl
@@ -224,6 +224,16 @@ def test_time_bounds_are_inclusive_and_naive_means_utc(fitted):
         filters=Filters(time_from=naive, time_to=naive),
     )
     assert {ROWS[e]["created_at"] for e in run["event_id"]} == {t}
+
+
+def test_a_date_alone_as_time_to_is_the_end_of_that_day():
+    utc = timezone.utc
+    assert Filters(time_to="2024-01-01").time_to == datetime(2024, 1, 1, 23, 59, 59, 999999, utc)
+    assert Filters(time_from="2024-01-01").time_from == datetime(2024, 1, 1, tzinfo=utc)
+    assert Filters(time_to="2024-01-01T00:00:00").time_to == datetime(2024, 1, 1, tzinfo=utc)
+    assert Filters(time_to="2024-01-01T05:00:00+05:00").time_to == datetime(2024, 1, 1, tzinfo=utc)
+    f = Filters(time_from="2024-01-01", time_to="2024-01-01")  # one whole day
+    assert f.time_to - f.time_from == timedelta(days=1, microseconds=-1)
 
 
 def test_bad_filters_name_the_field():

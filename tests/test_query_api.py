@@ -282,6 +282,42 @@ def test_filters_on_stored_events(world):
     assert got(filters={"tags": ["nothing-has-this"]}) == []
 
 
+def test_a_date_alone_as_time_to_includes_that_whole_day(world):
+    c, ann, floor, feed = world["c"], world["ann"], world["floor"], world["blocks"]["feed"]
+    times = [  # the first three on 20 May 2024, from its first instant to its last
+        "2024-05-20T00:00:00Z",
+        "2024-05-20T12:30:00Z",
+        "2024-05-20T23:59:59.999999Z",
+        "2024-05-21T00:00:00Z",
+    ]
+    ids = []
+    for i, at in enumerate(times):
+        r = c.post(
+            f"/floors/{floor}/blocks/{feed}/events",
+            headers=ann,
+            json={
+                "text": f"Paddled the red kayak across the lake, trip {i + 1}.",
+                "tags": ["kayak"],
+                "created_at": at,
+            },
+        )
+        assert r.status_code == 200, r.get_json()
+        ids.append(r.get_json()["event_id"])
+
+    def got(**filters):
+        r = ask(world, query="red kayak lake", k=50, filters={"tags": ["kayak"], **filters})
+        assert r.status_code == 200, r.get_json()
+        return {i["event_id"] for i in r.get_json()["items"]}
+
+    assert got() == set(ids)
+    assert got(time_to="2024-05-20") == set(ids[:3])  # the whole day, not its first instant
+    assert got(time_from="2024-05-20", time_to="2024-05-20") == set(ids[:3])
+    assert got(time_from="2024-05-21") == {ids[3]}
+    # a full time keeps its exact meaning (inclusive)
+    assert got(time_to="2024-05-20T00:00:00Z") == {ids[0]}
+    assert got(time_to="2024-05-20T12:30:00+00:00") == set(ids[:2])
+
+
 def test_read_your_writes_edit_and_delete(world):
     c, ann, floor, feed = world["c"], world["ann"], world["floor"], world["blocks"]["feed"]
     assert ask(world, query="kayak").get_json()["items"] == []

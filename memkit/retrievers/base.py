@@ -45,7 +45,8 @@ class Filters:
 
     - ``floor_ids``: only events in these floors.
     - ``time_from`` / ``time_to``: the event's own ``created_at`` within the range, both
-      bounds inclusive; a naive time is UTC; an event without a time never matches a range.
+      bounds inclusive; a naive time is UTC; a date alone as ``time_to`` is the end of that
+      day (all of it is in); an event without a time never matches a range.
     - ``types``: only events whose block type is one of these.
     - ``tags``: only events carrying at least one of these tags.
     """
@@ -66,7 +67,8 @@ class Filters:
             object.__setattr__(self, name, tuple(value))
         for name in ("time_from", "time_to"):
             try:
-                object.__setattr__(self, name, parse_time(getattr(self, name)))
+                value = parse_time(getattr(self, name), end_of_day=name == "time_to")
+                object.__setattr__(self, name, value)
             except (TypeError, ValueError):
                 raise ValidationError(
                     name, f"expected an ISO 8601 time, got {getattr(self, name)!r}"
