@@ -8,8 +8,12 @@ simply has fewer commands.
 
 from __future__ import annotations
 
+import logging
 import os
+import re
 import sys
+
+from werkzeug.serving import WSGIRequestHandler
 
 
 def register(sub) -> None:
@@ -79,8 +83,35 @@ def cmd_serve(args) -> int:
         f"search index ({where}): {index.pipeline.name} over {len(index.pipeline.retriever)} events"
     )
     print(encoder_line(app.extensions["memkit"]["memory"]))
-    app.run(host=args.host, port=args.port, debug=False, threaded=True)
+    log_requests()
+    app.run(
+        host=args.host, port=args.port, debug=False, threaded=True, request_handler=QuietHandler
+    )
     return 0
+
+
+def log_requests() -> None:
+    """The service's own line per request (method, path, status, time: server/__init__.py)
+    on stderr, once, whatever else configures logging."""
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+    log = logging.getLogger("memkit.server.requests")
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    log.propagate = False
+
+
+class QuietHandler(WSGIRequestHandler):
+    """Werkzeug's request handler without its access log, which would log every request a
+    second time, query string included (where a client may have put a token). What it
+    still logs (a request line it cannot parse, say) has any query string cut out."""
+
+    def log_request(self, code="-", size="-") -> None:
+        pass
+
+    def log(self, type: str, message: str, *args) -> None:
+        args = tuple(re.sub(r"\?[^\s'\"]*", "?...", a) if isinstance(a, str) else a for a in args)
+        super().log(type, message, *args)
 
 
 def encoder_line(memory) -> str:
