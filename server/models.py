@@ -19,6 +19,8 @@ the service's error code, so every refusal keeps its code (``errors_to_api``).
 
 from __future__ import annotations
 
+import json
+import re
 from datetime import datetime
 from typing import Annotated, Literal
 
@@ -88,10 +90,15 @@ def _time(value, end_of_day: bool = False):
     try:
         return parse_time(value, end_of_day=end_of_day)
     except ValueError as exc:
+        why = str(exc)  # "month must be in 1..12"; Python's "Invalid isoformat string" adds nothing
+        if why.startswith("Invalid isoformat string"):
+            raise PydanticCustomError(
+                "invalid_time", "expected an ISO 8601 time such as 2024-05-01T12:00:00Z"
+            ) from None
         raise PydanticCustomError(
             "invalid_time",
             "expected an ISO 8601 time such as 2024-05-01T12:00:00Z ({why})",
-            {"why": str(exc)},
+            {"why": why},
         ) from None
 
 
@@ -156,6 +163,22 @@ CODES = {  # pydantic error type -> the service's error code (any other type is 
 }
 
 
+JSON_TYPES = {  # pydantic's type errors -> the JSON value that was expected
+    "string_type": "a string",
+    "int_type": "an integer",
+    "int_parsing": "an integer",
+    "int_from_float": "an integer",
+    "float_type": "a number",
+    "float_parsing": "a number",
+    "bool_type": "true or false",
+    "bool_parsing": "true or false",
+    "list_type": "an array",
+    "dict_type": "an object",
+    "model_type": "an object",
+    "model_attributes_type": "an object",
+}
+
+
 def field_path(loc: tuple) -> str | None:
     """pydantic's ``("filters", "types", 0)`` as ``filters.types[0]``."""
     out = ""
@@ -164,9 +187,41 @@ def field_path(loc: tuple) -> str | None:
     return out or None
 
 
+def as_json(value) -> str:
+    """A value as the request sent it, in JSON's words: a string, number, true, false or
+    null as its JSON text (cut at 80 characters); an array or object by its kind."""
+    if isinstance(value, (list, tuple)):
+        return "an array"
+    if isinstance(value, dict):
+        return "an object"
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _message(err: dict) -> str:
+    """What was wrong, in the interface's words (JSON's types and values, not Python's)."""
+    kind, ctx, got = err["type"], err.get("ctx", {}), err.get("input")
+    if kind == "extra_forbidden":
+        return "unknown field"
+    if kind == "missing":
+        return "required"
+    if kind in JSON_TYPES:
+        return f"expected {JSON_TYPES[kind]}, got {as_json(got)}"
+    if kind == "literal_error":  # pydantic writes the choices as Python: '0' or '1'
+        choices = re.sub(r"'([^']*)'", lambda c: json.dumps(c.group(1)), ctx["expected"])
+        return f"expected {choices}, got {as_json(got)}"
+    if kind in ("too_short", "too_long") and isinstance(got, (list, dict)):
+        bound = ctx["min_length"] if kind == "too_short" else ctx["max_length"]
+        most = "at least" if kind == "too_short" else "at most"
+        return f"expected {most} {bound} item{'s' * (bound != 1)}, got {len(got)}"
+    message = err["msg"][0].lower() + err["msg"][1:] if err["msg"] else kind
+    return message if isinstance(got, (list, dict)) else f"{message} (got {as_json(got)})"
+
+
 def errors_to_api(exc: ValidationError, error_class):
     """The first problem of a failed validation as the service's one error shape: its field
-    path, a message that names it and says what was expected, and the service's code."""
+    path, a message that names it and says what was expected and what came instead, and the
+    service's code."""
     problems = exc.errors(include_url=False)
     # an unknown field first (what was sent is wrong before what is missing), as before the models
     err = next((e for e in problems if e["type"] == "extra_forbidden"), problems[0])
@@ -176,17 +231,7 @@ def errors_to_api(exc: ValidationError, error_class):
     )
     kind = err["type"]
     code = CODES.get(kind, "invalid_type" if kind.endswith(("_type", "_parsing")) else kind)
-    message = err["msg"][0].lower() + err["msg"][1:] if err["msg"] else kind
-    if kind == "extra_forbidden":
-        message = "unknown field"
-    elif kind == "missing":
-        message = "required"
-    shown = (
-        ""
-        if kind in ("missing", "extra_forbidden") or isinstance(err.get("input"), (dict, list))
-        else f" (got {err.get('input')!r:.80})"
-    )
-    return error_class(f"{field or 'the body'}: {message}{shown}", field=field, code=code)
+    return error_class(f"{field or 'the body'}: {_message(err)}", field=field, code=code)
 
 
 # -- requests: accounts -------------------------------------------------------------------

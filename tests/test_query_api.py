@@ -3,6 +3,7 @@ index, and with the index in PostgreSQL: pgvector and full-text search): every r
 rule and error, the response shape, filters on stored events, read-your-writes across app
 processes, privacy changes, and conversation state kept in the store."""
 
+import re
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -174,7 +175,77 @@ def test_every_bad_request_is_a_422_naming_the_field_and_changes_nothing(world):
         assert r.status_code == 422, (change, r.get_json())
         err = error_of(r)
         assert err["field"] == field and field in err["message"], (change, err)
+        assert not PYTHON_WORDS.search(err["message"]), (change, err)
     assert stored(app) == before
+
+
+# Python's names for JSON's values and types, and its quoted strings: none belong in a message.
+PYTHON_WORDS = re.compile(r"\b(True|False|None|list|dict|dictionary|int|str|bool)\b|'[^']*'")
+MESSAGES = [  # (body changes, the error message: JSON's types and values)
+    ({"user_id": True}, "user_id: expected a string, got true"),
+    ({"user_id": False}, "user_id: expected a string, got false"),
+    ({"query": None}, "query: expected a string, got null"),
+    ({"user_id": ["u1"]}, "user_id: expected a string, got an array"),
+    ({"user_id": {"id": "u1"}}, "user_id: expected a string, got an object"),
+    ({"floor_ids": "FLOOR"}, 'floor_ids: expected an array, got "FLOOR"'),
+    ({"floor_ids": {"0": "FLOOR"}}, "floor_ids: expected an array, got an object"),
+    ({"floor_ids": [None]}, "floor_ids[0]: expected a string, got null"),
+    ({"floor_ids": []}, "floor_ids: expected at least 1 item, got 0"),
+    ({"filters": "pets"}, 'filters: expected an object, got "pets"'),
+    ({"filters": []}, "filters: expected an object, got an array"),
+    ({"filters": None}, "filters: expected an object, got null"),
+    ({"filters": {"tags": {"pets": 1}}}, "filters.tags: expected an array, got an object"),
+    (
+        {"filters": {"types": ["wiki"]}},
+        'filters.types[0]: expected "feed", "blog", "forum", "quiz" or "post", got "wiki"',
+    ),
+    (
+        {"filters": {"time_to": False}},
+        "filters.time_to: expected an ISO 8601 time such as 2024-05-01T12:00:00Z (got false)",
+    ),
+    ({"k": True}, "k: expected an integer, got true"),
+    ({"k": "5"}, 'k: expected an integer, got "5"'),
+    ({"k": 2.5}, "k: expected an integer, got 2.5"),
+    ({"k": None}, "k: expected an integer, got null"),
+    ({"min_score": "0.5"}, 'min_score: expected a number, got "0.5"'),
+    ({"include_metadata": True}, 'include_metadata: expected "0" or "1", got true'),
+    ({"summary_needed": 1}, 'summary_needed: expected "0" or "1", got 1'),
+    (
+        {"query": "x" * 2001},
+        f'query: string should have at most 2000 characters (got "{"x" * 76}...)',
+    ),
+    (
+        {"floor_ids": ["f_0000000000000000"]},
+        'floor_ids[0]: no floor "f_0000000000000000" that you can read',
+    ),
+]
+
+
+@pytest.mark.parametrize("change,message", MESSAGES)
+def test_error_messages_name_json_types_and_values(world, change, message):
+    body = {"user_id": world["ann_id"], "query": "puppy", "floor_ids": [world["floor"]], **change}
+    r = world["c"].post(Q, headers=world["ann"], json=body)
+    assert r.status_code == 422 and error_of(r)["message"] == message
+
+
+def test_error_messages_of_other_operations_name_json_types(world):
+    c, ann, floor, feed = world["c"], world["ann"], world["floor"], world["blocks"]["feed"]
+    r = c.post("/floors", headers=ann, json={"title": "Trips", "is_private": "yes"})
+    assert error_of(r)["message"] == 'is_private: expected true or false, got "yes"'
+    r = c.post(f"/floors/{floor}/blocks", headers=ann, json={"block_type": "feed", "title": "x"})
+    assert error_of(r)["message"] == 'block_type: expected 1, 2, 3 or 4, got "feed"'
+    r = c.post(
+        f"/floors/{floor}/blocks/{feed}/events", headers=ann, json={"text": "hi", "tags": None}
+    )
+    assert error_of(r)["message"] == "tags: expected an array, got null"
+    r = c.post(f"/floors/{floor}/blocks/{feed}/events/batch", headers=ann, json={"events": {}})
+    assert error_of(r)["message"] == "events: expected an array, got an object"
+    r = c.get(f"/floors/{floor}/events?limit=many", headers=ann)
+    assert error_of(r)["message"] == 'limit: expected an integer, got "many"'
+    r = c.post(
+        "/floors", headers=ann, data='{"title": "a", "title": "b"}', content_type="application/json"
+    )
+    assert error_of(r)["message"] == 'the key "title" appears more than once in an object'
 
 
 def test_user_id_must_be_the_callers(world):

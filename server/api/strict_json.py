@@ -31,7 +31,7 @@ def _no_duplicates(pairs: list[tuple]) -> dict:
     for key, value in pairs:
         if key in out:
             raise BadRequest(
-                f"the key {key!r} appears more than once in an object",
+                f"the key {json.dumps(key)} appears more than once in an object",
                 field=key,
                 code="duplicate_key",
             )

@@ -17,6 +17,7 @@ recorded in the user's conversation state.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from dataclasses import dataclass
@@ -230,7 +231,9 @@ class Memory:
                 readable_floor(conn, fid, req.user_id)
             except NotFound:
                 raise _bad(
-                    f"floor_ids[{i}]", f"no floor {fid!r} that you can read", "invalid_floor"
+                    f"floor_ids[{i}]",
+                    f"no floor {json.dumps(fid)} that you can read",
+                    "invalid_floor",
                 ) from None
 
     # -- the query ----------------------------------------------------------------------
