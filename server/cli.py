@@ -8,6 +8,7 @@ simply has fewer commands.
 
 from __future__ import annotations
 
+import argparse
 import logging
 import os
 import re
@@ -15,15 +16,36 @@ import sys
 
 from werkzeug.serving import WSGIRequestHandler
 
+SERVE_EPILOG = """\
+The instance folder (INSTANCE) holds the SQLite store memkit.db, secret_key and outbox/:
+./instance under the folder you start in, or the folder $MEMKIT_INSTANCE names.
+
+Environment (every setting is a MEMKIT_* variable, server/settings.py):
+  MEMKIT_INSTANCE         the instance folder (default: ./instance)
+  MEMKIT_DATABASE_URL     the store, as --db
+  MEMKIT_SMTP_HOST        send e-mail (the codes) through this SMTP server, with MEMKIT_SMTP_PORT
+                          and MEMKIT_MAIL_FROM; without it e-mail is written as files to
+                          INSTANCE/outbox/, as SMS always is (MEMKIT_OUTBOX_DIR moves it)
+  MEMKIT_PIPELINE_CONFIG  the config TOML the query serves (default: eval/configs/default.toml)
+"""
+
 
 def register(sub) -> None:
     """Add the service's subcommands to the ``memkit`` parser's subparsers."""
-    p = sub.add_parser("serve", help="run the service (SQLite store in ./instance by default)")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8080)
+    p = sub.add_parser(
+        "serve",
+        help="run the service on http://127.0.0.1:8080 (SQLite store in ./instance by default)",
+        description="Run the service on Werkzeug's server, for trying the API (production:\n"
+        "gunicorn server.wsgi:app, see README). One log line per request on stderr.",
+        epilog=SERVE_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8080, help="port to listen on (default: 8080)")
     p.add_argument(
         "--db",
-        help="database URL (default: sqlite:///instance/memkit.db; postgresql://... works too)",
+        help="database URL (default: $MEMKIT_DATABASE_URL, else sqlite:///INSTANCE/memkit.db; "
+        "postgresql://... works too)",
     )
     p.set_defaults(func=cmd_serve)
 
@@ -69,12 +91,9 @@ def cmd_serve(args) -> int:
         overrides["refused_delay"] = 1.0
     app = create_app(overrides)
     settings = app.extensions["memkit"]["settings"]
-    print(
-        f"memkit service on http://{args.host}:{args.port}  store: {settings.database_url}\n"
-        f"codes are written to {settings.outbox_dir} (no SMTP host set)"
-        if not settings.smtp_host
-        else ""
-    )
+    print(f"memkit service on http://{args.host}:{args.port}  store: {settings.database_url}")
+    if not settings.smtp_host:
+        print(f"codes are written to {settings.outbox_dir} (no SMTP host set)")
     index = app.extensions["memkit"][
         "memory"
     ].index  # load the model and index the store before the first query

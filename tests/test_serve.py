@@ -1,6 +1,7 @@
 """``memkit serve`` as a user starts it: a real server process on loopback, its output read
 whole. Each request is logged once, by the service's own line (method, path, status,
-time), and a token a client put in the query string appears in no line."""
+time), and a token a client put in the query string appears in no line. ``--help`` says
+what a first start needs: the port, the instance folder, the main settings."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+
+import pytest
 
 from memkit.config import CONFIG_DIR
 
@@ -81,3 +84,14 @@ def test_each_request_is_logged_once_and_no_query_string_is_logged(tmp_path):
     )
     assert " GET /openapi.json 200 " in doc_lines[0]
     assert len([line for line in lines if "GET /bad?..." in line]) == 1, out
+
+
+def test_serve_help_says_the_port_the_instance_folder_and_the_settings(capsys):
+    from memkit.cli import main
+
+    with pytest.raises(SystemExit) as done:
+        main(["serve", "--help"])
+    assert done.value.code == 0
+    text = capsys.readouterr().out
+    for said in ("default: 8080", "./instance", "MEMKIT_INSTANCE", "MEMKIT_DATABASE_URL"):
+        assert said in text, said
