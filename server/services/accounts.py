@@ -803,7 +803,10 @@ class Accounts:
             )
         with self.engine.connect() as conn:
             row = conn.execute(sa.select(apps.c.secret_hash).where(apps.c.id == app_id)).first()
-        if not verify_password(row[0] if row else None, secret):
+        # An id no application has is refused without argon2 work: what it would hide is no
+        # secret (a signed-in user's query naming it is told invalid_app), and a flood of
+        # made-up ids would otherwise take the argon2 slots sign-ins need.
+        if row is None or not verify_password(row[0], secret):
             raise Unauthorized("unknown application or wrong secret", code="bad_app_credentials")
         self._apps_checked[app_id] = (_sha(secret), time.monotonic())
         return app_id
