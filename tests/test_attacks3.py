@@ -329,18 +329,12 @@ def test_asking_to_change_to_an_address_does_not_tell_whether_it_has_an_account(
         if kind == "email"
         else ("+447911123451", "+447911123452", "+447911123453")
     )
-    contact = (
-        {"email": "ann@example.com", "mobile": taken} if kind == "mobile" else {"email": taken}
-    )
-    assert c.post(SIGNUP, json={"name": "Ann", **contact, "password": PW}).status_code == 200
+    # Ann's account holds the taken address: validated by its own code (issue 42: an address
+    # given beside the one validated is not bound).
+    assert c.post(SIGNUP, json={"name": "Ann", kind: taken, "password": PW}).status_code == 200
     assert (
         c.post(
-            VALIDATE,
-            json={
-                "email": "ann@example.com",
-                "code": outbox_code(app, "ann@example.com"),
-                "password": PW,
-            },
+            VALIDATE, json={kind: taken, "code": outbox_code(app, taken), "password": PW}
         ).status_code
         == 200
     )

@@ -4,7 +4,10 @@ test here failed before its fix; SECURITY.md ("Round 4") lists them by finding.
 
 from __future__ import annotations
 
-from tests.service_fixtures import error_of
+import pytest
+
+from tests.service_fixtures import NO_LIMITS, PW, error_of, outbox_code, outbox_message
+from tests.test_attacks import SEND, SIGNUP, VALIDATE, bearer, signed_up
 from tests.test_attacks3 import EXTERNAL, Q, from_address, sqlite_app
 from tests.test_attacks3 import argon2 as argon2  # the fixture counting argon2 calls
 
@@ -70,3 +73,69 @@ def test_counts_per_client_address_are_kept_per_network(tmp_path, tmp_path_facto
 
     assert [wrong_secret(i, f"10.7.7.{i}") for i in range(1, 4)] == [401, 401, 429]
     assert wrong_secret(4, "10.7.8.1") == 401
+
+
+# -- 3. a squatted mobile number (and e-mail address) -------------------------------------------
+@pytest.mark.parametrize("kind", ["mobile", "email"])
+@pytest.mark.parametrize("way", ["sign_up", "move"])
+def test_an_address_given_beside_the_one_validated_binds_nothing(
+    tmp_path, tmp_path_factory, kind, way
+):
+    """Mallory signs up with her own address and the victim's (of the other kind) and
+    validates with her own code: the victim's address signs no one in, and its owner can
+    still sign up with it or move his account to it, told nothing false."""
+    app = sqlite_app(tmp_path, tmp_path_factory, **NO_LIMITS)
+    c = app.test_client()
+    own, victims = (
+        ("mallory@example.com", "+447911123456")
+        if kind == "mobile"
+        else ("+447911123457", "vic@example.com")
+    )
+    own_kind = "email" if kind == "mobile" else "mobile"
+    mallory = {"name": "Mallory", own_kind: own, kind: victims, "password": "mallory's own"}
+    assert c.post(SIGNUP, json=mallory).status_code == 200
+    if own_kind == "mobile":  # the sign-up code went to the e-mail address: ask for one by SMS
+        assert c.post(SEND, json={"mode": "signup", "mobile": own}).status_code == 200
+    r = c.post(
+        VALIDATE,
+        json={own_kind: own, "code": outbox_code(app, own), "password": "mallory's own"},
+    )
+    assert r.status_code == 200
+    signin = f"/auth-service/signin/{kind}"
+    assert c.post(signin, json={kind: victims, "password": "mallory's own"}).status_code == 401
+    assert r.get_json()["profile"][_PROFILE[kind]] == ""  # her account has only what she proved
+
+    if way == "sign_up":  # the owner signs up with his address and validates it
+        assert (
+            c.post(SIGNUP, json={"name": "Vic", kind: victims, "password": PW}).status_code == 200
+        )
+        r = c.post(
+            VALIDATE, json={kind: victims, "code": outbox_code(app, victims), "password": PW}
+        )
+        assert r.status_code == 200
+    else:  # the owner, signed up with another address, moves his account to it
+        vic = bearer(signed_up(c, app, "vic.old@example.com", "Vic"))
+        field, mode, path, code_field = _CHANGE[kind]
+        r = c.post(SEND, headers=vic, json={"mode": mode, field: victims, "password": PW})
+        assert r.status_code == 200
+        message = outbox_message(app, victims)
+        assert "already belongs to your account" not in message and "code is" in message
+        r = c.post(path, headers=vic, json={field: victims, code_field: outbox_code(app, victims)})
+        assert r.status_code == 200, r.get_json()
+        assert r.get_json()["profile"][_PROFILE[kind]] == victims
+    assert c.post(signin, json={kind: victims, "password": PW}).status_code == 200
+    assert c.post(signin, json={kind: victims, "password": "mallory's own"}).status_code == 401
+    # Mallory's account is hers still, by the address she proved.
+    assert (
+        c.post(
+            f"/auth-service/signin/{own_kind}", json={own_kind: own, "password": "mallory's own"}
+        ).status_code
+        == 200
+    )
+
+
+_PROFILE = {"email": "email", "mobile": "mobile_number"}
+_CHANGE = {  # the request field, the code's mode, the path and its code field of a change
+    "email": ("new_email_id", "change_email", "/auth-service/change/email", "activation_code"),
+    "mobile": ("new_mobile", "change_mobile", "/auth-service/change/mobile", "code"),
+}
