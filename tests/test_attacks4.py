@@ -4,9 +4,17 @@ test here failed before its fix; SECURITY.md ("Round 4") lists them by finding.
 
 from __future__ import annotations
 
+import os
+import stat
+from pathlib import Path
+
+import numpy as np
 import pytest
 
-from tests.service_fixtures import NO_LIMITS, PW, error_of, outbox_code, outbox_message
+import server.settings
+from memkit.encoders import CachedEncoder
+from server import create_app
+from tests.service_fixtures import NO_LIMITS, PW, error_of, outbox_code, outbox_message, user
 from tests.test_attacks import SEND, SIGNUP, VALIDATE, bearer, signed_up
 from tests.test_attacks3 import EXTERNAL, Q, from_address, sqlite_app
 from tests.test_attacks3 import argon2 as argon2  # the fixture counting argon2 calls
@@ -139,3 +147,61 @@ _CHANGE = {  # the request field, the code's mode, the path and its code field o
     "email": ("new_email_id", "change_email", "/auth-service/change/email", "activation_code"),
     "mobile": ("new_mobile", "change_mobile", "/auth-service/change/mobile", "code"),
 }
+
+
+# -- 4. files others on the host can read ---------------------------------------------------------
+@pytest.fixture
+def umask_022():
+    old = os.umask(0o022)  # the usual umask: files 644 and folders 755 unless made otherwise
+    yield
+    os.umask(old)
+
+
+def modes(root: Path) -> dict[str, str]:
+    """The permission bits of every file and folder under ``root`` (and of ``root``)."""
+    return {
+        str(p.relative_to(root.parent)): oct(stat.S_IMODE(p.stat().st_mode))
+        for p in [root, *root.rglob("*")]
+    }
+
+
+def test_the_instance_store_and_outbox_are_private_whatever_the_umask(
+    tmp_path, monkeypatch, umask_022
+):
+    instance = tmp_path / "instance"
+    monkeypatch.setattr(server.settings, "INSTANCE", instance)  # where secret_key is made
+    app = create_app(
+        {
+            "database_url": f"sqlite:///{instance / 'memkit.db'}",
+            "outbox_dir": str(instance / "outbox"),
+        }
+    )
+    c = app.test_client()
+    h, fid, blocks = user(c, app, "Ann")  # a code in the outbox, rows in the store
+    r = c.post(f"/floors/{fid}/blocks/{blocks['feed']}/events", headers=h, json={"text": "hi"})
+    assert r.status_code == 200
+    found = modes(instance)
+    assert {"instance/memkit.db-wal", "instance/memkit.db-shm", "instance/secret_key"} <= set(found)
+    assert any(name.startswith("instance/outbox/") for name in found)
+    assert found == {name: "0o700" if (tmp_path / name).is_dir() else "0o600" for name in found}, (
+        found
+    )
+    app.extensions["memkit"]["engine"].dispose()
+
+
+class _Zeros:
+    name, dim = "zeros", 4
+
+    def encode(self, texts, show_progress=None):
+        return np.zeros((len(texts), self.dim), np.float32)
+
+
+def test_the_embedding_cache_is_private_whatever_the_umask(tmp_path, monkeypatch, umask_022):
+    monkeypatch.setenv("MEMKIT_CACHE_DIR", str(tmp_path / "home" / "memkit"))
+    encoder = CachedEncoder(_Zeros())  # in the default folder, $MEMKIT_CACHE_DIR
+    encoder.encode(["a private post", "another one"], store=True)
+    found = modes(tmp_path / "home")
+    assert "home/memkit/embeddings.sqlite-wal" in found
+    assert found == {name: "0o700" if (tmp_path / name).is_dir() else "0o600" for name in found}, (
+        found
+    )
