@@ -205,3 +205,39 @@ def test_the_embedding_cache_is_private_whatever_the_umask(tmp_path, monkeypatch
     assert found == {name: "0o700" if (tmp_path / name).is_dir() else "0o600" for name in found}, (
         found
     )
+
+
+# -- 8. what a follow-up carries from a post its asker can no longer read --------------------------
+@pytest.mark.slow
+def test_a_follow_up_carries_nothing_from_a_post_its_asker_can_no_longer_read(app):
+    """Tom asks about a post of Ann's public floor; Ann makes the floor private; Tom's
+    follow-up (over his own floor) shows neither the post's id nor its words in
+    ``metadata.carried``. Mia, asking the same while the floor is public, is carried both."""
+    c = app.test_client()
+    ann, fid, blocks = user(c, app, "Ann")
+    assert c.post(f"/floors/{fid}/public", headers=ann).status_code == 200
+    r = c.post(
+        f"/floors/{fid}/blocks/{blocks['feed']}/events",
+        headers=ann,
+        json={"text": "I've organised the whole Zion trip, cabin and permits are booked"},
+    )
+    post = r.get_json()["event_id"]
+
+    def ask(who, floor, query):
+        h = who[0]
+        uid = c.get("/auth-service/profile", headers=h).get_json()["profile"]["user_id"]
+        body = {"user_id": uid, "query": query, "floor_ids": [floor], "include_metadata": "1"}
+        r = c.post(Q, headers=h, json=body)
+        assert r.status_code == 200, r.get_json()
+        return r.get_json()["metadata"]
+
+    the_posts_words = {"I've", "whole", "cabin", "permits"}  # not in the question
+    mia, tom = user(c, app, "Mia"), user(c, app, "Tom")
+    for who in (mia, tom):
+        assert post in ask(who, fid, "Who organised the Zion trip?")["quoted"]
+    carried = ask(mia, fid, "when was that?")["carried"]  # the floor is public: all is carried
+    assert post in carried["posts"] and the_posts_words & set(carried["words"]), carried
+    assert c.post(f"/floors/{fid}/private", headers=ann).status_code == 200
+    carried = ask(tom, tom[1], "when was that?")["carried"]
+    assert carried["kind"] == "follow-up"
+    assert post not in carried["posts"] and not the_posts_words & set(carried["words"]), carried
