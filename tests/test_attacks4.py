@@ -241,3 +241,26 @@ def test_a_follow_up_carries_nothing_from_a_post_its_asker_can_no_longer_read(ap
     carried = ask(tom, tom[1], "when was that?")["carried"]
     assert carried["kind"] == "follow-up"
     assert post not in carried["posts"] and not the_posts_words & set(carried["words"]), carried
+
+
+# -- 5. an owner's rewrite quoted as the guest's words --------------------------------------------
+def test_the_floors_owner_may_delete_a_guests_post_but_not_rewrite_it(tmp_path, tmp_path_factory):
+    app = sqlite_app(tmp_path, tmp_path_factory)
+    c = app.test_client()
+    ann, fid, blocks = user(c, app, "Ann")
+    bo = user(c, app, "Bo")[0]
+    assert c.post(f"/floors/{fid}/public", headers=ann).status_code == 200
+    post = c.post(
+        f"/floors/{fid}/blocks/{blocks['feed']}/events", headers=bo, json={"text": "See you at 8"}
+    ).get_json()["event_id"]
+    for change in (
+        {"text": "I owe you 500 pounds and will pay tomorrow"},
+        {"tags": ["debt"]},
+        {"media": []},
+    ):
+        r = c.patch(f"/events/{post}", headers=ann, json=change)
+        assert r.status_code == 403 and error_of(r)["code"] == "not_author", r.get_json()
+    events = c.get(f"/floors/{fid}/events", headers=ann).get_json()["events"]
+    assert [(e["text"], e["tags"]) for e in events] == [("See you at 8", [])]
+    assert c.patch(f"/events/{post}", headers=bo, json={"text": "See you at 9"}).status_code == 200
+    assert c.delete(f"/events/{post}", headers=ann).status_code == 200  # moderation
