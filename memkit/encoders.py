@@ -36,6 +36,8 @@ from typing import Protocol, Sequence, runtime_checkable
 import numpy as np
 from tqdm.auto import tqdm
 
+from memkit.private import private_dir, private_sqlite
+
 MINILM = "all-MiniLM-L6-v2"
 
 
@@ -460,7 +462,9 @@ class EmbeddingCache:
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        # Private (0700 folders made here, 0600 files): its keys and vectors tell what was posted.
+        private_dir(self.path.parent)
+        private_sqlite(self.path)
         self._local = threading.local()
         with self._conn() as c:
             c.execute("CREATE TABLE IF NOT EXISTS emb (key TEXT PRIMARY KEY, vec BLOB NOT NULL)")

@@ -11,7 +11,6 @@ import time
 
 from flask import Flask, g, request
 from flask_limiter import Limiter
-from flask_limiter.util import get_remote_address
 
 from memkit.threads import single_threaded_blas
 from server import errors
@@ -58,10 +57,12 @@ def create_app(config: dict | None = None) -> Flask:
         ),
         "memory": memory,
     }
+    from server.api.limits import FailedCredentials, RefuseUnchecked, client_network, make_limits
+
     # No X-RateLimit-*/Retry-After headers on every answer: Retry-After goes with a 429
     # only (server/errors.py), where it says when to try again.
     limiter = Limiter(
-        get_remote_address,
+        client_network,  # per client network: an IPv4 /24, an IPv6 /64 (server/api/limits.py)
         app=app,
         storage_uri=settings.rate_limit_storage,
         headers_enabled=False,
@@ -71,7 +72,6 @@ def create_app(config: dict | None = None) -> Flask:
     errors.register(app)
 
     from server.api import auth, floors, memory, openapi
-    from server.api.limits import FailedCredentials, RefuseUnchecked, make_limits
 
     failed = app.extensions["memkit"]["failed_credentials"] = FailedCredentials(limiter, settings)
     app.wsgi_app = RefuseUnchecked(

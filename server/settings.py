@@ -8,6 +8,8 @@ import secrets
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
+from memkit.private import private_dir, write_private
+
 INSTANCE = Path(os.environ.get("MEMKIT_INSTANCE", Path.cwd() / "instance"))
 
 
@@ -132,7 +134,6 @@ def _from_env(name: str, text: str, kind: str):
 def _instance_secret() -> str:
     path = INSTANCE / "secret_key"
     if not path.exists():
-        INSTANCE.mkdir(parents=True, exist_ok=True)
-        path.write_text(secrets.token_hex(32))
-        path.chmod(0o600)
+        private_dir(INSTANCE)
+        write_private(path, secrets.token_hex(32))
     return path.read_text().strip()

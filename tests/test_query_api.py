@@ -3,7 +3,9 @@ index, and with the index in PostgreSQL: pgvector and full-text search): every r
 rule and error, the response shape, filters on stored events, read-your-writes across app
 processes, privacy changes, and conversation state kept in the store."""
 
+import os
 import re
+import stat
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -717,11 +719,16 @@ def test_a_saved_index_is_loaded_and_caught_up_from_the_store(world, tmp_path):
         "outbox_dir": settings.outbox_dir,
         "secret_key": settings.secret_key,
     }
-    first = create_app({**base, "index_dir": str(folder), "warm_index": True})
+    old_umask = os.umask(0o022)
+    try:
+        first = create_app({**base, "index_dir": str(folder), "warm_index": True})
+    finally:
+        os.umask(old_umask)
     assert (
         first.extensions["memkit"]["memory"]._index.started_from == "store"
         and (folder / "state.json").exists()
     )
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700  # posts' text: private whatever the umask
     r = c.post(
         f"/floors/{world['floor']}/blocks/{world['blocks']['blog']}/events",
         headers=world["ann"],

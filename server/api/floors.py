@@ -145,7 +145,7 @@ events_bp = Blueprint("events", __name__, url_prefix="/events")
 
 @events_bp.patch("/<event_id>")
 @operation(
-    summary="Edit an event (author or floor owner)",
+    summary="Edit an event (its author only; the floor's owner may delete it)",
     response=m.EventResponse,
     body=m.EventEdit,
     errors=ERR,

@@ -9,8 +9,10 @@ counted as the account it names, however it is spelt (``identity``): "Ann@EXAMPL
 and "+44 7911 123457 ext. 5". A request whose account is unknown (no usable field, a bad
 token) counts against its address in this layer. The second layer counts per client
 address at ``rate_limit_address_factor`` times the account's limit, bounding one address
-that tries many accounts. Either answers 429 with Retry-After. Limits are named after
-settings: ``rate_limit_<name>`` (per account).
+that tries many accounts; an address is counted as its network (``network``: an IPv4 /24,
+an IPv6 /64), so taking new addresses of one network does not reset the count. Either
+answers 429 with Retry-After. Limits are named after settings: ``rate_limit_<name>`` (per
+account).
 
 ``limits`` counts every request, before it runs. :class:`FailedCredentials` counts only
 wrong passwords and application secrets, for operations an honest caller repeats at will
@@ -20,6 +22,7 @@ argon2 check runs, so a flood of wrong secrets costs no argon2 work.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import math
 import re
@@ -66,6 +69,26 @@ def identity(kind: str, value: str, region: str = "") -> str:
         return f"{kind}:{text.casefold()}"
 
 
+def network(address: str) -> str:
+    """The network a client address is counted as: an IPv4 address's /24, an IPv6 address's
+    /64 (an IPv4-mapped one's as IPv4), so that new addresses of one network (an IPv6 /64 is
+    2^64 of them) add to one count; anything else as it is."""
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return address
+    if ip.version == 6 and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    if ip.version == 4:
+        return str(ipaddress.IPv4Network((ip, 24), strict=False))
+    return str(ipaddress.IPv6Network((ip, 64), strict=False))
+
+
+def client_network() -> str:
+    """The request's client address as counted per address (``network``)."""
+    return network(get_remote_address())
+
+
 def _token_user() -> str | None:
     try:
         token = bearer_token(request.headers.get("Authorization"))
@@ -100,7 +123,7 @@ def _account(fields) -> str:
             value = data.get(name)
             if isinstance(value, str) and value.strip():
                 return identity(ADDRESS_FIELDS[name], value, region)
-    return f"address:{get_remote_address()}"
+    return f"address:{client_network()}"
 
 
 def make_limits(limiter: Limiter, settings):
@@ -148,7 +171,10 @@ class FailedCredentials:
         per_address = looser(per_account, self.settings.rate_limit_address_factor)
         keys = [
             (item, f"memkit/failed/{name}/account/{who[:200]}") for item in parse_many(per_account)
-        ] + [(item, f"memkit/failed/{name}/address/{address}") for item in parse_many(per_address)]
+        ] + [
+            (item, f"memkit/failed/{name}/address/{network(address)}")
+            for item in parse_many(per_address)
+        ]
         return [(item, key, f"{key}/{item}") for item, key in keys]
 
     def _wait(self, counts: list[tuple]) -> int | None:

@@ -5,12 +5,14 @@ reads a user's turns before a question and stores the turn the pipeline hands ba
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
 import sqlalchemy as sa
 
 from memkit.conversation import ConversationStore, Turn, content_words
 from server.store.schema import conversation_turns as turns
+from server.store.schema import events, floors
 
 
 class StoredConversations(ConversationStore):
@@ -78,6 +80,36 @@ class StoredConversations(ConversationStore):
     def forget(self, user_id: str) -> None:
         with self.engine.begin() as conn:
             conn.execute(turns.delete().where(turns.c.user_id == user_id))
+
+
+def still_readable(conn, user_id: str, history: list[Turn]) -> list[Turn]:
+    """The turns as their asker may see them now: a post he can no longer read (its floor
+    turned private, or it is gone) is dropped from what a turn returned and quoted, and so are
+    the words its answer quoted and the answer (which post each word came from is not kept),
+    so a follow-up carries nothing of it."""
+    ids = {i for t in history for i in (*t.event_ids, *t.quoted)}
+    if not ids:
+        return history
+    readable = set(
+        conn.execute(
+            sa.select(events.c.id)
+            .join(floors, floors.c.id == events.c.floor_id)
+            .where(events.c.id.in_(ids), sa.or_(~floors.c.is_private, floors.c.owner_id == user_id))
+        ).scalars()
+    )
+    out = []
+    for t in history:
+        lost = not set(t.quoted) <= readable
+        out.append(
+            replace(
+                t,
+                event_ids=[i for i in t.event_ids if i in readable],
+                quoted=[i for i in t.quoted if i in readable],
+                answer_words=[] if lost else t.answer_words,
+                answer=None if lost else t.answer,
+            )
+        )
+    return out
 
 
 def _strings(value) -> list[str]:

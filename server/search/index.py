@@ -65,6 +65,7 @@ import sqlalchemy as sa
 
 from memkit.encoders import cache_scope
 from memkit.pipeline import Pipeline
+from memkit.private import private_dir
 from memkit.tables import events_frame
 from server.store.schema import blocks, event_log, events, stored_tags, users
 
@@ -416,6 +417,7 @@ class SearchIndex:
         with self.claims.hold({ALL}), self.lock:
             tmp = folder.with_name(f".{folder.name}.{os.getpid()}.tmp")
             shutil.rmtree(tmp, ignore_errors=True)
+            private_dir(tmp)  # it holds the posts' text and vectors: the owner's alone (0700)
             self.pipeline.retriever.save(tmp / "retriever")
             pl.DataFrame(
                 {"event_id": list(self._doc_hash), "hash": list(self._doc_hash.values())},

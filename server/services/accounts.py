@@ -16,7 +16,10 @@ Who owns an account: a sign-up proves nothing until its code comes back. ``valid
 therefore takes the code *and* the password chosen at sign-up, so validating proves
 that whoever holds the mailbox also chose the password; a squatter who signs up someone
 else's address never gets in, and the owner's own sign-up replaces the unvalidated
-registration instead of being refused. Password resets and the e-mail or mobile changes
+registration instead of being refused. An address is bound to an account only by a code
+sent to it: validating keeps the address whose code was checked and drops the other one
+given at sign-up (add it with a change of address), so a number typed beside one's own
+e-mail address is never anyone's. Password resets and the e-mail or mobile changes
 work on validated accounts only; a change of address needs the password when its code
 is asked for, revokes every other token and tells the old address. A sign-up nobody
 validates within ``signup_ttl_hours`` is as good as gone.
@@ -436,7 +439,13 @@ class Accounts:
                 "user_id": uid,
                 "profile": self.profile(conn, uid),
                 "pod_info": self.pod_info(conn, uid),
-                "message": f"a validation code was sent to {email or mobile}",
+                "message": f"a validation code was sent to {email or mobile}"
+                + (
+                    f"; {mobile} is not part of the account until a code sent to it is checked "
+                    "(after validating, change the mobile number to it)"
+                    if email and mobile
+                    else ""
+                ),
             }
 
     def _create_own_floor(self, conn, user_id: str, name: str) -> None:
@@ -620,9 +629,17 @@ class Accounts:
                 field="password",
                 code="bad_credentials",
             )
+        # The code proved the address it was sent to; the other one given at sign-up (a number
+        # beside an e-mail address, say) is dropped: it is nobody's until a code sent there is
+        # checked (a change of address), so it signs no one in and blocks no one's sign-up.
+        unproved = "mobile" if data.email else "email"
         with self.engine.begin() as conn:
             self._consume(conn, code_id, "code")
-            conn.execute(users.update().where(users.c.id == user["id"]).values(validated=True))
+            conn.execute(
+                users.update()
+                .where(users.c.id == user["id"])
+                .values({"validated": True, unproved: None})
+            )
             return {
                 "user_id": user["id"],
                 "profile": self.profile(conn, user["id"]),
@@ -803,7 +820,10 @@ class Accounts:
             )
         with self.engine.connect() as conn:
             row = conn.execute(sa.select(apps.c.secret_hash).where(apps.c.id == app_id)).first()
-        if not verify_password(row[0] if row else None, secret):
+        # An id no application has is refused without argon2 work: what it would hide is no
+        # secret (a signed-in user's query naming it is told invalid_app), and a flood of
+        # made-up ids would otherwise take the argon2 slots sign-ins need.
+        if row is None or not verify_password(row[0], secret):
             raise Unauthorized("unknown application or wrong secret", code="bad_app_credentials")
         self._apps_checked[app_id] = (_sha(secret), time.monotonic())
         return app_id

@@ -10,6 +10,8 @@ from email.message import EmailMessage
 from pathlib import Path
 from typing import Protocol
 
+from memkit.private import private_dir, write_private
+
 
 class Sender(Protocol):
     def send(self, to: str, subject: str, text: str) -> None: ...
@@ -21,11 +23,12 @@ class OutboxSender:
         self.channel = channel
 
     def send(self, to: str, subject: str, text: str) -> None:
-        self.folder.mkdir(parents=True, exist_ok=True)
+        private_dir(self.folder)  # the messages hold live codes: the owner's alone
         stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%f")
         safe = "".join(c if c.isalnum() or c in "@.+-" else "_" for c in to)
-        (self.folder / f"{stamp}-{self.channel}-{safe}.txt").write_text(
-            f"To: {to}\nSubject: {subject}\n\n{text}\n"
+        write_private(
+            self.folder / f"{stamp}-{self.channel}-{safe}.txt",
+            f"To: {to}\nSubject: {subject}\n\n{text}\n",
         )
 
 

@@ -1,7 +1,7 @@
 """Events: posts in a block of a floor. Create (text, tags, media metadata, optional reply
 to an event of the same floor, optional re-post of an event from another floor, which keeps
 that floor as ``from_floor_uid``), recent events of a floor (newest first, paginated),
-edit and delete (by the author or the floor's owner).
+edit (by the author) and delete (by the author or the floor's owner).
 
 Who may post: the owner into any of their floors, any signed-in user into the blocks of a
 public floor. Events are stored durably (committed) before the response.
@@ -223,7 +223,10 @@ class Events:
             ).decode()
         return {"floor_uid": floor_id, "events": items, "next_cursor": cursor}
 
-    def _editable(self, conn, user_id: str, event_id: str):
+    def _editable(self, conn, user_id: str, event_id: str, rewrite: bool = False):
+        """The event if this user may delete it (its author, or the floor's owner) or, with
+        ``rewrite``, edit it (its author alone: a post's words are its author's, and answers
+        quote them as theirs)."""
         e = (
             conn.execute(
                 sa.select(events, floors.c.is_private, floors.c.owner_id)
@@ -241,12 +244,17 @@ class Events:
             raise Forbidden(
                 "only the author or the floor's owner may change this event", code="not_allowed"
             )
+        if rewrite and user_id != e["user_id"]:
+            raise Forbidden(
+                "only the author may edit this event (the floor's owner may delete it)",
+                code="not_author",
+            )
         return e
 
     def edit(self, user_id: str, event_id: str, data: m.EventEdit) -> dict:
         values = {"updated_at": now(), **data.model_dump(exclude_unset=True)}
         with self.engine.begin() as conn:
-            e = self._editable(conn, user_id, event_id)
+            e = self._editable(conn, user_id, event_id, rewrite=True)
             if (
                 conn.execute(
                     events.update().where(events.c.id == event_id).values(**values)

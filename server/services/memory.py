@@ -34,6 +34,7 @@ from server import models as m
 from server.errors import NotFound, Unprocessable
 from server.models import BLOCK_TYPES
 from server.search import SearchIndex, StoredConversations, versions
+from server.search.conversations import still_readable
 from server.search.items import StoredPosts
 from server.search.store import StoreSearch
 from server.services.floors import readable_floor
@@ -246,15 +247,17 @@ class Memory:
         filters = Filters(types=types, tags=f.tags, time_from=f.time_from, time_to=f.time_to)
         include_metadata = req.include_metadata == "1"
         now = datetime.now(timezone.utc)
+        history = self.conversations.history(req.user_id, now)
         with self.engine.connect() as conn:
             self._authorize(conn, caller, req)
             authors = floor_authors(conn, req.floor_ids)
+            # What earlier turns found is carried only as far as the asker can read it now.
+            history = still_readable(conn, req.user_id, history)
         index = self.index
         # The asker's own writes to these floors committed before this query are in the index;
         # other users' are waited for at most others_writes_wait seconds (SECURITY.md).
         index.sync(req.floor_ids, author=req.user_id, others_wait=self.settings.others_writes_wait)
         pipeline = index.pipeline
-        history = self.conversations.history(req.user_id, now)
         # The asker's texts are encoded in their own scope: no vector another user's query
         # or post left in the cache is found, so no timing tells what others wrote or asked.
         with (

@@ -16,6 +16,7 @@ from typing import Iterator
 
 import sqlalchemy as sa
 
+from memkit.private import private_dir, private_sqlite
 from server.store.migrate import upgrade
 
 _LOCK = 0x6D656D6D  # advisory lock key ("memm") for schema upgrades
@@ -25,7 +26,10 @@ def connect(url: str) -> sa.Engine:
     if url.startswith("postgresql://"):
         url = "postgresql+psycopg://" + url[len("postgresql://") :]
     if url.startswith("sqlite:///") and not url.startswith("sqlite:///:memory:"):
-        Path(url[len("sqlite:///") :]).parent.mkdir(parents=True, exist_ok=True)
+        # Private before SQLite opens it: its -wal and -shm files take the file's mode.
+        path = Path(url[len("sqlite:///") :])
+        private_dir(path.parent)
+        private_sqlite(path)
     engine = _engine(url)
     with _locked(engine) as conn:
         upgrade(conn)

@@ -1,0 +1,266 @@
+"""The attacks of issue 42 ("hardening, round 4"), each performed as the attacker did. Every
+test here failed before its fix; SECURITY.md ("Round 4") lists them by finding.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import server.settings
+from memkit.encoders import CachedEncoder
+from server import create_app
+from tests.service_fixtures import NO_LIMITS, PW, error_of, outbox_code, outbox_message, user
+from tests.test_attacks import SEND, SIGNUP, VALIDATE, bearer, signed_up
+from tests.test_attacks3 import EXTERNAL, Q, from_address, sqlite_app
+from tests.test_attacks3 import argon2 as argon2  # the fixture counting argon2 calls
+
+
+# -- 1. failed credentials of identities that do not exist ------------------------------------
+def test_a_wrong_secret_for_an_unknown_application_costs_no_argon2_work(
+    tmp_path, tmp_path_factory, argon2
+):
+    app = sqlite_app(tmp_path, tmp_path_factory)
+    c = app.test_client()
+    app_id, _ = app.extensions["memkit"]["accounts"].register_app("widget")
+    argon2.calls = 0
+    for i, path in enumerate([Q, EXTERNAL] * 3):
+        r = c.post(
+            path,
+            headers={"X-App-Id": f"app_nope{i}", "X-App-Secret": "x"},
+            json={"external_id": "e1"},
+            **from_address(f"10.0.{i}.1"),
+        )
+        assert r.status_code == 401 and error_of(r)["code"] == "bad_app_credentials"
+    assert argon2.calls == 0
+    # A registered application's wrong secret is still checked, and answered the same.
+    r = c.post(EXTERNAL, headers={"X-App-Id": app_id, "X-App-Secret": "x"}, json={})
+    assert r.status_code == 401 and error_of(r)["code"] == "bad_app_credentials"
+    assert argon2.calls == 1
+
+
+def test_counts_per_client_address_are_kept_per_network(tmp_path, tmp_path_factory):
+    """IPv4 addresses count per /24, IPv6 addresses per /64: a flood from new addresses of
+    one network is one count."""
+    app = sqlite_app(
+        tmp_path,
+        tmp_path_factory,
+        rate_limit_sign_in="3 per minute",
+        rate_limit_app_secret="2 per minute",
+        rate_limit_address_factor=1,
+    )
+    c = app.test_client()
+
+    def sign_in(i, address):  # a new account each time: only the address's count can refuse
+        return c.post(
+            "/auth-service/signin/email",
+            json={"email": f"nobody{i}@example.com", "password": "wrong password"},
+            **from_address(address),
+        ).status_code
+
+    for network, same, other in (
+        (["10.1.2.3", "10.1.2.4", "10.1.2.5"], "10.1.2.200", "10.1.3.1"),
+        (
+            ["2001:db8:1:2::1", "2001:db8:1:2:ffff::9", "2001:db8:1:2::3"],
+            "2001:db8:1:2:abcd::1",
+            "2001:db8:1:3::1",
+        ),
+    ):
+        assert [sign_in(i, a) for i, a in enumerate(network)] == [401] * 3
+        assert sign_in(10, same) == 429
+        assert sign_in(11, other) == 401
+
+    def wrong_secret(i, address):  # failed credentials: a new application id each time
+        return c.post(
+            Q, headers={"X-App-Id": f"app_nope{i}", "X-App-Secret": "x"}, **from_address(address)
+        ).status_code
+
+    assert [wrong_secret(i, f"10.7.7.{i}") for i in range(1, 4)] == [401, 401, 429]
+    assert wrong_secret(4, "10.7.8.1") == 401
+
+
+# -- 3. a squatted mobile number (and e-mail address) -------------------------------------------
+@pytest.mark.parametrize("kind", ["mobile", "email"])
+@pytest.mark.parametrize("way", ["sign_up", "move"])
+def test_an_address_given_beside_the_one_validated_binds_nothing(
+    tmp_path, tmp_path_factory, kind, way
+):
+    """Mallory signs up with her own address and the victim's (of the other kind) and
+    validates with her own code: the victim's address signs no one in, and its owner can
+    still sign up with it or move his account to it, told nothing false."""
+    app = sqlite_app(tmp_path, tmp_path_factory, **NO_LIMITS)
+    c = app.test_client()
+    own, victims = (
+        ("mallory@example.com", "+447911123456")
+        if kind == "mobile"
+        else ("+447911123457", "vic@example.com")
+    )
+    own_kind = "email" if kind == "mobile" else "mobile"
+    mallory = {"name": "Mallory", own_kind: own, kind: victims, "password": "mallory's own"}
+    assert c.post(SIGNUP, json=mallory).status_code == 200
+    if own_kind == "mobile":  # the sign-up code went to the e-mail address: ask for one by SMS
+        assert c.post(SEND, json={"mode": "signup", "mobile": own}).status_code == 200
+    r = c.post(
+        VALIDATE,
+        json={own_kind: own, "code": outbox_code(app, own), "password": "mallory's own"},
+    )
+    assert r.status_code == 200
+    signin = f"/auth-service/signin/{kind}"
+    assert c.post(signin, json={kind: victims, "password": "mallory's own"}).status_code == 401
+    assert r.get_json()["profile"][_PROFILE[kind]] == ""  # her account has only what she proved
+
+    if way == "sign_up":  # the owner signs up with his address and validates it
+        assert (
+            c.post(SIGNUP, json={"name": "Vic", kind: victims, "password": PW}).status_code == 200
+        )
+        r = c.post(
+            VALIDATE, json={kind: victims, "code": outbox_code(app, victims), "password": PW}
+        )
+        assert r.status_code == 200
+    else:  # the owner, signed up with another address, moves his account to it
+        vic = bearer(signed_up(c, app, "vic.old@example.com", "Vic"))
+        field, mode, path, code_field = _CHANGE[kind]
+        r = c.post(SEND, headers=vic, json={"mode": mode, field: victims, "password": PW})
+        assert r.status_code == 200
+        message = outbox_message(app, victims)
+        assert "already belongs to your account" not in message and "code is" in message
+        r = c.post(path, headers=vic, json={field: victims, code_field: outbox_code(app, victims)})
+        assert r.status_code == 200, r.get_json()
+        assert r.get_json()["profile"][_PROFILE[kind]] == victims
+    assert c.post(signin, json={kind: victims, "password": PW}).status_code == 200
+    assert c.post(signin, json={kind: victims, "password": "mallory's own"}).status_code == 401
+    # Mallory's account is hers still, by the address she proved.
+    assert (
+        c.post(
+            f"/auth-service/signin/{own_kind}", json={own_kind: own, "password": "mallory's own"}
+        ).status_code
+        == 200
+    )
+
+
+_PROFILE = {"email": "email", "mobile": "mobile_number"}
+_CHANGE = {  # the request field, the code's mode, the path and its code field of a change
+    "email": ("new_email_id", "change_email", "/auth-service/change/email", "activation_code"),
+    "mobile": ("new_mobile", "change_mobile", "/auth-service/change/mobile", "code"),
+}
+
+
+# -- 4. files others on the host can read ---------------------------------------------------------
+@pytest.fixture
+def umask_022():
+    old = os.umask(0o022)  # the usual umask: files 644 and folders 755 unless made otherwise
+    yield
+    os.umask(old)
+
+
+def modes(root: Path) -> dict[str, str]:
+    """The permission bits of every file and folder under ``root`` (and of ``root``)."""
+    return {
+        str(p.relative_to(root.parent)): oct(stat.S_IMODE(p.stat().st_mode))
+        for p in [root, *root.rglob("*")]
+    }
+
+
+def test_the_instance_store_and_outbox_are_private_whatever_the_umask(
+    tmp_path, monkeypatch, umask_022
+):
+    instance = tmp_path / "instance"
+    monkeypatch.setattr(server.settings, "INSTANCE", instance)  # where secret_key is made
+    app = create_app(
+        {
+            "database_url": f"sqlite:///{instance / 'memkit.db'}",
+            "outbox_dir": str(instance / "outbox"),
+        }
+    )
+    c = app.test_client()
+    h, fid, blocks = user(c, app, "Ann")  # a code in the outbox, rows in the store
+    r = c.post(f"/floors/{fid}/blocks/{blocks['feed']}/events", headers=h, json={"text": "hi"})
+    assert r.status_code == 200
+    found = modes(instance)
+    assert {"instance/memkit.db-wal", "instance/memkit.db-shm", "instance/secret_key"} <= set(found)
+    assert any(name.startswith("instance/outbox/") for name in found)
+    assert found == {name: "0o700" if (tmp_path / name).is_dir() else "0o600" for name in found}, (
+        found
+    )
+    app.extensions["memkit"]["engine"].dispose()
+
+
+class _Zeros:
+    name, dim = "zeros", 4
+
+    def encode(self, texts, show_progress=None):
+        return np.zeros((len(texts), self.dim), np.float32)
+
+
+def test_the_embedding_cache_is_private_whatever_the_umask(tmp_path, monkeypatch, umask_022):
+    monkeypatch.setenv("MEMKIT_CACHE_DIR", str(tmp_path / "home" / "memkit"))
+    encoder = CachedEncoder(_Zeros())  # in the default folder, $MEMKIT_CACHE_DIR
+    encoder.encode(["a private post", "another one"], store=True)
+    found = modes(tmp_path / "home")
+    assert "home/memkit/embeddings.sqlite-wal" in found
+    assert found == {name: "0o700" if (tmp_path / name).is_dir() else "0o600" for name in found}, (
+        found
+    )
+
+
+# -- 8. what a follow-up carries from a post its asker can no longer read --------------------------
+@pytest.mark.slow
+def test_a_follow_up_carries_nothing_from_a_post_its_asker_can_no_longer_read(app):
+    """Tom asks about a post of Ann's public floor; Ann makes the floor private; Tom's
+    follow-up (over his own floor) shows neither the post's id nor its words in
+    ``metadata.carried``. Mia, asking the same while the floor is public, is carried both."""
+    c = app.test_client()
+    ann, fid, blocks = user(c, app, "Ann")
+    assert c.post(f"/floors/{fid}/public", headers=ann).status_code == 200
+    r = c.post(
+        f"/floors/{fid}/blocks/{blocks['feed']}/events",
+        headers=ann,
+        json={"text": "I've organised the whole Zion trip, cabin and permits are booked"},
+    )
+    post = r.get_json()["event_id"]
+
+    def ask(who, floor, query):
+        h = who[0]
+        uid = c.get("/auth-service/profile", headers=h).get_json()["profile"]["user_id"]
+        body = {"user_id": uid, "query": query, "floor_ids": [floor], "include_metadata": "1"}
+        r = c.post(Q, headers=h, json=body)
+        assert r.status_code == 200, r.get_json()
+        return r.get_json()["metadata"]
+
+    the_posts_words = {"I've", "whole", "cabin", "permits"}  # not in the question
+    mia, tom = user(c, app, "Mia"), user(c, app, "Tom")
+    for who in (mia, tom):
+        assert post in ask(who, fid, "Who organised the Zion trip?")["quoted"]
+    carried = ask(mia, fid, "when was that?")["carried"]  # the floor is public: all is carried
+    assert post in carried["posts"] and the_posts_words & set(carried["words"]), carried
+    assert c.post(f"/floors/{fid}/private", headers=ann).status_code == 200
+    carried = ask(tom, tom[1], "when was that?")["carried"]
+    assert carried["kind"] == "follow-up"
+    assert post not in carried["posts"] and not the_posts_words & set(carried["words"]), carried
+
+
+# -- 5. an owner's rewrite quoted as the guest's words --------------------------------------------
+def test_the_floors_owner_may_delete_a_guests_post_but_not_rewrite_it(tmp_path, tmp_path_factory):
+    app = sqlite_app(tmp_path, tmp_path_factory)
+    c = app.test_client()
+    ann, fid, blocks = user(c, app, "Ann")
+    bo = user(c, app, "Bo")[0]
+    assert c.post(f"/floors/{fid}/public", headers=ann).status_code == 200
+    post = c.post(
+        f"/floors/{fid}/blocks/{blocks['feed']}/events", headers=bo, json={"text": "See you at 8"}
+    ).get_json()["event_id"]
+    for change in (
+        {"text": "I owe you 500 pounds and will pay tomorrow"},
+        {"tags": ["debt"]},
+        {"media": []},
+    ):
+        r = c.patch(f"/events/{post}", headers=ann, json=change)
+        assert r.status_code == 403 and error_of(r)["code"] == "not_author", r.get_json()
+    events = c.get(f"/floors/{fid}/events", headers=ann).get_json()["events"]
+    assert [(e["text"], e["tags"]) for e in events] == [("See you at 8", [])]
+    assert c.patch(f"/events/{post}", headers=bo, json={"text": "See you at 9"}).status_code == 200
+    assert c.delete(f"/events/{post}", headers=ann).status_code == 200  # moderation
