@@ -7,7 +7,7 @@ export MLFLOW_DISABLE_TELEMETRY := true
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install test eval bench bench-retrievers serve lint notebooks clean
+.PHONY: install test eval bench bench-retrievers serve lint notebooks reader clean
 
 $(STAMP): pyproject.toml
 	@command -v $(PY) >/dev/null || { echo "need $(PY) on PATH (or make PY=/path/to/python3.11)"; exit 1; }
@@ -36,6 +36,12 @@ bench: $(STAMP)
 
 bench-retrievers: $(STAMP)
 	$(BIN)/python eval/bench/retrievers.py
+
+# Train the reader again from ../shared/training and the conversation suites (models cached
+# in ~/.cache/memkit/models/reader-*), report it held out, ship it and write default.toml's
+# [reader] (eval/train_reader.py).
+reader: $(STAMP)
+	$(BIN)/python eval/train_reader.py --write
 
 # Lint and formatting: both must be clean (ruff's rules and line length are in pyproject.toml).
 lint: $(STAMP)

@@ -386,6 +386,22 @@ class CalibrationSpec(Table):
     b: Float = 0.0
 
 
+class ReaderSpec(Table):
+    """The reader (memkit/reader.py): a cross-encoder that reads a question and each of its
+    first ``candidates`` posts together. A post's probability becomes
+    ``sigmoid(coef[0] * logit(ranker probability) + coef[1] * reader logit + intercept)``
+    (fitted on held-out questions by eval/train_reader.py); when no post read reaches
+    ``min_probability``, nothing answers the question. ``questions_only``: read only texts
+    shaped like questions (a claim or a chat line is left to the ranker)."""
+
+    candidates: Annotated[StrictInt, Field(ge=1, le=50)] = 8
+    coef: Annotated[list[Float], Field(min_length=2, max_length=2)] = [1.0, 1.0]
+    intercept: Float = 0.0
+    min_probability: Fraction | None = None
+    questions_only: Bool = True
+    model: Str | None = None  # a folder with reader-int8.onnx (None: the packaged model)
+
+
 SECTIONS = {  # the config's tables, each a spec a builder takes
     "retriever": RetrieverSpec,
     "contextualizer": ContextualizerSpec,
@@ -394,6 +410,7 @@ SECTIONS = {  # the config's tables, each a spec a builder takes
     "representation": RepresentationSpec,
     "encoder": EncoderSpec,
     "calibration": CalibrationSpec,
+    "reader": ReaderSpec,
 }
 
 
@@ -409,6 +426,7 @@ class Config(Table):
     representation: RepresentationSpec | None = None
     encoder: EncoderSpec | None = None
     calibration: CalibrationSpec | None = None
+    reader: ReaderSpec | None = None
     k: Int = 10
     time_windows: Bool = True
     eval: dict[str, Any] | None = None

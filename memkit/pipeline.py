@@ -90,6 +90,8 @@ from memkit.conversation import (
     content_words,
 )
 from memkit.items import Item, ItemSource, Posts
+from memkit.question import Question
+from memkit.reader import ReaderStage
 from memkit.representation import Representation
 from memkit.retrievers import (
     DenseRetriever,
@@ -161,13 +163,16 @@ class Carried:
 class QueryResult:
     query: str
     effective_query: str
-    run: pl.DataFrame  # query_id, event_id, score, rank, match_type: the ranking before the cut-off
+    # query_id, event_id, score, rank, match_type: the ranking before the cut-off (kept when the
+    # reader finds nothing likely to answer; ``relevant`` says whether anything was shown)
+    run: pl.DataFrame
     relevant: bool = True
     items: list[Item] = field(default_factory=list)  # what is returned: the top k above the cut-off
     written: Answer | None = None  # the answer with what it quotes, its date, whether it declined
     carried: Carried = field(default_factory=Carried)
     turn: Turn | None = None  # what the conversation keeps of this question
     history: int = 0  # earlier turns of this user's conversation the contextualizer saw
+    question: Question | None = None  # how the question was read
 
     @property
     def answer(self) -> str | None:
@@ -194,8 +199,10 @@ class Pipeline:
         time_windows: bool = True,
         sure_similarity: float | None = None,
         encoder_fixed: bool = False,
+        reader: ReaderStage | None = None,
     ):
         self.retriever = retriever
+        self.reader = reader  # reads a question's first posts, re-orders them, decides
         self.encoder_stage = encoder
         self.encoder_fixed = encoder_fixed  # fit keeps the dense parts' model (no [encoder] run)
         self.contextualizer = contextualizer or build_contextualizer(None)
@@ -237,11 +244,14 @@ class Pipeline:
         config: str | Path | dict | None = None,
         posts: ItemSource | None = None,
         encoder: str | None = None,
+        reader: bool = True,
     ) -> "Pipeline":
         """From a TOML path, an already-loaded config dict, or the project default.
         ``posts``: where items are read (default: kept in memory from what is indexed).
         ``encoder``: the model every dense part is built with and ``fit`` keeps (the service
-        passes the model it serves); None: the config's own, resolved by ``fit``."""
+        passes the model it serves); None: the config's own, resolved by ``fit``.
+        ``reader``: False leaves the config's ``[reader]`` out (its training asks the
+        pipeline for the candidates the reader will see)."""
         if config is None:
             config = DEFAULT_CONFIG
         if isinstance(config, dict):  # every section, once, errors with their TOML path
@@ -269,6 +279,7 @@ class Pipeline:
             posts=posts,
             time_windows=checked.time_windows,
             encoder_fixed=encoder is not None,
+            reader=ReaderStage.from_config(checked.reader) if reader else None,
             **bounds,
         )
 
@@ -289,6 +300,7 @@ class Pipeline:
             "time_windows": self.time_windows,
             "representation": self.representation.params() if self.representation else None,
             **({"encoder": self.encoder_stage.params()} if self.encoder_stage else {}),
+            **({"reader": self.reader.params()} if self.reader else {}),
         }
 
     # -- the encoder ------------------------------------------------------------------
@@ -377,9 +389,9 @@ class Pipeline:
         runs = []
         if not all(dated):
             rest = [f for f, d in zip(per, dated) if not d]
-            runs.append(
-                self._calibrated(self.retriever.search(frame.filter(~pl.Series(dated)), k, rest))
-            )
+            asked = frame.filter(~pl.Series(dated))
+            run = self._calibrated(self.retriever.search(asked, k, rest))
+            runs.append(self._read_all(run, dict(asked.select("query_id", "text").iter_rows())))
         for row, f, now, d in zip(frame.iter_rows(named=True), per, times, dated):
             if d:
                 res = self.ask(
@@ -403,6 +415,7 @@ class Pipeline:
         window = question_window(req.query, req.now) if self.time_windows else None
         authors = list(req.authors) if req.authors is not None else None
         reading = self.contextualizer.read(req.query, req.history, window, names=authors or ())
+        question = Question.read(req.query, reading)
         f = req.filters if req.filters is not None else Filters()
         if req.floor_ids is not None:
             f = f.with_floors(req.floor_ids)
@@ -438,12 +451,30 @@ class Pipeline:
                     run = windowed
         # "What was the band up to in April?": the posts of those days are the answer.
         listing = window_only or (reading.window is not None and asks_what_happened(req.query))
-        relevant = listing and run.height > 0 or self.relevant(run, reading.effective_query, best)
-        if not relevant:
+        read = (
+            not listing
+            and reading.kind != "unresolved"
+            and self.reader is not None
+            and self.reader.applies(question)
+        )
+        if read:  # the reader decides: which post first, and whether any answers
+            question = Question.read(req.query, reading)  # the reading may have changed topic
+            run = self.reader.rerank(question.read_as, run, self.posts.items)
+            run = self.reader.newest_first(run, self.posts.items)
+            relevant = self.reader.answers(run)
+        else:
+            relevant = (
+                listing and run.height > 0 or self.relevant(run, reading.effective_query, best)
+            )
+        if not relevant and not read:
             run = run.clear()
+        # When the reader finds no post likely to answer, the ranking is kept (eval scores it;
+        # the declines are counted apart) but nothing is shown: the answer says so.
         floor = req.min_score if req.min_score is not None else self.min_score
         shown = (
-            run.head(k)
+            run.clear()
+            if not relevant
+            else run.head(k)
             if floor is None or window_only
             else run.filter(pl.col("score") >= floor).head(k)
         )
@@ -464,6 +495,7 @@ class Pipeline:
             reading=reading,
             listing=listing,
             found=run.height if listing else None,
+            decided=read,
         )
         sentences = [q["sentence"] for q in written.quotes if q.get("sentence")]
         answer_words = [
@@ -491,6 +523,7 @@ class Pipeline:
             carried=_carried(reading),
             turn=turn,
             history=len(req.history),
+            question=question,
         )
 
     def query(
@@ -530,6 +563,20 @@ class Pipeline:
         return result
 
     # -- the steps of a question ---------------------------------------------------------
+    def _read_all(self, run: pl.DataFrame, texts: dict[str, str]) -> pl.DataFrame:
+        """Each question's ranking re-ordered by the reader (texts it reads; others as
+        they are)."""
+        if self.reader is None or run.height == 0:
+            return run
+        parts = []
+        for (qid,), part in run.group_by("query_id", maintain_order=True):
+            text = texts.get(qid, "")
+            if self.reader.applies(text):
+                part = self.reader.rerank(text, part, self.posts.items)
+                part = self.reader.newest_first(part, self.posts.items)
+            parts.append(part)
+        return pl.concat(parts)
+
     def _calibrated(self, run: pl.DataFrame) -> pl.DataFrame:
         if self.calibration is None or run.height == 0:
             return run
@@ -676,6 +723,8 @@ class Pipeline:
         ``sure_similarity`` counts as found whatever its probability."""
         if run.height == 0:
             return False
+        if self.reader is not None and self.reader.applies(query):
+            return self.reader.answers(run)  # a run ``search`` or ``ask`` re-ranked
         best = float(run["score"].max()) if best is None else best
         if (
             self.calibration is not None

@@ -215,6 +215,18 @@ def test_each_spec_has_its_class_arguments_and_defaults(union, registry):
             assert field.default == default, (kind, key, field.default, default)
 
 
+def test_reader_spec_has_the_stage_arguments_and_defaults():
+    """[reader] is one class, not a union: the same check as above."""
+    from memkit.config_model import ReaderSpec
+    from memkit.reader import ReaderStage
+
+    params = _init_params(ReaderStage)
+    assert set(ReaderSpec.model_fields) == set(params)
+    for key, field in ReaderSpec.model_fields.items():
+        default = params[key]
+        assert field.default == (list(default) if isinstance(default, tuple) else default), key
+
+
 def test_builders_take_typed_specs():
     """Each builder takes its section's typed spec and passes the settings it holds to the
     constructor; a dict is checked into the same spec first, so both build the same."""

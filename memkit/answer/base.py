@@ -82,6 +82,7 @@ class Answerer(Protocol):
         reading=None,
         listing: bool = False,
         found: int | None = None,
+        decided: bool = False,
     ) -> Answer:
         """The answer to ``query`` from its ranked ``items``."""
 

@@ -213,13 +213,15 @@ class ExtractiveAnswerer(Composer):
         reading=None,
         listing: bool = False,
         found: int | None = None,
+        decided: bool = False,
     ) -> Answer:
         """``authors``: the names of the people who post where the question is asked (the
         service passes those of the floors searched, so posts elsewhere change nothing);
         None: every author ``prepare`` has seen. ``reading``: how the pipeline read the
         question (memkit.conversation.Reading): its time window, what it carried;
         ``listing``: the question asks what happened in its window, so the answer lists
-        the posts found there."""
+        the posts found there; ``decided``: the pipeline's reader has read the items and
+        found one likely to answer, so the writer quotes rather than declines."""
         if getattr(reading, "kind", None) == "unresolved":
             return Answer(self.unresolved(query), declined=True)
         if not items:
@@ -227,7 +229,7 @@ class ExtractiveAnswerer(Composer):
         written = (
             self.window_summary(items, window_text(reading), found=found)
             if listing
-            else self.summarize(query, items, authors)
+            else self.summarize(query, items, authors, decided=decided)
         )
         if not summary:
             # the account of what was found, but the turn still knows what an answer would
@@ -281,7 +283,9 @@ class ExtractiveAnswerer(Composer):
             [len(terms & set(self._analyzer(s))) / max(len(terms), 1) for s in candidates]
         )
 
-    def summarize(self, query: str, items: list[AnswerItem], authors=None) -> Answer:
+    def summarize(
+        self, query: str, items: list[AnswerItem], authors=None, decided: bool = False
+    ) -> Answer:
         """The answer from the sentences of the top items (with the models, else by the
         first writer's rules: memkit.answer.rules)."""
         if self.select is None:
@@ -293,7 +297,7 @@ class ExtractiveAnswerer(Composer):
         scores = selection.selection_scores(self.select, cands)
         best = selection.best_candidate(cands, quotable, scores)
         strength = float(cands.sims[best])
-        if self.declines(cands, scores, items):
+        if not decided and self.declines(cands, scores, items):
             rival = [i for i in quotable if not cands.about[i]]
             by = (
                 speaker(cands.item[max(rival, key=lambda i: scores[i])])

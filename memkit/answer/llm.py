@@ -104,9 +104,12 @@ class LLMAnswerer:
         reading=None,
         listing: bool = False,
         found: int | None = None,
+        decided: bool = False,
     ) -> Answer:
         if not items or not summary or listing or getattr(reading, "kind", None) == "unresolved":
-            return self.extractive.write(query, items, summary, authors, reading, listing, found)
+            return self.extractive.write(
+                query, items, summary, authors, reading, listing, found, decided
+            )
         body = json.dumps(
             {
                 "model": self.model,
@@ -131,7 +134,9 @@ class LLMAnswerer:
                 type(exc).__name__,
                 exc,
             )
-            return self.extractive.write(query, items, summary, authors, reading, listing, found)
+            return self.extractive.write(
+                query, items, summary, authors, reading, listing, found, decided
+            )
         declined = DECLINE.lower() in text.lower()
         shown = items[: self.max_items]
         cited = dict.fromkeys(

@@ -167,7 +167,9 @@ def write_answers(
     for q in dataset.queries.iter_rows(named=True):
         shown = items.get(q["query_id"], [])
         written_here = written.get(q["query_id"]) if answerer is None else None
-        written_here = written_here or writer.write(q["text"], shown, True)
+        # the pipeline's reader found a post likely to answer: the writer quotes it
+        decided = bool(shown) and pipeline.reader is not None and pipeline.reader.applies(q["text"])
+        written_here = written_here or writer.write(q["text"], shown, True, decided=decided)
         rows.append(
             {
                 "query_id": q["query_id"],

