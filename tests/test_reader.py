@@ -191,3 +191,9 @@ def test_when_no_post_is_likely_enough_the_answer_declines_and_shows_nothing():
     assert res.run.height > 0  # the ranking is kept for eval; nothing is shown
     # a text that is not a question is left to the ranker and its own gate
     assert not pipe.reader.applies("Ran the park run this morning")
+
+
+def test_a_very_long_question_is_read_not_refused():
+    reader = Reader()
+    long = "what about " + " ".join(["supercalifragilistic"] * 300) + "?"
+    assert reader.logits(long, ["Tom, 5 May 2026: we drove to Zion"]).shape == (1,)
