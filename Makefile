@@ -38,7 +38,7 @@ bench-retrievers: $(STAMP)
 	$(BIN)/python eval/bench/retrievers.py
 
 # Train the reader again from ../shared/training and the conversation suites (models cached
-# in ~/.cache/memkit/models/reader-*), report it held out, ship it and write default.toml's
+# in ~/.cache/memkit/models/reader-*), report it held out, ship it and write reader.toml's
 # [reader] (eval/train_reader.py).
 reader: $(STAMP)
 	$(BIN)/python eval/train_reader.py --write

@@ -1,7 +1,7 @@
 """Train the reader (memkit/reader.py), report it on data it never saw, and (--write) ship it.
 
     python eval/train_reader.py            # train (cached), print the held-out report
-    python eval/train_reader.py --write    # also: the shipped model and default.toml's [reader]
+    python eval/train_reader.py --write    # also: the shipped model and reader.toml's [reader]
 
 Readers trained (each cached in <cache dir>/models/reader-<hash>/, so a second run trains
 nothing):
@@ -44,7 +44,7 @@ from memkit.reader_training import (
 )
 
 PROJECT = Path(__file__).resolve().parents[1]
-DEFAULT = PROJECT / "eval" / "configs" / "default.toml"
+CONFIG = PROJECT / "eval" / "configs" / "reader.toml"
 MAX_FALSE_DECLINES = 0.08
 
 
@@ -127,7 +127,7 @@ def main(argv=None) -> int:
         sample = pl.concat([sample, suites["dev"].filter(pl.col("label") == 0).head(12)])
         ship(readers["shipped"], report, sample)
         write_config(report["fusion"])
-        print(f"wrote {READER_DIR} and [reader] in {DEFAULT}")
+        print(f"wrote {READER_DIR} and [reader] in {CONFIG}")
     return 0
 
 
@@ -151,7 +151,7 @@ def ship(folder: Path, report: dict, sample: pl.DataFrame) -> None:
 
 
 def write_config(fusion: dict) -> None:
-    text = DEFAULT.read_text()
+    text = CONFIG.read_text()
     section = (
         "[reader]\n"
         f"coef = [{fusion['coef'][0]}, {fusion['coef'][1]}]\n"
@@ -161,8 +161,8 @@ def write_config(fusion: dict) -> None:
     if re.search(r"^\[reader\]\n", text, re.M):
         text = re.sub(r"^\[reader\]\n(?:[a-z_]+ = .*\n)*", section, text, flags=re.M)
     else:
-        raise SystemExit(f"{DEFAULT} has no [reader] section to write into")
-    DEFAULT.write_text(text)
+        raise SystemExit(f"{CONFIG} has no [reader] section to write into")
+    CONFIG.write_text(text)
 
 
 if __name__ == "__main__":

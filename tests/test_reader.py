@@ -159,7 +159,7 @@ def _pipeline(**reader):
     from memkit.tables import events_frame
 
     config = load_config(CONFIG_DIR / "default-fresh.toml")  # the packaged MiniLM, no training
-    config["reader"] = {**config["reader"], **reader}
+    config["reader"] = {**load_config(CONFIG_DIR / "reader.toml")["reader"], **reader}
     events = events_frame(
         {
             "event_id": i,
