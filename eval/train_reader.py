@@ -151,18 +151,23 @@ def ship(folder: Path, report: dict, sample: pl.DataFrame) -> None:
 
 
 def write_config(fusion: dict) -> None:
+    """Write the fitted fusion and threshold into reader.toml's [reader] (its other settings
+    stay as written)."""
     text = CONFIG.read_text()
-    section = (
-        "[reader]\n"
-        f"coef = [{fusion['coef'][0]}, {fusion['coef'][1]}]\n"
-        f"intercept = {fusion['intercept']}\n"
-        f"min_probability = {fusion['min_probability']}\n"
-    )
-    if re.search(r"^\[reader\]\n", text, re.M):
-        text = re.sub(r"^\[reader\]\n(?:[a-z_]+ = .*\n)*", section, text, flags=re.M)
-    else:
+    values = {
+        "coef": f"[{fusion['coef'][0]}, {fusion['coef'][1]}]",
+        "intercept": str(fusion["intercept"]),
+        "min_probability": str(fusion["min_probability"]),
+    }
+    head, sep, rest = text.partition("[reader]\n")
+    if not sep:
         raise SystemExit(f"{CONFIG} has no [reader] section to write into")
-    CONFIG.write_text(text)
+    section, blank, tail = rest.partition("\n\n")
+    for key, value in values.items():
+        section, n = re.subn(rf"^{key} = .*$", f"{key} = {value}", section, flags=re.M)
+        if not n:
+            section += f"\n{key} = {value}"
+    CONFIG.write_text(head + sep + section + blank + tail)
 
 
 if __name__ == "__main__":

@@ -399,6 +399,7 @@ class ReaderSpec(Table):
     intercept: Float = 0.0
     min_probability: Fraction | None = None
     questions_only: Bool = True
+    overrule_writer: Bool = True
     model: Str | None = None  # a folder with reader-int8.onnx (None: the packaged model)
 
 

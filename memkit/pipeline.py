@@ -495,7 +495,7 @@ class Pipeline:
             reading=reading,
             listing=listing,
             found=run.height if listing else None,
-            decided=read,
+            decided=read and self.reader.overrule_writer,
         )
         sentences = [q["sentence"] for q in written.quotes if q.get("sentence")]
         answer_words = [

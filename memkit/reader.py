@@ -199,6 +199,7 @@ class ReaderStage:
         intercept: float = 0.0,
         min_probability: float | None = None,
         questions_only: bool = True,
+        overrule_writer: bool = True,
         model: str | None = None,
     ):
         self.candidates = candidates
@@ -206,6 +207,8 @@ class ReaderStage:
         self.intercept = float(intercept)
         self.min_probability = min_probability
         self.questions_only = questions_only
+        # a post likely enough to answer: the writer quotes it without its own decline check
+        self.overrule_writer = overrule_writer
         self.model = model
         self.reader = Reader(model)
 
@@ -224,6 +227,7 @@ class ReaderStage:
             "intercept": self.intercept,
             "min_probability": self.min_probability,
             "questions_only": self.questions_only,
+            "overrule_writer": self.overrule_writer,
             "model": self.model,
         }
 

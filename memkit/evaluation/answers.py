@@ -168,7 +168,13 @@ def write_answers(
         shown = items.get(q["query_id"], [])
         written_here = written.get(q["query_id"]) if answerer is None else None
         # the pipeline's reader found a post likely to answer: the writer quotes it
-        decided = bool(shown) and pipeline.reader is not None and pipeline.reader.applies(q["text"])
+        reader = pipeline.reader
+        decided = (
+            bool(shown)
+            and reader is not None
+            and reader.overrule_writer
+            and reader.applies(q["text"])
+        )
         written_here = written_here or writer.write(q["text"], shown, True, decided=decided)
         rows.append(
             {
