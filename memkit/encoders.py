@@ -251,26 +251,8 @@ class OnnxMiniLMEncoder:
             ).save_model_to_file(str(tmp))
             os.replace(tmp, target)
         else:
-            from onnxruntime.quantization import QuantType, quantize_dynamic
-
             tmp = target.with_name(f".{target.name}.{os.getpid()}")
-            # Weights only, per output channel: the attention products of two activations
-            # stay float (quantising them too costs more accuracy than it saves time).
-            import onnx
-
-            graph = onnx.load(str(base)).graph
-            weights = {i.name for i in graph.initializer}
-            products = [
-                n.name for n in graph.node if n.op_type == "MatMul" and not weights & set(n.input)
-            ]
-            quantize_dynamic(
-                str(base),
-                str(tmp),
-                weight_type=QuantType.QInt8,
-                per_channel=True,
-                op_types_to_quantize=["MatMul"],
-                nodes_to_exclude=products,
-            )
+            quantize_int8(base, tmp)
             os.replace(tmp, target)
 
     def _session(self, threads: int | None = None):
@@ -385,14 +367,65 @@ class OnnxMiniLMEncoder:
                 else:
                     parts[i].append(None)
 
-        lanes = self.threads or os.cpu_count() or 1
-        if len(texts) > 1 and lanes > 1:
-            with ThreadPoolExecutor(lanes) as pool:
-                list(pool.map(run, range(len(texts))))
-        else:
-            for i in range(len(texts)):
-                run(i)
+        run_each(run, len(texts), self.threads or os.cpu_count() or 1)
         return whole, parts
+
+
+def quantize_int8(source: Path, target: Path, op_types: Sequence[str] = ("MatMul",)) -> None:
+    """``source``'s weights in int8 (per output channel, dynamic) in ``target``: the matrix
+    products with a weight (and any other ``op_types``, e.g. the word embeddings' Gather);
+    the attention products of two activations stay float (quantising them too costs more
+    accuracy than it saves time)."""
+    import onnx
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    graph = onnx.load(str(source)).graph
+    weights = {i.name for i in graph.initializer}
+    products = [n.name for n in graph.node if n.op_type == "MatMul" and not weights & set(n.input)]
+    quantize_dynamic(
+        str(source),
+        str(target),
+        weight_type=QuantType.QInt8,
+        per_channel=True,
+        op_types_to_quantize=list(op_types),
+        nodes_to_exclude=products,
+    )
+
+
+def export_onnx(module, target: Path, output: str, output_axes: dict, rows: int = 2) -> None:
+    """A BERT-shaped torch ``module`` (input_ids, attention_mask, token_type_ids in; one
+    tensor ``output`` out) exported to ONNX at ``target``, batch and length dynamic."""
+    import torch
+
+    dummy = torch.ones((rows, 8), dtype=torch.int64)
+    axes = {0: "batch", 1: "tokens"}
+    with torch.no_grad():
+        torch.onnx.export(
+            module,
+            (dummy, dummy, torch.zeros_like(dummy)),
+            str(target),
+            input_names=["input_ids", "attention_mask", "token_type_ids"],
+            output_names=[output],
+            opset_version=17,
+            dynamo=False,
+            dynamic_axes={
+                "input_ids": axes,
+                "attention_mask": axes,
+                "token_type_ids": axes,
+                output: output_axes,
+            },
+        )
+
+
+def run_each(run, n: int, lanes: int) -> None:
+    """``run(i)`` for i in range(n), on ``lanes`` threads side by side when there are
+    several (ONNX Runtime lets go of the GIL while it runs)."""
+    if n > 1 and lanes > 1:
+        with ThreadPoolExecutor(lanes) as pool:
+            list(pool.map(run, range(n)))
+    else:
+        for i in range(n):
+            run(i)
 
 
 def _export_minilm(target: Path, source: Path | None = None) -> None:
@@ -412,25 +445,8 @@ def _export_minilm(target: Path, source: Path | None = None) -> None:
                 input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
             ).last_hidden_state
 
-    dummy = torch.ones((2, 8), dtype=torch.int64)
-    axes = {0: "batch", 1: "tokens"}
     tmp = target.with_name(f".{target.name}.{os.getpid()}")
-    with torch.no_grad():
-        torch.onnx.export(
-            Hidden(model),
-            (dummy, dummy, torch.zeros_like(dummy)),
-            str(tmp),
-            input_names=["input_ids", "attention_mask", "token_type_ids"],
-            output_names=["last_hidden_state"],
-            opset_version=17,
-            dynamo=False,
-            dynamic_axes={
-                "input_ids": axes,
-                "attention_mask": axes,
-                "token_type_ids": axes,
-                "last_hidden_state": axes,
-            },
-        )
+    export_onnx(Hidden(model), tmp, "last_hidden_state", {0: "batch", 1: "tokens"})
     os.replace(tmp, target)
 
 

@@ -31,11 +31,12 @@ import json
 import os
 import re
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
+
+from memkit.encoders import run_each
 
 READER_DIR = Path(__file__).parent / "models" / "reader"
 MODEL_FILE = "reader-int8.onnx"
@@ -150,13 +151,7 @@ class Reader:
                 },
             )[0].reshape(-1)[0]
 
-        lanes = self.threads or min(2, os.cpu_count() or 1)
-        if len(passages) > 1 and lanes > 1:
-            with ThreadPoolExecutor(lanes) as pool:
-                list(pool.map(run, range(len(passages))))
-        else:
-            for i in range(len(passages)):
-                run(i)
+        run_each(run, len(passages), self.threads or min(2, os.cpu_count() or 1))
         return out
 
     def probabilities(self, question: str, passages: Sequence[str]) -> np.ndarray:

@@ -374,45 +374,14 @@ def export(folder: str | Path, target: str | Path) -> Path:
     """The trained model in ``folder`` as an int8 ONNX graph in ``target``/MODEL_FILE:
     weights of every matrix product and the word embeddings in int8 (per channel, dynamic),
     the attention products of two activations kept float, as the int8 encoder does."""
-    import onnx
-    import torch
-    from onnxruntime.quantization import QuantType, quantize_dynamic
+    from memkit.encoders import export_onnx, quantize_int8
 
     target = Path(target)
     target.mkdir(parents=True, exist_ok=True)
-    model = reader_net(folder).eval()
-
-    dummy = torch.ones((1, 8), dtype=torch.int64)
-    axes = {0: "batch", 1: "tokens"}
     plain = target / ".reader-float.onnx"
-    with torch.no_grad():
-        torch.onnx.export(
-            model,
-            (dummy, dummy, torch.zeros_like(dummy)),
-            str(plain),
-            input_names=["input_ids", "attention_mask", "token_type_ids"],
-            output_names=["logits"],
-            opset_version=17,
-            dynamo=False,
-            dynamic_axes={
-                "input_ids": axes,
-                "attention_mask": axes,
-                "token_type_ids": axes,
-                "logits": {0: "batch"},
-            },
-        )
-    graph = onnx.load(str(plain)).graph
-    weights = {i.name for i in graph.initializer}
-    products = [n.name for n in graph.node if n.op_type == "MatMul" and not weights & set(n.input)]
+    export_onnx(reader_net(folder).eval(), plain, "logits", {0: "batch"}, rows=1)
     out = target / MODEL_FILE
-    quantize_dynamic(
-        str(plain),
-        str(out),
-        weight_type=QuantType.QInt8,
-        per_channel=True,
-        op_types_to_quantize=["MatMul", "Gather"],
-        nodes_to_exclude=products,
-    )
+    quantize_int8(plain, out, ("MatMul", "Gather"))
     plain.unlink()
     for extra in target.glob("*.onnx.data"):
         extra.unlink()
