@@ -442,9 +442,9 @@ def test_an_edit_racing_the_deletion_of_its_event_is_a_404(open_app, monkeypatch
     real, raced = Events._editable, []
 
     def deleted_meanwhile(
-        self, conn, user_id, event_id
+        self, conn, user_id, event_id, **how
     ):  # the race the report won 6 times in 25, every time
-        e = real(self, conn, user_id, event_id)
+        e = real(self, conn, user_id, event_id, **how)
         if not raced:  # the edit's check; the deletion's own check (below) passes through
             raced.append("deleting")
             raced.append(
