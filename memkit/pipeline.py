@@ -460,7 +460,6 @@ class Pipeline:
         if read:  # the reader decides: which post first, and whether any answers
             question = Question.read(req.query, reading)  # the reading may have changed topic
             run = self.reader.rerank(question.read_as, run, self.posts.items)
-            run = self.reader.newest_first(run, self.posts.items)
             relevant = self.reader.answers(run)
         else:
             relevant = (
@@ -573,7 +572,6 @@ class Pipeline:
             text = texts.get(qid, "")
             if self.reader.applies(text):
                 part = self.reader.rerank(text, part, self.posts.items)
-                part = self.reader.newest_first(part, self.posts.items)
             parts.append(part)
         return pl.concat(parts)
 

@@ -255,8 +255,9 @@ class ReaderStage:
 
     def rerank(self, question: str, run, items_of) -> "object":
         """``run`` (one question's ranking, probabilities) with its first ``candidates``
-        posts scored by the fused probability and put in that order; the posts below keep
-        their order and at most the lowest fused score. ``items_of(ids)``: the posts."""
+        posts scored by the fused probability and put in that order (then ``newest_first``);
+        the posts below keep their order and at most the lowest fused score.
+        ``items_of(ids)``: the posts."""
         import polars as pl
 
         if run.height == 0:
@@ -278,9 +279,11 @@ class ReaderStage:
         )
         floor = float(fused.min())
         tail = tail.with_columns(pl.min_horizontal(pl.col("score"), pl.lit(floor)).alias("score"))
-        return pl.concat([head, tail]).with_columns(
+        out = pl.concat([head, tail]).with_columns(
             pl.int_range(1, pl.len() + 1, dtype=pl.Int64).alias("rank")
         )
+        # the posts are read once: the changed-fact check looks at the same ones
+        return self.newest_first(out, lambda ids: [items[i] for i in ids if i in items])
 
     def newest_first(self, run, items_of, share: float = 0.3):
         """Changed facts: when a post read after the first one was written later, says that

@@ -56,20 +56,26 @@ def test_is_question(text, asked):
     assert is_question(text) is asked
 
 
+def _run(ids, scores):
+    """One question's ranking, as a retriever gives it."""
+    n = len(ids)
+    return pl.DataFrame(
+        {
+            "query_id": ["q"] * n,
+            "event_id": ids,
+            "score": scores,
+            "rank": list(range(1, n + 1)),
+            "match_type": ["hybrid"] * n,
+        }
+    )
+
+
 def test_stage_fuses_and_reorders_only_its_candidates():
     stage = ReaderStage(candidates=2, coef=[1.0, 0.0], intercept=0.0)
     # with the reader's weight at 0 the fused probability is the ranker's own
     assert np.allclose(stage.fuse(np.array([0.2, 0.7]), np.array([5.0, -5.0])), [0.2, 0.7])
     stage = ReaderStage(candidates=2, coef=[0.0, 1.0], intercept=0.0, min_probability=0.5)
-    run = pl.DataFrame(
-        {
-            "query_id": ["q"] * 3,
-            "event_id": ["a", "b", "c"],
-            "score": [0.9, 0.8, 0.7],
-            "rank": [1, 2, 3],
-            "match_type": ["hybrid"] * 3,
-        }
-    )
+    run = _run(["a", "b", "c"], [0.9, 0.8, 0.7])
     stage.post_logits = lambda question, items: np.array([-3.0, 2.0])  # b answers, a does not
     out = stage.rerank("q?", run, lambda ids: [{"event_id": i, "text": i} for i in ids])
     assert out["event_id"].to_list() == ["b", "a", "c"]
@@ -126,15 +132,7 @@ def test_the_newer_statement_of_a_changed_plan_goes_first():
         ),
         "other": Item("other", "We moved the sofa into the hall", "Bo", created_at=at(9)),
     }
-    run = pl.DataFrame(
-        {
-            "query_id": ["q"] * 3,
-            "event_id": ["old", "new", "other"],
-            "score": [0.8, 0.5, 0.4],
-            "rank": [1, 2, 3],
-            "match_type": ["hybrid"] * 3,
-        }
-    )
+    run = _run(["old", "new", "other"], [0.8, 0.5, 0.4])
     stage = ReaderStage()
     out = stage.newest_first(run, lambda ids: [posts[i] for i in ids])
     assert out["event_id"].to_list() == ["new", "old", "other"]  # "other" shares no word
