@@ -69,11 +69,25 @@ def same_store(settings, **extra) -> dict:
     }
 
 
+def close_new_pools(before: set) -> None:
+    """Close the PostgreSQL retrievers' pools a test opened (each test has a database of its
+    own, so a pool left open holds server connections until the session ends: past the
+    server's 100, later tests could not connect)."""
+    from memkit.retrievers import postgres
+
+    for key in set(postgres._POOLS) - before:
+        postgres._POOLS.pop(key).close()
+
+
 @pytest.fixture(params=["sqlite", "postgresql"])
 def app(request, tmp_path, tmp_path_factory):
+    from memkit.retrievers import postgres
+
+    before = set(postgres._POOLS)
     application = make_app(request.param, tmp_path, tmp_path_factory)
     yield application
     application.extensions["memkit"]["engine"].dispose()
+    close_new_pools(before)
 
 
 NO_LIMITS = {
@@ -86,9 +100,13 @@ NO_LIMITS = {
 def open_app(request, tmp_path, tmp_path_factory):
     """The app on the store ``request.param`` names (parametrize it ``indirect``) with the
     rate limits per account and address off (they are tested apart)."""
+    from memkit.retrievers import postgres
+
+    before = set(postgres._POOLS)
     application = make_app(request.param, tmp_path, tmp_path_factory, **NO_LIMITS)
     yield application
     application.extensions["memkit"]["engine"].dispose()
+    close_new_pools(before)
 
 
 def outbox_message(app, to: str) -> str:
