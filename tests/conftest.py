@@ -29,4 +29,4 @@ def shared_dataset(name: str) -> Path:
     return path
 
 
-from tests.service_fixtures import app, open_app  # noqa: E402,F401  (the service app, on SQLite and PostgreSQL)
+from tests.service_fixtures import _close_connections, app, open_app  # noqa: E402,F401  (the service app, on SQLite and PostgreSQL; connections closed after each test)

