@@ -265,8 +265,19 @@ def _bare(text: str, ref: date) -> list[tuple[re.Match, Span]]:
         wd, back = WEEKDAYS.index(m[1].lower()), _tensed(text, m.start(), m.end())
         d = weekday_before(ref, wd).start if back else weekday_after(ref, wd).start
         out.append((m, Span(d, d, f"{WEEKDAYS[wd].title()} {day_text(d)}")))
+    named = [  # days written with their month: "moved to Friday 20 November"
+        (n.start(), _month_number(n[1] or n[2]))
+        for n in re.finditer(rf"\b\d{{1,2}}(?:st|nd|rd|th)? {_MONTH}|(?:{_MONTH}) \d", text, re.I)
+    ]
     for m in _BARE_DAY.finditer(text):
         dd, back = int(m[1]), _tensed(text, m.start(), m.end())
+        if named:  # "... Lardo was fully booked on the 14th": the month named nearest it
+            mo = min(named, key=lambda n: abs(n[0] - m.start()))[1]
+            try:
+                out.append((m, day(nearest_day(mo, dd, ref))))
+            except ValueError:
+                pass
+            continue
         try:
             this = date(ref.year, ref.month, dd)
         except ValueError:

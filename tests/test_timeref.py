@@ -309,6 +309,23 @@ def test_a_bare_weekday_or_day_points_back_in_the_past_tense_and_forward_otherwi
     assert [(m.span.start, m.span.end) for m in found] == [(want, want)]
 
 
+@pytest.mark.parametrize(
+    "text, posted, want",
+    [
+        (  # the newcomer's walk, stop 38: read as 14 October ("was" is past tense)
+            "Dinner for Dev moved to Friday 20 November, Lardo was fully booked on the 14th",
+            date(2026, 11, 6),
+            date(2026, 11, 14),
+        ),
+        ("October 12 we arrive, we left on the 20th", date(2026, 11, 6), date(2026, 10, 20)),
+        ("Party on 3 December, drinks after on the 4th", date(2026, 11, 6), date(2026, 12, 4)),
+    ],
+)
+def test_a_bare_day_takes_the_month_named_nearest_it_in_the_post(text, posted, want):
+    found = [m.span.start for m in resolve(text, posted) if m.phrase.startswith("on the")]
+    assert found == [want]
+
+
 def test_a_when_answer_takes_the_time_next_to_what_was_asked():
     from memkit.answer import build_answerer
 
