@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# A newcomer's walk over a floor of your own: everyone in POSTS signs up, posts into a public
+# floor with a feed ("chat") and a blog, then the first person asks every question in QUESTIONS
+# in a row, as one conversation (the same user_id, no conversation id).
+#
+#   POSTS:     who|chat or blog|created_at (ISO 8601)|text       one post a line
+#   QUESTIONS: question|what a right answer holds (free text)    one turn a line
+#
+# Prints each turn: how it was read, the answer, the first item and the time it took. Whether
+# an answer is right is yours to judge ("want" is printed beside it for that).
+# Needs curl and jq; the server started as: MEMKIT_INSTANCE=$PWD/instance memkit serve
+#   examples/walk.sh my-posts.txt my-questions.txt
+set -euo pipefail
+POSTS=${1:?usage: walk.sh POSTS QUESTIONS}; QUESTIONS=${2:?usage: walk.sh POSTS QUESTIONS}
+B=${B:-http://127.0.0.1:8080}; J='Content-Type: application/json'
+OUT=${MEMKIT_INSTANCE:?set MEMKIT_INSTANCE to the folder memkit serve was started with}/outbox
+signup() {  # name email -> token
+  curl -s -X POST $B/auth-service/signup -H "$J" -d '{"name": "'$1'", "email": "'$2'", "password": "correct horse battery"}' >/dev/null
+  local code=$(grep -l "To: $2" $OUT/*.txt | xargs grep -ho 'code is [0-9]*' | tail -1 | cut -d' ' -f3)
+  curl -s -X POST $B/auth-service/validate -H "$J" -d '{"email": "'$2'", "code": "'$code'", "password": "correct horse battery"}' | jq -r .token
+}
+declare -A TOK
+PEOPLE=$(cut -d'|' -f1 "$POSTS" | awk '!seen[$0]++')
+ME=$(echo "$PEOPLE" | head -1); STAMP=$(date +%s)
+for n in $PEOPLE; do TOK[$n]=$(signup $n "$(echo $n | tr A-Z a-z).$STAMP@example.com"); done
+H() { echo "authorization: bearer ${TOK[$1]}"; }
+FLOOR=$(curl -s -X POST $B/floors -H "$(H $ME)" -H "$J" -d '{"title": "Friends"}' | jq -r .floor_uid)
+curl -s -X POST $B/floors/$FLOOR/public -H "$(H $ME)" >/dev/null
+declare -A BLOCK
+BLOCK[chat]=$(curl -s -X POST $B/floors/$FLOOR/blocks -H "$(H $ME)" -H "$J" -d '{"block_type": 1, "title": "Chat"}' | jq -r .block_id)
+BLOCK[blog]=$(curl -s -X POST $B/floors/$FLOOR/blocks -H "$(H $ME)" -H "$J" -d '{"block_type": 2, "title": "Our blog"}' | jq -r .block_id)
+while IFS='|' read -r who kind at text; do
+  [ -z "$who" ] && continue
+  curl -s -X POST $B/floors/$FLOOR/blocks/${BLOCK[$kind]}/events -H "$(H $who)" -H "$J" \
+       -d "$(jq -n --arg t "$text" --arg at "$at" '{text: $t, created_at: $at}')" | jq -e .event_id >/dev/null
+done < "$POSTS"
+MY=$(curl -s $B/auth-service/profile -H "$(H $ME)" | jq -r .profile.user_id)
+n=0
+while IFS='|' read -r q want; do
+  [ -z "$q" ] && continue
+  n=$((n + 1))
+  body=$(jq -n --arg u "$MY" --arg q "$q" --arg f "$FLOOR" '{user_id: $u, query: $q, floor_ids: [$f], k: 3, summary_needed: "1", include_metadata: "1"}')
+  curl -s -o /tmp/walk-answer.$$ -w '%{time_total}' -X POST $B/agent/memory/query -H "$(H $ME)" -H "$J" -d "$body" > /tmp/walk-time.$$
+  printf '[%d] %s   (want: %s)  %ss\n' $n "$q" "$want" "$(cat /tmp/walk-time.$$)"
+  jq -r '"    [\(.metadata.carried.kind // "-")] items=\(.items | length) score=\(.items[0].score // 0)  \(.answer)"' /tmp/walk-answer.$$
+done < "$QUESTIONS"
+rm -f /tmp/walk-answer.$$ /tmp/walk-time.$$
