@@ -430,6 +430,7 @@ class Config(Table):
     reader: ReaderSpec | None = None
     k: Int = 10
     time_windows: Bool = True
+    changed_facts: Bool = True
     eval: dict[str, Any] | None = None
 
 

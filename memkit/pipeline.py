@@ -72,6 +72,7 @@ import polars as pl
 
 from memkit.answer import Answer, build_answerer
 from memkit.calibration import Calibration
+from memkit.changes import changed_fact, newest_first
 from memkit.config import CONFIG_DIR, load_checked
 from memkit.config_model import (
     RelevanceSpec,
@@ -200,6 +201,7 @@ class Pipeline:
         sure_similarity: float | None = None,
         encoder_fixed: bool = False,
         reader: ReaderStage | None = None,
+        changed_facts: bool = True,
     ):
         self.retriever = retriever
         self.reader = reader  # reads a question's first posts, re-orders them, decides
@@ -229,6 +231,7 @@ class Pipeline:
         )
         self.min_score = min_score  # items below it are not returned
         self.time_windows = time_windows
+        self.changed_facts = changed_facts  # a later post saying a plan moved goes first
         self.posts: ItemSource = posts if posts is not None else Posts()
         self.k = k
         self.name = name
@@ -278,6 +281,7 @@ class Pipeline:
             config=config,
             posts=posts,
             time_windows=checked.time_windows,
+            changed_facts=checked.changed_facts,
             encoder_fixed=encoder is not None,
             reader=ReaderStage.from_config(checked.reader) if reader else None,
             **bounds,
@@ -298,6 +302,7 @@ class Pipeline:
             },
             "calibration": self.calibration.params() if self.calibration else None,
             "time_windows": self.time_windows,
+            "changed_facts": self.changed_facts,
             "representation": self.representation.params() if self.representation else None,
             **({"encoder": self.encoder_stage.params()} if self.encoder_stage else {}),
             **({"reader": self.reader.params()} if self.reader else {}),
@@ -467,6 +472,9 @@ class Pipeline:
             )
         if not relevant and not read:
             run = run.clear()
+        change = self._changed_fact(run) if relevant and not listing else None
+        if change:
+            run = newest_first(run, change)
         # When the reader finds no post likely to answer, the ranking is kept (eval scores it;
         # the declines are counted apart) but nothing is shown: the answer says so.
         floor = req.min_score if req.min_score is not None else self.min_score
@@ -477,6 +485,8 @@ class Pipeline:
             if floor is None or window_only
             else run.filter(pl.col("score") >= floor).head(k)
         )
+        if change:  # the statement a newer post replaced is not shown (nor quoted)
+            shown = shown.filter(pl.col("event_id") != change[1])
         scores = dict(
             zip(
                 shown["event_id"].to_list(),
@@ -563,17 +573,23 @@ class Pipeline:
 
     # -- the steps of a question ---------------------------------------------------------
     def _read_all(self, run: pl.DataFrame, texts: dict[str, str]) -> pl.DataFrame:
-        """Each question's ranking re-ordered by the reader (texts it reads; others as
-        they are)."""
-        if self.reader is None or run.height == 0:
+        """Each question's ranking re-ordered by the reader (texts it reads), else with
+        the newest statement of a changed fact first (``changed_facts``), as ``ask`` does."""
+        if (self.reader is None and not self.changed_facts) or run.height == 0:
             return run
         parts = []
         for (qid,), part in run.group_by("query_id", maintain_order=True):
             text = texts.get(qid, "")
-            if self.reader.applies(text):
+            if self.reader is not None and self.reader.applies(text):
                 part = self.reader.rerank(text, part, self.posts.items)
-            parts.append(part)
+            change = self._changed_fact(part)
+            parts.append(newest_first(part, change) if change else part)
         return pl.concat(parts)
+
+    def _changed_fact(self, run: pl.DataFrame) -> tuple[str, str] | None:
+        """(newer post, the post it replaces) among a question's first posts
+        (memkit.changes), when ``changed_facts`` is on."""
+        return changed_fact(run, self.posts.items) if self.changed_facts else None
 
     def _calibrated(self, run: pl.DataFrame) -> pl.DataFrame:
         if self.calibration is None or run.height == 0:

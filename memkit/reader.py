@@ -159,11 +159,6 @@ class Reader:
 
 
 # -- in the pipeline -------------------------------------------------------------------------
-_CHANGED = re.compile(
-    r"\b(?:moved|moving|postponed|pushed back|brought forward|rescheduled|changed|change of plan"
-    r"|cancel+ed|called off|instead|no longer|now on)\b",
-    re.IGNORECASE,
-)
 _QUESTION_START = frozenset(
     "what when where who whom whose which why how did do does is are was were can could has "
     "have had will would should shall any anything anyone anybody tell".split()
@@ -255,7 +250,7 @@ class ReaderStage:
 
     def rerank(self, question: str, run, items_of) -> "object":
         """``run`` (one question's ranking, probabilities) with its first ``candidates``
-        posts scored by the fused probability and put in that order (then ``newest_first``);
+        posts scored by the fused probability and put in that order;
         the posts below keep their order and at most the lowest fused score.
         ``items_of(ids)``: the posts."""
         import polars as pl
@@ -282,50 +277,7 @@ class ReaderStage:
         out = pl.concat([head, tail]).with_columns(
             pl.int_range(1, pl.len() + 1, dtype=pl.Int64).alias("rank")
         )
-        # the posts are read once: the changed-fact check looks at the same ones
-        return self.newest_first(out, lambda ids: [items[i] for i in ids if i in items])
-
-    def newest_first(self, run, items_of, share: float = 0.3):
-        """Changed facts: when a post read after the first one was written later, says that
-        something changed ("moved to", "postponed", "instead", "cancelled") and shares a
-        content word with the first, it is the newer statement of the same thing: it goes
-        first (with the first's score), so a plan whose date moved answers with the new date.
-        Only posts within ``share`` of the first's probability are considered."""
-        import polars as pl
-
-        from memkit.conversation import content_words
-
-        if run.height < 2:
-            return run
-        head = run.head(self.candidates)
-        items = {
-            getattr(it, "event_id", None) or it["event_id"]: it
-            for it in items_of(head["event_id"].to_list())
-        }
-        ids, scores = head["event_id"].to_list(), head["score"].to_list()
-        first = items.get(ids[0])
-        when = first.get("created_at") if first is not None else None
-        if when is None:
-            return run
-        words = {w.lower() for w in content_words(first.get("text") or "")}
-        newer = [
-            (items[e].get("created_at"), e)
-            for e, sc in zip(ids[1:], scores[1:])
-            if e in items
-            and sc >= share * scores[0]
-            and items[e].get("created_at") is not None
-            and items[e].get("created_at") > when
-            and _CHANGED.search(items[e].get("text") or "")
-            and words & {w.lower() for w in content_words(items[e].get("text") or "")}
-        ]
-        if not newer:
-            return run
-        latest = max(newer)[1]
-        top = float(scores[0])
-        moved = run.filter(pl.col("event_id") == latest).with_columns(pl.lit(top).alias("score"))
-        return pl.concat([moved, run.filter(pl.col("event_id") != latest)]).with_columns(
-            pl.int_range(1, pl.len() + 1, dtype=pl.Int64).alias("rank")
-        )
+        return out
 
     def answers(self, run) -> bool:
         """Whether a re-ranked run holds a post likely enough to answer."""

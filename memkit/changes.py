@@ -1,0 +1,90 @@
+"""Changed facts: when a later post says a plan moved, its newer statement goes first.
+
+People post a plan ("Planning Dev's birthday dinner for Saturday 14 November at Lardo") and
+later its change ("Dinner for Dev moved to Friday 20 November, Lardo was fully booked").
+Retrieval ranks the first post higher (it shares more of the question's words), so the
+answer gave the old date. ``changed_fact`` looks at a question's first posts: a post written
+after the first one that says something changed ("moved to", "postponed", "cancelled",
+"instead", ...) and is about the same thing takes the first place (with the first's score);
+the post it replaces comes second, and the service shows it no more.
+
+"About the same thing": it shares at least ``min_shared`` content words with the first
+post, and at least ``overlap`` of the shorter one's (the walk's dinner posts share four of
+seven: dinner, Dev, November, Lardo; MADial-Bench's long memories of one child share two or
+three of twenty by chance).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Callable, Sequence
+
+import polars as pl
+
+CHANGED = re.compile(
+    r"\b(?:moved|moving|postponed|pushed back|brought forward|rescheduled|changed|change of plan"
+    r"|cancel+ed|called off|instead|no longer|now on)\b",
+    re.IGNORECASE,
+)
+DEPTH = 8  # the posts looked at: those the reader reads
+MIN_SHARED = 2
+OVERLAP = 0.4  # of the shorter post's content words (long posts share many words by chance)
+
+
+def _words(text: str) -> set[str]:
+    from memkit.conversation import content_words
+
+    return {w.lower() for w in content_words(text)}
+
+
+def changed_fact(
+    run: pl.DataFrame,
+    items_of: Callable[[Sequence[str]], Sequence],
+    depth: int = DEPTH,
+    min_shared: int = MIN_SHARED,
+    overlap: float = OVERLAP,
+) -> tuple[str, str] | None:
+    """(the newer post, the first post it replaces) when one of the first ``depth`` posts of
+    ``run`` (one question's ranking) states a change to the first one (see the module's
+    text), else None. ``items_of(ids)``: the posts (memkit.items.Item or dicts)."""
+    if run.height < 2:
+        return None
+    head = (run.sort("rank") if "rank" in run.columns else run).head(depth)
+    items = {it.get("event_id"): it for it in items_of(head["event_id"].to_list())}
+    ids = head["event_id"].to_list()
+    first = items.get(ids[0])
+    when = first.get("created_at") if first is not None else None
+    if when is None:
+        return None
+    words = _words(first.get("text") or "")
+    newer = []
+    for e in ids[1:]:
+        it = items.get(e)
+        if it is None or it.get("created_at") is None or not it.get("created_at") > when:
+            continue
+        text = it.get("text") or ""
+        if not CHANGED.search(text):
+            continue
+        theirs = _words(text)
+        shared = len(words & theirs)
+        if shared >= min_shared and shared >= overlap * min(len(words), len(theirs)):
+            newer.append((it.get("created_at"), e))
+    return (max(newer)[1], ids[0]) if newer else None
+
+
+def newest_first(run: pl.DataFrame, change: tuple[str, str]) -> pl.DataFrame:
+    """``run`` with the newer post of ``change`` first and the post it replaces second (both
+    with the first's score); the others keep their order. The service shows the replaced
+    post no more (memkit.pipeline), so the answer quotes the new statement, though the old
+    one shares more of the question's words."""
+    latest, replaced = change
+    run = run.sort("rank") if "rank" in run.columns else run
+    top = float(run["score"].max())
+    pair = pl.concat(
+        [run.filter(pl.col("event_id") == e).with_columns(pl.lit(top).alias("score"))
+         for e in (latest, replaced)]
+    )  # fmt: skip
+    out = pl.concat([pair, run.filter(~pl.col("event_id").is_in([latest, replaced]))])
+    if "rank" in out.columns:
+        out = out.with_columns(pl.int_range(1, pl.len() + 1, dtype=out["rank"].dtype).alias("rank"))
+    return out

@@ -1,0 +1,137 @@
+"""Changed facts (memkit/changes.py): a later post that says a plan moved answers for it."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import polars as pl
+import pytest
+
+from memkit.changes import changed_fact, newest_first
+from memkit.items import Item
+from memkit.pipeline import Pipeline
+from memkit.tables import events_frame
+
+
+def _run(ids, scores):
+    n = len(ids)
+    return pl.DataFrame(
+        {
+            "query_id": ["q"] * n,
+            "event_id": ids,
+            "score": scores,
+            "rank": list(range(1, n + 1)),
+            "match_type": ["hybrid"] * n,
+        }
+    )
+
+
+def at(day):
+    return datetime(2026, 3, day, 12)
+
+
+POSTS = {
+    "old": Item(
+        "old", "Dinner for Mum is on Thursday 19 March at the Grill", "Ann", created_at=at(1)
+    ),
+    "new": Item(
+        "new", "Mum's dinner moved to Thursday 26 March, same place", "Ann", created_at=at(5)
+    ),
+    "other": Item("other", "We moved the sofa into the hall", "Bo", created_at=at(9)),
+    "far": Item("far", "Booked the Grill for Mum, dinner on 19 March", "Cy", created_at=at(2)),
+}
+
+
+def items_of(ids):
+    return [POSTS[i] for i in ids if i in POSTS]
+
+
+def test_a_later_post_saying_the_plan_moved_replaces_the_first():
+    run = _run(["old", "other", "far", "new"], [0.8, 0.5, 0.4, 0.2])
+    # "new" shares "dinner" and "mum" with the first post, says "moved" and is later; the
+    # sofa post says "moved" too but shares nothing; "far" is later but says no change
+    assert changed_fact(run, items_of) == ("new", "old")
+    out = newest_first(run, ("new", "old"))
+    assert out["event_id"].to_list() == ["new", "old", "other", "far"]
+    assert out["score"].to_list() == [0.8, 0.8, 0.5, 0.4]
+    assert out["rank"].to_list() == [1, 2, 3, 4]
+
+
+def test_words_shared_by_chance_are_not_the_same_thing():
+    long = (
+        "The amusement park trip Lisa was looking forward to was cancelled because of a "
+        "storm, and she spent the whole day indoors feeling very disappointed and bored"
+    )
+    posts = {
+        "first": Item("first", "Lisa felt happy when her teacher praised her drawing of the park",
+                      "Ann", created_at=at(1)),
+        "later": Item("later", long, "Ann", created_at=at(6)),
+        "short": Item("short", "Grill night moved to Friday", "Bo", created_at=at(6)),
+    }  # fmt: skip
+    # two shared words ("Lisa", "park") of the shorter post's eight: chance
+    assert (
+        changed_fact(_run(["first", "later"], [0.8, 0.7]), lambda ids: [posts[i] for i in ids])
+        is None
+    )
+    posts["first"] = POSTS["old"]  # one shared word ("grill") is never enough
+    assert (
+        changed_fact(
+            _run(["old", "short"], [0.8, 0.7]),
+            lambda ids: [posts.get(i, POSTS.get(i)) for i in ids],
+        )
+        is None
+    )
+
+
+def test_an_earlier_change_or_an_undated_first_post_changes_nothing():
+    posts = {
+        "a": Item("a", "Mum's dinner moved to Thursday 26 March", "Ann", created_at=at(1)),
+        "b": Item("b", "Dinner for Mum moved, postponed again", "Ann", created_at=at(5)),
+    }
+    assert changed_fact(_run(["b", "a"], [0.9, 0.8]), lambda ids: [posts[i] for i in ids]) is None
+    posts["a"] = Item("a", "Dinner for Mum on 19 March", "Ann")
+    assert changed_fact(_run(["a", "b"], [0.9, 0.8]), lambda ids: [posts[i] for i in ids]) is None
+
+
+@pytest.fixture(scope="module")
+def floor():
+    rows = [
+        ("Kim", "2026-11-02T09:30",
+         "Planning Dev's birthday dinner for Saturday 14 November at Lardo"),
+        ("Kim", "2026-11-06T14:10",
+         "Dinner for Dev moved to Friday 20 November, Lardo was fully booked on the 14th"),
+        ("Dev", "2026-11-07T10:00", "Aww thanks Kim, Friday the 20th is perfect"),
+        ("Dev", "2026-10-06T19:30",
+         "Cello teacher says I'm ready for my first recital in December"),
+        ("Dev", "2026-11-18T20:40", "Recital is on 12 December at St Mary's hall, 7pm"),
+        ("Lou", "2026-10-26T20:15", "We climbed Catbells this morning, misty but amazing"),
+    ]  # fmt: skip
+    events = events_frame(
+        {"event_id": f"e{i}", "floor_id": "f", "block_id": "f/chat", "block_type": "feed",
+         "user_id": who, "text": text, "created_at": when, "tags": []}
+        for i, (who, when, text) in enumerate(rows)
+    )  # fmt: skip
+    return Pipeline.from_config().fit(events)
+
+
+@pytest.mark.parametrize("changed_facts", [True, False])
+def test_the_served_default_answers_with_the_new_date(floor, changed_facts):
+    """The newcomer's walk, stop 38: the old date won, and then Kim's post was declined
+    as "nothing Dev posted says so" (the decline model's two-person rule)."""
+    floor.changed_facts = changed_facts
+    try:
+        res = floor.query(
+            "When is Dev's birthday dinner?",
+            user_id=f"u-{changed_facts}",
+            floor_ids=["f"],
+            authors=["Kim", "Dev", "Lou"],
+            now=datetime(2026, 11, 26),
+        )
+    finally:
+        floor.changed_facts = True
+    shown = [it.event_id for it in res.items]
+    if changed_facts:
+        assert shown[0] == "e1" and "e0" not in shown
+        assert res.answer.startswith("On 20 November 2026")
+    else:  # without the rule the first post states the old plan
+        assert shown[0] == "e0" and "20 November" not in res.answer.split("—")[0]
