@@ -339,7 +339,14 @@ class ExtractiveAnswerer(Composer):
         sims = np.asarray(
             self.score(query, [r[2] for r in rows], [r[1] for r in rows]), dtype=float
         )
-        return features.sentence_features(query, rows, sims, people, known, self._analyzer)
+        cands = features.sentence_features(query, rows, sims, people, known, self._analyzer)
+        # the floors' authors where the service names them, else those of the items read
+        several = len(set(authors) if authors is not None else set(map(speaker, top))) >= 3
+        if people and several and selection.told_by_someone_else(cands):
+            # about them, told by someone else: read as a question about no one (the models'
+            # preference for the person's own lines was learned from two people's chats)
+            cands = features.sentence_features(query, rows, sims, set(), known, self._analyzer)
+        return cands
 
     def query_features(self, c: Candidates, scores: np.ndarray) -> np.ndarray:
         """QUERY_FEATURES of one question from its candidates and their selection scores."""

@@ -8,6 +8,8 @@ question's QUERY_FEATURES (memkit.answer.features) and the missing-terms guard.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from memkit.answer.base import AnswerItem, probability
@@ -18,9 +20,14 @@ from memkit.answer.features import (
     columns,
     query_features,
 )
-from memkit.answer.questions import ANSWER_TYPE_TERMS, base_forms, wants_list
+from memkit.answer.questions import ANSWER_TYPE_TERMS, VOCATIVE, base_forms, wants_list
 from memkit.linear import linear_score
 from memkit.text import Analyzer
+
+
+def spoken_to(name: str) -> re.Pattern:  # "Dev, ..." or "thanks Dev": spoken to, not of
+    return re.compile(VOCATIVE.format(name=re.escape(name)), re.I)
+
 
 # The missing-terms guard (max_missing) reads questions, not chat prefixes or passages: a
 # longer query (MADial-Bench's dialogues: 41 terms) always has terms no post holds.
@@ -93,6 +100,22 @@ def declines(
             linear_score(decline_model, columns(q[None, :], decline_model, QUERY_FEATURES))[0]
         )
         > decline_model["threshold"]
+    )
+
+
+def told_by_someone_else(cands: Candidates) -> bool:
+    """The first post is someone else's and names the person asked about in the third
+    person ("Dinner for Dev moved to Friday 20 November", by Kim, for "When is Dev's
+    birthday dinner?"). The decline model learned from LoCoMo's two people, who speak *to*
+    each other, that the other one's lines are rarely about the one asked after; on a floor
+    of several people, posts about someone are mostly written by others (the writer asks
+    this only where three or more people post)."""
+    first = [i for i, r in enumerate(cands.rank) if r == 0 and cands.quotable[i]]
+    if not first or cands.own[first[0]]:
+        return False
+    text = cands.item[first[0]].get("text") or ""
+    return any(
+        re.search(rf"\b{re.escape(p)}\b", spoken_to(p).sub(" ", text), re.I) for p in cands.people
     )
 
 
