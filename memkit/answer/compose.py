@@ -20,6 +20,7 @@ from memkit.answer.base import (
     timestamp,
 )
 from memkit.answer.questions import HOLDS, asks_when, question_type, says_when
+from memkit.changes import CHANGED
 from memkit.text import Analyzer
 from memkit.timeref import Span, day_text, read_span, resolve
 
@@ -234,6 +235,15 @@ class Composer:
         whose neighbouring words the question shares most ("when does he start?" and "Last
         week at the Leeds office, start the London job on the 30th": the 30th)."""
         posted = as_datetime(item.get("created_at"))
+        moved = CHANGED.search(sentence)
+        if moved and posted is not None:  # "moved to Friday 20 November, ... on the 14th"
+            clause = re.split(r"[,;.!?]", sentence[moved.end() :], maxsplit=1)[0]
+            if not re.match(r"\s+(?:back\s+)?(?:to|until|till|for|on)\b", clause):
+                clause = ""  # "we moved here four years ago": no new date
+            found = resolve(clause, posted)
+            span = found[0].span if found else read_span(clause, ref=posted)
+            if span is not None:
+                return span, f"“{moved.group(0)}{clause.rstrip()}”"
         if posted is not None:
             terms = set(self._analyzer(query))
             for text in (sentence, item.get("text") or ""):
