@@ -232,6 +232,7 @@ class Pipeline:
         self.min_score = min_score  # items below it are not returned
         self.time_windows = time_windows
         self.changed_facts = changed_facts  # a later post saying a plan moved goes first
+        self.replaced: dict[str, tuple[str, str]] = {}  # the last ``search``'s changed facts
         self.posts: ItemSource = posts if posts is not None else Posts()
         self.k = k
         self.name = name
@@ -505,6 +506,7 @@ class Pipeline:
             listing=listing,
             found=run.height if listing else None,
             decided=read and self.reader.overrule_writer,
+            settled=bool(change) and bool(items) and items[0].event_id == change[0],
         )
         sentences = [q["sentence"] for q in written.quotes if q.get("sentence")]
         answer_words = [
@@ -575,6 +577,7 @@ class Pipeline:
     def _read_all(self, run: pl.DataFrame, texts: dict[str, str]) -> pl.DataFrame:
         """Each question's ranking re-ordered by the reader (texts it reads), else with
         the newest statement of a changed fact first (``changed_facts``), as ``ask`` does."""
+        self.replaced = {}  # query id -> (newer post, the post it replaced): eval's answers
         if (self.reader is None and not self.changed_facts) or run.height == 0:
             return run
         parts = []
@@ -583,6 +586,8 @@ class Pipeline:
             if self.reader is not None and self.reader.applies(text):
                 part = self.reader.rerank(text, part, self.posts.items)
             change = self._changed_fact(part)
+            if change:
+                self.replaced[qid] = change
             parts.append(newest_first(part, change) if change else part)
         return pl.concat(parts)
 

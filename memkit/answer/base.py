@@ -83,8 +83,12 @@ class Answerer(Protocol):
         listing: bool = False,
         found: int | None = None,
         decided: bool = False,
+        settled: bool = False,
     ) -> Answer:
-        """The answer to ``query`` from its ranked ``items``."""
+        """The answer to ``query`` from its ranked ``items``. ``decided``: a post is likely
+        enough to answer (the pipeline's reader read them), so quote rather than decline;
+        ``settled``: the first item is the newest statement of a changed fact
+        (memkit.changes), so the answer quotes it."""
 
 
 def sentences(text: str | None) -> list[str]:

@@ -214,6 +214,7 @@ class ExtractiveAnswerer(Composer):
         listing: bool = False,
         found: int | None = None,
         decided: bool = False,
+        settled: bool = False,
     ) -> Answer:
         """``authors``: the names of the people who post where the question is asked (the
         service passes those of the floors searched, so posts elsewhere change nothing);
@@ -221,7 +222,9 @@ class ExtractiveAnswerer(Composer):
         question (memkit.conversation.Reading): its time window, what it carried;
         ``listing``: the question asks what happened in its window, so the answer lists
         the posts found there; ``decided``: the pipeline's reader has read the items and
-        found one likely to answer, so the writer quotes rather than declines."""
+        found one likely to answer, so the writer quotes rather than declines; ``settled``:
+        the first item is the newest statement of a changed fact (memkit.changes), so the
+        answer quotes it."""
         if getattr(reading, "kind", None) == "unresolved":
             return Answer(self.unresolved(query), declined=True)
         if not items:
@@ -229,7 +232,7 @@ class ExtractiveAnswerer(Composer):
         written = (
             self.window_summary(items, window_text(reading), found=found)
             if listing
-            else self.summarize(query, items, authors, decided=decided)
+            else self.summarize(query, items, authors, decided=decided, settled=settled)
         )
         if not summary:
             # the account of what was found, but the turn still knows what an answer would
@@ -284,14 +287,23 @@ class ExtractiveAnswerer(Composer):
         )
 
     def summarize(
-        self, query: str, items: list[AnswerItem], authors=None, decided: bool = False
+        self,
+        query: str,
+        items: list[AnswerItem],
+        authors=None,
+        decided: bool = False,
+        settled: bool = False,
     ) -> Answer:
         """The answer from the sentences of the top items (with the models, else by the
-        first writer's rules: memkit.answer.rules)."""
+        first writer's rules: memkit.answer.rules). ``settled``: only the first item's
+        sentences are quoted, and it is not declined."""
         if self.select is None:
             return summarize_by_rules(self, query, items, authors)
         cands = self.candidates(query, items, authors)
         quotable = np.flatnonzero(cands.quotable) if cands is not None else []
+        if settled and len(quotable) and any(cands.rank[i] == 0 for i in quotable):
+            quotable = np.array([i for i in quotable if cands.rank[i] == 0])
+            decided = True
         if not len(quotable):
             return Answer(self.decline(query, cands.people if cands else set()), declined=True)
         scores = selection.selection_scores(self.select, cands)

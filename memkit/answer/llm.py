@@ -105,10 +105,11 @@ class LLMAnswerer:
         listing: bool = False,
         found: int | None = None,
         decided: bool = False,
+        settled: bool = False,
     ) -> Answer:
         if not items or not summary or listing or getattr(reading, "kind", None) == "unresolved":
             return self.extractive.write(
-                query, items, summary, authors, reading, listing, found, decided
+                query, items, summary, authors, reading, listing, found, decided, settled
             )
         body = json.dumps(
             {

@@ -164,8 +164,13 @@ def write_answers(
         .iter_rows()
     }
     rows = []
+    replaced = getattr(pipeline, "replaced", {})  # changed facts ``search`` found
     for q in dataset.queries.iter_rows(named=True):
         shown = items.get(q["query_id"], [])
+        change = replaced.get(q["query_id"])
+        if change:  # as ``ask`` shows them: the replaced post hidden, the newer one quoted
+            shown = [i for i in shown if i["event_id"] != change[1]]
+        settled = bool(change) and bool(shown) and shown[0]["event_id"] == change[0]
         written_here = written.get(q["query_id"]) if answerer is None else None
         # the pipeline's reader found a post likely to answer: the writer quotes it
         reader = pipeline.reader
@@ -175,7 +180,9 @@ def write_answers(
             and reader.overrule_writer
             and reader.applies(q["text"])
         )
-        written_here = written_here or writer.write(q["text"], shown, True, decided=decided)
+        written_here = written_here or writer.write(
+            q["text"], shown, True, decided=decided, settled=settled
+        )
         rows.append(
             {
                 "query_id": q["query_id"],
