@@ -71,8 +71,9 @@ from typing import Sequence
 import polars as pl
 
 from memkit.answer import Answer, build_answerer
+from memkit.answer.questions import question_type
 from memkit.calibration import Calibration
-from memkit.changes import changed_fact, newest_first
+from memkit.changes import changed_fact, newest_first, settles
 from memkit.config import CONFIG_DIR, load_checked
 from memkit.config_model import (
     RelevanceSpec,
@@ -473,7 +474,9 @@ class Pipeline:
             )
         if not relevant and not read:
             run = run.clear()
-        change = self._changed_fact(run) if relevant and not listing else None
+        change = (
+            self._changed_fact(run) if relevant and not listing and settles(question.kind) else None
+        )
         if change:
             run = newest_first(run, change)
         # When the reader finds no post likely to answer, the ranking is kept (eval scores it;
@@ -486,7 +489,7 @@ class Pipeline:
             if floor is None or window_only
             else run.filter(pl.col("score") >= floor).head(k)
         )
-        if change:  # the statement a newer post replaced is not shown (nor quoted)
+        if change:  # the date a newer post replaced is not shown
             shown = shown.filter(pl.col("event_id") != change[1])
         scores = dict(
             zip(
@@ -585,7 +588,7 @@ class Pipeline:
             text = texts.get(qid, "")
             if self.reader is not None and self.reader.applies(text):
                 part = self.reader.rerank(text, part, self.posts.items)
-            change = self._changed_fact(part)
+            change = self._changed_fact(part) if settles(question_type(text)) else None
             if change:
                 self.replaced[qid] = change
             parts.append(newest_first(part, change) if change else part)

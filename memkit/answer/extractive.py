@@ -296,14 +296,13 @@ class ExtractiveAnswerer(Composer):
     ) -> Answer:
         """The answer from the sentences of the top items (with the models, else by the
         first writer's rules: memkit.answer.rules). ``settled``: only the first item's
-        sentences are quoted, and it is not declined."""
+        sentences are quoted."""
         if self.select is None:
             return summarize_by_rules(self, query, items, authors)
         cands = self.candidates(query, items, authors)
         quotable = np.flatnonzero(cands.quotable) if cands is not None else []
         if settled and len(quotable) and any(cands.rank[i] == 0 for i in quotable):
             quotable = np.array([i for i in quotable if cands.rank[i] == 0])
-            decided = True
         if not len(quotable):
             return Answer(self.decline(query, cands.people if cands else set()), declined=True)
         scores = selection.selection_scores(self.select, cands)

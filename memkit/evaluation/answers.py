@@ -168,7 +168,7 @@ def write_answers(
     for q in dataset.queries.iter_rows(named=True):
         shown = items.get(q["query_id"], [])
         change = replaced.get(q["query_id"])
-        if change:  # as ``ask`` shows them: the replaced post hidden, the newer one quoted
+        if change:  # as ``ask`` shows them: the replaced date hidden, the newer one quoted
             shown = [i for i in shown if i["event_id"] != change[1]]
         settled = bool(change) and bool(shown) and shown[0]["event_id"] == change[0]
         written_here = written.get(q["query_id"]) if answerer is None else None
