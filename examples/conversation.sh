@@ -3,13 +3,7 @@
 # public floor of Ann's, then Ann asks 13 questions in a row; a new user, Cy, asks a bare follow-up.
 # Needs curl and jq; the server started as: MEMKIT_INSTANCE=$PWD/instance memkit serve
 set -euo pipefail
-B=${B:-http://127.0.0.1:8080}; J='Content-Type: application/json'
-OUT=${MEMKIT_INSTANCE:?set MEMKIT_INSTANCE to the folder memkit serve was started with}/outbox
-signup() {  # name email -> token
-  curl -s -X POST $B/auth-service/signup -H "$J" -d '{"name": "'$1'", "email": "'$2'", "password": "correct horse battery"}' >/dev/null
-  local code=$(grep -l "To: $2" $OUT/*.txt | xargs grep -ho 'code is [0-9]*' | tail -1 | cut -d' ' -f3)
-  curl -s -X POST $B/auth-service/validate -H "$J" -d '{"email": "'$2'", "code": "'$code'", "password": "correct horse battery"}' | jq -r .token
-}
+source "$(dirname "$0")/lib.sh"  # B, J, OUT, signup
 declare -A TOK
 for n in Ann Mia Tom Cy; do TOK[$n]=$(signup $n "$(echo $n | tr A-Z a-z)@example.com"); done
 H() { echo "authorization: bearer ${TOK[$1]}"; }

@@ -6,19 +6,13 @@
 #   POSTS:     who|chat or blog|created_at (ISO 8601)|text       one post a line
 #   QUESTIONS: question|what a right answer holds (free text)    one turn a line
 #
-# Prints each turn: how it was read, the answer, the first item and the time it took. Whether
-# an answer is right is yours to judge ("want" is printed beside it for that).
+# Prints each turn: how it was read, the items found and the first one's score, the answer and
+# the time it took. Whether an answer is right is yours to judge ("want" is printed beside it).
 # Needs curl and jq; the server started as: MEMKIT_INSTANCE=$PWD/instance memkit serve
 #   examples/walk.sh my-posts.txt my-questions.txt
 set -euo pipefail
 POSTS=${1:?usage: walk.sh POSTS QUESTIONS}; QUESTIONS=${2:?usage: walk.sh POSTS QUESTIONS}
-B=${B:-http://127.0.0.1:8080}; J='Content-Type: application/json'
-OUT=${MEMKIT_INSTANCE:?set MEMKIT_INSTANCE to the folder memkit serve was started with}/outbox
-signup() {  # name email -> token
-  curl -s -X POST $B/auth-service/signup -H "$J" -d '{"name": "'$1'", "email": "'$2'", "password": "correct horse battery"}' >/dev/null
-  local code=$(grep -l "To: $2" $OUT/*.txt | xargs grep -ho 'code is [0-9]*' | tail -1 | cut -d' ' -f3)
-  curl -s -X POST $B/auth-service/validate -H "$J" -d '{"email": "'$2'", "code": "'$code'", "password": "correct horse battery"}' | jq -r .token
-}
+source "$(dirname "$0")/lib.sh"  # B, J, OUT, signup
 declare -A TOK
 PEOPLE=$(cut -d'|' -f1 "$POSTS" | awk '!seen[$0]++')
 ME=$(echo "$PEOPLE" | head -1); STAMP=$(date +%s)

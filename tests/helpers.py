@@ -72,3 +72,19 @@ def served_pipeline(config=None):
     )
     stage = EncoderStage.from_config(config.get("encoder"))
     return Pipeline.from_config(config, encoder=stage.model if stage else None)
+
+
+def ranking(ids, scores):
+    """One question's ranking (query id "q"), as a retriever gives it."""
+    import polars as pl
+
+    n = len(ids)
+    return pl.DataFrame(
+        {
+            "query_id": ["q"] * n,
+            "event_id": ids,
+            "score": scores,
+            "rank": list(range(1, n + 1)),
+            "match_type": ["hybrid"] * n,
+        }
+    )

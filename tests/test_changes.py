@@ -4,26 +4,13 @@ from __future__ import annotations
 
 from datetime import datetime
 
-import polars as pl
 import pytest
 
 from memkit.changes import changed_fact, newest_first
 from memkit.items import Item
 from memkit.pipeline import Pipeline
 from memkit.tables import events_frame
-
-
-def _run(ids, scores):
-    n = len(ids)
-    return pl.DataFrame(
-        {
-            "query_id": ["q"] * n,
-            "event_id": ids,
-            "score": scores,
-            "rank": list(range(1, n + 1)),
-            "match_type": ["hybrid"] * n,
-        }
-    )
+from tests.helpers import ranking
 
 
 def at(day):
@@ -47,7 +34,7 @@ def items_of(ids):
 
 
 def test_a_later_post_saying_the_plan_moved_replaces_the_first():
-    run = _run(["old", "other", "far", "new"], [0.8, 0.5, 0.4, 0.2])
+    run = ranking(["old", "other", "far", "new"], [0.8, 0.5, 0.4, 0.2])
     # "new" shares "dinner" and "mum" with the first post, says "moved" and is later; the
     # sofa post says "moved" too but shares nothing; "far" is later but says no change
     assert changed_fact(run, items_of) == ("new", "old")
@@ -70,13 +57,13 @@ def test_words_shared_by_chance_are_not_the_same_thing():
     }  # fmt: skip
     # two shared words ("Lisa", "park") of the shorter post's eight: chance
     assert (
-        changed_fact(_run(["first", "later"], [0.8, 0.7]), lambda ids: [posts[i] for i in ids])
+        changed_fact(ranking(["first", "later"], [0.8, 0.7]), lambda ids: [posts[i] for i in ids])
         is None
     )
     posts["first"] = POSTS["old"]  # one shared word ("grill") is never enough
     assert (
         changed_fact(
-            _run(["old", "short"], [0.8, 0.7]),
+            ranking(["old", "short"], [0.8, 0.7]),
             lambda ids: [posts.get(i, POSTS.get(i)) for i in ids],
         )
         is None
@@ -88,9 +75,13 @@ def test_an_earlier_change_or_an_undated_first_post_changes_nothing():
         "a": Item("a", "Mum's dinner moved to Thursday 26 March", "Ann", created_at=at(1)),
         "b": Item("b", "Dinner for Mum moved, postponed again", "Ann", created_at=at(5)),
     }
-    assert changed_fact(_run(["b", "a"], [0.9, 0.8]), lambda ids: [posts[i] for i in ids]) is None
+
+    def of(ids):
+        return [posts[i] for i in ids]
+
+    assert changed_fact(ranking(["b", "a"], [0.9, 0.8]), of) is None
     posts["a"] = Item("a", "Dinner for Mum on 19 March", "Ann")
-    assert changed_fact(_run(["a", "b"], [0.9, 0.8]), lambda ids: [posts[i] for i in ids]) is None
+    assert changed_fact(ranking(["a", "b"], [0.9, 0.8]), of) is None
 
 
 @pytest.fixture(scope="module")

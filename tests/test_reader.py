@@ -6,7 +6,6 @@ import json
 from datetime import datetime
 
 import numpy as np
-import polars as pl
 import pytest
 
 from memkit.reader import (
@@ -19,6 +18,7 @@ from memkit.reader import (
     is_question,
     passage,
 )
+from tests.helpers import ranking
 
 
 def test_chunks_keep_whole_sentences_within_the_word_budget():
@@ -56,26 +56,12 @@ def test_is_question(text, asked):
     assert is_question(text) is asked
 
 
-def _run(ids, scores):
-    """One question's ranking, as a retriever gives it."""
-    n = len(ids)
-    return pl.DataFrame(
-        {
-            "query_id": ["q"] * n,
-            "event_id": ids,
-            "score": scores,
-            "rank": list(range(1, n + 1)),
-            "match_type": ["hybrid"] * n,
-        }
-    )
-
-
 def test_stage_fuses_and_reorders_only_its_candidates():
     stage = ReaderStage(candidates=2, coef=[1.0, 0.0], intercept=0.0)
     # with the reader's weight at 0 the fused probability is the ranker's own
     assert np.allclose(stage.fuse(np.array([0.2, 0.7]), np.array([5.0, -5.0])), [0.2, 0.7])
     stage = ReaderStage(candidates=2, coef=[0.0, 1.0], intercept=0.0, min_probability=0.5)
-    run = _run(["a", "b", "c"], [0.9, 0.8, 0.7])
+    run = ranking(["a", "b", "c"], [0.9, 0.8, 0.7])
     stage.post_logits = lambda question, items: np.array([-3.0, 2.0])  # b answers, a does not
     out = stage.rerank("q?", run, lambda ids: [{"event_id": i, "text": i} for i in ids])
     assert out["event_id"].to_list() == ["b", "a", "c"]
