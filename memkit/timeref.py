@@ -338,6 +338,7 @@ _READ = re.compile(
     re.IGNORECASE,
 )
 _DATE_RE = re.compile(_DATE, re.IGNORECASE)
+WRITTEN = _READ  # every date written out in a text ("1 October", "June 2023", "2022")
 
 
 def nearest_day(mo: int, dd: int, ref: date | datetime) -> date:

@@ -337,3 +337,25 @@ def test_a_when_answer_takes_the_time_next_to_what_was_asked():
     }
     span, how = build_answerer(None).date_of(post["text"], post, "when did he start the new job?")
     assert span.start == date(2026, 3, 30) and how == "“on the 30th”"
+
+
+@pytest.mark.parametrize(
+    "question, want, how",
+    [
+        ("when does her new role start?", date(2026, 10, 1), "as written"),
+        ("When was Nina promoted?", date(2026, 9, 5), "“today”"),
+    ],
+)
+def test_a_written_date_competes_with_a_relative_one(question, want, how):
+    """The second newcomer's walk, stop 44: "when does her new role start?" was answered
+    with the day of "today"; the written date follows the words asked about."""
+    from memkit.answer import build_answerer
+
+    post = {
+        "event_id": "x",
+        "text": "Promoted to senior designer today, starting the new role on 1 October",
+        "speaker": "Nina",
+        "created_at": datetime(2026, 9, 5, 12),
+    }
+    span, found = build_answerer(None).date_of(post["text"], post, question)
+    assert (span.start, found) == (want, how)

@@ -22,7 +22,7 @@ from memkit.answer.base import (
 from memkit.answer.questions import HOLDS, asks_when, question_type, says_when
 from memkit.changes import CHANGED
 from memkit.text import Analyzer
-from memkit.timeref import Span, day_text, read_span, resolve
+from memkit.timeref import WRITTEN, Span, day_text, read_span, resolve
 
 Quote = tuple[str, AnswerItem, float]  # (sentence, its item, its similarity to the question)
 Lead = tuple[Span, str]  # the date a when-answer leads with, and how it was found
@@ -51,6 +51,19 @@ def window_text(reading) -> str | None:
         return window.span.text
     start, end = days
     return day_text(start) if start == end else f"{day_text(start)} to {day_text(end)}"
+
+
+def written_dates(text: str, posted, taken=()) -> list[tuple[int, Span, str]]:
+    """(position, span, "as written") of each date written in ``text`` with its day
+    ("1 October", "3 May 2026") that does not start where a relative time was found."""
+    out = []
+    for m in WRITTEN.finditer(text):
+        if m.start() in taken:
+            continue
+        span = read_span(m.group(0), ref=posted)
+        if span is not None and span.start == span.end:
+            out.append((m.start(), span, "as written"))
+    return out
 
 
 def around(text: str, at: int, before: int = 5, after: int = 4) -> str:
@@ -246,17 +259,26 @@ class Composer:
                 return span, f"“{moved.group(0)}{clause.rstrip()}”"
         if posted is not None:
             terms = set(self._analyzer(query))
+
+            def shared(text: str) -> int:
+                return len(terms & set(self._analyzer(text)))
+
             for text in (sentence, item.get("text") or ""):
-                found = resolve(text, posted)
-                if found:
-                    best = max(
-                        found,
-                        key=lambda m: (
-                            len(terms & set(self._analyzer(around(text, m.start)))),
-                            -m.start,
-                        ),
-                    )
-                    return best.span, f"“{best.phrase}”"
+                found = [(m.start, m.span, f"“{m.phrase}”") for m in resolve(text, posted)]
+                if not found:
+                    continue
+                # a date written beside them competes too ("Promoted to senior designer
+                # today, starting the new role on 1 October": "when does her new role start?")
+                found += written_dates(text, posted, taken=[f[0] for f in found])
+                at, span, how = max(
+                    found,
+                    key=lambda f: (
+                        shared(around(text, f[0])),
+                        shared(" ".join(text[: f[0]].split()[-5:])),  # the words it follows
+                        -f[0],
+                    ),
+                )
+                return span, how
         written = read_span(sentence, ref=posted)
         if written is not None:
             return written, "as written"
