@@ -181,6 +181,20 @@ class QueryResult:
         return self.written.text if self.written is not None else None
 
 
+def read_once(items_of):
+    """``items_of`` (ids -> posts) remembering what it read: the posts of one question are
+    read from the store once, however many steps look at them."""
+    seen: dict = {}
+
+    def read(ids):
+        missing = [i for i in ids if i not in seen]
+        if missing:
+            seen.update((it.get("event_id"), it) for it in items_of(missing))
+        return [seen[i] for i in ids if i in seen]
+
+    return read
+
+
 class Pipeline:
     def __init__(
         self,
@@ -464,9 +478,10 @@ class Pipeline:
             and self.reader is not None
             and self.reader.applies(question)
         )
+        posts = read_once(self.posts.items)  # the reader, the changed-fact check and the answer
         if read:  # the reader decides: which post first, and whether any answers
             question = Question.read(req.query, reading)  # the reading may have changed topic
-            run = self.reader.rerank(question.read_as, run, self.posts.items)
+            run = self.reader.rerank(question.read_as, run, posts)
             relevant = self.reader.answers(run)
         else:
             relevant = (
@@ -475,7 +490,9 @@ class Pipeline:
         if not relevant and not read:
             run = run.clear()
         change = (
-            self._changed_fact(run) if relevant and not listing and settles(question.kind) else None
+            self._changed_fact(run, posts)
+            if relevant and not listing and settles(question.kind)
+            else None
         )
         if change:
             run = newest_first(run, change)
@@ -497,9 +514,7 @@ class Pipeline:
                 zip(shown["score"].to_list(), shown["match_type"].to_list()),
             )
         )
-        items = [
-            it.scored(*scores[it.event_id]) for it in self.posts.items(shown["event_id"].to_list())
-        ]
+        items = [it.scored(*scores[it.event_id]) for it in posts(shown["event_id"].to_list())]
         written = self.answerer.write(
             req.query,
             items,
@@ -585,19 +600,19 @@ class Pipeline:
             return run
         parts = []
         for (qid,), part in run.group_by("query_id", maintain_order=True):
-            text = texts.get(qid, "")
+            text, posts = texts.get(qid, ""), read_once(self.posts.items)
             if self.reader is not None and self.reader.applies(text):
-                part = self.reader.rerank(text, part, self.posts.items)
-            change = self._changed_fact(part) if settles(question_type(text)) else None
+                part = self.reader.rerank(text, part, posts)
+            change = self._changed_fact(part, posts) if settles(question_type(text)) else None
             if change:
                 self.replaced[qid] = change
             parts.append(newest_first(part, change) if change else part)
         return pl.concat(parts)
 
-    def _changed_fact(self, run: pl.DataFrame) -> tuple[str, str] | None:
+    def _changed_fact(self, run: pl.DataFrame, posts) -> tuple[str, str] | None:
         """(newer post, the post it replaces) among a question's first posts
-        (memkit.changes), when ``changed_facts`` is on."""
-        return changed_fact(run, self.posts.items) if self.changed_facts else None
+        (memkit.changes), when ``changed_facts`` is on; ``posts``: ids -> posts."""
+        return changed_fact(run, posts) if self.changed_facts else None
 
     def _calibrated(self, run: pl.DataFrame) -> pl.DataFrame:
         if self.calibration is None or run.height == 0:
