@@ -290,6 +290,7 @@ class ExtractiveSettings(Table):
     when_bonus: Float = 0.2
     select: LinearModel | None = None
     decline: DecisionModel | None = None
+    within: LinearModel | None = None
     max_list: Int = 3
     max_words: Int | None = 30
     max_missing: Float | None = None

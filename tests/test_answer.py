@@ -341,6 +341,71 @@ def test_trained_writer_declines_a_fact_never_posted_and_quotes_nothing(trained)
     assert not answered.declined and answered.quoted == ["p"]
 
 
+WEDDING = (
+    "Freya's wedding in Whitby. After the flood we held it at the Abbey tea rooms instead of "
+    "the hotel, and honestly it was better. Freya wore our mum's veil and Tom, the groom, cried "
+    "through the whole of his speech. The band played until one in the morning and Lena taught "
+    "half the guests to ceilidh. The cake was three tiers of lemon and elderflower, made by "
+    "Tom's aunt Maggie. The next morning we walked the 199 steps up to the abbey."
+)
+
+
+@pytest.mark.parametrize(
+    "question, says, never",
+    [
+        ("Who taught the guests to ceilidh?", "Lena taught half the guests", "Abbey tea rooms"),
+        ("What flavour was the cake?", "lemon and elderflower", "Abbey tea rooms"),
+        ("How many steps up to the abbey?", "199 steps", "Abbey tea rooms"),
+    ],
+)
+def test_the_sentence_of_a_long_post_that_answers_is_quoted(trained, question, says, never):
+    post = {
+        "event_id": "w",
+        "speaker": "Sam",
+        "created_at": "2026-10-05T09:00:00",
+        "block_title": "Our blog",
+        "text": WEDDING,
+    }
+    chat = {
+        "event_id": "c",
+        "speaker": "Sam",
+        "created_at": "2026-07-10T09:00:00",
+        "block_title": "Chat",
+        "text": "My sister Freya is getting married on 12 September in Whitby",
+    }
+    trained.prepare([post, chat])
+    written = trained.write(question, [post, chat], summary=True)
+    assert written.quoted == ["w"] and says in written.text and never not in written.text
+    if question.startswith("Who"):
+        # the selection model alone (it learned posts, not sentences) quoted the opening
+        alone = build_answerer({**load_config(DEFAULT_CONFIG)["answer"], "within": None})
+        alone.bind(trained.encoder, trained.line)
+        alone.prepare([post, chat])
+        assert says not in alone.write(question, [post, chat], summary=True).text
+
+
+def test_within_post_features_compare_a_sentence_with_its_own_post():
+    from memkit.answer.features import WITHIN_FEATURES, sentence_features, within_features
+    from memkit.text import Analyzer
+
+    posts = [{"text": "Rain all day. The cake was lemon."}, {"text": "Lemon tart recipe."}]
+    rows = [
+        (0, posts[0], "Rain all day."),
+        (0, posts[0], "The cake was lemon."),
+        (1, posts[1], "Lemon tart recipe."),
+    ]
+    import numpy as np
+
+    c = sentence_features(
+        "What flavour was the cake?", rows, np.array([0.1, 0.6, 0.4]), set(), set(), Analyzer()
+    )
+    x = within_features(c)
+    col = {n: i for i, n in enumerate(WITHIN_FEATURES)}
+    assert x[:, col["cosine_vs_post_best"]].tolist() == pytest.approx([-0.5, 0.0, 0.0])
+    assert x[:, col["first_in_post"]].tolist() == [1, 0, 1]
+    assert x[1, col["terms_vs_post_best"]] == 0 and x[0, col["terms_vs_post_best"]] < 0
+
+
 def test_a_long_sentence_is_cut_to_the_clause_that_answers():
     writer = lexical(max_words=12)
     sentence = (
@@ -379,6 +444,19 @@ def test_a_list_question_quotes_several_posts(trained):
 def test_bad_models_are_named():
     with pytest.raises(ValidationError, match="answer.select"):
         build_answerer({"type": "extractive", "select": {"features": ["cos"], "coef": [1.0]}})
+    with pytest.raises(ValidationError, match="answer.within.features"):
+        build_answerer(
+            {
+                "type": "extractive",
+                "within": {
+                    "features": ["cosine"],
+                    "coef": [1.0],
+                    "intercept": 0.0,
+                    "mean": [0.0],
+                    "scale": [1.0],
+                },
+            }
+        )
     with pytest.raises(ValidationError, match="answer.decline.features"):
         build_answerer(
             {

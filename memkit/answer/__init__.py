@@ -20,6 +20,12 @@ conversation):
    author is someone other than the person asked about, whether it holds what the
    question type asks for: a date, a number, a place, a name) and the best one is quoted
    (memkit.answer.features says what each feature measures; memkit.answer.selection).
+   The selection model learned which *post* answers (LoCoMo's labels name posts), so the
+   sentence quoted of that post is chosen by a third model, ``[answer.within]``
+   (``WITHIN_FEATURES``: its cosine and the question's words it holds against the post's
+   best, whether it holds what is asked), trained on SQuAD 2.0's paragraphs by
+   ``eval/train_within.py``: "Who taught the guests to ceilidh?" quotes the blog post's
+   "Lena taught half the guests to ceilidh", not its opening.
 3. **Decline**: the question as a whole is described by ``QUERY_FEATURES``: how well the
    posts *about* the person asked about answer it against posts about someone else
    (speaker attribution: an author's "I", the addressee's "you", a third-person name),

@@ -26,6 +26,7 @@ from memkit.answer.compose import (
 from memkit.answer.features import (
     QUERY_FEATURES,
     SENTENCE_FEATURES,
+    WITHIN_FEATURES,
     Candidates,
     readable_model,
 )
@@ -54,6 +55,7 @@ class ExtractiveAnswerer(Composer):
         when_bonus: float = 0.2,
         select: dict | None = None,
         decline: dict | None = None,
+        within: dict | None = None,
         max_list: int = 3,
         max_words: int | None = 30,
         max_missing: float | None = None,
@@ -101,6 +103,10 @@ class ExtractiveAnswerer(Composer):
             if decline is not None
             else None
         )
+        # which sentence of a chosen post is quoted (None: the selection model's best)
+        self.within = (
+            check_linear(within, WITHIN_FEATURES, "answer.within") if within is not None else None
+        )
         self.max_list = max_list  # posts quoted when the question asks for several
         # a longer quoted sentence is cut to the clause that answers; None: never
         self.max_words = max_words
@@ -127,6 +133,7 @@ class ExtractiveAnswerer(Composer):
             "when_bonus": self.when_bonus,
             "select": self.select,
             "decline": self.decline_model,
+            "within": self.within,
             "max_list": self.max_list,
             "max_words": self.max_words,
             "max_missing": self.max_missing,
@@ -317,6 +324,8 @@ class ExtractiveAnswerer(Composer):
             )
             return Answer(self.decline(query, cands.people, by), declined=True, strength=strength)
         chosen = selection.chosen(cands, quotable, scores, query, self.max_list)
+        if self.within is not None:
+            chosen = selection.within_post(self.within, cands, quotable, chosen)
         return self.compose(
             query,
             [(cands.sentence[i], cands.item[i], float(cands.sims[i])) for i in chosen],

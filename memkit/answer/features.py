@@ -78,8 +78,17 @@ QUERY = {  # one row per question, from its candidates and their selection score
     "other_question_cosine": "the best cosine of a question someone else asked",
     "own_question_vs_answer": "own_question_cosine less best_cosine_own (they only asked)",
 }
+WITHIN = {  # one row per quotable sentence: which sentence of the chosen post is quoted
+    "cosine_vs_post_best": "cosine less the best quotable sentence of the same post's",
+    "terms_in_sentence": "share of the question's terms (less authors' names) in the sentence",
+    "terms_vs_post_best": "terms_in_sentence less the best of the same post's",
+    "holds_what_is_asked": "it holds what the question type asks for (a date, a number, ...)",
+    "first_in_post": "the post's first sentence",
+    "log_words": "log(1 + the sentence's words)",
+}
 SENTENCE_FEATURES = list(SENTENCE)
 QUERY_FEATURES = list(QUERY)
+WITHIN_FEATURES = list(WITHIN)
 
 # The names the stored models used before (configs written before these names).
 RENAMED = dict(
@@ -188,6 +197,40 @@ def sentence_features(
         qtype == "who" and names_someone(s, name_terms, analyzer) for s in sent
     ]
     return Candidates(rank, item, sent, sims, quotable, own, about, x, people, query, known)
+
+
+def within_features(c: Candidates) -> np.ndarray:
+    """WITHIN_FEATURES of every candidate: how it compares with the other quotable
+    sentences of its own post (the selection model is trained on which *post* answers
+    and so cannot tell the sentences of one post apart: memkit.answer.selection)."""
+    cols = {name: i for i, name in enumerate(SENTENCE_FEATURES)}
+    sims, terms = c.sims, c.x[:, cols["terms_in_sentence"]]
+    ranks = np.asarray(c.rank)
+    best_sim, best_terms = np.zeros(len(ranks)), np.zeros(len(ranks))
+    for r in set(c.rank):
+        mine = ranks == r
+        pool = mine & c.quotable if (mine & c.quotable).any() else mine
+        best_sim[mine], best_terms[mine] = sims[pool].max(), terms[pool].max()
+    holds = c.x[:, [cols[n] for n in ASKED]].max(axis=1)
+    first = np.r_[True, ranks[1:] != ranks[:-1]] if len(ranks) else np.zeros(0, bool)
+    x = np.zeros((len(ranks), len(WITHIN_FEATURES)))
+    x[:, 0] = sims - best_sim
+    x[:, 1] = terms
+    x[:, 2] = terms - best_terms
+    x[:, 3] = holds
+    x[:, 4] = first
+    x[:, 5] = c.x[:, cols["log_words"]]
+    return x
+
+
+# the SENTENCE features saying a sentence holds what its question's type asks for
+ASKED = (
+    "date_for_when",
+    "number_for_count",
+    "length_for_duration",
+    "place_for_where",
+    "name_for_who",
+)
 
 
 def query_features(
