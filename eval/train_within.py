@@ -1,4 +1,4 @@
-"""Train which sentence of a post the answer writer quotes, report it left out one article at a time.
+"""Train which sentence of a post the answer writer quotes; report it leaving out each article.
 
     .venv/bin/python eval/train_within.py [--squad ../shared/training/squad2/dev-v2.0-half.json]
         [--config eval/configs/default.toml] [--write]
