@@ -526,10 +526,15 @@ class Pipeline:
             decided=read and self.reader.overrule_writer,
             settled=bool(change) and bool(items) and items[0].event_id == change[0],
         )
+        # what a bare follow-up ("how much were they?") refers to: the sentences the answer
+        # quoted, then the rest of what it showed of their posts ("Got two tickets!! £355 each")
         sentences = [q["sentence"] for q in written.quotes if q.get("sentence")]
-        answer_words = [
-            w for w in content_words(" ".join(sentences)) if w not in set(reading.own_words)
-        ]
+        sentences += [q["shown"] for q in written.quotes if q.get("shown")]
+        answer_words = list(
+            dict.fromkeys(
+                w for w in content_words(" ".join(sentences)) if w not in set(reading.own_words)
+            )
+        )
         turn = Turn(
             query=req.query,
             effective_query=reading.effective_query,

@@ -283,3 +283,38 @@ def test_the_served_default_carries_a_follow_up(app):
     )
     assert not fresh["items"] or fresh["items"][0]["event_id"] != ids[2]
     assert ask(ann, "What bike did Tom buy?")["items"][0]["event_id"] == ids[4]
+
+
+def test_a_bare_follow_up_refers_to_all_the_answer_showed_of_its_post():
+    """ "how much were they?" after "Who got the Glastonbury tickets?": the answer quoted the
+    sentence "Got two tickets!!" and showed the chat line whole, "£355 each" with it; the
+    turn keeps the words of everything shown, the quoted sentence's first."""
+    from memkit.tables import events_frame
+    from tests.helpers import served_pipeline
+
+    posts = [
+        ("nina", "2026-07-02T20:00:00", "I'll have three browsers open for the resale"),
+        ("nina", "2026-07-03T10:05:00", "Got two tickets!! £355 each, Ravi you owe me"),
+        ("ravi", "2026-07-03T10:20:00", "Legend. Sending the money tonight"),
+        ("sam", "2026-07-04T09:00:00", "Booked the train to Whitby, £96 return"),
+    ]
+    rows = [
+        {
+            "event_id": f"e{i}",
+            "floor_id": "f",
+            "block_id": "f/chat",
+            "block_type": "feed",
+            "user_id": who,
+            "text": text,
+            "created_at": at,
+        }
+        for i, (who, at, text) in enumerate(posts)
+    ]
+    p = served_pipeline().fit(events_frame(rows))
+    now = datetime(2026, 7, 10, tzinfo=timezone.utc)
+    first = p.query("Who got the Glastonbury tickets?", user_id="u", floor_ids=["f"], now=now)
+    assert first.items[0]["event_id"] == "e1"
+    turn = p.conversations.history("u", now)[-1]
+    assert "355" in turn.answer_words
+    follow = p.query("how much were they?", user_id="u", floor_ids=["f"], now=now)
+    assert follow.items[0]["event_id"] == "e1"

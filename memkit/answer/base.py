@@ -38,7 +38,8 @@ AnswerItem = Union[Item, ItemDict]
 class Answer:
     text: str
     declined: bool = False  # memory holds nothing that answers it (or nothing was found)
-    # {"event_id", "sentence", "score"} behind the text, in order
+    # {"event_id", "sentence", "score", "shown"} behind the text, in order ("shown": what
+    # the text quotes of the post, the sentence and the neighbours quoted with it)
     quotes: list[dict] = field(default_factory=list)
     date: Span | None = None  # what a when-question's answer leads with
     # best similarity of a sentence allowed to answer (None: none allowed)

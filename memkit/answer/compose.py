@@ -126,15 +126,21 @@ class Composer:
         """The answer text from (sentence, item, similarity) quotes, best first; a
         when-question leads with the date the first quote gives."""
         lead = self.date_of(quotes[0][0], quotes[0][1], query) if asks_when(query) else None
+        shown = [self.quote(query, sentence, item) for sentence, item, _ in quotes]
         lines = [
-            self.attributed(self.quote(query, sentence, item), item, lead=lead if n == 0 else None)
-            for n, (sentence, item, _) in enumerate(quotes)
+            self.attributed(text, item, lead=lead if n == 0 else None)
+            for n, (text, (_, item, _)) in enumerate(zip(shown, quotes))
         ]
         return Answer(
             " ".join(lines),
             quotes=[
-                {"event_id": item.get("event_id"), "sentence": sentence, "score": sim}
-                for sentence, item, sim in quotes
+                {
+                    "event_id": item.get("event_id"),
+                    "sentence": sentence,
+                    "score": sim,
+                    "shown": text,
+                }
+                for (sentence, item, sim), text in zip(quotes, shown)
             ],
             date=lead[0] if lead else None,
             strength=strength,
