@@ -5,6 +5,7 @@ import pytest
 
 from memkit.errors import ValidationError
 from memkit.retrievers import Filters, build
+from memkit.retrievers.registry import load as load_any
 from memkit.tables import events_frame
 from tests.helpers import make_events
 
@@ -180,6 +181,25 @@ def test_posts_that_stand_alone_are_scored_by_the_passage_model(plain):
                 "passage_model": model_for(plain, {}),
             }
         )
+
+
+def test_passage_shift_moves_the_posts_that_stand_alone_and_survives_saving(plain, tmp_path):
+    """``passage_shift`` is added to the passage model's score: with the same model for both
+    shapes, a large shift puts every post that stands alone above every chat line; a saved
+    ranker loads it."""
+    events = EVENTS.with_columns((EVENTS["block_type"] != "blog").alias("chat"))
+    same = model_for(plain, {"fused": 1.0})
+    spec = {"type": "learned", "first": FIRST, "extra": EXTRA, "candidates": 30, "model": same}
+    chat = dict(zip(events["event_id"], events["chat"]))
+    even = build({**spec, "passage_model": same}).fit(events).search("dog shoes", k=30)
+    assert [chat[e] for e in even["event_id"]] != sorted(chat[e] for e in even["event_id"])
+    shifted = build({**spec, "passage_model": same, "passage_shift": 100.0}).fit(events)
+    run = shifted.search("dog shoes", k=30)
+    shapes = [chat[e] for e in run["event_id"]]
+    assert False in shapes and True in shapes and shapes == sorted(shapes)
+    again = load_any(shifted.save(tmp_path / "r"))
+    assert again.passage_shift == 100.0
+    assert again.search("dog shoes", k=30)["event_id"].to_list() == run["event_id"].to_list()
 
 
 def test_a_chat_line_that_names_a_date_is_dated_and_the_feature_survives_saving(plain, tmp_path):

@@ -77,6 +77,7 @@ class LearnedRetriever(Retriever):
         candidates: int = 100,
         model: dict | None = None,
         passage_model: dict | None = None,
+        passage_shift: float = 0.0,
     ):
         super().__init__()
         self.first = first if isinstance(first, Retriever) else build(first)
@@ -92,6 +93,9 @@ class LearnedRetriever(Retriever):
             )
         self.candidates = candidates
         self.model, self.passage_model = self._checked(model, passage_model)
+        # added to the passage model's score: the two models were fitted on data sets of
+        # one shape each, so their intercepts hold those sets' base rates, not a floor's
+        self.passage_shift = float(passage_shift)
         self._posts: dict[str, Post] = {}
 
     def with_models(
@@ -291,7 +295,9 @@ class LearnedRetriever(Retriever):
             alone = ~self.is_chat(event_ids)
             if alone.any():
                 cols = [names.index(n) for n in self.passage_model["features"]]
-                out[alone] = linear_score(self.passage_model, x[alone][:, cols])
+                out[alone] = (
+                    linear_score(self.passage_model, x[alone][:, cols]) + self.passage_shift
+                )
         return out
 
     def search(self, queries, k: int = 10, filters=None) -> pl.DataFrame:
@@ -325,6 +331,7 @@ class LearnedRetriever(Retriever):
             "candidates": self.candidates,
             "model": self.model,
             "passage_model": self.passage_model,
+            "passage_shift": self.passage_shift,
         }
         (folder / "retriever.json").write_text(json.dumps(spec, indent=2))
         self.first.save(folder / "first")
@@ -348,6 +355,7 @@ class LearnedRetriever(Retriever):
             candidates=spec["candidates"],
             model=spec["model"],
             passage_model=spec.get("passage_model"),
+            passage_shift=spec.get("passage_shift", 0.0),
         )
         posts = pl.read_parquet(folder / "posts.parquet")
         if "chat" not in posts.columns:  # saved before posts had a shape
