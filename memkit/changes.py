@@ -27,9 +27,10 @@ from typing import Callable, Sequence
 import polars as pl
 
 CHANGED = re.compile(
-    r"\b(?:moved|moving|postponed|pushed back|brought forward|rescheduled|change of plan"
-    r"|changed (?:to|the (?:date|day|time|plan|venue))"
-    r"|cancel+ed|called off|instead|no longer|now on)\b",
+    r"\b(?:moved|moving|postponed|(?:pushed|put) (?:\w+ ){0,2}back|brought forward"
+    r"|rescheduled|change of plan|changed (?:to|the (?:date|day|time|plan|venue))"
+    r"|cancel+ed|called off|instead|no longer|now on"
+    r"|(?:is|are|'s) off(?= this| for| now| until|[.,;!]|$))",
     re.IGNORECASE,
 )
 DEPTH = 8  # the posts looked at: those the reader reads

@@ -218,10 +218,12 @@ class Mention:
 # "on the 20th") points back in a sentence in the past tense ("I broke my wrist at 5-a-side
 # on Saturday") and forward otherwise ("Start on the 20th", "First rehearsal Thursday").
 _BARE_WEEKDAY = re.compile(
+    r"(?<!\bevery\s)(?<!\beach\s)"  # "a crime novel every Friday" is no day
     r"\b(?:on\s+)?(" + "|".join(WEEKDAYS) + r")(?:\s+(?:morning|afternoon|evening|night))?\b"
-    r"(?!,?\s+(?:the\s+)?\d)",
+    r"(?!,?\s+(?:the\s+)?\d)"  # "Saturday 13 June" is a date
+    r"(?!\s+(?:group|class|club|crew|team)s?\b)",  # "the Wednesday group" is a group
     re.IGNORECASE,
-)  # "Saturday 13 June" is a date
+)
 _MONTH_WORDS = "|".join(MONTHS) + r"|jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec"
 _BARE_DAY = re.compile(
     r"\b(?:on\s+)?the\s+(\d{1,2})(?:st|nd|rd|th)\b(?!\s+(?:of\s+)?(?:" + _MONTH_WORDS + r")\b)",

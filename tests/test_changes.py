@@ -126,3 +126,21 @@ def test_the_served_default_answers_with_the_new_date(floor, changed_facts):
         assert res.answer.startswith("On 20 November 2026")
     else:  # without the rule the first post states the old plan
         assert shown[0] == "e0" and "20 November" not in res.answer.split("—")[0]
+
+
+@pytest.mark.parametrize(
+    "text, says",
+    [
+        ("Kowalski pushed the start back to 16 March, their tiler broke his wrist", True),
+        ("Put the meeting back to Friday", True),
+        ("Book club is off this month, my landlord is doing the boiler", True),
+        ("the party is off!", True),
+        ("Dan is off work today", False),
+        ("I am off to Spain on Monday", False),
+        ("Got the quote back from Kowalski & Sons", False),
+    ],
+)
+def test_the_words_that_say_a_plan_changed(text, says):
+    from memkit.changes import CHANGED
+
+    assert bool(CHANGED.search(text)) is says

@@ -106,6 +106,9 @@ def test_relative_expressions_resolve_against_the_post(text, ref, start, end, wr
 def test_vague_or_absent_expressions_resolve_to_nothing():
     for text in ["a few days ago", "recently", "the other day", "lasting memories", "I ran a race"]:
         assert resolve(text, THU) == []
+    for text in ["he buys a crime novel every Friday", "each Tuesday morning we run"]:
+        assert resolve(text, THU) == []  # what happens every week happened on no one day
+    assert resolve("The Wednesday group is smaller", THU) == []  # a group, not a day
     assert [m.phrase for m in resolve("Yesterday was fine, but last week was rough", THU)] == [
         "Yesterday",
         "last week",
