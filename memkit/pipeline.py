@@ -448,10 +448,15 @@ class Pipeline:
             reading, authors
         )
         best = None  # the best score any reading of the question found
-        if reading.kind == "unresolved":
-            run = pl.DataFrame(schema=RUN_SCHEMA)
-        elif window_only:
+        run = pl.DataFrame(schema=RUN_SCHEMA)
+        if window_only and reading.kind != "unresolved":
             run = self._window_posts(reading, f, req.query_id)
+            # nothing posted then (by whoever it names): a question that asks for something
+            # else than what happened then is searched as any question ("Where is Carys going
+            # in August?" is answered by her June post about the August festival)
+            window_only = run.height > 0 or asks_what_happened(req.query)
+        if reading.kind == "unresolved" or window_only:
+            pass
         else:
             run, reading, best = self._retrieve(reading, f, k, req.query_id, req.history)
             if reading.days is not None:
@@ -805,7 +810,7 @@ def _in_days(item: Item, start: date, end: date) -> bool:
         return True
     return any(
         s.start <= end and start <= s.end and s.days <= (end - start).days + 1
-        for s in dates_in(item.text, item.created_at)
+        for s in dates_in(item.text, item.created_at, months=True)
     )
 
 

@@ -362,3 +362,26 @@ def test_a_written_date_competes_with_a_relative_one(question, want, how):
     }
     span, found = build_answerer(None).date_of(post["text"], post, question)
     assert (span.start, found) == (want, how)
+
+
+def test_a_month_without_a_year_is_the_nearest_one_in_the_tense_of_its_sentence():
+    posted = datetime(2026, 6, 14)
+    plan = "Saving for the book festival in August"
+    assert resolve(plan, posted) == []  # only a window question's posts read bare months
+    [m] = resolve(plan, posted, months=True)
+    assert (m.phrase, m.span.start, m.span.end) == (
+        "in August",
+        date(2026, 8, 1),
+        date(2026, 8, 31),
+    )
+    [went] = resolve("We went to Rome in March", posted, months=True)
+    assert went.span.start == date(2026, 3, 1)
+    [back] = resolve("We went to Rome in September", posted, months=True)
+    assert back.span.start == date(2025, 9, 1)  # past tense: the September before
+    assert resolve("Holiday booked for June 2027", posted, months=True) == []  # written date
+    for text, start in [
+        ("last May was great", date(2026, 5, 1)),
+        ("see you next January", date(2027, 1, 1)),
+        ("this August we fly", date(2026, 8, 1)),
+    ]:
+        assert [m.span.start for m in resolve(text, posted)] == [start]
