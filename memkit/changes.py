@@ -26,6 +26,8 @@ from typing import Callable, Sequence
 
 import polars as pl
 
+from memkit.timeref import dates_in
+
 CHANGED = re.compile(
     r"\b(?:moved|moving|postponed|(?:pushed|put) (?:\w+ ){0,2}back|brought forward"
     r"|rescheduled|change of plan|changed (?:to|the (?:date|day|time|plan|venue))"
@@ -64,10 +66,16 @@ def changed_fact(
     if when is None:
         return None
     words = _words(first.get("text") or "")
+    # a plan for a day is changed before that day, not after it ("Book club is off this
+    # month", in May, does not change "Book club moved to Tuesday 10 February")
+    planned = [s.end for s in dates_in(first.get("text") or "", when) if s.end >= when.date()]
+    until = max(planned) if planned else None
     newer = []
     for e in ids[1:]:
         it = items.get(e)
         if it is None or it.get("created_at") is None or not it.get("created_at") > when:
+            continue
+        if until is not None and it.get("created_at").date() > until:
             continue
         text = it.get("text") or ""
         if not CHANGED.search(text):

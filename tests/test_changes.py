@@ -70,6 +70,22 @@ def test_words_shared_by_chance_are_not_the_same_thing():
     )
 
 
+def test_a_change_posted_after_the_planned_day_is_about_another_time():
+    """ "Book club is off this month" (10 May) does not change "Book club moved to Tuesday 10
+    February" (29 January): a plan for a day is changed before that day."""
+    posts = {
+        "feb": Item("feb", "Book club moved to Tuesday 10 February, Carys can't do the Thursday",
+                    "Bea", created_at=datetime(2026, 1, 29, 12)),
+        "may": Item("may", "Book club is off this month, my landlord is doing the boiler. "
+                    "Let's do June", "Carys", created_at=datetime(2026, 5, 10, 10)),
+        "soon": Item("soon", "Book club is off, sorry, Carys is ill", "Bea",
+                     created_at=datetime(2026, 2, 9, 10)),
+    }  # fmt: skip
+    of = lambda ids: [posts[i] for i in ids]  # noqa: E731
+    assert changed_fact(ranking(["feb", "may"], [0.8, 0.7]), of) is None
+    assert changed_fact(ranking(["feb", "may", "soon"], [0.8, 0.7, 0.6]), of) == ("soon", "feb")
+
+
 def test_an_earlier_change_or_an_undated_first_post_changes_nothing():
     posts = {
         "a": Item("a", "Mum's dinner moved to Thursday 26 March", "Ann", created_at=at(1)),
