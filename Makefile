@@ -7,7 +7,7 @@ export MLFLOW_DISABLE_TELEMETRY := true
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install test eval bench bench-retrievers serve lint notebooks reader clean
+.PHONY: install test test-heavy test-all eval bench bench-retrievers serve lint notebooks reader clean
 
 $(STAMP): pyproject.toml
 	@command -v $(PY) >/dev/null || { echo "need $(PY) on PATH (or make PY=/path/to/python3.11)"; exit 1; }
@@ -19,9 +19,21 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 # pytest exits 5 when it collected no tests: that is a broken suite, not a pass.
+# `make test`: every test but the heavy ones (a few minutes); `make test-heavy`: the tests
+# marked heavy (training, whole data sets, several processes, fuzzing, a wheel) and the
+# notebooks; CI runs both (`make test-all`).
 test: $(STAMP)
-	@$(BIN)/python -m pytest; rc=$$?; \
+	@$(BIN)/python -m pytest tests -m "not heavy"; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest ran no tests: failing"; exit 1; fi; exit $$rc
+
+test-heavy: $(STAMP)
+	@for args in "tests -m heavy" "notebooks"; do \
+	  $(BIN)/python -m pytest $$args; rc=$$?; \
+	  if [ $$rc -eq 5 ]; then echo "pytest ran no tests in $$args: failing"; exit 1; fi; \
+	  [ $$rc -eq 0 ] || exit $$rc; \
+	done
+
+test-all: test test-heavy
 
 eval: $(STAMP)
 	$(BIN)/memkit eval --all

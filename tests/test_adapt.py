@@ -101,6 +101,7 @@ def active_rows(app):
         ).all()
 
 
+@pytest.mark.heavy
 def test_adapt_switches_every_process_at_its_next_query(
     tmp_path, tmp_path_factory, monkeypatch, capsys
 ):
@@ -184,6 +185,7 @@ def test_adapt_switches_every_process_at_its_next_query(
     app.extensions["memkit"]["engine"].dispose()
 
 
+@pytest.mark.heavy
 def test_adapt_on_postgres_re_encodes_rows_in_batches_while_writes_go_on(
     tmp_path, tmp_path_factory, monkeypatch
 ):

@@ -1,4 +1,5 @@
 import polars as pl
+import pytest
 
 from memkit.cli import DEMO, main
 from memkit.config import CONFIG_DIR, load_config
@@ -71,6 +72,7 @@ def test_mlflow_run_has_params_metrics_tags_and_artifacts(tmp_path, monkeypatch)
     assert per_query.height == res.per_query.height
 
 
+@pytest.mark.heavy
 def test_all_falls_back_to_the_demo_set_without_shared_data(tmp_path, monkeypatch, capsys):
     from memkit.cli import CONVERSATIONS, found_datasets
 
@@ -107,6 +109,7 @@ def test_all_falls_back_to_the_demo_set_without_shared_data(tmp_path, monkeypatc
     assert "## demo:" in capsys.readouterr().out
 
 
+@pytest.mark.heavy
 def test_datasets_scored_in_parallel_give_the_figures_of_one_after_another(
     tmp_path, monkeypatch, capsys
 ):
@@ -141,6 +144,7 @@ def test_datasets_scored_in_parallel_give_the_figures_of_one_after_another(
     assert ledgers[0] == ledgers[1] and "| bm25 |" in ledgers[0] and "| dense |" in ledgers[0]
 
 
+@pytest.mark.heavy
 def test_postgres_configs_score_datasets_side_by_side_on_a_fresh_database(
     tmp_path, tmp_path_factory, monkeypatch, capsys
 ):

@@ -81,6 +81,7 @@ def with_real_ids(body, ids: dict):
     return out
 
 
+@pytest.mark.heavy
 def test_fuzz_every_operation(fuzz_app):
     headers, ids = real_ids(fuzz_app)
     schema = schemathesis.openapi.from_wsgi("/openapi.json", fuzz_app)

@@ -43,6 +43,7 @@ def trec_eval_scores(run_path, qrels: pl.DataFrame) -> dict:
     }
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize(
     "dataset, config", [("cast2021", "hybrid"), ("locomo/locomo-dev.json", "bm25")]
 )

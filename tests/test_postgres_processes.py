@@ -75,6 +75,7 @@ def _start(env: dict) -> tuple[subprocess.Popen, int]:
     return proc, int(line.split()[1])
 
 
+@pytest.mark.heavy
 @pytest.mark.slow
 def test_one_process_writes_while_another_reads(tmp_path, tmp_path_factory):
     url = postgres_url(tmp_path_factory)

@@ -239,6 +239,7 @@ def open_app(request, tmp_path, tmp_path_factory):
     application.extensions["memkit"]["engine"].dispose()
 
 
+@pytest.mark.heavy
 @pytest.mark.slow
 @settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck), database=None)
 @given(
@@ -420,6 +421,7 @@ def documented(app, path: str, method: str = "post"):
     return Draft202012Validator({**schema, "components": doc["components"]})
 
 
+@pytest.mark.heavy
 @pytest.mark.slow
 def test_no_stored_value_makes_a_later_request_of_anyone_else_fail(open_app):
     c = open_app.test_client()

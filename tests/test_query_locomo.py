@@ -4,6 +4,7 @@ the rankings `memkit eval` gives with the same (default) configuration on that c
 
 import numpy as np
 import polars as pl
+import pytest
 
 from memkit.cli import main
 from memkit.datasets.locomo import read_locomo
@@ -19,6 +20,7 @@ CONVERSATION = "conv-30"
 K = 10
 
 
+@pytest.mark.heavy
 def test_api_rankings_equal_eval_rankings(tmp_path):
     ds = read_locomo(shared_dataset("locomo/locomo-dev.json"), "locomo-dev")
     # The turns of a session share one time; a microsecond apiece keeps their order in the

@@ -171,6 +171,7 @@ def test_a_new_store_gets_the_schema_py_declares(url):
         engine.dispose()
 
 
+@pytest.mark.heavy
 def test_processes_starting_together_on_a_new_store_take_turns(tmp_path):
     url = f"sqlite:///{tmp_path / 'new.db'}"
     # each process also writes through its engine at once, as a worker's first request does

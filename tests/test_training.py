@@ -229,6 +229,7 @@ def test_supervised_pairs_are_relevant_events_as_indexed_with_hard_negatives():
     assert all((a, n) not in relevant for a, n in zip(hard["anchor"], hard["negative"]))
 
 
+@pytest.mark.heavy
 def test_training_changes_the_vectors_and_ranks_held_back_pairs_higher(trained):
     name, path, _ = trained
     model = MiniLMEncoder(path=path, name=name)
@@ -239,6 +240,7 @@ def test_training_changes_the_vectors_and_ranks_held_back_pairs_higher(trained):
     assert after > before + 0.2, (before, after)  # exchanges it never saw, with its own words
 
 
+@pytest.mark.heavy
 def test_training_is_deterministic_with_a_seed_and_kept_by_what_made_it(
     trained, tmp_path, monkeypatch
 ):

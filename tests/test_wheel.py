@@ -22,6 +22,7 @@ def run(*cmd, cwd=None) -> str:
     return done.stdout
 
 
+@pytest.mark.heavy
 def test_a_wheel_in_a_fresh_virtualenv_runs_eval_with_its_own_default_config(tmp_path):
     # Build from a copy, so the build's own files never land in the working tree.
     source = tmp_path / "source"
