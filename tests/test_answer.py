@@ -523,3 +523,30 @@ def test_a_config_table_can_come_from_another_config(tmp_path):
     )
     with pytest.raises(ValidationError, match="relevance.from"):
         load_config(tmp_path / "bad.toml")
+
+
+def test_a_window_listing_quotes_the_sentence_about_what_was_asked():
+    """ "What did Jonas say about the flat in August?" lists August's posts, each by the
+    sentence sharing the question's own words (the window's words chose the posts), else
+    by its first."""
+    posts = [
+        {
+            "event_id": "j",
+            "speaker": "Jonas",
+            "created_at": "2026-08-05T20:00:00",
+            "text": "First week in Leeds. The flat is bigger than it looked. Good pies.",
+        },
+        {
+            "event_id": "h",
+            "speaker": "Hana",
+            "created_at": "2026-08-25T07:30:00",
+            "text": "Village show moved to 19 September. The field is flooded.",
+        },
+    ]
+    listed = lexical().window_summary(posts, "August 2026", query="flat")
+    assert [q["sentence"] for q in listed.quotes] == [
+        "The flat is bigger than it looked.",
+        "Village show moved to 19 September.",
+    ]
+    plain = lexical().window_summary(posts, "August 2026")
+    assert plain.quotes[0]["sentence"] == "First week in Leeds."

@@ -153,17 +153,27 @@ class Composer:
         window: str | None,
         shown: int = 3,
         found: int | None = None,
+        query: str = "",
     ) -> Answer:
         """What a question about a time window gets ("What happened last May?"): how many
         posts there are (``found``: all the window holds, default the items given) and the
-        most telling ones, in the order they were posted."""
+        most telling ones, in the order they were posted, each by its first sentence or
+        the one sharing most words with ``query`` ("What did Hana say she'll grow next
+        year?": "Next year I am going to try onions")."""
         top = sorted(
             items[:shown], key=lambda i: (timestamp(i.get("created_at")), i.get("event_id"))
         )
-        lines = []
+        terms = set(self._analyzer(query))
+        lines, said = [], []
         for item in top:
-            first = sentences(item.get("text"))[:1]
-            quote = self.quote("", first[0], item) if first else item.get("text") or ""
+            parts = sentences(item.get("text"))
+            best = (
+                max(parts, key=lambda p: (len(terms & set(self._analyzer(p))), -parts.index(p)))
+                if parts
+                else None
+            )
+            quote = self.quote("", best, item) if best else item.get("text") or ""
+            said.append(best)
             lines.append(self.attributed(quote, item, lead=None))
         n = max(found or 0, len(items))
         head = f"{plural(n, 'post')}{f' from {window}' if window else ''}"
@@ -171,12 +181,8 @@ class Composer:
         return Answer(
             f"{head}{more}. " + " ".join(lines),
             quotes=[
-                {
-                    "event_id": i.get("event_id"),
-                    "sentence": (sentences(i.get("text")) or [None])[0],
-                    "score": None,
-                }
-                for i in top
+                {"event_id": i.get("event_id"), "sentence": sentence, "score": None}
+                for i, sentence in zip(top, said)
             ],
         )
 

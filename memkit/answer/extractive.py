@@ -237,7 +237,13 @@ class ExtractiveAnswerer(Composer):
         if not items:
             return Answer(self.fallback(query, window_text(reading)), declined=True)
         written = (
-            self.window_summary(items, window_text(reading), found=found)
+            self.window_summary(
+                items,
+                window_text(reading),
+                found=found,
+                # the window's own words chose the posts ("last May": not "the last bit")
+                query=" ".join(getattr(reading, "own_words", None) or [query]),
+            )
             if listing
             else self.summarize(query, items, authors, decided=decided, settled=settled)
         )
