@@ -806,12 +806,17 @@ def _day_bounds(start: date, end: date, f: Filters) -> tuple[datetime | None, da
 
 
 def _in_days(item: Item, start: date, end: date) -> bool:
+    """Posted in those days, or saying something happened then: a date or relative time
+    in it, or a month without a year that is still ahead of the post (a plan: "the book
+    festival in August", posted in June; months mentioned in passing about the past
+    crowded a LongMemEval window question's posts out)."""
     if item.created_at is not None and start <= item.created_at.date() <= end:
         return True
-    return any(
-        s.start <= end and start <= s.end and s.days <= (end - start).days + 1
-        for s in dates_in(item.text, item.created_at, months=True)
-    )
+    said = set(dates_in(item.text, item.created_at))
+    if item.created_at is not None:
+        posted = item.created_at.date()
+        said |= {s for s in dates_in(item.text, item.created_at, months=True) if s.start > posted}
+    return any(s.start <= end and start <= s.end and s.days <= (end - start).days + 1 for s in said)
 
 
 def _named_speakers(query: str, items: list[Item]) -> set[str]:
