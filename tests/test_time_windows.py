@@ -125,3 +125,17 @@ def test_a_window_outside_the_requests_time_filter_is_no_error(pipeline):
     june = Filters(time_from=datetime(2026, 6, 1, tzinfo=timezone.utc))
     res = ask(pipeline, "what did Ben say about the boiler in May?", filters=june)
     assert all(i.created_at >= june.time_from for i in res.items)
+
+
+def test_a_month_named_without_a_year_is_of_a_window_only_as_a_plan():
+    from datetime import date
+
+    from memkit.items import Item
+    from memkit.pipeline import _in_days
+
+    aug = (date(2026, 8, 1), date(2026, 8, 31))
+    plan = Item(
+        "p", "Saving for the book festival in August", "Jade", created_at=datetime(2026, 6, 14)
+    )
+    past = Item("q", "We rode rollercoasters in August", "Jade", created_at=datetime(2026, 10, 2))
+    assert _in_days(plan, *aug) and not _in_days(past, *aug)
