@@ -550,3 +550,44 @@ def test_a_window_listing_quotes_the_sentence_about_what_was_asked():
     ]
     plain = lexical().window_summary(posts, "August 2026")
     assert plain.quotes[0]["sentence"] == "First week in Leeds."
+
+
+@pytest.mark.parametrize(
+    "question, quoted, lacking",
+    [
+        (
+            "What is the name of Nina's cat?",
+            "Thinking about getting a cat once the job starts",
+            "the name",
+        ),
+        ("What is Ravi's dog called?", "Just adopted a greyhound called Bolt, he's seven", None),
+        ("What is Priya's cello called?", "Started lessons with Mrs Adeyemi", None),  # a near miss
+        (
+            "How much did Freya's dress cost?",
+            "Freya's dress fitting went well, she sent photos",
+            "how much",
+        ),
+        ("how much was the van?", "Booked a van from Go Vans, £120 for the day", None),
+        ("how much did they raise?", "We raised five hundred pounds for the hospice", None),
+        ("how much time did it take?", "It took ages", None),  # not an amount
+        ("Where did they go?", "Nothing here", None),
+    ],
+)
+def test_what_a_question_cannot_be_answered_without(question, quoted, lacking):
+    from memkit.answer.questions import lacks_what_is_asked
+
+    assert lacks_what_is_asked(question, quoted) == lacking
+
+
+def test_a_quote_without_the_amount_or_name_asked_for_is_declined(trained):
+    posts = [
+        {"event_id": "c", "speaker": "Nina", "created_at": "2026-09-28T10:00:00",
+         "text": "Thinking about getting a cat once the new job starts"},
+        {"event_id": "d", "speaker": "Ravi", "created_at": "2026-07-28T10:00:00",
+         "text": "Just adopted a rescue greyhound called Bolt, he's seven and very lazy"},
+    ]  # fmt: skip
+    trained.prepare(posts)
+    cat = trained.write("What is the name of Nina's cat?", posts[:1], authors=["Nina", "Ravi"])
+    assert cat.declined and cat.quoted == [] and "does not say the name" in cat.text
+    dog = trained.write("What is Ravi's dog called?", posts[1:], authors=["Nina", "Ravi"])
+    assert not dog.declined and "Bolt" in dog.text

@@ -14,7 +14,7 @@ from itertools import groupby
 import numpy as np
 
 from memkit.answer import features, selection
-from memkit.answer.base import Answer, AnswerItem, sentences, speaker
+from memkit.answer.base import DECLINE, Answer, AnswerItem, sentences, speaker
 from memkit.answer.compose import (
     Composer,
     account_text,
@@ -30,6 +30,7 @@ from memkit.answer.features import (
     Candidates,
     readable_model,
 )
+from memkit.answer.questions import lacks_what_is_asked
 from memkit.answer.rules import summarize_by_rules
 from memkit.encoders import encode_documents
 from memkit.errors import ValidationError
@@ -332,11 +333,24 @@ class ExtractiveAnswerer(Composer):
         chosen = selection.chosen(cands, quotable, scores, query, self.max_list)
         if self.within is not None:
             chosen = selection.within_post(self.within, cands, quotable, chosen)
-        return self.compose(
+        written = self.compose(
             query,
             [(cands.sentence[i], cands.item[i], float(cands.sims[i])) for i in chosen],
             strength=strength,
         )
+        lacking = (
+            None
+            if decided
+            else lacks_what_is_asked(query, " ".join(q["shown"] for q in written.quotes))
+        )
+        if lacking:  # "What is the name of Nina's cat?" and "Thinking about getting a cat"
+            by = speaker(cands.item[chosen[0]]) or "someone"
+            return Answer(
+                f"{DECLINE}: the closest post is {by}'s, and it does not say {lacking}.",
+                declined=True,
+                strength=strength,
+            )
+        return written
 
     def declines(self, cands: Candidates, scores: np.ndarray, items: list[AnswerItem]) -> bool:
         """Whether memory holds nothing that answers the question (selection.declines)."""

@@ -114,3 +114,35 @@ def base_forms(text: str) -> str:
 def says_when(sentence: str) -> bool:
     """The sentence says when: a relative time ("yesterday") or a date written in it."""
     return bool(resolve(sentence, datetime(2000, 1, 1))) or read_span(sentence) is not None
+
+
+# What some questions cannot be answered without: a "how much" question (not of time) by
+# an amount, a question for a name by a name. A quote without one answers something else
+# ("What is the name of Nina's cat?" and "Thinking about getting a cat").
+_AMOUNT_ASKED = re.compile(r"\bhow much\b(?!\s+(?:time|longer|later|earlier|sooner|more)\b)", re.I)
+_AMOUNT = re.compile(
+    r"[£$€]\s?\d|\d|\b(?:free|nothing|zero|one|two|three|four|five|six|seven|eight|nine|ten"
+    r"|eleven|twelve|fifteen|twenty|thirty|forty|fifty|hundred|thousand|million|half|quid"
+    r"|grand|pounds?|dollars?|euros?)\b",
+    re.I,
+)
+_NAME_ASKED = re.compile(
+    r"\bwhat(?:'s| is| was| are| were)? (?:the |their |his |her |its )?names?\b"
+    r"|\bwhat (?:is|was|are|were) [\w']+(?: [\w']+)? called\b"
+    r"|\bwhat did [\w']+ (?:call|name)\b",
+    re.I,
+)
+
+
+def lacks_what_is_asked(query: str, quoted: str) -> str | None:
+    """What the question needs and ``quoted`` does not hold: "how much" (an amount) or
+    "the name" (a capitalised word the question does not have, past the start of a
+    sentence); None when it holds it or the question needs neither."""
+    if _AMOUNT_ASKED.search(query):
+        return None if _AMOUNT.search(quoted) else "how much"
+    if _NAME_ASKED.search(query):
+        asked = {w.lower() for w in re.findall(r"[\w']+", query)}
+        names = re.findall(r"(?<![.!?:]\s)(?<!^)\b([A-Z][\w'-]+)", quoted)
+        named = any(n.lower().removesuffix("'s") not in asked and n != "I" for n in names)
+        return None if named else "the name"
+    return None
