@@ -110,7 +110,7 @@ from memkit.retrievers import (
 from memkit.retrievers.base import normalize_queries, query_filters
 from memkit.retrievers.registry import kind_of
 from memkit.tables import RUN_SCHEMA
-from memkit.timeref import dates_in, question_window
+from memkit.timeref import dates_in, months_ahead, question_window
 from memkit.training import EncoderStage
 
 DEFAULT_CONFIG = CONFIG_DIR / "default.toml"
@@ -812,10 +812,9 @@ def _in_days(item: Item, start: date, end: date) -> bool:
     crowded a LongMemEval window question's posts out)."""
     if item.created_at is not None and start <= item.created_at.date() <= end:
         return True
-    said = set(dates_in(item.text, item.created_at))
+    said = dates_in(item.text, item.created_at)
     if item.created_at is not None:
-        posted = item.created_at.date()
-        said |= {s for s in dates_in(item.text, item.created_at, months=True) if s.start > posted}
+        said += months_ahead(item.text, item.created_at)
     return any(s.start <= end and start <= s.end and s.days <= (end - start).days + 1 for s in said)
 
 

@@ -778,6 +778,21 @@ def question_window(text: str, now: datetime | date | None = None) -> Window | N
     return first
 
 
+@lru_cache(maxsize=65536)
+def months_ahead(text: str, posted: datetime | date) -> tuple[Span, ...]:
+    """The months a post names without a year that are still ahead of it: a plan ("the
+    book festival in August", posted in June). Only the month regex runs, not ``resolve``:
+    a window question asks it of every candidate."""
+    ref = posted.date() if isinstance(posted, datetime) else posted
+    out = []
+    for m in _BARE_MONTH.finditer(text or ""):
+        if not _tensed(text, m.start(), m.end()):
+            span = month_near(ref, _month_number(m[1]), 1, same=True)
+            if span.start > ref:
+                out.append(span)
+    return tuple(out)
+
+
 def dates_in(text: str, posted: datetime | date | None, months: bool = False) -> tuple[Span, ...]:
     """Every date a post names: its relative times resolved against its own time, and the
     dates written in it (a day without a year in the year around the post's). Remembered
