@@ -455,9 +455,7 @@ class Pipeline:
             # else than what happened then is searched as any question ("Where is Carys going
             # in August?" is answered by her June post about the August festival)
             window_only = run.height > 0 or asks_what_happened(req.query)
-        if reading.kind == "unresolved" or window_only:
-            pass
-        else:
+        if reading.kind != "unresolved" and not window_only:
             run, reading, best = self._retrieve(reading, f, k, req.query_id, req.history)
             if reading.days is not None:
                 windowed = self._in_window(run, reading)

@@ -277,19 +277,16 @@ def _tensed(text: str, start: int, end: int) -> bool:
     return not _FUTURE.search(sentence) and bool(_PAST.search(text))
 
 
-# A month with nothing saying which year ("the book festival in August"): the nearest one
-# before the post in a sentence in the past tense, else the nearest from the post's month on.
+# A month with nothing saying which year ("the book festival in August"): read only by
+# months_ahead, for a question's time window, as a plan still ahead of its post.
 _BARE_MONTH = re.compile(
     r"\b(?:in|during|since|until|till|by|over|through|from|for) (?:early |late |mid-)?"
     r"(" + "|".join(m.title() for m in MONTHS) + r")\b(?!,?\s*\d)"
 )
 
 
-def _bare(text: str, ref: date, months: bool = False) -> list[tuple[re.Match, Span]]:
+def _bare(text: str, ref: date) -> list[tuple[re.Match, Span]]:
     out = []
-    for m in _BARE_MONTH.finditer(text) if months else ():
-        back = _tensed(text, m.start(), m.end())
-        out.append((m, month_near(ref, _month_number(m[1]), -1 if back else 1, same=True)))
     for m in _BARE_WEEKDAY.finditer(text):
         wd, back = WEEKDAYS.index(m[1].lower()), _tensed(text, m.start(), m.end())
         d = weekday_before(ref, wd).start if back else weekday_after(ref, wd).start
@@ -321,15 +318,12 @@ def _bare(text: str, ref: date, months: bool = False) -> list[tuple[re.Match, Sp
     return out
 
 
-def resolve(
-    text: str, when: datetime | date, bare: bool = True, months: bool = False
-) -> list[Mention]:
+def resolve(text: str, when: datetime | date, bare: bool = True) -> list[Mention]:
     """The relative time expressions in ``text``, resolved against ``when`` (the post's
     time), in reading order; an expression inside a longer one counts once. ``bare``: also
     weekdays and days of the month with nothing saying which (a post's "on Saturday"; a
-    question's "the Thursday runs" names no day); ``months``: also a month with nothing
-    saying which year ("the book festival in August": only where a post is matched to a
-    question's time window; the ranker's and the answer's dates were measured without)."""
+    question's "the Thursday runs" names no day). A month without a year is read only by
+    ``months_ahead``."""
     ref = when.date() if isinstance(when, datetime) else when
     found: list[Mention] = []
     taken: list[tuple[int, int]] = []
@@ -345,7 +339,7 @@ def resolve(
             found.append(Mention(m.group(0), m.start(), span))
             taken.append((m.start(), m.end()))
     try:
-        loose = _bare(text, ref, months) if bare else []
+        loose = _bare(text, ref) if bare else []
     except (OverflowError, ValueError):  # past the calendar's edges
         loose = []
     for m, span in loose:  # last: "last Saturday" is read as such before "Saturday" alone
@@ -793,17 +787,17 @@ def months_ahead(text: str, posted: datetime | date) -> tuple[Span, ...]:
     return tuple(out)
 
 
-def dates_in(text: str, posted: datetime | date | None, months: bool = False) -> tuple[Span, ...]:
+def dates_in(text: str, posted: datetime | date | None) -> tuple[Span, ...]:
     """Every date a post names: its relative times resolved against its own time, and the
     dates written in it (a day without a year in the year around the post's). Remembered
     for the latest posts asked about: a window question reads the same candidates' dates
     on every query (4 ms a query at 20,000 posts before)."""
-    return _dates_in(text or "", posted, months)
+    return _dates_in(text or "", posted)
 
 
 @lru_cache(maxsize=65536)
-def _dates_in(text: str, posted: datetime | date | None, months: bool) -> tuple[Span, ...]:
-    spans = [m.span for m in resolve(text, posted, months=months)] if posted is not None else []
+def _dates_in(text: str, posted: datetime | date | None) -> tuple[Span, ...]:
+    spans = [m.span for m in resolve(text, posted)] if posted is not None else []
     for m in _READ.finditer(text or ""):
         span = read_span(m.group(0), ref=posted)
         if span is not None and span.year_known:

@@ -99,6 +99,12 @@ def decline_text(people: set[str], closest_by: str | None = None) -> str:
     return f"{DECLINE}: nothing in these floors answers it closely enough."
 
 
+def lacking_text(closest_by: str, lacking: str) -> str:
+    """The decline of a question whose closest post lacks what it asks for ("how much",
+    "the name": memkit.answer.questions.lacks_what_is_asked)."""
+    return f"{DECLINE}: the closest post is {closest_by}'s, and it does not say {lacking}."
+
+
 def account_text(query: str, items: list[AnswerItem]) -> str:
     """The one-line account of what was found (``summary=False``)."""
     kinds = Counter(i.get("block_type") or i.get("block_type_name") or "post" for i in items)

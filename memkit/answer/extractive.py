@@ -14,12 +14,13 @@ from itertools import groupby
 import numpy as np
 
 from memkit.answer import features, selection
-from memkit.answer.base import DECLINE, Answer, AnswerItem, sentences, speaker
+from memkit.answer.base import Answer, AnswerItem, sentences, speaker
 from memkit.answer.compose import (
     Composer,
     account_text,
     decline_text,
     fallback_text,
+    lacking_text,
     unresolved_text,
     window_text,
 )
@@ -345,11 +346,7 @@ class ExtractiveAnswerer(Composer):
         )
         if lacking:  # "What is the name of Nina's cat?" and "Thinking about getting a cat"
             by = speaker(cands.item[chosen[0]]) or "someone"
-            return Answer(
-                f"{DECLINE}: the closest post is {by}'s, and it does not say {lacking}.",
-                declined=True,
-                strength=strength,
-            )
+            return Answer(lacking_text(by, lacking), declined=True, strength=strength)
         return written
 
     def declines(self, cands: Candidates, scores: np.ndarray, items: list[AnswerItem]) -> bool:
