@@ -156,7 +156,7 @@ class LearnedSpec(Table):
     candidates: Annotated[StrictInt, Field(ge=1)] = 100
     model: LinearModel | None = None
     passage_model: LinearModel | None = None
-    passage_shift: Float = 0.0
+    blog_shift: Float = 0.0
 
     @field_validator("first")
     @classmethod

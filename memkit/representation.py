@@ -30,7 +30,8 @@ those types (the service's "feed", "forum") and at most ``chat_max_chars`` long 
 line; any other post stands alone: its ``line`` is its text, ``prev_lines`` and
 ``next_lines`` are empty and so is ``session_text`` (it belongs to no session), and the
 column ``chat`` says which posts are chat lines (a learned ranker may score the two shapes
-with two models). The rule reads the block's
+with two models) and ``chat_block`` which posts are in a block of a chat type, however long
+(a long chat line stands alone but is not a blog's post). The rule reads the block's
 type and the post's length, which the service knows, never which data set it came from.
 Without ``chat_types`` every post is a chat line (what the encoder's training pairs use).
 Neighbours depend on the whole session: the service re-indexes the posts whose context
@@ -43,7 +44,7 @@ import polars as pl
 
 from memkit.errors import ValidationError
 
-FIELDS = ("line", "prev_lines", "next_lines", "date", "session_text", "chat")
+FIELDS = ("line", "prev_lines", "next_lines", "date", "session_text", "chat", "chat_block")
 SESSION = ["block_id", "_day", "_run"]  # the posts that are each other's context
 MAX_SESSION = 64
 CHAT_MAX_CHARS = (
@@ -102,12 +103,11 @@ def add_context(
     """The events (same rows, same order) with the context fields added."""
     _check(before, after, max_session, chat_types, chat_max_chars)
     speaker = pl.col("speaker" if "speaker" in events.columns else "user_id").fill_null("")
-    chat = (
-        pl.lit(True)
-        if chat_types is None
-        else pl.col("block_type").is_in(list(chat_types))
-        & (pl.col("text").str.len_chars() <= chat_max_chars)
-    )
+    if chat_types is None:  # every post is a chat line
+        chat = chat_block = pl.lit(True)
+    else:
+        chat_block = pl.col("block_type").is_in(list(chat_types))
+        chat = chat_block & (pl.col("text").str.len_chars() <= chat_max_chars)
     line = (
         pl.when(chat & (speaker != ""))
         .then(pl.concat_str([speaker, pl.lit(": "), pl.col("text")]))
@@ -136,6 +136,7 @@ def add_context(
         .otherwise(pl.lit(""))
         .alias("session_text"),
         chat.alias("chat"),
+        chat_block.alias("chat_block"),
     )
     return ordered.sort("_row").drop("_row", "_day", "_run")
 

@@ -1,6 +1,7 @@
 """The learned re-ranker (memkit/retrievers/learned.py)."""
 
 import numpy as np
+import polars as pl
 import pytest
 
 from memkit.errors import ValidationError
@@ -183,23 +184,39 @@ def test_posts_that_stand_alone_are_scored_by_the_passage_model(plain):
         )
 
 
-def test_passage_shift_moves_the_posts_that_stand_alone_and_survives_saving(plain, tmp_path):
-    """``passage_shift`` is added to the passage model's score: with the same model for both
-    shapes, a large shift puts every post that stands alone above every chat line; a saved
-    ranker loads it."""
-    events = EVENTS.with_columns((EVENTS["block_type"] != "blog").alias("chat"))
+def test_blog_shift_moves_blog_posts_among_chat_lines_only_and_survives_saving(plain, tmp_path):
+    """``blog_shift`` is added to the passage model's score of a post in a block of no chat
+    type: with the same model for both shapes, a large shift puts every blog post above every
+    chat line; a long chat line (standing alone, in a feed) is not moved; a list of blog
+    posts alone keeps its scores; a saved ranker loads it."""
+    long_line = "dog shoes " + "and more words about the walk " * 20
+    events = pl.concat(
+        [EVENTS, EVENTS.head(1).with_columns(pl.lit("long").alias("event_id"), pl.lit(long_line).alias("text"), pl.lit("feed").alias("block_type"))]
+    )
+    events = events.with_columns(
+        (pl.col("block_type") != "blog").alias("chat_block"),
+        ((pl.col("block_type") != "blog") & (pl.col("text").str.len_chars() <= 500)).alias("chat"),
+    )
     same = model_for(plain, {"fused": 1.0})
-    spec = {"type": "learned", "first": FIRST, "extra": EXTRA, "candidates": 30, "model": same}
-    chat = dict(zip(events["event_id"], events["chat"]))
-    even = build({**spec, "passage_model": same}).fit(events).search("dog shoes", k=30)
-    assert [chat[e] for e in even["event_id"]] != sorted(chat[e] for e in even["event_id"])
-    shifted = build({**spec, "passage_model": same, "passage_shift": 100.0}).fit(events)
-    run = shifted.search("dog shoes", k=30)
-    shapes = [chat[e] for e in run["event_id"]]
+    spec = {"type": "learned", "first": FIRST, "extra": EXTRA, "candidates": 40, "model": same}
+    block = dict(zip(events["event_id"], events["chat_block"]))
+    even = build({**spec, "passage_model": same}).fit(events).search("dog shoes", k=40)
+    assert [block[e] for e in even["event_id"]] != sorted(block[e] for e in even["event_id"])
+    shifted = build({**spec, "passage_model": same, "blog_shift": 100.0}).fit(events)
+    run = shifted.search("dog shoes", k=40)
+    shapes = [block[e] for e in run["event_id"]]
     assert False in shapes and True in shapes and shapes == sorted(shapes)
+    assert "long" in run["event_id"].to_list()  # the long chat line is among the chat lines
+    assert run["event_id"].to_list().index("long") >= shapes.count(False)
+    blogs = events.filter(~pl.col("chat_block"))
+    alone = build({**spec, "passage_model": same, "blog_shift": 100.0}).fit(blogs)
+    plain_blogs = build({**spec, "passage_model": same}).fit(blogs)
+    assert alone.search("dog shoes", k=10)["score"].to_list() == plain_blogs.search(
+        "dog shoes", k=10
+    )["score"].to_list()
     again = load_any(shifted.save(tmp_path / "r"))
-    assert again.passage_shift == 100.0
-    assert again.search("dog shoes", k=30)["event_id"].to_list() == run["event_id"].to_list()
+    assert again.blog_shift == 100.0
+    assert again.search("dog shoes", k=40)["event_id"].to_list() == run["event_id"].to_list()
 
 
 def test_a_chat_line_that_names_a_date_is_dated_and_the_feature_survives_saving(plain, tmp_path):

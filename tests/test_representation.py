@@ -250,6 +250,8 @@ def test_only_posts_shaped_like_chat_lines_get_context():
     )
     ctx = add_context(events, 1, 1, chat_types=["feed", "forum"], chat_max_chars=500)
     assert ctx["chat"].to_list() == [True, False, False, True]
+    assert ctx["chat_block"].to_list() == [True, False, True, True]  # the long post is a feed's
+    assert add_context(events, 1, 1)["chat_block"].to_list() == [True] * 4
     assert (
         ctx["line"][1] == "Congrats! Where?"
         and ctx["prev_lines"][1] == ""

@@ -52,15 +52,17 @@ class Post(NamedTuple):
     image: float
     chat: bool
     dated: float
+    chat_block: bool  # in a block of a chat type, however long (False: a blog's post)
 
 
-NO_POST = Post("", 0.0, 0.0, True, 0.0)  # a post the ranker was not given
+NO_POST = Post("", 0.0, 0.0, True, 0.0, True)  # a post the ranker was not given
 POST_SCHEMA = {
     "speaker": pl.Utf8,
     "log_length": pl.Float64,
     "image": pl.Float64,
     "chat": pl.Boolean,
     "dated": pl.Float64,
+    "chat_block": pl.Boolean,
 }
 
 
@@ -77,7 +79,7 @@ class LearnedRetriever(Retriever):
         candidates: int = 100,
         model: dict | None = None,
         passage_model: dict | None = None,
-        passage_shift: float = 0.0,
+        blog_shift: float = 0.0,
     ):
         super().__init__()
         self.first = first if isinstance(first, Retriever) else build(first)
@@ -93,9 +95,10 @@ class LearnedRetriever(Retriever):
             )
         self.candidates = candidates
         self.model, self.passage_model = self._checked(model, passage_model)
-        # added to the passage model's score: the two models were fitted on data sets of
-        # one shape each, so their intercepts hold those sets' base rates, not a floor's
-        self.passage_shift = float(passage_shift)
+        # added to the passage model's score of a post in a block that is no chat (a blog's,
+        # not a long chat line): the passage model was fitted on a data set of passages only,
+        # so its intercept holds that set's base rate, not that of a floor's blog posts
+        self.blog_shift = float(blog_shift)
         self._posts: dict[str, Post] = {}
 
     def with_models(
@@ -140,13 +143,14 @@ class LearnedRetriever(Retriever):
         )
         texts = events["text"].to_list()
         chat = events["chat"].to_list() if "chat" in events.columns else [True] * events.height
+        block = events["chat_block"].to_list() if "chat_block" in events.columns else chat
         times = (
             events["created_at"].to_list()
             if "created_at" in events.columns
             else [None] * events.height
         )
-        for eid, spk, text, c, at in zip(
-            events["event_id"].to_list(), speakers, texts, chat, times
+        for eid, spk, text, c, at, b in zip(
+            events["event_id"].to_list(), speakers, texts, chat, times, block
         ):
             self._posts[eid] = Post(
                 spk,
@@ -154,6 +158,7 @@ class LearnedRetriever(Retriever):
                 float("[image:" in text),
                 bool(c),
                 float(bool(c) and bool(dates_in(text, at))),
+                bool(b),
             )
 
     def fit(self, events):
@@ -237,6 +242,10 @@ class LearnedRetriever(Retriever):
         """Per event: whether it is a chat line (scored by ``model``) or stands alone."""
         return np.array([self._posts.get(e, NO_POST).chat for e in event_ids], bool)
 
+    def in_chat_block(self, event_ids) -> np.ndarray:
+        """Per event: whether its block is of a chat type (a long chat line too)."""
+        return np.array([self._posts.get(e, NO_POST).chat_block for e in event_ids], bool)
+
     def _features_one(self, text: str, hits: list) -> tuple[list[str], list[str], np.ndarray]:
         """One query's candidates from its parts' ``hits`` ((positions, scores, match type)
         per part): event ids, match types and the feature matrix (rows in the first stage's
@@ -295,9 +304,13 @@ class LearnedRetriever(Retriever):
             alone = ~self.is_chat(event_ids)
             if alone.any():
                 cols = [names.index(n) for n in self.passage_model["features"]]
-                out[alone] = (
-                    linear_score(self.passage_model, x[alone][:, cols]) + self.passage_shift
-                )
+                out[alone] = linear_score(self.passage_model, x[alone][:, cols])
+            if self.blog_shift:
+                # only where blog posts compete with chat lines: a list of one shape is
+                # ranked by its own model, and its probabilities stay as that model gives them
+                blog = ~self.in_chat_block(event_ids)
+                if blog.any() and not blog.all():
+                    out[blog] += self.blog_shift
         return out
 
     def search(self, queries, k: int = 10, filters=None) -> pl.DataFrame:
@@ -331,7 +344,7 @@ class LearnedRetriever(Retriever):
             "candidates": self.candidates,
             "model": self.model,
             "passage_model": self.passage_model,
-            "passage_shift": self.passage_shift,
+            "blog_shift": self.blog_shift,
         }
         (folder / "retriever.json").write_text(json.dumps(spec, indent=2))
         self.first.save(folder / "first")
@@ -355,7 +368,7 @@ class LearnedRetriever(Retriever):
             candidates=spec["candidates"],
             model=spec["model"],
             passage_model=spec.get("passage_model"),
-            passage_shift=spec.get("passage_shift", 0.0),
+            blog_shift=spec.get("blog_shift", 0.0),
         )
         posts = pl.read_parquet(folder / "posts.parquet")
         if "chat" not in posts.columns:  # saved before posts had a shape
@@ -364,6 +377,8 @@ class LearnedRetriever(Retriever):
             "dated" not in posts.columns
         ):  # saved before posts had dates (a model that reads them makes a new index anyway)
             posts = posts.with_columns(pl.lit(0.0).alias("dated"))
+        if "chat_block" not in posts.columns:  # saved before: a post that stands alone was a blog's
+            posts = posts.with_columns(pl.col("chat").alias("chat_block"))
         obj._posts = {
             e: Post(*rest) for e, *rest in posts.select("event_id", *Post._fields).iter_rows()
         }
