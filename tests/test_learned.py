@@ -191,7 +191,14 @@ def test_blog_shift_moves_blog_posts_among_chat_lines_only_and_survives_saving(p
     posts alone keeps its scores; a saved ranker loads it."""
     long_line = "dog shoes " + "and more words about the walk " * 20
     events = pl.concat(
-        [EVENTS, EVENTS.head(1).with_columns(pl.lit("long").alias("event_id"), pl.lit(long_line).alias("text"), pl.lit("feed").alias("block_type"))]
+        [
+            EVENTS,
+            EVENTS.head(1).with_columns(
+                pl.lit("long").alias("event_id"),
+                pl.lit(long_line).alias("text"),
+                pl.lit("feed").alias("block_type"),
+            ),
+        ]
     )
     events = events.with_columns(
         (pl.col("block_type") != "blog").alias("chat_block"),
@@ -211,9 +218,10 @@ def test_blog_shift_moves_blog_posts_among_chat_lines_only_and_survives_saving(p
     blogs = events.filter(~pl.col("chat_block"))
     alone = build({**spec, "passage_model": same, "blog_shift": 100.0}).fit(blogs)
     plain_blogs = build({**spec, "passage_model": same}).fit(blogs)
-    assert alone.search("dog shoes", k=10)["score"].to_list() == plain_blogs.search(
-        "dog shoes", k=10
-    )["score"].to_list()
+    assert (
+        alone.search("dog shoes", k=10)["score"].to_list()
+        == plain_blogs.search("dog shoes", k=10)["score"].to_list()
+    )
     again = load_any(shifted.save(tmp_path / "r"))
     assert again.blog_shift == 100.0
     assert again.search("dog shoes", k=40)["event_id"].to_list() == run["event_id"].to_list()
