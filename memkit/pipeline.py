@@ -473,6 +473,14 @@ class Pipeline:
                 )
                 if windowed.height and not unlikely:
                     run = windowed
+                elif not windowed.height and reading.window is not None:
+                    # nothing of those days either: the time phrase is searched as words
+                    # too ("Where is Lena going for Christmas?" is answered by "flights to
+                    # Lisbon for Christmas", posted in October)
+                    plain = self.contextualizer.read(
+                        req.query, req.history, None, names=authors or ()
+                    )
+                    run, _, best = self._retrieve(plain, f, k, req.query_id, req.history)
         # "What was the band up to in April?": the posts of those days are the answer.
         listing = window_only or (reading.window is not None and asks_what_happened(req.query))
         read = (

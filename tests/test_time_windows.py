@@ -27,6 +27,9 @@ POSTS = [  # (id, author, text, posted)
     ("g1", "Jade", "The garden fence blew down in the storm last night", "2026-05-19T07:30:00"),
     ("g2", "Jade", "Fence is back up, cost us 300 pounds", "2026-06-03T12:00:00"),
     ("t1", "Jade", "Saving up for the Edinburgh book festival in August", "2026-06-14T10:00:00"),
+    ("x1", "Ben", "Booked the train to York for Christmas with the kids", "2026-10-02T19:00:00"),
+    ("x2", "Claire", "Where is everyone going this weekend?", "2026-10-03T09:00:00"),
+    ("x3", "Ben", "Going to the coast with the kids on Saturday", "2026-10-03T09:10:00"),
 ]
 
 
@@ -84,6 +87,14 @@ def test_a_question_about_a_plan_in_a_window_with_no_posts_finds_the_plan(pipeli
     trip = ask(pipeline, "Where is Jade going in August?")
     assert trip.items and trip.items[0].event_id == "t1" and "Edinburgh" in trip.answer
     assert ask(pipeline, "What happened last August?").items == []
+
+
+def test_a_window_no_post_is_of_is_searched_as_words_too(pipeline):
+    """Christmas is to come and nothing is posted of it; "for Christmas" names what Ben
+    booked, so the question is searched with the phrase kept: his October post comes first,
+    not the posts that share "going" and "kids" without it."""
+    trip = ask(pipeline, "Where is Ben going for Christmas?")
+    assert trip.items and trip.items[0].event_id == "x1" and "York" in trip.answer
 
 
 def test_eval_asks_a_dated_question_as_the_service_does(pipeline):
