@@ -571,6 +571,15 @@ def test_a_window_listing_quotes_the_sentence_about_what_was_asked():
         ("how much did they raise?", "We raised five hundred pounds for the hospice", None),
         ("how much time did it take?", "It took ages", None),  # not an amount
         ("Where did they go?", "Nothing here", None),
+        (
+            "What is Omar's cello teacher's phone number?",
+            "My cello teacher says I can play in the student concert on 13 December!",
+            "the number",
+        ),
+        ("what's Dave's mobile number?", "Dave's mobile is 07700 900123", None),
+        ("What is Kim's email address?", "Kim said to email her about the flat", "the address"),
+        ("What is Kim's email?", "It's kim.b@example.org", None),
+        ("What did Kim's email say?", "Kim wrote that the flat is free", None),
     ],
 )
 def test_what_a_question_cannot_be_answered_without(question, quoted, lacking):

@@ -101,7 +101,7 @@ def decline_text(people: set[str], closest_by: str | None = None) -> str:
 
 def lacking_text(closest_by: str, lacking: str) -> str:
     """The decline of a question whose closest post lacks what it asks for ("how much",
-    "the name": memkit.answer.questions.lacks_what_is_asked)."""
+    "the name", "the number", "the address": memkit.answer.questions.lacks_what_is_asked)."""
     return f"{DECLINE}: the closest post is {closest_by}'s, and it does not say {lacking}."
 
 

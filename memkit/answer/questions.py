@@ -134,10 +134,21 @@ _NAME_ASKED = re.compile(
 )
 
 
+_NUMBER_ASKED = re.compile(r"\b(?:phone|mobile|telephone|cell|contact) (?:number|no)\b", re.I)
+_NUMBER = re.compile(r"\+?\d[\d ()-]{4,}\d")
+_EMAIL_ASKED = re.compile(r"\be-?mail(?: address)?\b(?! (?:from|about|to|saying))", re.I)
+_EMAIL = re.compile(r"\S@\S")
+
+
 def lacks_what_is_asked(query: str, quoted: str) -> str | None:
-    """What the question needs and ``quoted`` does not hold: "how much" (an amount) or
+    """What the question needs and ``quoted`` does not hold: "the number" (a phone number:
+    six or more digits), "the address" (an e-mail address), "how much" (an amount) or
     "the name" (a capitalised word the question does not have, past the start of a
-    sentence); None when it holds it or the question needs neither."""
+    sentence); None when it holds it or the question needs none of these."""
+    if _NUMBER_ASKED.search(query):
+        return None if _NUMBER.search(quoted) else "the number"
+    if re.match(r"\s*what(?:'s| is| was)\b", query, re.I) and _EMAIL_ASKED.search(query):
+        return None if _EMAIL.search(quoted) else "the address"
     if _AMOUNT_ASKED.search(query):
         return None if _AMOUNT.search(quoted) else "how much"
     if _NAME_ASKED.search(query):
