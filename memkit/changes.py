@@ -29,7 +29,8 @@ import polars as pl
 from memkit.timeref import dates_in
 
 CHANGED = re.compile(
-    r"\b(?:moved|moving|postponed|(?:pushed|put) (?:\w+ ){0,2}back|brought forward"
+    r"\b(?:moved|moving|postponed|(?:push|pushed|pushing|put|putting) (?:\w+ ){0,2}back"
+    r"|brought forward"
     r"|rescheduled|change of plan|changed (?:to|the (?:date|day|time|plan|venue))"
     r"|cancel+ed|called off|instead|no longer|now on"
     r"|(?:is|are|'s) off(?= this| for| now| until|[.,;!]|$))",
@@ -43,7 +44,8 @@ OVERLAP = 0.15  # of the two posts' content words together (long posts share wor
 def _words(text: str) -> set[str]:
     from memkit.conversation import content_words
 
-    return {w.lower() for w in content_words(text)}
+    # without numbers: a change's new date differs from the old one by nature
+    return {w.lower() for w in content_words(text) if not any(c.isdigit() for c in w)}
 
 
 def changed_fact(

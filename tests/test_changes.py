@@ -44,6 +44,30 @@ def test_a_later_post_saying_the_plan_moved_replaces_the_first():
     assert out["rank"].to_list() == [1, 2, 3, 4]
 
 
+def test_pushing_a_plan_back_is_a_change_and_numbers_are_not_compared():
+    """"Pushing November back" says the plan moved (the train suite's book club); a change
+    names a new day or time, so the two posts' numbers differ by nature and only their
+    words are compared."""
+    from memkit.changes import _words
+
+    assert _words("Quiz at 7pm, £120 for the table in 2026, round 3") == {"quiz", "table", "round"}
+    plan = Item(
+        "plan",
+        "November pick: Nine Winters in Kestrel Bay. meeting Thursday 20 Nov, same place",
+        "Harriet",
+        created_at=datetime(2025, 10, 12, 12),
+    )
+    moved = Item(
+        "moved",
+        "Pushing November back a week so Yusuf can come, now Thursday 27 Nov, Tipsy Quill",
+        "Harriet",
+        created_at=datetime(2025, 11, 1, 12),
+    )
+    posts = {"plan": plan, "moved": moved}
+    run = ranking(["plan", "moved"], [0.7, 0.3])
+    assert changed_fact(run, lambda ids: [posts[i] for i in ids]) == ("moved", "plan")
+
+
 def test_words_shared_by_chance_are_not_the_same_thing():
     long = (
         "The amusement park trip Lisa was looking forward to was cancelled because of a "
@@ -149,6 +173,8 @@ def test_the_served_default_answers_with_the_new_date(floor, changed_facts):
     [
         ("Kowalski pushed the start back to 16 March, their tiler broke his wrist", True),
         ("Put the meeting back to Friday", True),
+        ("Pushing November back a week so Yusuf can come, now Thursday 27 Nov", True),
+        ("putting the match back an hour", True),
         ("Book club is off this month, my landlord is doing the boiler", True),
         ("the party is off!", True),
         ("Dan is off work today", False),
