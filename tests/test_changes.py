@@ -45,7 +45,7 @@ def test_a_later_post_saying_the_plan_moved_replaces_the_first():
 
 
 def test_pushing_a_plan_back_is_a_change_and_numbers_are_not_compared():
-    """"Pushing November back" says the plan moved (the train suite's book club); a change
+    """ "Pushing November back" says the plan moved (the train suite's book club); a change
     names a new day or time, so the two posts' numbers differ by nature and only their
     words are compared."""
     from memkit.changes import _words
