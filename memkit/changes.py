@@ -30,7 +30,9 @@ from memkit.timeref import dates_in
 
 CHANGED = re.compile(
     r"\b(?:moved|moving|postponed|(?:push|pushed|pushing|put|putting) (?:\w+ ){0,2}back"
-    r"|brought forward"
+    r"|brought forward|(?:has|have|had|needs?) to move"
+    r"|moves? (?:it |things |everything )?to (?:next |the )?"
+    r"(?:mon|tue|wed|thu|fri|sat|sun|jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec|\d)"
     r"|rescheduled|change of plan|changed (?:to|the (?:date|day|time|plan|venue))"
     r"|cancel+ed|called off|instead|no longer|now on"
     r"|(?:is|are|'s) off(?= this| for| now| until|[.,;!]|$))",
