@@ -563,6 +563,11 @@ def test_a_window_listing_quotes_the_sentence_about_what_was_asked():
         ("What is Ravi's dog called?", "Just adopted a greyhound called Bolt, he's seven", None),
         ("What is Priya's cello called?", "Started lessons with Mrs Adeyemi", None),  # a near miss
         (
+            "What is Mei's queen bee called?",
+            "The bees are getting ready for winter, I've put the mouse guard on",
+            "the name",
+        ),
+        (
             "How much did Freya's dress cost?",
             "Freya's dress fitting went well, she sent photos",
             "how much",

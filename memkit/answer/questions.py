@@ -128,7 +128,7 @@ _AMOUNT = re.compile(
 )
 _NAME_ASKED = re.compile(
     r"\bwhat(?:'s| is| was| are| were)? (?:the |their |his |her |its )?names?\b"
-    r"|\bwhat (?:is|was|are|were) [\w']+(?: [\w']+)? called\b"
+    r"|\bwhat (?:is|was|are|were) [\w']+(?: [\w']+){0,2} called\b"
     r"|\bwhat did [\w']+ (?:call|name)\b",
     re.I,
 )
@@ -154,6 +154,8 @@ def lacks_what_is_asked(query: str, quoted: str) -> str | None:
     if _NAME_ASKED.search(query):
         asked = {w.lower() for w in re.findall(r"[\w']+", query)}
         names = re.findall(r"(?<![.!?:]\s)(?<!^)\b([A-Z][\w'-]+)", quoted)
-        named = any(n.lower().removesuffix("'s") not in asked and n != "I" for n in names)
+        named = any(
+            n.lower().removesuffix("'s") not in asked and n.split("'")[0] != "I" for n in names
+        )
         return None if named else "the name"
     return None
