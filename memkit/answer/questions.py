@@ -138,6 +138,9 @@ _NUMBER_ASKED = re.compile(r"\b(?:phone|mobile|telephone|cell|contact) (?:number
 _NUMBER = re.compile(r"\+?\d[\d ()-]{4,}\d")
 _EMAIL_ASKED = re.compile(r"\be-?mail(?: address)?\b(?! (?:from|about|to|saying))", re.I)
 _EMAIL = re.compile(r"\S@\S")
+_WHAT_IS = re.compile(
+    r"\s*what(?:'s| is| was)\b", re.I
+)  # "what did Kim's email say?" asks no address
 
 
 def lacks_what_is_asked(query: str, quoted: str) -> str | None:
@@ -147,7 +150,7 @@ def lacks_what_is_asked(query: str, quoted: str) -> str | None:
     sentence); None when it holds it or the question needs none of these."""
     if _NUMBER_ASKED.search(query):
         return None if _NUMBER.search(quoted) else "the number"
-    if re.match(r"\s*what(?:'s| is| was)\b", query, re.I) and _EMAIL_ASKED.search(query):
+    if _WHAT_IS.match(query) and _EMAIL_ASKED.search(query):
         return None if _EMAIL.search(quoted) else "the address"
     if _AMOUNT_ASKED.search(query):
         return None if _AMOUNT.search(quoted) else "how much"
