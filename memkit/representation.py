@@ -55,7 +55,7 @@ CHAT_MAX_CHARS = (
 def _lines(offsets: list[int]) -> pl.Expr:
     if not offsets:
         return pl.lit("")
-    parts = [pl.col("line").shift(o).over(SESSION) for o in offsets]
+    parts = [pl.col("_context").shift(o).over(SESSION) for o in offsets]
     return pl.concat_str(parts, separator="\n", ignore_nulls=True).fill_null("")
 
 
@@ -119,7 +119,11 @@ def add_context(
         .sort("block_id", "created_at", "_row", nulls_last=False)
     )
     ordered = ordered.with_columns(
-        (pl.int_range(pl.len()).over("block_id", "_day") // max_session).alias("_run")
+        (pl.int_range(pl.len()).over("block_id", "_day") // max_session).alias("_run"),
+        # what a post lends its neighbours as context: a chat line lends its line; a post
+        # that stands alone (a long one) lends nothing, so a user's short turn between two
+        # long answers is not read as those answers' words
+        pl.when(chat).then(pl.col("line")).otherwise(None).alias("_context"),
     )
     ordered = ordered.with_columns(
         pl.when(chat)
@@ -138,7 +142,7 @@ def add_context(
         chat.alias("chat"),
         chat_block.alias("chat_block"),
     )
-    return ordered.sort("_row").drop("_row", "_day", "_run")
+    return ordered.sort("_row").drop("_row", "_day", "_run", "_context")
 
 
 class Representation:

@@ -239,7 +239,7 @@ def test_a_new_post_re_indexes_its_run_not_its_whole_day(tmp_path):
 
 def test_only_posts_shaped_like_chat_lines_get_context():
     """With chat_types, a post of another block type, or a long one, stands alone: its
-    text, no neighbours, no session; the chat lines around it keep theirs."""
+    text, no neighbours, no session; the chat lines around it keep theirs, without it."""
     events = chat().with_columns(pl.Series("block_type", ["feed", "blog", "feed", "feed"]))
     long = "Ann's essay. " + "word " * 120
     events = events.with_columns(
@@ -258,12 +258,29 @@ def test_only_posts_shaped_like_chat_lines_get_context():
         and ctx["next_lines"][1] == ""
     )
     assert ctx["session_text"][1] == "" and ctx["line"][2] == long and ctx["session_text"][2] == ""
-    assert ctx["next_lines"][0] == "Congrats! Where?"  # a chat line's neighbour is any post
+    # a chat line's context is the chat lines around it: a post that stands alone lends
+    # none (a user's short turn between an assistant's long answers is not read as them)
+    assert ctx["next_lines"][0] == ""
+    plain = add_context(events, 1, 1)  # without chat_types every post is a chat line
+    assert plain["next_lines"][0] == "Bo: Congrats! Where?" and plain["prev_lines"][2] == (
+        "Bo: Congrats! Where?"
+    )
     assert (
         ctx["line"][0] == "Ann: Guess what, I got a new job!"
         and ctx["session_text"][3] == "Bo: My sister visited."
     )
     assert add_context(events, 1, 1)["chat"].all()  # without chat_types every post is a chat line
+    # a feed of a user and an assistant: the user's short turns around the long answer
+    answer = "Here are some ideas for your trip. " + "Visit the old town. " * 40
+    feed = chat().with_columns(
+        pl.when(pl.col("event_id") == "e1")
+        .then(pl.lit(answer))
+        .otherwise(pl.col("text"))
+        .alias("text")
+    )
+    ctx = add_context(feed, 1, 1, chat_types=["feed"], chat_max_chars=500)
+    assert ctx["next_lines"][0] == "" and ctx["prev_lines"][2] == ""
+    assert ctx["chat"].to_list() == [True, False, True, True]
     with pytest.raises(ValidationError, match="representation.chat_max_chars"):
         add_context(events, chat_types=["feed"], chat_max_chars=0)
 
