@@ -129,6 +129,9 @@ class DenseSpec(Table):
     expansion_add: Int = 128
     expansion_search: Int = 512
     lines: Literal["whole", "mean"] = "whole"
+    passages: Literal["whole", "best"] = "whole"
+    long_words: Annotated[StrictInt, Field(ge=1)] = 180
+    passage_words: Annotated[StrictInt, Field(ge=1)] = 120
 
 
 class HybridSpec(Table):

@@ -314,3 +314,61 @@ def test_map_specs_changes_every_part_before_anything_is_built():
     built = build(out["first"])
     assert [r.exact_below for r in built.retrievers if r.type_name == "dense"] == [7]
     assert out["extra"][0] == {"type": "dense", "doc_template": "{text}", "exact_below": 7}
+
+
+LONG_POST = " ".join(
+    [
+        f"Day {i} of the survey: we counted gulls and terns along the north shore again."
+        for i in range(30)
+    ]
+    + ["At the very end we found a beehive in the old lighthouse, full of honey."]
+)
+
+
+@pytest.mark.parametrize("exact_below", [50_000, 0])
+def test_a_long_post_is_scored_by_its_best_part(exact_below, tmp_path):
+    """passages = "best": a post longer than the encoder's window is also read in runs of
+    sentences, and scores as the best of its whole vector and its parts, so a question
+    about its last sentence (past the encoder's 256 word pieces) finds it. Filters and
+    removals hold for the parts as for the post; the parts survive a save and load."""
+    from memkit.reader import chunks
+
+    events = make_events(40, seed=3)
+    long_id = events["event_id"][5]
+    events = events.with_columns(
+        pl.when(pl.col("event_id") == long_id)
+        .then(pl.lit(LONG_POST))
+        .otherwise(pl.col("text"))
+        .alias("text")
+    )
+    query = "beehive full of honey in the lighthouse"
+    whole = DenseRetriever(exact_below=exact_below).fit(events)
+    best = DenseRetriever(exact_below=exact_below, passages="best", passage_words=40).fit(events)
+    enc = best.text_encoder
+    q = enc.encode([query])[0]
+    want = max(
+        float(whole.vectors[5] @ q), max(float(v @ q) for v in enc.encode(chunks(LONG_POST, 40)))
+    )
+    assert want > float(whole.vectors[5] @ q) + 0.1  # the whole vector misses the last sentence
+    run = best.search([query], k=5)
+    assert run["event_id"][0] == long_id
+    assert run["score"][0] == pytest.approx(want, abs=1e-5)
+    assert float(best.similarity(query, [long_id])[0]) == pytest.approx(want, abs=1e-5)
+    # short posts score as their whole vector, as without parts
+    short = whole.search([query], k=40).filter(pl.col("event_id") != long_id)
+    mine = best.search([query], k=40).filter(pl.col("event_id") != long_id)
+    assert short["event_id"].to_list() == mine["event_id"].to_list()
+    assert np.allclose(short["score"].to_numpy(), mine["score"].to_numpy(), atol=1e-6)
+    # a filter that leaves the long post out, and its removal, leave its parts out too
+    floor = events["floor_id"][5]
+    other = [f for f in events["floor_id"].unique().to_list() if f != floor]
+    elsewhere = best.search([query], k=5, filters={"floor_ids": other})
+    assert long_id not in elsewhere["event_id"].to_list()
+    best.save(tmp_path / "r")
+    loaded = DenseRetriever.load(tmp_path / "r")
+    assert loaded.search([query], k=5)["event_id"].to_list() == run["event_id"].to_list()
+    best.remove([long_id])
+    assert long_id not in best.search([query], k=40)["event_id"].to_list()
+    assert best.get_params()["passages"] == "best" and "passages" not in whole.get_params()
+    with pytest.raises(ValidationError, match="passages"):
+        DenseRetriever(passages="max")

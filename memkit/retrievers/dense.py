@@ -8,6 +8,14 @@ admits) and widens until ``k`` admitted ones are found; a filter that admits few
 (``exact_share``) goes straight to an exact product over just those rows, which is both
 exact and faster than the graph.
 
+A post longer than the encoder's window (``passages = "best"``: over ``long_words`` words;
+MiniLM reads 256 word pieces, about 190 words) is also encoded in parts: runs of whole
+sentences of at most ``passage_words`` words. Its score is the best of its whole vector and
+its parts' (the part that answers is scored, not only the first 256 word pieces), so a
+blog post or an assistant's long answer is found by the passage that holds it. Parts live
+in a second matrix with the position they belong to; every search scans the admitted
+posts' parts exactly (they are few beside the posts) and merges them into the top k.
+
 A search scoped to floors is always the exact product over the rows it admits: which of a
 floor's events an HNSW graph reaches depends on every other node in it, so an
 approximate answer would change with other people's (even private) posts.
@@ -22,6 +30,7 @@ import polars as pl
 from usearch.index import Index
 
 from memkit.encoders import Encoder, encode_documents, get_encoder
+from memkit.reader import chunks
 from memkit.retrievers.base import Retriever, document_text, top_k
 from memkit.retrievers.registry import register
 
@@ -29,6 +38,7 @@ LINES = (
     "whole",
     "mean",
 )  # how a document of several lines is encoded (DenseRetriever.document_vectors)
+PASSAGES = ("whole", "best")  # how a post longer than the encoder's window is scored
 
 
 @register
@@ -47,15 +57,25 @@ class DenseRetriever(Retriever):
         expansion_add: int = 128,
         expansion_search: int = 512,
         lines: str = "whole",
+        passages: str = "whole",
+        long_words: int = 180,
+        passage_words: int = 120,
     ):
         super().__init__()
-        if lines not in LINES:
-            from memkit.errors import ValidationError
+        from memkit.errors import ValidationError
 
+        if lines not in LINES:
             raise ValidationError("lines", f"expected one of {', '.join(LINES)}, got {lines!r}")
+        if passages not in PASSAGES:
+            raise ValidationError(
+                "passages", f"expected one of {', '.join(PASSAGES)}, got {passages!r}"
+            )
         self.encoder = encoder
         self.doc_template = doc_template
         self.lines = lines
+        self.passages = passages
+        self.long_words = long_words
+        self.passage_words = passage_words
         self.exact_below = exact_below
         self.exact_share = exact_share
         self.oversample = oversample
@@ -68,8 +88,14 @@ class DenseRetriever(Retriever):
         """The constructor's arguments; ``lines`` only when not the default, so a saved
         retriever.json is the same as before ``lines`` existed."""
         params = super().get_params()
-        if params["lines"] == "whole":
-            del params["lines"]
+        for name, default in (
+            ("lines", "whole"),
+            ("passages", "whole"),
+            ("long_words", 180),
+            ("passage_words", 120),
+        ):
+            if params[name] == default:
+                del params[name]
         return params
 
     @property
@@ -82,6 +108,9 @@ class DenseRetriever(Retriever):
         self._rows = 0
         self._hnsw: Index | None = None
         self._hnsw_size = 0  # positions [0, _hnsw_size) are in the graph
+        self._parts: np.ndarray | None = None  # rows [0, _n_parts) hold long posts' parts
+        self._part_of = np.zeros(0, np.int64)  # the catalog position each part belongs to
+        self._n_parts = 0
 
     @property
     def vectors(self) -> np.ndarray:
@@ -92,10 +121,87 @@ class DenseRetriever(Retriever):
         return self._buffer[: self._rows]
 
     def _index(self, events: pl.DataFrame, positions: np.ndarray) -> None:
-        self.add_vectors(self.document_vectors(document_text(events, self.doc_template)))
+        texts = document_text(events, self.doc_template)
+        self.add_vectors(self.document_vectors(texts))
+        owners, parts = self._long_parts(texts)
+        if parts:
+            self._add_parts(
+                encode_documents(self.text_encoder, parts), np.asarray(positions)[owners]
+            )
 
     def precompute(self, events: pl.DataFrame) -> None:
-        self.document_vectors(document_text(events, self.doc_template))
+        texts = document_text(events, self.doc_template)
+        self.document_vectors(texts)
+        parts = self._long_parts(texts)[1]
+        if parts:
+            encode_documents(self.text_encoder, parts)
+
+    def _long_parts(self, texts: list[str]) -> tuple[list[int], list[str]]:
+        """The parts of the texts longer than the encoder's window (``passages = "best"``):
+        for each part, the index of its text, and the part."""
+        owners: list[int] = []
+        parts: list[str] = []
+        if self.passages == "whole":
+            return owners, parts
+        for i, text in enumerate(texts):
+            if len(text.split()) > self.long_words:
+                for part in chunks(text, self.passage_words):
+                    owners.append(i)
+                    parts.append(part)
+        return owners, parts
+
+    def _add_parts(self, vecs: np.ndarray, owners: np.ndarray) -> None:
+        need = self._n_parts + len(vecs)
+        if self._parts is None or need > len(self._parts):
+            size = 0 if self._parts is None else len(self._parts)
+            grown = np.zeros((max(need, size * 3 // 2, 256), vecs.shape[1]), np.float32)
+            grown[: self._n_parts] = self._parts[: self._n_parts] if self._parts is not None else 0
+            self._parts = grown
+            part_of = np.zeros(len(grown), np.int64)
+            part_of[: self._n_parts] = self._part_of[: self._n_parts]
+            self._part_of = part_of
+        self._parts[self._n_parts : need] = vecs
+        self._part_of[self._n_parts : need] = owners
+        self._n_parts = need
+
+    def _with_parts(self, q: np.ndarray, k: int, mask: np.ndarray, found: tuple) -> tuple:
+        """The top ``k`` (positions, scores) with each admitted long post scored by the best
+        of its whole vector and its parts: the parts' best owners join the whole vectors'
+        top k, and every candidate is scored again as that maximum."""
+        if not self._n_parts:
+            return found
+        owner = self._part_of[: self._n_parts]
+        keep = mask[owner]
+        if not keep.any():
+            return found
+        owner = owner[keep]
+        score = self._parts[: self._n_parts][keep] @ q
+        order = np.argsort(-score, kind="stable")
+        best: dict[int, float] = {}
+        for j in order:  # each owner's best part, the best owners first
+            best.setdefault(int(owner[j]), float(score[j]))
+            if len(best) >= k:
+                break
+        pos, sc = found
+        scores = {int(p): float(s) for p, s in zip(pos, sc)}
+        for p, s in best.items():
+            whole = scores.get(p)
+            if whole is None:
+                whole = float(self.vectors[p] @ q)
+            scores[p] = max(whole, s)
+        # every kept candidate with parts: its best part, even if not among the best owners
+        if len(scores) > len(best):
+            rest = np.array([p for p in scores if p not in best], np.int64)
+            has = np.isin(owner, rest)
+            if has.any():
+                for p, s in zip(owner[has], score[has]):
+                    if s > scores[int(p)]:
+                        scores[int(p)] = float(s)
+        ranked = sorted(scores.items(), key=lambda t: (-t[1], t[0]))[:k]
+        return (
+            np.array([p for p, _ in ranked], np.int64),
+            np.array([s for _, s in ranked], np.float64),
+        )
 
     def document_vectors(self, texts: list[str]) -> np.ndarray:
         """The documents' vectors. ``lines = "whole"``: each document encoded as one text.
@@ -195,6 +301,7 @@ class DenseRetriever(Retriever):
                 out[i] = (rows[idx], sc)
             else:
                 out[i] = top_k(V @ q[i], mask, k)
+            out[i] = self._with_parts(q[i], k, mask, out[i])
         return out
 
     def _hnsw_one(self, qv: np.ndarray, k: int, mask: np.ndarray, admitted: int):
@@ -221,16 +328,34 @@ class DenseRetriever(Retriever):
         """Cosine similarity of one query to indexed events (by id)."""
         q = self.text_encoder.encode([text])[0]
         rows = np.array([self.catalog.position[e] for e in event_ids], np.int64)
-        return self.vectors[rows] @ q if len(rows) else np.zeros(0, np.float32)
+        if not len(rows):
+            return np.zeros(0, np.float32)
+        out = self.vectors[rows] @ q
+        if self._n_parts:
+            owner = self._part_of[: self._n_parts]
+            has = np.isin(owner, rows)
+            if has.any():
+                best = dict.fromkeys(rows.tolist(), -np.inf)
+                for p, s in zip(owner[has], self._parts[: self._n_parts][has] @ q):
+                    best[int(p)] = max(best[int(p)], float(s))
+                out = np.maximum(out, np.array([best[int(r)] for r in rows], np.float32))
+        return out
 
     def _save_state(self, folder: Path) -> None:
         np.save(folder / "vectors.npy", self.vectors)
+        if self._n_parts:
+            np.save(folder / "parts.npy", self._parts[: self._n_parts])
+            np.save(folder / "part_of.npy", self._part_of[: self._n_parts])
         if self.uses_hnsw():
             self._graph().save(str(folder / "hnsw.usearch"))
 
     def _load_state(self, folder: Path) -> None:
         self._buffer = np.load(folder / "vectors.npy")
         self._rows = len(self._buffer)
+        if (folder / "parts.npy").exists():
+            self._parts = np.load(folder / "parts.npy")
+            self._part_of = np.load(folder / "part_of.npy")
+            self._n_parts = len(self._parts)
         if (folder / "hnsw.usearch").exists():
             self._hnsw = Index.restore(str(folder / "hnsw.usearch"))
             self._hnsw_size = len(self.catalog)
