@@ -585,6 +585,14 @@ def test_a_window_listing_quotes_the_sentence_about_what_was_asked():
         ("What is Kim's email address?", "Kim said to email her about the flat", "the address"),
         ("What is Kim's email?", "It's kim.b@example.org", None),
         ("What did Kim's email say?", "Kim wrote that the flat is free", None),
+        # a place or a day is not a name (met in a walk: "Brighton" answered for a sister)
+        (
+            "What's Mei's sister's name?",
+            "Off to my sister's hen do in Brighton this weekend!",
+            "the name",
+        ),
+        ("What is the name of Nina's cat?", "We went to the vet on Monday", "the name"),
+        ("What's Mei's sister's name?", "My sister Ruth is visiting at Easter", None),
     ],
 )
 def test_what_a_question_cannot_be_answered_without(question, quoted, lacking):

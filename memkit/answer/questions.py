@@ -128,6 +128,7 @@ _AMOUNT = re.compile(
 )
 _NAME_ASKED = re.compile(
     r"\bwhat(?:'s| is| was| are| were)? (?:the |their |his |her |its )?names?\b"
+    r"|\bwhat(?:'s| is| was| are| were) (?:\w+'s? ){1,3}names?\b"  # "Mei's sister's name"
     r"|\bwhat (?:is|was|are|were) [\w']+(?: [\w']+){0,2} called\b"
     r"|\bwhat did [\w']+ (?:call|name)\b",
     re.I,
@@ -143,6 +144,15 @@ _WHAT_IS = re.compile(
 )  # "what did Kim's email say?" asks no address
 
 
+# A capitalised word after one of these names a place or a time ("my sister's hen do in
+# Brighton", "on Friday"), not what a question for a name asks; nor do days and months.
+_PLACE_OR_TIME_BEFORE = re.compile(r"\b(?:in|at|to|from|near|on|into|around)\s+(?:the\s+)?$", re.I)
+_CALENDAR = frozenset(
+    "monday tuesday wednesday thursday friday saturday sunday january february march april "
+    "may june july august september october november december christmas easter".split()
+)
+
+
 def lacks_what_is_asked(query: str, quoted: str) -> str | None:
     """What the question needs and ``quoted`` does not hold: "the number" (a phone number:
     six or more digits), "the address" (an e-mail address), "how much" (an amount) or
@@ -156,9 +166,16 @@ def lacks_what_is_asked(query: str, quoted: str) -> str | None:
         return None if _AMOUNT.search(quoted) else "how much"
     if _NAME_ASKED.search(query):
         asked = {w.lower() for w in re.findall(r"[\w']+", query)}
-        names = re.findall(r"(?<![.!?:]\s)(?<!^)\b([A-Z][\w'-]+)", quoted)
+        names = [
+            m.group(1)
+            for m in re.finditer(r"(?<![.!?:]\s)(?<!^)\b([A-Z][\w'-]+)", quoted)
+            if not _PLACE_OR_TIME_BEFORE.search(quoted, 0, m.start())
+        ]
         named = any(
-            n.lower().removesuffix("'s") not in asked and n.split("'")[0] != "I" for n in names
+            n.lower().removesuffix("'s") not in asked
+            and n.split("'")[0] != "I"
+            and n.lower() not in _CALENDAR
+            for n in names
         )
         return None if named else "the name"
     return None
