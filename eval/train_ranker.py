@@ -2,16 +2,24 @@
 
     .venv/bin/python eval/train_ranker.py [--config eval/configs/default.toml]
                                           [--data PATH/locomo-dev.json] [--write]
+                                          [--longmemeval] [--c C]
+
+The served default is trained with ``--longmemeval --c 0.01`` (its config says so above its
+model tables; eval/RESULTS.md, issue 39, says why).
 
 The config's retriever must be ``type = "learned"``. The dev sets are LoCoMo-dev (``--data``)
 and, found next to it under the data root, CAsT 2021, SciFact's train split and
-MADial-Bench-en. Each is indexed with the config's representation, so every post is a chat
-line or stands alone (memkit/representation.py): chat lines train ``[retriever.model]``,
-posts that stand alone a passage model (two logistic regressions on the same features;
-memkit/retrievers/learned.py says why two). A ``[retriever.passage_model]`` the config sets
-itself is kept: the learned one is then only reported. (The hybrid's fixed 0.5/0.5 fusion
-scored higher on CAsT and SciFact but its scores are not on the chat model's scale, so on a
-floor with both shapes every passage outranked every chat line; eval/RESULTS.md.) Training
+MADial-Bench-en; with ``--longmemeval`` also ``extra/longmemeval-dev`` beside the data root
+(long user-assistant histories, one floor per question). Each is indexed with the
+config's representation, so every post is a chat line or stands alone
+(memkit/representation.py): chat lines train ``[retriever.model]``, posts that stand alone a
+passage model (two logistic regressions on the same features; memkit/retrievers/learned.py
+says why two). A ``[retriever.passage_model]`` the config sets itself (above the tables this
+script writes) is kept: the learned one is then only reported. (The hybrid's fixed 0.5/0.5
+fusion scored higher on CAsT and SciFact but its scores are not on the chat model's scale,
+so on a floor with both shapes every passage outranked every chat line; eval/RESULTS.md.)
+``--c`` is the logistic regressions' inverse regularisation strength (scikit-learn's C,
+default 1): smaller keeps the models nearer the first stage's fusion. Training
 questions are asked as self-contained ones: CAsT's by its human rewrite (training data only;
 CAsT is scored on its raw turns in order, through the config's contextualizer, as ``memkit
 eval`` asks them).
@@ -19,10 +27,10 @@ eval`` asks them).
 Reported, per dev set, with the set's headline metric:
 
 - the first stage alone (no model);
-- leave one group out: for each conversation (LoCoMo, CAsT) or person (MADial's two floors),
-  models trained on every other group of every set score it; SciFact's test claims are
-  scored by models trained on everything else (its train claims included: the split is
-  the hold-out);
+- leave one group out: for each conversation (LoCoMo, CAsT, LongMemEval's questions) or
+  person (MADial's two floors), models trained on every other group of every set score it;
+  SciFact's test claims are scored by models trained on everything else (its train claims
+  included: the split is the hold-out);
 - leave one data set out: models trained on the other sets only;
 - trained on all (in-sample for every set but SciFact: it flatters).
 
@@ -68,6 +76,8 @@ OTHERS = [
     ("scifact", "scifact", "ndcg@10"),
     ("madial-bench-en", "madial", "recall@10"),
 ]
+# beside the data root, not under it (cold `make eval` does not encode it): with --longmemeval
+LONGMEMEVAL = ("../extra/longmemeval-dev", "longmemeval-dev", "recall@10")
 
 
 @dataclass
@@ -127,6 +137,10 @@ def group_of(ds: Dataset) -> pl.DataFrame:
     )
 
 
+# the logistic regressions' inverse regularisation strength (scikit-learn's C): --c
+C = 1.0
+
+
 def fit_models(
     rows: list[pl.DataFrame], names: list[str], passage_names: list[str] | None = None
 ) -> tuple[dict | None, dict | None]:
@@ -137,7 +151,7 @@ def fit_models(
     for chat, cols in ((True, names), (False, passage_names or names)):
         part = data.filter(pl.col("chat") == chat)
         out.append(
-            fit_linear(part.select(cols).to_numpy(), part["y"].to_numpy(), cols)
+            fit_linear(part.select(cols).to_numpy(), part["y"].to_numpy(), cols, c=C)
             if part.height and part["y"].sum() > 0
             else None
         )
@@ -274,13 +288,14 @@ def headline(dev: DevSet, table: pl.DataFrame) -> str:
     return f"{dev.metric} {table[dev.metric].mean():.4f}{extra} ({table.height} q{per})"
 
 
-def dev_sets(config: dict, data: str) -> list[DevSet]:
-    """LoCoMo-dev (``data``) and the other dev sets found next to it, indexed with ``config``
-    (its learned retriever's models removed by the caller)."""
+def dev_sets(config: dict, data: str, longmemeval: bool = False) -> list[DevSet]:
+    """LoCoMo-dev (``data``) and the other dev sets found next to it (``longmemeval``: and
+    longmemeval-dev beside the data root), indexed with ``config`` (its learned retriever's
+    models removed by the caller)."""
     root = Path(data).resolve().parents[1]
     locomo = load_any(data)
     devs = [dev_set("locomo-dev", "recall@10", config, locomo, locomo)]
-    for folder, name, metric in OTHERS:
+    for folder, name, metric in OTHERS + ([LONGMEMEVAL] if longmemeval else []):
         if not (root / folder).exists():
             print(f"{root / folder}: not found, left out")
             continue
@@ -333,6 +348,7 @@ def unmodelled(path: str) -> dict:
 
 
 def main(argv=None) -> int:
+    global C
     args = training_args(
         __doc__,
         argv,
@@ -342,15 +358,20 @@ def main(argv=None) -> int:
                 "--calibration",
                 "fit and report only the calibration "
                 "(memkit/calibration.py); with --write, write it",
-            )
+            ),
+            ("--longmemeval", "also train on extra/longmemeval-dev beside the data root"),
+            ("--c", "the regressions' inverse regularisation strength (smaller: stronger)", C),
         ],
     )
+    C = args.c
     config = unmodelled(args.config)
     kept = config["retriever"].pop("passage_model", None)
+    if "[retriever.passage_model]" not in Path(args.config).read_text().split(MARK)[0]:
+        kept = None  # written by this script (under MARK): trained again
     if config["retriever"].get("type") != "learned":
         print(f'{args.config}: the retriever is not type = "learned"', file=sys.stderr)
         return 2
-    devs = dev_sets(config, args.data)
+    devs = dev_sets(config, args.data, args.longmemeval)
     names = devs[0].pipeline.retriever.feature_names()
 
     if args.calibration:

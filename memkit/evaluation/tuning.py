@@ -82,7 +82,8 @@ def training_args(doc: str, argv=None, written: str = "the model", extra=()):
     """The command line of the eval/train_*.py scripts: ``--config`` (default:
     the default config), ``--data`` (LoCoMo-dev under ``$MEMKIT_DATA`` or ../shared),
     ``--write`` (put what was trained on all conversations into the config) and the
-    ``extra`` (flag, help) switches."""
+    ``extra`` ones: (flag, help) an on/off switch, (flag, help, default) an option of the
+    default's type."""
     import argparse
 
     from memkit.config import CONFIG_DIR
@@ -97,6 +98,9 @@ def training_args(doc: str, argv=None, written: str = "the model", extra=()):
         action="store_true",
         help=f"write {written} trained on all conversations into the config",
     )
-    for flag, help_text in extra:  # more on/off switches of a script
-        p.add_argument(flag, action="store_true", help=help_text)
+    for flag, help_text, *default in extra:  # more switches and options of a script
+        if default:
+            p.add_argument(flag, type=type(default[0]), default=default[0], help=help_text)
+        else:
+            p.add_argument(flag, action="store_true", help=help_text)
     return p.parse_args(argv)
