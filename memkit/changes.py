@@ -7,8 +7,9 @@ answer gave the old date. ``changed_fact`` looks at a question's first posts: a 
 after the first one that says something changed ("moved to", "postponed", "cancelled",
 "instead", ...) and is about the same thing takes the first place (with the first's score);
 the post it replaces comes second, the service shows it no more and the answer quotes the
-newer post. Only when-questions are read so (``settles``): "which hospital?" or "how did it
-go?" are answered by posts the change says nothing about.
+newer post. Only when- and where-questions are read so (``settles``), a where-question
+only by a change that names a new place instead ("Going to Bamburgh instead, same dates"):
+"which hospital?" or "how did it go?" are answered by posts the change says nothing about.
 
 "About the same thing": it shares at least ``min_shared`` content words with the first
 post, and at least ``overlap`` of the two posts' content words together. The walk's moved
@@ -26,7 +27,9 @@ from typing import Callable, Sequence
 
 import polars as pl
 
-from memkit.timeref import dates_in
+from memkit.timeref import MONTHS, WEEKDAYS, dates_in
+
+CALENDAR = frozenset(MONTHS + WEEKDAYS + ["christmas", "easter"])
 
 CHANGED = re.compile(
     r"\b(?:moved|moving|postponed|(?:push|pushed|pushing|put|putting) (?:\w+ ){0,2}back"
@@ -38,6 +41,11 @@ CHANGED = re.compile(
     r"|(?:is|are|'s) off(?= this| for| now| until|[.,;!]|$))",
     re.IGNORECASE,
 )
+# a where-question is settled only by a change that names a new place "instead" ("Going to
+# Bamburgh instead, same dates"): "Let's do Friday instead" moves the day, and the post it
+# replaces still holds the place
+INSTEAD = re.compile(r"\binstead\b", re.IGNORECASE)
+NAME = re.compile(r"(?<=[a-z,;:] )[A-Z][a-z'’-]+")  # a capitalised word inside a sentence
 DEPTH = 8  # the posts looked at: those the reader reads
 MIN_SHARED = 2
 OVERLAP = 0.15  # of the two posts' content words together (long posts share words by chance)
@@ -56,10 +64,12 @@ def changed_fact(
     depth: int = DEPTH,
     min_shared: int = MIN_SHARED,
     overlap: float = OVERLAP,
+    kind: str = "when",
 ) -> tuple[str, str] | None:
     """(the newer post, the first post it replaces) when one of the first ``depth`` posts of
     ``run`` (one question's ranking) states a change to the first one (see the module's
-    text), else None. ``items_of(ids)``: the posts (memkit.items.Item or dicts)."""
+    text), else None. ``items_of(ids)``: the posts (memkit.items.Item or dicts); ``kind``:
+    the question's (``settles``), "where" takes only a change to a new place."""
     if run.height < 2:
         return None
     head = (run.sort("rank") if "rank" in run.columns else run).head(depth)
@@ -83,6 +93,8 @@ def changed_fact(
             continue
         text = it.get("text") or ""
         if not CHANGED.search(text):
+            continue
+        if kind == "where" and not _new_place(text, first.get("text") or ""):
             continue
         theirs = _words(text)
         shared = len(words & theirs)
@@ -109,8 +121,20 @@ def newest_first(run: pl.DataFrame, change: tuple[str, str]) -> pl.DataFrame:
     return out
 
 
+def _new_place(text: str, first: str) -> bool:
+    """Whether a change names a place "instead" that the first post does not: a capitalised
+    word inside a sentence, not a day or a month."""
+    if not INSTEAD.search(text):
+        return False
+    before = first.casefold()
+    return any(
+        w.casefold() not in CALENDAR and w.casefold() not in before for w in NAME.findall(text)
+    )
+
+
 def settles(kind: str) -> bool:
     """Whether a changed fact settles a question of this kind (memkit.question.Question's
-    ``kind``): a when-question asks for the new date; "which hospital?" may be answered by
-    the replaced post, which the newer one ("moved to 23 October") does not repeat."""
-    return kind == "when"
+    ``kind``): a when-question asks for the new date, a where-question for a new place (only
+    a change that names one: ``changed_fact``); "which hospital?" may be answered by the
+    replaced post, which the newer one ("moved to 23 October") does not repeat."""
+    return kind in ("when", "where")

@@ -501,7 +501,7 @@ class Pipeline:
         if not relevant and not read:
             run = run.clear()
         change = (
-            self._changed_fact(run, posts)
+            self._changed_fact(run, posts, question.kind)
             if relevant and not listing and settles(question.kind)
             else None
         )
@@ -619,16 +619,18 @@ class Pipeline:
             text, posts = texts.get(qid, ""), read_once(self.posts.items)
             if self.reader is not None and self.reader.applies(text):
                 part = self.reader.rerank(text, part, posts)
-            change = self._changed_fact(part, posts) if settles(question_type(text)) else None
+            kind = question_type(text)
+            change = self._changed_fact(part, posts, kind) if settles(kind) else None
             if change:
                 self.replaced[qid] = change
             parts.append(newest_first(part, change) if change else part)
         return pl.concat(parts)
 
-    def _changed_fact(self, run: pl.DataFrame, posts) -> tuple[str, str] | None:
+    def _changed_fact(self, run: pl.DataFrame, posts, kind: str) -> tuple[str, str] | None:
         """(newer post, the post it replaces) among a question's first posts
-        (memkit.changes), when ``changed_facts`` is on; ``posts``: ids -> posts."""
-        return changed_fact(run, posts) if self.changed_facts else None
+        (memkit.changes), when ``changed_facts`` is on; ``posts``: ids -> posts; ``kind``:
+        the question's."""
+        return changed_fact(run, posts, kind=kind) if self.changed_facts else None
 
     def _calibrated(self, run: pl.DataFrame) -> pl.DataFrame:
         if self.calibration is None or run.height == 0:

@@ -189,3 +189,63 @@ def test_the_words_that_say_a_plan_changed(text, says):
     from memkit.changes import CHANGED
 
     assert bool(CHANGED.search(text)) is says
+
+
+def test_a_where_question_takes_only_a_change_that_names_a_new_place():
+    """ "Where did Lucy go for half term?" (a walk): the cottage in Whitby was cancelled and
+    she went to Bamburgh instead, so the newer post answers it. A change of day ("Let's do
+    Friday instead") leaves the place in the first post: a where-question keeps it."""
+    posts = {
+        "plan": Item(
+            "plan", "Booked the cottage in Whitby for half term, 26 to 30 October", "Lucy",
+            created_at=at(1),
+        ),
+        "place": Item(
+            "place", "Whitby cottage cancelled, the owner had a flood. Going to Bamburgh "
+            "instead, same dates", "Lucy", created_at=at(6),
+        ),
+        "day": Item(
+            "day", "The Whitby cottage is booked from Friday instead", "Lucy", created_at=at(4)
+        ),
+    }  # fmt: skip
+    of = lambda ids: [posts[i] for i in ids]  # noqa: E731
+    assert changed_fact(ranking(["plan", "place"], [0.8, 0.3]), of, kind="where") == (
+        "place",
+        "plan",
+    )
+    assert changed_fact(ranking(["plan", "day"], [0.8, 0.3]), of, kind="where") is None
+    assert changed_fact(ranking(["plan", "day"], [0.8, 0.3]), of) == ("day", "plan")
+
+
+def test_the_served_default_answers_where_with_the_new_place():
+    """The newcomer's walk, stop 48: "Where did Lucy go for half term?" quoted the cottage in
+    Whitby, cancelled a month before; the post saying she went to Bamburgh instead ranked
+    second. Now it is quoted, and the replaced post is not shown."""
+    rows = [
+        ("Lucy", "2026-10-01T21:10",
+         "Booked the cottage in Whitby for the half term week, 26 to 30 October"),
+        ("Maya", "2026-10-03T10:30", "First dig at the allotment today, found a rhubarb crown"),
+        ("Lucy", "2026-10-14T08:40", "Cello exam is on 12 December, grade one"),
+        ("Lucy", "2026-10-22T19:05",
+         "Whitby cottage cancelled, the owner had a flood. Going to Bamburgh instead, same dates"),
+        ("Raj", "2026-10-27T18:00", "Climbing wall moved to Fridays from next week"),
+    ]  # fmt: skip
+    events = events_frame(
+        {"event_id": f"e{i}", "floor_id": "f", "block_id": "f/chat", "block_type": "feed",
+         "user_id": who, "text": text, "created_at": when, "tags": []}
+        for i, (who, when, text) in enumerate(rows)
+    )  # fmt: skip
+    res = (
+        Pipeline.from_config()
+        .fit(events)
+        .query(
+            "Where did Lucy go for half term?",
+            user_id="u",
+            floor_ids=["f"],
+            authors=["Lucy", "Maya", "Raj"],
+            now=datetime(2026, 11, 26),
+        )
+    )
+    shown = [it.event_id for it in res.items]
+    assert shown[0] == "e3" and "e0" not in shown
+    assert "Bamburgh" in res.answer

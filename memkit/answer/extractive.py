@@ -323,7 +323,7 @@ class ExtractiveAnswerer(Composer):
         scores = selection.selection_scores(self.select, cands)
         best = selection.best_candidate(cands, quotable, scores)
         strength = float(cands.sims[best])
-        if not decided and self.declines(cands, scores, items):
+        if not (decided or settled) and self.declines(cands, scores, items):
             rival = [i for i in quotable if not cands.about[i]]
             by = (
                 speaker(cands.item[max(rival, key=lambda i: scores[i])])
