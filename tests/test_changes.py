@@ -137,6 +137,11 @@ def floor():
         ("Dev", "2026-11-18T20:40", "Recital is on 12 December at St Mary's hall, 7pm"),
         ("Lou", "2026-10-26T20:15", "We climbed Catbells this morning, misty but amazing"),
     ]  # fmt: skip
+    return served(rows)
+
+
+def served(rows) -> Pipeline:
+    """The served default over one chat feed of (who, when, text) posts, ids e0, e1, ..."""
     events = events_frame(
         {"event_id": f"e{i}", "floor_id": "f", "block_id": "f/chat", "block_type": "feed",
          "user_id": who, "text": text, "created_at": when, "tags": []}
@@ -230,21 +235,12 @@ def test_the_served_default_answers_where_with_the_new_place():
          "Whitby cottage cancelled, the owner had a flood. Going to Bamburgh instead, same dates"),
         ("Raj", "2026-10-27T18:00", "Climbing wall moved to Fridays from next week"),
     ]  # fmt: skip
-    events = events_frame(
-        {"event_id": f"e{i}", "floor_id": "f", "block_id": "f/chat", "block_type": "feed",
-         "user_id": who, "text": text, "created_at": when, "tags": []}
-        for i, (who, when, text) in enumerate(rows)
-    )  # fmt: skip
-    res = (
-        Pipeline.from_config()
-        .fit(events)
-        .query(
-            "Where did Lucy go for half term?",
-            user_id="u",
-            floor_ids=["f"],
-            authors=["Lucy", "Maya", "Raj"],
-            now=datetime(2026, 11, 26),
-        )
+    res = served(rows).query(
+        "Where did Lucy go for half term?",
+        user_id="u",
+        floor_ids=["f"],
+        authors=["Lucy", "Maya", "Raj"],
+        now=datetime(2026, 11, 26),
     )
     shown = [it.event_id for it in res.items]
     assert shown[0] == "e3" and "e0" not in shown
