@@ -575,6 +575,15 @@ def test_a_window_listing_quotes_the_sentence_about_what_was_asked():
         ("how much was the van?", "Booked a van from Go Vans, £120 for the day", None),
         ("how much did they raise?", "We raised five hundred pounds for the hospice", None),
         ("how much time did it take?", "It took ages", None),  # not an amount
+        # a price asked: a distance is an amount but not what it cost (met in a walk)
+        (
+            "How much did the map cost?",
+            "Signed up for the Great North Swim in June, 2 miles in Windermere",
+            "how much",
+        ),
+        ("How much did the shed roof cost?", "Shed roof fixed with new felt, cost £45", None),
+        ("How much did they pay for the van?", "The van was 120 quid for the day", None),
+        ("How much did the tickets cost?", "Tickets were free in the end", None),
         ("Where did they go?", "Nothing here", None),
         (
             "What is Omar's cello teacher's phone number?",

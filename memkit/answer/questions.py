@@ -126,6 +126,15 @@ _AMOUNT = re.compile(
     r"|grand|pounds?|dollars?|euros?)\b",
     re.I,
 )
+# "how much did the map cost?" asks for money: "2 miles" is an amount but not a price
+_MONEY_ASKED = re.compile(
+    r"\b(?:cost|costs|price|priced|pay|paid|spend|spent|charge|charged|fee|worth)\b", re.I
+)
+_MONEY = re.compile(
+    r"[£$€¥]\s?\d|\d\s?(?:p|k)\b|\b(?:free|nothing|quid|grand|pounds?|dollars?|euros?|pence"
+    r"|bucks|cents?)\b",
+    re.I,
+)
 _NAME_ASKED = re.compile(
     r"\bwhat(?:'s| is| was| are| were)? (?:the |their |his |her |its )?names?\b"
     r"|\bwhat(?:'s| is| was| are| were) (?:\w+'s? ){1,3}names?\b"  # "Mei's sister's name"
@@ -155,7 +164,8 @@ _CALENDAR = frozenset(
 
 def lacks_what_is_asked(query: str, quoted: str) -> str | None:
     """What the question needs and ``quoted`` does not hold: "the number" (a phone number:
-    six or more digits), "the address" (an e-mail address), "how much" (an amount) or
+    six or more digits), "the address" (an e-mail address), "how much" (an amount; money
+    when it asks what something cost or was paid) or
     "the name" (a capitalised word the question does not have, past the start of a
     sentence); None when it holds it or the question needs none of these."""
     if _NUMBER_ASKED.search(query):
@@ -163,7 +173,8 @@ def lacks_what_is_asked(query: str, quoted: str) -> str | None:
     if _WHAT_IS.match(query) and _EMAIL_ASKED.search(query):
         return None if _EMAIL.search(quoted) else "the address"
     if _AMOUNT_ASKED.search(query):
-        return None if _AMOUNT.search(quoted) else "how much"
+        amount = _MONEY if _MONEY_ASKED.search(query) else _AMOUNT
+        return None if amount.search(quoted) else "how much"
     if _NAME_ASKED.search(query):
         asked = {w.lower() for w in re.findall(r"[\w']+", query)}
         names = [
