@@ -277,9 +277,14 @@ def held_out(dev: DevSet, models, query_ids: list[str]) -> pl.DataFrame:
     )
 
 
+def answerable(table: pl.DataFrame) -> pl.DataFrame:
+    """Per-query metrics of the questions that have an answer (LoCoMo: categories 1-4)."""
+    return table.filter(pl.col("category").is_null() | (pl.col("category") != "adversarial"))
+
+
 def headline(dev: DevSet, table: pl.DataFrame) -> str:
     """The set's metric, R@5 and R@10 (LoCoMo: categories 1-4), and R@10 per category."""
-    table = table.filter(pl.col("category").is_null() | (pl.col("category") != "adversarial"))
+    table = answerable(table)
     extra = f" R@5 {table['recall@5'].mean():.4f} R@10 {table['recall@10'].mean():.4f}"
     cats = sorted(c for c in table["category"].unique().to_list() if c is not None)
     per = "".join(

@@ -27,9 +27,7 @@ from typing import Callable, Sequence
 
 import polars as pl
 
-from memkit.timeref import MONTHS, WEEKDAYS, dates_in
-
-CALENDAR = frozenset(MONTHS + WEEKDAYS + ["christmas", "easter"])
+from memkit.timeref import CALENDAR, dates_in
 
 CHANGED = re.compile(
     r"\b(?:moved|moving|postponed|(?:push|pushed|pushing|put|putting) (?:\w+ ){0,2}back"

@@ -37,6 +37,8 @@ MONTHS = [
     "december",
 ]
 WEEKDAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
+# capitalised words that name a time, not a person or a place
+CALENDAR = frozenset(MONTHS + WEEKDAYS + ["christmas", "easter"])
 NUMBERS = {
     "a": 1,
     "an": 1,

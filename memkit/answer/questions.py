@@ -9,7 +9,7 @@ from datetime import datetime
 from functools import lru_cache
 
 from memkit.text import Analyzer
-from memkit.timeref import read_span, resolve
+from memkit.timeref import CALENDAR, read_span, resolve
 
 WHEN = re.compile(
     r"\bwhen\b|\bwhat (?:date|day|year|month|time)\b|\bhow long ago\b"
@@ -154,12 +154,9 @@ _WHAT_IS = re.compile(
 
 
 # A capitalised word after one of these names a place or a time ("my sister's hen do in
-# Brighton", "on Friday"), not what a question for a name asks; nor do days and months.
+# Brighton", "on Friday"), not what a question for a name asks; nor do days and months
+# (memkit.timeref.CALENDAR).
 _PLACE_OR_TIME_BEFORE = re.compile(r"\b(?:in|at|to|from|near|on|into|around)\s+(?:the\s+)?$", re.I)
-_CALENDAR = frozenset(
-    "monday tuesday wednesday thursday friday saturday sunday january february march april "
-    "may june july august september october november december christmas easter".split()
-)
 
 
 def lacks_what_is_asked(query: str, quoted: str) -> str | None:
@@ -185,7 +182,7 @@ def lacks_what_is_asked(query: str, quoted: str) -> str | None:
         named = any(
             n.lower().removesuffix("'s") not in asked
             and n.split("'")[0] != "I"
-            and n.lower() not in _CALENDAR
+            and n.lower() not in CALENDAR
             for n in names
         )
         return None if named else "the name"
