@@ -21,10 +21,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import re
 import sqlite3
 import threading
+import warnings
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -218,8 +220,9 @@ class OnnxMiniLMEncoder:
             else (self.source / "onnx" if self.source else default_cache_dir() / "onnx")
         )
         self.progress_above = progress_above
-        # "-1": one text per run (the first int8 vectors were encoded in batches; not reused)
-        self.name = f"{base_name}/onnx-int8-1" if quantize else base_name
+        # "-2": 7-bit weights, one text per run (the "-1" vectors had 8-bit weights, whose
+        # products differ on CPUs without VNNI; the first ones were encoded in batches)
+        self.name = f"{base_name}/onnx-int8-2" if quantize else base_name
 
     def model_file(self) -> Path:
         """The exported (and quantised) model, made on first call, by one process at a time
@@ -227,7 +230,7 @@ class OnnxMiniLMEncoder:
         exporting at once, as ``memkit eval --jobs 2`` on an empty cache does, read each
         other's half-written files)."""
         base = self.folder / f"minilm-v{ONNX_EXPORT_VERSION}.onnx"
-        target = base.with_name(base.stem + ("-int8.onnx" if self.quantize else "-fused.onnx"))
+        target = base.with_name(base.stem + ("-int8w7.onnx" if self.quantize else "-fused.onnx"))
         if target.exists():
             return target
         self.folder.mkdir(parents=True, exist_ok=True)
@@ -371,25 +374,52 @@ class OnnxMiniLMEncoder:
         return whole, parts
 
 
-def quantize_int8(source: Path, target: Path, op_types: Sequence[str] = ("MatMul",)) -> None:
+def quantize_int8(
+    source: Path, target: Path, op_types: Sequence[str] = ("MatMul",), seven_bits: bool = True
+) -> None:
     """``source``'s weights in int8 (per output channel, dynamic) in ``target``: the matrix
     products with a weight (and any other ``op_types``, e.g. the word embeddings' Gather);
     the attention products of two activations stay float (quantising them too costs more
-    accuracy than it saves time)."""
+    accuracy than it saves time).
+
+    Weights use 7 bits (-64..63, ``reduce_range``) so that every machine computes the same
+    vectors: ONNX Runtime multiplies uint8 activations by int8 weights with VPMADDUBSW on
+    x86-64 CPUs without VNNI, which adds each pair of products in 16 bits and saturates
+    when the pair passes 32,767 (255 x 127 x 2 can; 255 x 64 x 2 cannot), while VNNI
+    CPUs add in 32 bits. With 8-bit weights the same model gave another ``make eval``
+    ledger on another machine (issue 40); with 7-bit weights both paths are exact integer
+    sums (``eval/int8_saturation.py`` counts the sums 8-bit weights change)."""
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     graph = onnx.load(str(source)).graph
     weights = {i.name for i in graph.initializer}
     products = [n.name for n in graph.node if n.op_type == "MatMul" and not weights & set(n.input)]
-    quantize_dynamic(
-        str(source),
-        str(target),
-        weight_type=QuantType.QInt8,
-        per_channel=True,
-        op_types_to_quantize=list(op_types),
-        nodes_to_exclude=products,
-    )
+    quiet = _DropMessage("Please consider to run pre-processing before quantization")
+    logging.getLogger().addFilter(quiet)  # its advice is for static quantisation
+    try:
+        quantize_dynamic(
+            str(source),
+            str(target),
+            weight_type=QuantType.QInt8,
+            per_channel=True,
+            reduce_range=seven_bits,
+            op_types_to_quantize=list(op_types),
+            nodes_to_exclude=products,
+        )
+    finally:
+        logging.getLogger().removeFilter(quiet)
+
+
+class _DropMessage(logging.Filter):
+    """Drops log records whose message starts with ``prefix``."""
+
+    def __init__(self, prefix: str):
+        super().__init__()
+        self.prefix = prefix
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith(self.prefix)
 
 
 def export_onnx(module, target: Path, output: str, output_axes: dict, rows: int = 2) -> None:
@@ -399,7 +429,12 @@ def export_onnx(module, target: Path, output: str, output_axes: dict, rows: int 
 
     dummy = torch.ones((rows, 8), dtype=torch.int64)
     axes = {0: "batch", 1: "tokens"}
-    with torch.no_grad():
+    with torch.no_grad(), warnings.catch_warnings():
+        # The tracer's notes on Python booleans in transformers' masking code (constants for
+        # an encoder with no cache) and on how opset 17 spells advanced indexing: expected,
+        # nothing a user can act on.
+        warnings.simplefilter("ignore", torch.jit.TracerWarning)
+        warnings.filterwarnings("ignore", message="Exporting aten::index operator")
         torch.onnx.export(
             module,
             (dummy, dummy, torch.zeros_like(dummy)),

@@ -113,6 +113,47 @@ def test_an_int8_vector_depends_on_its_text_alone(onnx_folder):
     assert not np.allclose(batched, alone, atol=1e-3)  # what one text per run avoids
 
 
+# Vectors this project's machines compute (first six numbers, and the sum of all 384) for
+# the int8 encoder: stored so that a machine computing others fails here, before its
+# `make eval` ledger differs from eval/RESULTS.md (issue 40).
+STORED_INT8 = {
+    "Kim: moved the kiln firing to Saturday, the studio was booked on Friday": (
+        [0.05531, 0.03438, 0.06212, -0.00058, 0.0416, 0.04031],
+        0.12959,
+    ),
+    "Does anyone know a good place for pho near the station?": (
+        [0.01019, 0.00802, 0.00677, 0.06761, -0.03613, 0.06565],
+        0.21397,
+    ),
+    "The committee approved the new budget for the allotment society at the March meeting.": (
+        [-0.02011, -0.01732, -0.08075, 0.03531, 0.07367, 0.03519],
+        0.32282,
+    ),
+}
+
+
+def test_int8_vectors_are_the_stored_ones_on_any_cpu(onnx_folder):
+    """The int8 weights are 7-bit, so ONNX Runtime's 16-bit pair sums on CPUs without VNNI
+    cannot saturate and every CPU computes the same products; and the vectors are the
+    ones stored above."""
+    import onnx
+    from onnx import numpy_helper
+
+    from memkit.encoders import OnnxMiniLMEncoder
+
+    enc = OnnxMiniLMEncoder(quantize=True, folder=onnx_folder)
+    graph = onnx.load(str(enc.model_file())).graph
+    weights = {i.name: numpy_helper.to_array(i) for i in graph.initializer}
+    products = [n for n in graph.node if n.op_type == "MatMulInteger"]
+    assert len(products) == 36  # q, k, v, out, two feed-forward: 6 layers
+    for node in products:
+        w = weights[node.input[1]].astype(int)
+        assert np.abs(w).max() <= 64, node.name  # 255 x 64 x 2 = 32,640 fits in 16 bits
+    got = enc.encode(list(STORED_INT8))
+    for row, (head, total) in zip(got, STORED_INT8.values()):
+        assert np.allclose(row[:6], head, atol=1e-4) and abs(row.sum() - total) < 1e-3
+
+
 def test_onnx_export_is_made_once(onnx_folder):
     from memkit.encoders import OnnxMiniLMEncoder
 
@@ -121,7 +162,7 @@ def test_onnx_export_is_made_once(onnx_folder):
         stamp = path.stat().st_mtime_ns
         assert OnnxMiniLMEncoder(quantize=quantize, folder=onnx_folder).model_file() == path
         assert path.stat().st_mtime_ns == stamp
-    assert get_encoder("minilm-int8").name == "all-MiniLM-L6-v2/onnx-int8-1"
+    assert get_encoder("minilm-int8").name == "all-MiniLM-L6-v2/onnx-int8-2"
     assert isinstance(get_encoder("minilm").encoder, MiniLMEncoder)
     assert isinstance(get_encoder("minilm-onnx").encoder, OnnxMiniLMEncoder)
     with pytest.raises(ValueError, match="minilm-int8"):
