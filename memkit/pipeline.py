@@ -537,6 +537,11 @@ class Pipeline:
             decided=read and self.reader.overrule_writer,
             settled=bool(change) and bool(items) and items[0].event_id == change[0],
         )
+        if written.declined and not listing:
+            # Nothing found answers it: no items (INTERFACE.md), but for the closest post
+            # when the decline names it ("the closest post is Omar's, and it does not say
+            # the number"). The ranking is kept in ``run`` (eval scores it).
+            items = [i for i in items if i.event_id == written.closest]
         # what a bare follow-up ("how much were they?") refers to: the sentences the answer
         # quoted, then the rest of what it showed of their posts ("Got two tickets!! £355 each")
         sentences = [q["sentence"] for q in written.quotes if q.get("sentence")]

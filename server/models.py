@@ -751,6 +751,9 @@ class QueryResponse(Response):
         description='summary_needed "1": a written answer quoting the items; "0": a one-line '
         "account; a fallback when nothing relevant was found"
     )
-    items: list[QueryItem]
+    items: list[QueryItem] = Field(
+        description="the posts that ground the answer, best first; empty when nothing "
+        "relevant was found or the answer declines, but for the closest post a decline names"
+    )
     app_id: str | None
     metadata: QueryMetadata | None = Field(None, description='only when include_metadata is "1"')

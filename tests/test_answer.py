@@ -620,5 +620,6 @@ def test_a_quote_without_the_amount_or_name_asked_for_is_declined(trained):
     trained.prepare(posts)
     cat = trained.write("What is the name of Nina's cat?", posts[:1], authors=["Nina", "Ravi"])
     assert cat.declined and cat.quoted == [] and "does not say the name" in cat.text
+    assert cat.closest == "c"  # the post the decline names: the one item the service shows
     dog = trained.write("What is Ravi's dog called?", posts[1:], authors=["Nina", "Ravi"])
     assert not dog.declined and "Bolt" in dog.text

@@ -47,6 +47,9 @@ class Answer:
     # best similarity of a sentence by someone other than the person asked about
     rival: float | None = None
     writer: str = "extractive"
+    # a decline that names the closest post ("the closest post is Omar's, and it does not
+    # say the number"): that post's event id, the one item shown with the decline
+    closest: str | None = None
 
     @property
     def quoted(self) -> list[str]:

@@ -325,12 +325,16 @@ class ExtractiveAnswerer(Composer):
         strength = float(cands.sims[best])
         if not (decided or settled) and self.declines(cands, scores, items):
             rival = [i for i in quotable if not cands.about[i]]
-            by = (
-                speaker(cands.item[max(rival, key=lambda i: scores[i])])
-                if rival and cands.people
-                else None
+            near = (
+                cands.item[max(rival, key=lambda i: scores[i])] if rival and cands.people else None
             )
-            return Answer(self.decline(query, cands.people, by), declined=True, strength=strength)
+            by = speaker(near) if near is not None else None
+            return Answer(
+                self.decline(query, cands.people, by),
+                declined=True,
+                strength=strength,
+                closest=near.get("event_id") if by else None,
+            )
         chosen = selection.chosen(cands, quotable, scores, query, self.max_list)
         if self.within is not None:
             chosen = selection.within_post(self.within, cands, quotable, chosen)
@@ -345,8 +349,13 @@ class ExtractiveAnswerer(Composer):
             else lacks_what_is_asked(query, " ".join(q["shown"] for q in written.quotes))
         )
         if lacking:  # "What is the name of Nina's cat?" and "Thinking about getting a cat"
-            by = speaker(cands.item[chosen[0]]) or "someone"
-            return Answer(lacking_text(by, lacking), declined=True, strength=strength)
+            near = cands.item[chosen[0]]
+            return Answer(
+                lacking_text(speaker(near) or "someone", lacking),
+                declined=True,
+                strength=strength,
+                closest=near.get("event_id"),
+            )
         return written
 
     def declines(self, cands: Candidates, scores: np.ndarray, items: list[AnswerItem]) -> bool:
