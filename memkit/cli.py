@@ -171,10 +171,12 @@ def score_all(targets: list, configs: list[dict], args) -> list:
 
 def _eval_worker() -> None:
     from memkit.encoders import store_queries
+    from memkit.reader import remember_logits
     from memkit.threads import single_threaded_blas
 
     single_threaded_blas()
     store_queries()
+    remember_logits()
 
 
 def report_dataset(ds, results: list, args) -> list:
@@ -353,10 +355,12 @@ def cmd_eval(args) -> int:
         print("memkit eval: give --dataset DIR or --all", file=sys.stderr)
         return 2
     from memkit.encoders import store_queries
+    from memkit.reader import remember_logits
     from memkit.threads import single_threaded_blas
 
     single_threaded_blas()  # one query at a time (memkit/threads.py)
     store_queries()  # the next run asks the same questions: their vectors come from the cache
+    remember_logits()  # and the reader's pairs: their logits too
     t = time.perf_counter()
     if args.jobs is None:
         args.jobs = min(2, os.cpu_count() or 1) if args.all else 1

@@ -27,6 +27,7 @@ function of its question and passage alone.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -44,6 +45,9 @@ CHUNK_WORDS = 48  # words a passage holds at most (whole sentences; one longer s
 MAX_LENGTH = 160  # word pieces of question and passage together
 QUESTION_WORDS = 40  # words of a question (with what it leans on) the reader reads
 MAX_CHUNKS = 4  # chunks of one post the reader reads (those sharing most words with the question)
+
+# eval (remember_logits): each (question, passage) logit is kept in the embedding cache
+REMEMBER = False
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 _WORD = re.compile(r"\w+")
@@ -91,6 +95,7 @@ class Reader:
     """Scores (question, passage) pairs with the packaged (or a given) ONNX reader."""
 
     _sessions: dict = {}
+    _names: dict = {}
     _lock = threading.Lock()
 
     def __init__(self, folder: str | Path | None = None, threads: int | None = None):
@@ -130,13 +135,43 @@ class Reader:
                 self._sessions[key] = (session, tok)
             return self._sessions[key]
 
+    @property
+    def name(self) -> str:
+        """The model's name in the embedding cache: its file's hash, so a retrained or
+        re-exported reader never finds another's logits."""
+        path = self.folder / MODEL_FILE
+        with self._lock:
+            if str(path) not in self._names:
+                digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+                self._names[str(path)] = f"reader/{digest}"
+            return self._names[str(path)]
+
     def logits(self, question: str, passages: Sequence[str]) -> np.ndarray:
-        """One logit per passage (the model's raw output)."""
+        """One logit per passage (the model's raw output); with ``remember_logits`` on
+        (eval), those of pairs read before come from the embedding cache."""
+        question = " ".join(question.split()[:QUESTION_WORDS])
+        if not REMEMBER or not len(passages):
+            return self._run(question, passages)
+        from memkit.encoders import EmbeddingCache, default_cache_dir
+
+        cache = _CACHES.get(default_cache_dir())
+        if cache is None:
+            cache = _CACHES[default_cache_dir()] = EmbeddingCache(
+                default_cache_dir() / "embeddings.sqlite"
+            )
+        keys = [EmbeddingCache.key(self.name, f"{question}\x1f{p}") for p in passages]
+        found = cache.get_many(keys, 1)
+        missing = [i for i, k in enumerate(keys) if k not in found]
+        made = self._run(question, [passages[i] for i in missing])
+        cache.put_many({keys[i]: made[j : j + 1] for j, i in enumerate(missing)})
+        got = dict(zip((keys[i] for i in missing), made))
+        return np.array([found[k][0] if k in found else got[k] for k in keys], np.float32)
+
+    def _run(self, question: str, passages: Sequence[str]) -> np.ndarray:
         out = np.zeros(len(passages), np.float32)
         if not len(passages):
             return out
         session, tok = self._session()
-        question = " ".join(question.split()[:QUESTION_WORDS])
         encs = tok.encode_batch([(question, p) for p in passages])
 
         def run(i: int) -> None:
@@ -163,6 +198,18 @@ _QUESTION_START = frozenset(
     "what when where who whom whose which why how did do does is are was were can could has "
     "have had will would should shall any anything anyone anybody tell".split()
 )
+
+
+_CACHES: dict = {}  # cache folder -> EmbeddingCache, for remember_logits
+
+
+def remember_logits() -> None:
+    """From now on this process's readers keep each (question, passage) logit in the
+    embedding cache and look it up there first. The eval reads the same pairs every run,
+    so its second run reads none of them again; the service does not call this (a
+    question is read once, and its pairs stay off disk)."""
+    global REMEMBER
+    REMEMBER = True
 
 
 def is_question(text: str) -> bool:

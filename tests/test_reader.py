@@ -156,3 +156,26 @@ def test_a_very_long_question_is_read_not_refused():
     reader = Reader()
     long = "what about " + " ".join(["supercalifragilistic"] * 300) + "?"
     assert reader.logits(long, ["Tom, 5 May 2026: we drove to Zion"]).shape == (1,)
+
+
+def test_eval_reads_a_pair_once_and_finds_its_logit_in_the_cache(tmp_path, monkeypatch):
+    """With remember_logits (memkit eval), a (question, passage) logit is kept in the
+    embedding cache under the model file's hash; the next read of the pair runs no model
+    and gives the same number. Without it (the service) nothing is written."""
+    import memkit.reader as reader_module
+
+    monkeypatch.setenv("MEMKIT_CACHE_DIR", str(tmp_path))
+    reader = Reader()
+    runs = []
+    real = reader._run
+    monkeypatch.setattr(reader, "_run", lambda q, ps: runs.append(len(ps)) or real(q, ps))
+    question, passages = "Who organised the trip?", ["Mia organised the Zion trip", "Rain all day"]
+    plain = reader.logits(question, passages)
+    assert not (tmp_path / "embeddings.sqlite").exists()  # the service's reads stay off disk
+    monkeypatch.setattr(reader_module, "REMEMBER", True)
+    first = reader.logits(question, passages)
+    again = reader.logits(question, [passages[1], "A third post", passages[0]])
+    assert runs == [2, 2, 1]  # the second call read only the new passage
+    assert np.array_equal(first, plain)
+    assert again[0] == first[1] and again[2] == first[0]
+    assert reader.name.startswith("reader/") and len(reader.name) == len("reader/") + 16
