@@ -165,6 +165,7 @@ def test_eval_reads_a_pair_once_and_finds_its_logit_in_the_cache(tmp_path, monke
     import memkit.reader as reader_module
 
     monkeypatch.setenv("MEMKIT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(reader_module, "REMEMBER", False)  # an in-process eval may have set it
     reader = Reader()
     runs = []
     real = reader._run
