@@ -181,6 +181,11 @@ def _stem(word: str) -> str:
     return w
 
 
+def stems(words) -> set[str]:
+    """The words' stems (plural, -ing and -ed endings off), lower case."""
+    return {_stem(w) for w in words}
+
+
 def leans_on_context(query: str, short: int, names=()) -> bool:
     """A pronoun or "that", a cue phrase ("what about", "and ..."), or at most ``short``
     content words that are not people's names."""

@@ -178,9 +178,15 @@ class Representation:
     def line(self, item) -> str:
         """One post's ``line`` as :func:`add_context` writes it (the same rule, for a post
         as a dict or an Item, without a frame): "Speaker: text" for a chat line."""
-        text = item.get("text") or ""
         speaker = item.get("speaker") or ""
-        chat = self.chat_types is None or (
-            item.get("block_type") in self.chat_types and len(text) <= self.chat_max_chars
+        text = item.get("text") or ""
+        return f"{speaker}: {text}" if self.is_chat_line(item) and speaker else text
+
+    def is_chat_line(self, item) -> bool:
+        """Whether a post (a dict or an Item) is a chat line, as :func:`add_context`'s
+        ``chat`` column says: every post without ``chat_types``; else a post of a block of
+        one of those types, at most ``chat_max_chars`` long."""
+        return self.chat_types is None or (
+            item.get("block_type") in self.chat_types
+            and len(item.get("text") or "") <= self.chat_max_chars
         )
-        return f"{speaker}: {text}" if chat and speaker else text

@@ -318,3 +318,48 @@ def test_a_bare_follow_up_refers_to_all_the_answer_showed_of_its_post():
     assert "355" in turn.answer_words
     follow = p.query("how much were they?", user_id="u", floor_ids=["f"], now=now)
     assert follow.items[0]["event_id"] == "e1"
+
+
+@pytest.mark.parametrize(
+    "first_question,follow_up,answer",
+    [
+        # the follow-up asks something new (its own word, "cost"), and the last answer's
+        # post holds the amount it asks for
+        ("What bike did Jonas buy?", "How much did it cost?", "e4"),
+        # its own word ("commute") is in the last answer's chat line
+        ("Where does Priya work?", "How long is her commute?", "e0"),
+    ],
+)
+def test_a_follow_up_the_last_answers_post_still_answers_keeps_it(
+    first_question, follow_up, answer
+):
+    """The newcomer's walk, stop 49: a follow-up asking something new of its topic takes
+    the last answer's posts down (``repeat_weight``), which lost "How much did it cost?"
+    to another post with a price when the bike's own post said "350 euros"."""
+    from memkit.tables import events_frame
+    from tests.helpers import served_pipeline
+
+    posts = [
+        ("Priya", "chat", "2026-09-03T08:15:00", "Morning all! Started my new job at the Leeds library today, the commute on the 19 bus is 40 minutes"),
+        ("Jonas", "chat", "2026-09-03T09:02:00", "Congrats Priya! I'm still looking for a second-hand road bike, budget is about 400 euros"),
+        ("Bram", "chat", "2026-09-06T10:00:00", "Anyone fancy climbing on Saturday? I booked the wall at Depot for 10am"),
+        ("Priya", "chat", "2026-09-06T10:05:00", "Count me in for climbing, I need new shoes though, mine split last week"),
+        ("Jonas", "chat", "2026-09-10T20:45:00", "Found a bike! A blue Cannondale CAAD10 for 350 euros from a guy in Utrecht"),
+        ("Priya", "chat", "2026-09-20T16:20:00", "Adopted a cat from the shelter! She's called Pickle and she is three years old"),
+        ("Jonas", "blog", "2026-09-25T19:00:00", "First long ride on the new bike: 85 km from Utrecht to Amersfoort and back along the river. My legs were dead after 60 km and I stopped for apple pie in Soest."),
+        ("Priya", "chat", "2026-10-04T11:00:00", "Bought La Sportiva Tarantulace shoes for 85 pounds, much better than my old ones"),
+        ("Priya", "chat", "2026-10-27T12:10:00", "Got a refurbished ThinkPad X1 for 520 pounds, works great"),
+        ("Jonas", "chat", "2026-11-12T18:25:00", "Bike got a flat on the A12 cycle path, fixed it with a tyre lever borrowed from a stranger"),
+    ]  # fmt: skip
+    rows = [
+        {"event_id": f"e{i}", "floor_id": "f", "block_id": f"f/{kind}",
+         "block_type": "feed" if kind == "chat" else "blog", "user_id": who, "text": text,
+         "created_at": at}
+        for i, (who, kind, at, text) in enumerate(posts)
+    ]  # fmt: skip
+    p = served_pipeline().fit(events_frame(rows))
+    now = datetime(2026, 11, 27, tzinfo=timezone.utc)
+    first = p.query(first_question, user_id="u", floor_ids=["f"], now=now)
+    assert answer in first.written.quoted
+    follow = p.query(follow_up, user_id="u", floor_ids=["f"], now=now)
+    assert follow.items[0]["event_id"] == answer, [i["text"] for i in follow.items]
