@@ -340,16 +340,34 @@ def test_a_follow_up_the_last_answers_post_still_answers_keeps_it(
     from tests.helpers import served_pipeline
 
     posts = [
-        ("Priya", "chat", "2026-09-03T08:15:00", "Morning all! Started my new job at the Leeds library today, the commute on the 19 bus is 40 minutes"),
-        ("Jonas", "chat", "2026-09-03T09:02:00", "Congrats Priya! I'm still looking for a second-hand road bike, budget is about 400 euros"),
-        ("Bram", "chat", "2026-09-06T10:00:00", "Anyone fancy climbing on Saturday? I booked the wall at Depot for 10am"),
-        ("Priya", "chat", "2026-09-06T10:05:00", "Count me in for climbing, I need new shoes though, mine split last week"),
-        ("Jonas", "chat", "2026-09-10T20:45:00", "Found a bike! A blue Cannondale CAAD10 for 350 euros from a guy in Utrecht"),
-        ("Priya", "chat", "2026-09-20T16:20:00", "Adopted a cat from the shelter! She's called Pickle and she is three years old"),
-        ("Jonas", "blog", "2026-09-25T19:00:00", "First long ride on the new bike: 85 km from Utrecht to Amersfoort and back along the river. My legs were dead after 60 km and I stopped for apple pie in Soest."),
-        ("Priya", "chat", "2026-10-04T11:00:00", "Bought La Sportiva Tarantulace shoes for 85 pounds, much better than my old ones"),
-        ("Priya", "chat", "2026-10-27T12:10:00", "Got a refurbished ThinkPad X1 for 520 pounds, works great"),
-        ("Jonas", "chat", "2026-11-12T18:25:00", "Bike got a flat on the A12 cycle path, fixed it with a tyre lever borrowed from a stranger"),
+        ("Priya", "chat", "2026-09-03T08:15:00",
+         "Morning all! Started my new job at the Leeds library today, the commute "
+         "on the 19 bus is 40 minutes"),
+        ("Jonas", "chat", "2026-09-03T09:02:00",
+         "Congrats Priya! I'm still looking for a second-hand road bike, budget is"
+         " about 400 euros"),
+        ("Bram", "chat", "2026-09-06T10:00:00",
+         "Anyone fancy climbing on Saturday? I booked the wall at Depot for 10am"),
+        ("Priya", "chat", "2026-09-06T10:05:00",
+         "Count me in for climbing, I need new shoes though, mine split last week"),
+        ("Jonas", "chat", "2026-09-10T20:45:00",
+         "Found a bike! A blue Cannondale CAAD10 for 350 euros from a guy in "
+         "Utrecht"),
+        ("Priya", "chat", "2026-09-20T16:20:00",
+         "Adopted a cat from the shelter! She's called Pickle and she is three "
+         "years old"),
+        ("Jonas", "blog", "2026-09-25T19:00:00",
+         "First long ride on the new bike: 85 km from Utrecht to Amersfoort and "
+         "back along the river. My legs were dead after 60 km and I stopped for "
+         "apple pie in Soest."),
+        ("Priya", "chat", "2026-10-04T11:00:00",
+         "Bought La Sportiva Tarantulace shoes for 85 pounds, much better than my "
+         "old ones"),
+        ("Priya", "chat", "2026-10-27T12:10:00",
+         "Got a refurbished ThinkPad X1 for 520 pounds, works great"),
+        ("Jonas", "chat", "2026-11-12T18:25:00",
+         "Bike got a flat on the A12 cycle path, fixed it with a tyre lever "
+         "borrowed from a stranger"),
     ]  # fmt: skip
     rows = [
         {"event_id": f"e{i}", "floor_id": "f", "block_id": f"f/{kind}",
