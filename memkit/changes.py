@@ -35,6 +35,7 @@ CHANGED = re.compile(
     r"|moves? (?:it |things |everything )?to (?:next |the )?"
     r"(?:mon|tue|wed|thu|fri|sat|sun|jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec|\d)"
     r"|rescheduled|change of plan|changed (?:to|the (?:date|day|time|plan|venue))"
+    r"|changed(?=[.,;:!]|$)"
     r"|cancel+ed|called off|instead|no longer|now on"
     r"|(?:is|are|'s) off(?= this| for| now| until|[.,;!]|$))",
     re.IGNORECASE,
@@ -52,8 +53,13 @@ OVERLAP = 0.15  # of the two posts' content words together (long posts share wor
 def _words(text: str) -> set[str]:
     from memkit.conversation import content_words
 
-    # without numbers: a change's new date differs from the old one by nature
-    return {w.lower() for w in content_words(text) if not any(c.isdigit() for c in w)}
+    # without numbers: a change's new date differs from the old one by nature; a
+    # possessive is its noun ("Sam's work" and "Sam and I", "Mum's flight" and "my mum")
+    return {
+        re.sub(r"['’]s$", "", w.lower())
+        for w in content_words(text)
+        if not any(c.isdigit() for c in w)
+    }
 
 
 def changed_fact(

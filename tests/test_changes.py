@@ -188,6 +188,9 @@ def test_the_served_default_answers_with_the_new_date(floor, changed_facts):
         ("Dan is off work today", False),
         ("I am off to Spain on Monday", False),
         ("Got the quote back from Kowalski & Sons", False),
+        ("Mum's flight changed, she now lands on 5 December", True),
+        ("The plan has changed.", True),
+        ("I changed trains at Crewe", False),
     ],
 )
 def test_the_words_that_say_a_plan_changed(text, says):
@@ -245,3 +248,24 @@ def test_the_served_default_answers_where_with_the_new_place():
     shown = [it.event_id for it in res.items]
     assert shown[0] == "e3" and "e0" not in shown
     assert "Bamburgh" in res.answer
+
+
+def test_a_possessive_names_the_same_person_or_thing():
+    """Stop 49's walk: "Sam and I are going to Lisbon" and "Lisbon trip is off, Sam's work
+    moved a deadline. We're going to Porto in February instead" share Lisbon and Sam;
+    "My mum arrives on 3 December" and "Mum's flight changed, she now lands on 5
+    December" share mum and December. Without reading "Sam's" as Sam each shared one."""
+    posts = {
+        "lisbon": Item("lisbon", "Sam and I are going to Lisbon from 14 to 18 November", "Jo",
+                       created_at=datetime(2026, 10, 20, 8)),
+        "porto": Item("porto", "Lisbon trip is off, Sam's work moved a deadline. We're going "
+                      "to Porto in February instead", "Jo", created_at=datetime(2026, 11, 2, 10)),
+        "osaka": Item("osaka", "My mum arrives from Osaka on 3 December and stays for three "
+                      "weeks", "Aiko", created_at=datetime(2026, 10, 12, 20)),
+        "lands": Item("lands", "Mum's flight changed, she now lands on 5 December at "
+                      "Manchester", "Aiko", created_at=datetime(2026, 11, 25, 19)),
+    }  # fmt: skip
+    of = lambda ids: [posts[i] for i in ids]  # noqa: E731
+    where = changed_fact(ranking(["lisbon", "porto"], [0.8, 0.5]), of, kind="where")
+    assert where == ("porto", "lisbon")
+    assert changed_fact(ranking(["osaka", "lands"], [0.8, 0.4]), of) == ("lands", "osaka")
