@@ -445,8 +445,15 @@ class Pipeline:
         # A question that names only a time window ("What happened last May?", or "What
         # happened?" with a time filter) asks for the posts of those days.
         filtered = f.time_from is not None or f.time_to is not None
-        window_only = (reading.window is not None or filtered) and not _subject_words(
-            reading, authors
+        # ... but not a window still to come: nothing is posted in it yet, so its posts are
+        # the plans that name it ("What is Priya doing in January?", asked in November)
+        ahead = (
+            reading.days is not None and req.now is not None and reading.days[0] > req.now.date()
+        )
+        window_only = (
+            (reading.window is not None or filtered)
+            and not ahead
+            and not _subject_words(reading, authors)
         )
         best = None  # the best score any reading of the question found
         run = pl.DataFrame(schema=RUN_SCHEMA)

@@ -550,6 +550,10 @@ _Q_RULES: list[tuple[str, object]] = [
         lambda m, now: now and _month_back(now, _month_number(m[1]), strictly=True),
     ),
     (
+        r"\bnext\s+" + _Q_MONTH,
+        lambda m, now: now and month_near(now, _month_number(m[1]), 1),
+    ),
+    (
         r"\b(?:in|during|since|from|this|back in|the month of)\s+" + _Q_MONTH,
         lambda m, now: now and _month_back(now, _month_number(m[1]), strictly=False),
     ),
@@ -725,6 +729,26 @@ def _day_back(now: date, mo: int, dd: int) -> Span:
     return day(d if d <= now else date(now.year - 1, mo, dd))
 
 
+# A question that looks ahead ("What is Priya doing in January?", "Where will we be in
+# May?"): its month without a year is the next one, not the last. Read only when no past
+# tense is in it ("What was she doing in January?" looks back).
+_Q_AHEAD = re.compile(
+    r"\b(?:will|'ll|shall|going to|gonna|plan(?:s|ned|ning)?|coming up|upcoming)\b"
+    r"|(?:\b(?:is|are|am)\b|'s\b|'re\b)[^?.!]*"
+    r"\b(?!(?:some|any|no|every)?thing\b|morning\b|evening\b|spring\b)\w{2,}ing\b",
+    re.IGNORECASE,
+)
+_Q_BARE_MONTH = re.compile(
+    r"\b(?:in|during|this|the month of)\s+" + _Q_MONTH + r"(?!,?\s*\d)", re.IGNORECASE
+)
+
+
+def looks_ahead(text: str) -> bool:
+    """Whether a question asks of what is to come: a will, a going to, a plan, or a
+    present -ing ("What is Priya doing ..."), and no past tense."""
+    return bool(_Q_AHEAD.search(text)) and not _PAST.search(text)
+
+
 def question_window(text: str, now: datetime | date | None = None) -> Window | None:
     """The time window a question names, or None. ``now``: the time of asking; without it
     only windows that name their year ("in May 2023", "on 7 May 2023", "in 2022") resolve.
@@ -740,6 +764,11 @@ def question_window(text: str, now: datetime | date | None = None) -> Window | N
                 continue
             if span:
                 found.append(Window(span, m.group(0).strip(), m.start(), m.end()))
+    if ref is not None and looks_ahead(text):
+        for m in _Q_BARE_MONTH.finditer(text):  # the next such month, this one included
+            span = month_near(ref, _month_number(m[1]), 1, same=True)
+            found = [w for w in found if not (w.start < m.end() and m.start() < w.end)]
+            found.append(Window(span, m.group(0).strip(), m.start(), m.end()))
     if ref is not None:
         for mention in resolve(
             text, ref, bare=False

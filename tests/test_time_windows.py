@@ -150,3 +150,51 @@ def test_a_month_named_without_a_year_is_of_a_window_only_as_a_plan():
     )
     past = Item("q", "We rode rollercoasters in August", "Jade", created_at=datetime(2026, 10, 2))
     assert _in_days(plan, *aug) and not _in_days(past, *aug)
+
+
+@pytest.mark.parametrize(
+    "question,month",
+    [
+        ("What is Priya doing in January?", "January 2027"),  # ahead: a present -ing
+        ("Where will we be in May?", "May 2027"),
+        ("What is happening next March?", "March 2027"),
+        ("What is Aiko doing in November?", "November 2026"),  # this month
+        ("What was Priya doing in January?", "January 2026"),  # a past tense looks back
+        ("What happened in January?", "January 2026"),
+        ("Is there anything in January?", "January 2026"),  # "anything" is no -ing verb
+    ],
+)
+def test_a_question_that_looks_ahead_reads_a_bare_month_as_the_next(question, month):
+    from memkit.timeref import question_window
+
+    assert question_window(question, datetime(2026, 11, 27)).span.text == month
+
+
+def test_what_someone_is_doing_next_month_is_their_plan():
+    """Stop 49's walk, asked on 27 November 2026: "What is Priya doing in January?" was read
+    as January 2026 and found nothing; her post of 8 November says she runs the coding club
+    from January."""
+    events = events_frame(
+        [
+            {"event_id": i, "floor_id": "f", "block_id": "f/chat", "block_type": "feed",
+             "user_id": u, "text": t, "created_at": at}
+            for i, u, t, at in [
+                ("p1", "Priya", "Started my new job at the Leeds library today",
+                 "2026-09-03T08:15:00"),
+                ("p2", "Priya", "The library is starting a Saturday coding club for kids, I'll be "
+                 "running it from January", "2026-11-08T09:00:00"),
+                ("p3", "Jonas", "Skiing in January was brilliant, Tignes had fresh snow",
+                 "2026-02-02T18:00:00"),
+            ]
+        ]
+    )  # fmt: skip
+    p = served_pipeline().fit(events)
+    res = p.ask(
+        QueryRequest(
+            "What is Priya doing in January?",
+            floor_ids=["f"],
+            now=datetime(2026, 11, 27, 9, tzinfo=timezone.utc),
+            authors=["Priya", "Jonas"],
+        )
+    )
+    assert res.items and res.items[0].event_id == "p2" and "coding club" in res.answer
