@@ -136,6 +136,46 @@ def _new_place(text: str, first: str) -> bool:
     )
 
 
+# a question about a change itself ("Why did they cancel Lisbon?", "Why was it moved?")
+ASKS_CHANGE = re.compile(
+    r"\b(?:cancel+(?:ed|ing)?|call(?:ed)? off|moved?|postponed?|rescheduled?"
+    r"|(?:put|push|pushed) back|changed?)\b",
+    re.IGNORECASE,
+)
+
+
+def stated_change_first(
+    run: pl.DataFrame, items_of: Callable[[Sequence[str]], Sequence], query: str,
+    depth: int = DEPTH,
+) -> pl.DataFrame:  # fmt: skip
+    """``run`` with the post that states a change first, for a question about a change
+    ("Why did they cancel Lisbon?": "Lisbon trip is off, Sam's work moved a deadline", not
+    the plan "Sam and I are going to Lisbon", which shares more of its words): the first of
+    the first ``depth`` posts posted after the first post that says something changed
+    (``CHANGED``) and has one of the question's own words besides the change's, when the
+    first post says no change."""
+    if run.height < 2 or not ASKS_CHANGE.search(query):
+        return run
+    asked = _words(ASKS_CHANGE.sub(" ", query))
+    if not asked:
+        return run
+    head = (run.sort("rank") if "rank" in run.columns else run).head(depth)
+    ids = head["event_id"].to_list()
+    items = {it.get("event_id"): it for it in items_of(ids)}
+    first = items.get(ids[0])
+    when = first.get("created_at") if first is not None else None
+    if when is None or CHANGED.search(first.get("text") or ""):
+        return run
+    for e in ids[1:]:
+        it = items.get(e)
+        if it is None or it.get("created_at") is None or not it.get("created_at") > when:
+            continue  # a change is posted after what it changes
+        text = it.get("text") or ""
+        if CHANGED.search(text) and asked & _words(text):
+            return newest_first(run, (e, ids[0]))
+    return run
+
+
 def settles(kind: str) -> bool:
     """Whether a changed fact settles a question of this kind (memkit.question.Question's
     ``kind``): a when-question asks for the new date, a where-question for a new place (only

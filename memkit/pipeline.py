@@ -73,7 +73,7 @@ import polars as pl
 from memkit.answer import Answer, build_answerer
 from memkit.answer.questions import lacks_what_is_asked, question_type
 from memkit.calibration import Calibration
-from memkit.changes import changed_fact, newest_first, settles
+from memkit.changes import changed_fact, newest_first, settles, stated_change_first
 from memkit.config import CONFIG_DIR, load_checked
 from memkit.config_model import (
     RelevanceSpec,
@@ -515,6 +515,8 @@ class Pipeline:
         )
         if change:
             run = newest_first(run, change)
+        elif relevant and not listing and self.changed_facts:
+            run = stated_change_first(run, posts, req.query)
         # When the reader finds no post likely to answer, the ranking is kept (eval scores it;
         # the declines are counted apart) but nothing is shown: the answer says so.
         floor = req.min_score if req.min_score is not None else self.min_score
@@ -636,7 +638,10 @@ class Pipeline:
             change = self._changed_fact(part, posts, kind) if settles(kind) else None
             if change:
                 self.replaced[qid] = change
-            parts.append(newest_first(part, change) if change else part)
+                part = newest_first(part, change)
+            elif self.changed_facts:
+                part = stated_change_first(part, posts, text)
+            parts.append(part)
         return pl.concat(parts)
 
     def _changed_fact(self, run: pl.DataFrame, posts, kind: str) -> tuple[str, str] | None:

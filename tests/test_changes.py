@@ -269,3 +269,30 @@ def test_a_possessive_names_the_same_person_or_thing():
     where = changed_fact(ranking(["lisbon", "porto"], [0.8, 0.5]), of, kind="where")
     assert where == ("porto", "lisbon")
     assert changed_fact(ranking(["osaka", "lands"], [0.8, 0.4]), of) == ("lands", "osaka")
+
+
+def test_a_question_about_a_change_finds_the_post_that_states_it():
+    """Stop 49's walk: "Why did they cancel Lisbon?" quoted the plan ("Sam and I are going
+    to Lisbon"), which shares more of its words, not the post saying the trip is off and
+    why. A post stating a change, posted after the first and sharing a word of the
+    question besides the change's, goes first; an undated first post (a document) or a
+    question about no change keeps the order."""
+    from memkit.changes import stated_change_first
+
+    posts = {
+        "plan": Item("plan", "Sam and I are going to Lisbon from 14 to 18 November", "Jo",
+                     created_at=datetime(2026, 10, 20, 8)),
+        "bike": Item("bike", "Moved the bike into the shed", "Jo",
+                     created_at=datetime(2026, 10, 25, 8)),
+        "off": Item("off", "Lisbon trip is off, Sam's work moved a deadline. We're going to "
+                    "Porto in February instead", "Jo", created_at=datetime(2026, 11, 2, 10)),
+        "doc": Item("doc", "Lisbon is the capital of Portugal", "", created_at=None),
+    }  # fmt: skip
+    of = lambda ids: [posts[i] for i in ids]  # noqa: E731
+    run = ranking(["plan", "bike", "off"], [0.8, 0.6, 0.3])
+    first = stated_change_first(run, of, "Why did they cancel Lisbon?")
+    assert first["event_id"].to_list() == ["off", "plan", "bike"]
+    assert stated_change_first(run, of, "Where are they going?")["event_id"].to_list() == [
+        "plan", "bike", "off"]  # fmt: skip
+    undated = ranking(["doc", "off"], [0.8, 0.3])
+    assert stated_change_first(undated, of, "Why was Lisbon cancelled?")["event_id"][0] == "doc"
