@@ -216,6 +216,31 @@ def test_a_second_fit_of_the_same_events_keeps_the_rows_and_a_changed_table_is_r
     assert other.similarity("a zeppelin over the harbour", ["e2"])[0] < 0.99
 
 
+def test_a_table_of_vectors_made_by_other_weights_is_refilled(pg_url, monkeypatch):
+    """The same config name for a model whose weights changed (stop 49: "minilm-int8" went
+    from 8-bit to 7-bit weights, and a table filled before kept its old vectors, so
+    `make eval`'s postgres row differed from a fresh machine's): the encoder's exact name
+    is part of the fit's fingerprint, so the table is refilled."""
+    import psycopg
+
+    from memkit.encoders import get_encoder
+
+    events = make_events(12, seed=5)
+    vec = PgVectorRetriever(url=pg_url, table="vec_weights", encoder="minilm-int8", graph=False)
+
+    def physical() -> list:
+        with psycopg.connect(pg_url) as c:
+            return c.execute("SELECT event_id, ctid::text FROM vec_weights").fetchall()
+
+    vec.fit(events)
+    stamp = physical()
+    vec.fit(events)
+    assert physical() == stamp  # the same weights: nothing rewritten
+    monkeypatch.setattr(get_encoder("minilm-int8"), "name", "all-MiniLM-L6-v2/other-weights")
+    vec.fit(events)
+    assert physical() != stamp
+
+
 def test_text_search_matches_any_term_and_honours_filters(pg_url):
     rows = [
         {

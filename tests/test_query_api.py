@@ -702,10 +702,10 @@ def test_batch_ingest_is_all_or_nothing_and_searchable_when_it_returns(world):
     assert r.status_code == 404
 
 
-def test_a_saved_index_is_loaded_and_caught_up_from_the_store(world, tmp_path):
+def test_a_saved_index_is_loaded_and_caught_up_from_the_store(world, tmp_path, monkeypatch):
     """A second process with the same index folder loads the first one's saved index
     instead of re-encoding, catches up on what was written since, and drops a saved
-    index made with other settings."""
+    index made with other settings, or by other weights under the same model name."""
     app, c = world["app"], world["c"]
     if stateless(app):
         pytest.skip(
@@ -757,6 +757,13 @@ def test_a_saved_index_is_loaded_and_caught_up_from_the_store(world, tmp_path):
         .get_json()["items"][0]["event_id"]
         == world["ids"][0]
     )
+    from memkit.encoders import get_encoder
+
+    model = get_encoder(index.pipeline.encoder_name())  # stop 49: 8-bit -> 7-bit weights
+    monkeypatch.setattr(model, "name", model.name + "/other-weights")
+    reweighted = create_app({**base, "index_dir": str(folder), "warm_index": True})
+    assert reweighted.extensions["memkit"]["memory"]._index.started_from == "store"
+    monkeypatch.undo()
     other = tmp_path / "other.toml"
     other.write_text('name = "bm25"\n[retriever]\ntype = "bm25"\n')
     third = create_app(
@@ -765,7 +772,7 @@ def test_a_saved_index_is_loaded_and_caught_up_from_the_store(world, tmp_path):
     assert (
         third.extensions["memkit"]["memory"]._index.started_from == "store"
     )  # other settings: rebuilt
-    for a in (first, second, third):
+    for a in (first, second, reweighted, third):
         a.extensions["memkit"]["engine"].dispose()
 
 

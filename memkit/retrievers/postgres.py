@@ -286,11 +286,17 @@ class PostgresRetriever(Retriever):
 
     def _fingerprint(self, events: pl.DataFrame) -> str:
         h = hashlib.sha256(json.dumps(self.get_params(), sort_keys=True, default=str).encode())
+        h.update(self._made_by().encode())
         meta = events.select("event_id", "floor_id", "block_type", "created_at", "tags").rows()
         h.update(repr(meta).encode())
         for text in document_text(events, self.doc_template):
             h.update(text.encode() + b"\x00")
         return h.hexdigest()
+
+    def _made_by(self) -> str:
+        """What computes the rows besides the parameters (the vector table: the encoder's
+        exact name, which changes with its weights while the config says "minilm-int8")."""
+        return ""
 
     def _unmark(self, c) -> None:
         c.execute("DELETE FROM memkit_fitted WHERE name = %s", (self.table,))
@@ -426,6 +432,11 @@ class PgVectorRetriever(PostgresRetriever):
         self.exact_fallbacks = (
             0  # searches the graph answered with fewer than k rows (for tests and monitoring)
         )
+
+    def _made_by(self) -> str:
+        # stop 49: the int8 weights became 7-bit under the same config name, and a table
+        # filled before kept its old vectors (its make eval row differed from a fresh one)
+        return str(self.text_encoder.name)
 
     @property
     def text_encoder(self) -> Encoder:

@@ -406,9 +406,17 @@ class SearchIndex:
         return self
 
     def _digest(self) -> str:
-        return hashlib.sha256(
-            json.dumps(self.pipeline.params(), sort_keys=True, default=str).encode()
-        ).hexdigest()
+        """What the saved index was made by: the pipeline's settings and the dense model's
+        exact name, which changes with its weights under the same config name (stop 49:
+        "minilm-int8" became 7-bit; a saved index of the older vectors is rebuilt)."""
+        from memkit.encoders import get_encoder
+
+        name = self.pipeline.encoder_name()
+        made_by = {
+            "params": self.pipeline.params(),
+            "weights": get_encoder(name).name if isinstance(name, str) else None,
+        }
+        return hashlib.sha256(json.dumps(made_by, sort_keys=True, default=str).encode()).hexdigest()
 
     def save(self, folder: str | Path) -> Path:
         """Write the index and the log position it reflects (atomically: a folder is
