@@ -843,6 +843,11 @@ def _day_bounds(start: date, end: date, f: Filters) -> tuple[datetime | None, da
     return lo, hi
 
 
+def _roots(words) -> set[str]:
+    """Stems with a last "e" off too, so "move" meets "moved" and "commute" "commuting"."""
+    return {w.removesuffix("e") for w in stems(words)}
+
+
 def _still_answers(query: str, own_words: Sequence[str], text: str, chat: bool) -> bool:
     """Whether a post the last answer quoted may answer this follow-up too: a chat line
     (``chat``) with one of the question's own words ("How long is her commute?" and "...the
@@ -850,7 +855,7 @@ def _still_answers(query: str, own_words: Sequence[str], text: str, chat: bool) 
     follow-up on it asks for another passage: CAsT 2021's MRR@10 -0.008 when documents were
     let through too), or a post holding the amount, name, number or address the question
     asks for ("How much did it cost?" and "...for 350 euros")."""
-    if chat and stems(own_words) & stems(content_words(text or "")):
+    if chat and _roots(own_words) & _roots(content_words(text or "")):
         return True
     return lacks_what_is_asked(query, "") is not None and lacks_what_is_asked(query, text) is None
 

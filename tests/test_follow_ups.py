@@ -381,3 +381,15 @@ def test_a_follow_up_the_last_answers_post_still_answers_keeps_it(
     assert answer in first.written.quoted
     follow = p.query(follow_up, user_id="u", floor_ids=["f"], now=now)
     assert follow.items[0]["event_id"] == answer, [i["text"] for i in follow.items]
+
+
+def test_a_word_of_the_question_is_met_in_its_other_forms():
+    """Stop 49's second walk: "When is the housewarming?" quoted "Housewarming moved to 28
+    November, my brother can't make the 21st", and "Why did it move?" was answered with the
+    boiler's move: "move" and "moved" had different stems."""
+    from memkit.pipeline import _still_answers
+
+    post = "Housewarming moved to 28 November, my brother can't make the 21st"
+    assert _still_answers("Why did it move?", ["move"], post, chat=True)
+    assert not _still_answers("Why did it move?", ["move"], post, chat=False)  # a document
+    assert not _still_answers("Who is coming?", ["coming"], post, chat=True)
