@@ -552,6 +552,21 @@ def test_a_window_listing_quotes_the_sentence_about_what_was_asked():
     assert plain.quotes[0]["sentence"] == "First week in Leeds."
 
 
+def test_a_month_still_to_come_is_listed_by_the_sentence_naming_it():
+    """Stop 49's walks: "What is Omar doing in December?" listed his post by its first
+    sentence, not the one about December, and a plan written in November for January was
+    announced as "1 post from January 2027"."""
+    post = {
+        "event_id": "o", "speaker": "Omar", "created_at": "2026-11-16T18:30:00",
+        "text": "Back running after the knee: an easy 5 km around Roath Park lake. I will "
+        "add a long run on Sundays from December.",
+    }  # fmt: skip
+    listed = lexical().window_summary([post], "December 2026", query="Omar", ahead=True)
+    assert listed.text.startswith("1 post about December 2026")
+    assert listed.quotes[0]["sentence"] == "I will add a long run on Sundays from December."
+    assert lexical().window_summary([post], "November 2026").text.startswith("1 post from")
+
+
 @pytest.mark.parametrize(
     "question, quoted, lacking",
     [

@@ -22,7 +22,7 @@ from memkit.answer.base import (
 from memkit.answer.questions import HOLDS, asks_when, question_type, says_when
 from memkit.changes import CHANGED
 from memkit.text import Analyzer
-from memkit.timeref import WRITTEN, Span, day_text, read_span, resolve
+from memkit.timeref import MONTHS, WRITTEN, Span, day_text, read_span, resolve
 
 Quote = tuple[str, AnswerItem, float]  # (sentence, its item, its similarity to the question)
 Lead = tuple[Span, str]  # the date a when-answer leads with, and how it was found
@@ -39,6 +39,12 @@ def lead_text(span: Span) -> str:
     if "weekend" in span.text:
         return f"On {span.text}"  # the weekend before ..., 2 weekends before ...
     return f"In {span.text}"  # the week before ..., June 2023, 2022
+
+
+def _month_named(window: str | None) -> str | None:
+    """The month a window's text names ("January 2027" -> "January"), if any."""
+    first = (window or "").split(" ")[0]
+    return first if first.lower() in MONTHS else None
 
 
 def window_text(reading) -> str | None:
@@ -160,21 +166,32 @@ class Composer:
         shown: int = 3,
         found: int | None = None,
         query: str = "",
+        ahead: bool = False,
     ) -> Answer:
         """What a question about a time window gets ("What happened last May?"): how many
         posts there are (``found``: all the window holds, default the items given) and the
         most telling ones, in the order they were posted, each by its first sentence or
         the one sharing most words with ``query`` ("What did Hana say she'll grow next
-        year?": "Next year I am going to try onions")."""
+        year?": "Next year I am going to try onions"), a sentence naming the window's month
+        first. ``ahead``: the window is still to come, so its posts are plans about it,
+        written before it ("1 post about January 2027")."""
         top = sorted(
             items[:shown], key=lambda i: (timestamp(i.get("created_at")), i.get("event_id"))
         )
         terms = set(self._analyzer(query))
+        month = _month_named(window)
         lines, said = [], []
         for item in top:
             parts = sentences(item.get("text"))
             best = (
-                max(parts, key=lambda p: (len(terms & set(self._analyzer(p))), -parts.index(p)))
+                max(
+                    parts,
+                    key=lambda p: (
+                        bool(month and re.search(rf"\b{month}\b", p, re.IGNORECASE)),
+                        len(terms & set(self._analyzer(p))),
+                        -parts.index(p),
+                    ),
+                )
                 if parts
                 else None
             )
@@ -182,7 +199,8 @@ class Composer:
             said.append(best)
             lines.append(self.attributed(quote, item, lead=None))
         n = max(found or 0, len(items))
-        head = f"{plural(n, 'post')}{f' from {window}' if window else ''}"
+        link = "about" if ahead else "from"
+        head = f"{plural(n, 'post')}{f' {link} {window}' if window else ''}"
         more = f" (and {n - len(top)} more)" if n > len(top) else ""
         return Answer(
             f"{head}{more}. " + " ".join(lines),

@@ -14,7 +14,7 @@ from itertools import groupby
 import numpy as np
 
 from memkit.answer import features, selection
-from memkit.answer.base import Answer, AnswerItem, sentences, speaker
+from memkit.answer.base import Answer, AnswerItem, as_datetime, sentences, speaker
 from memkit.answer.compose import (
     Composer,
     account_text,
@@ -245,6 +245,7 @@ class ExtractiveAnswerer(Composer):
                 found=found,
                 # the window's own words chose the posts ("last May": not "the last bit")
                 query=" ".join(getattr(reading, "own_words", None) or [query]),
+                ahead=_posted_before(items, getattr(reading, "days", None)),
             )
             if listing
             else self.summarize(query, items, authors, decided=decided, settled=settled)
@@ -405,3 +406,11 @@ class ExtractiveAnswerer(Composer):
             else set(authors)
         )
         return names | set(filter(None, map(speaker, items)))
+
+
+def _posted_before(items: list[AnswerItem], days) -> bool:
+    """Whether every item was posted before the window ``days`` begins (plans about it)."""
+    if not days or not items:
+        return False
+    posted = [as_datetime(i.get("created_at")) for i in items]
+    return all(p is not None and p.date() < days[0] for p in posted)
