@@ -638,3 +638,19 @@ def test_a_quote_without_the_amount_or_name_asked_for_is_declined(trained):
     assert cat.closest == "c"  # the post the decline names: the one item the service shows
     dog = trained.write("What is Ravi's dog called?", posts[1:], authors=["Nina", "Ravi"])
     assert not dog.declined and "Bolt" in dog.text
+
+
+def test_a_when_answer_leads_with_the_date_a_post_gives_instead():
+    """Stop 49's third walk: "Book club is off tomorrow, the host has a burst pipe. We'll do
+    it on 12 November instead" was quoted for "When is the book club?" but led with the
+    cancelled day ("tomorrow" = 5 November)."""
+    post = {
+        "event_id": "g", "speaker": "Grace", "created_at": "2026-11-04T12:00:00",
+        "text": "Book club is off tomorrow, the host has a burst pipe. We'll do it on 12 "
+        "November instead",
+    }  # fmt: skip
+    writer = lexical()
+    lead = writer.date_of("Book club is off tomorrow, the host has a burst pipe.", post)
+    assert lead[0].text == "12 November 2026" and "instead" in lead[1]
+    plain = {**post, "text": "Book club is off tomorrow, the host has a burst pipe."}
+    assert writer.date_of(plain["text"], plain)[0].text == "5 November 2026"

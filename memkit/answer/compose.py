@@ -41,6 +41,20 @@ def lead_text(span: Span) -> str:
     return f"In {span.text}"  # the week before ..., June 2023, 2022
 
 
+def _date_instead(text: str, posted) -> Lead | None:
+    """The date of a new plan a post states "instead" ("We'll do it on 12 November
+    instead"): the one in the clause that ends with it, where the clause names one."""
+    if posted is None:
+        return None
+    for m in re.finditer(r"\binstead\b(?! of)", text, re.IGNORECASE):
+        clause = re.split(r"[,;.!?]", text[: m.start()])[-1]
+        found = resolve(clause, posted)
+        span = found[0].span if found else read_span(clause, ref=posted)
+        if span is not None:
+            return span, f"“{clause.strip()} instead”"
+    return None
+
+
 def _month_named(window: str | None) -> str | None:
     """The month a window's text names ("January 2027" -> "January"), if any."""
     first = (window or "").split(" ")[0]
@@ -293,6 +307,11 @@ class Composer:
             span = found[0].span if found else read_span(clause, ref=posted)
             if span is not None:
                 return span, f"“{moved.group(0)}{clause.rstrip()}”"
+        instead = _date_instead(item.get("text") or "", posted)
+        if (
+            instead is not None
+        ):  # "Book club is off tomorrow ... We'll do it on 12 November instead"
+            return instead
         if posted is not None:
             terms = set(self._analyzer(query))
 
