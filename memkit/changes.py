@@ -74,25 +74,18 @@ def changed_fact(
     ``run`` (one question's ranking) states a change to the first one (see the module's
     text), else None. ``items_of(ids)``: the posts (memkit.items.Item or dicts); ``kind``:
     the question's (``settles``), "where" takes only a change to a new place."""
-    if run.height < 2:
+    found = _first_and_later(run, items_of, depth)
+    if found is None:
         return None
-    head = (run.sort("rank") if "rank" in run.columns else run).head(depth)
-    items = {it.get("event_id"): it for it in items_of(head["event_id"].to_list())}
-    ids = head["event_id"].to_list()
-    first = items.get(ids[0])
-    when = first.get("created_at") if first is not None else None
-    if when is None:
-        return None
+    first_id, first, later = found
+    when = first.get("created_at")
     words = _words(first.get("text") or "")
     # a plan for a day is changed before that day, not after it ("Book club is off this
     # month", in May, does not change "Book club moved to Tuesday 10 February")
     planned = [s.end for s in dates_in(first.get("text") or "", when) if s.end >= when.date()]
     until = max(planned) if planned else None
     newer = []
-    for e in ids[1:]:
-        it = items.get(e)
-        if it is None or it.get("created_at") is None or not it.get("created_at") > when:
-            continue
+    for e, it in later:
         if until is not None and it.get("created_at").date() > until:
             continue
         text = it.get("text") or ""
@@ -104,7 +97,31 @@ def changed_fact(
         shared = len(words & theirs)
         if shared >= min_shared and shared >= overlap * len(words | theirs):
             newer.append((it.get("created_at"), e))
-    return (max(newer)[1], ids[0]) if newer else None
+    return (max(newer)[1], first_id) if newer else None
+
+
+def _first_and_later(
+    run: pl.DataFrame, items_of: Callable[[Sequence[str]], Sequence], depth: int
+) -> tuple[str, object, list[tuple[str, object]]] | None:
+    """The first post of ``run``'s first ``depth`` (its id and the post) and those of the
+    others posted after it, in rank order (a change is posted after what it changes); None
+    when there are fewer than two posts or the first has no time."""
+    if run.height < 2:
+        return None
+    ids = (run.sort("rank") if "rank" in run.columns else run).head(depth)["event_id"].to_list()
+    items = {it.get("event_id"): it for it in items_of(ids)}
+    first = items.get(ids[0])
+    when = first.get("created_at") if first is not None else None
+    if when is None:
+        return None
+    later = [
+        (e, items[e])
+        for e in ids[1:]
+        if e in items
+        and items[e].get("created_at") is not None
+        and items[e].get("created_at") > when
+    ]
+    return ids[0], first, later
 
 
 def newest_first(run: pl.DataFrame, change: tuple[str, str]) -> pl.DataFrame:
@@ -154,25 +171,15 @@ def stated_change_first(
     the first ``depth`` posts posted after the first post that says something changed
     (``CHANGED``) and has one of the question's own words besides the change's, when the
     first post says no change."""
-    if run.height < 2 or not ASKS_CHANGE.search(query):
+    asked = _words(ASKS_CHANGE.sub(" ", query)) if ASKS_CHANGE.search(query) else set()
+    found = _first_and_later(run, items_of, depth) if asked else None
+    if found is None or CHANGED.search(found[1].get("text") or ""):
         return run
-    asked = _words(ASKS_CHANGE.sub(" ", query))
-    if not asked:
-        return run
-    head = (run.sort("rank") if "rank" in run.columns else run).head(depth)
-    ids = head["event_id"].to_list()
-    items = {it.get("event_id"): it for it in items_of(ids)}
-    first = items.get(ids[0])
-    when = first.get("created_at") if first is not None else None
-    if when is None or CHANGED.search(first.get("text") or ""):
-        return run
-    for e in ids[1:]:
-        it = items.get(e)
-        if it is None or it.get("created_at") is None or not it.get("created_at") > when:
-            continue  # a change is posted after what it changes
+    first_id, _, later = found
+    for e, it in later:
         text = it.get("text") or ""
         if CHANGED.search(text) and asked & _words(text):
-            return newest_first(run, (e, ids[0]))
+            return newest_first(run, (e, first_id))
     return run
 
 

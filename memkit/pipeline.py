@@ -442,6 +442,9 @@ class Pipeline:
         if req.floor_ids is not None:
             f = f.with_floors(req.floor_ids)
         k = req.k or self.k
+        # the posts this question looks at, read from the store once: the topic check, the
+        # follow-up's last answer, the reader, the changed-fact check and the answer
+        posts = read_once(self.posts.items)
         # A question that names only a time window ("What happened last May?", or "What
         # happened?" with a time filter) asks for the posts of those days.
         filtered = f.time_from is not None or f.time_to is not None
@@ -464,7 +467,7 @@ class Pipeline:
             # in August?" is answered by her June post about the August festival)
             window_only = run.height > 0 or asks_what_happened(req.query)
         if reading.kind != "unresolved" and not window_only:
-            run, reading, best = self._retrieve(reading, f, k, req.query_id, req.history)
+            run, reading, best = self._retrieve(reading, f, k, req.query_id, req.history, posts)
             if reading.days is not None:
                 windowed = self._in_window(run, reading)
                 # Nothing of those days: the closest posts of any day (people misremember
@@ -488,7 +491,7 @@ class Pipeline:
                     plain = self.contextualizer.read(
                         req.query, req.history, None, names=authors or ()
                     )
-                    run, _, best = self._retrieve(plain, f, k, req.query_id, req.history)
+                    run, _, best = self._retrieve(plain, f, k, req.query_id, req.history, posts)
         # "What was the band up to in April?": the posts of those days are the answer.
         listing = window_only or (reading.window is not None and asks_what_happened(req.query))
         read = (
@@ -497,7 +500,6 @@ class Pipeline:
             and self.reader is not None
             and self.reader.applies(question)
         )
-        posts = read_once(self.posts.items)  # the reader, the changed-fact check and the answer
         if read:  # the reader decides: which post first, and whether any answers
             question = Question.read(req.query, reading)  # the reading may have changed topic
             run = self.reader.rerank(question.read_as, run, posts)
@@ -689,14 +691,20 @@ class Pipeline:
         return runs
 
     def _retrieve(
-        self, reading: Reading, f: Filters, k: int, query_id: str, history: list[Turn]
+        self,
+        reading: Reading,
+        f: Filters,
+        k: int,
+        query_id: str,
+        history: list[Turn],
+        posts,
     ) -> tuple[pl.DataFrame, Reading, float | None]:
         """The ranking of a question's variants, fused: probabilities by their weighted
         mean, other scores by min-max (the first version); and the best score any variant
         found (what the gate reads: a follow-up's fused probabilities are diluted by the
         reading that did not find it). A follow-up naming something its topic never had is
         taken as a new topic when no post found for it ties it to the topic
-        (memkit.conversation.confirms_topic)."""
+        (memkit.conversation.confirms_topic). ``posts``: ids -> posts (``read_once``)."""
         depth = (
             k if len(reading.variants) == 1 else max(k, 100)
         )  # fused variants: fuse deeper lists, then cut
@@ -705,7 +713,7 @@ class Pipeline:
             [text for text, _ in reading.variants], depth, f, query_id, reading.days
         )
         if len(runs) > 1 and reading.new_subject:
-            first = self.posts.items(runs[0]["event_id"].head(1).to_list())
+            first = posts(runs[0]["event_id"].head(1).to_list())
             sure = (
                 float(runs[0]["score"].max())
                 if runs[0].height and self.calibration is not None
@@ -727,7 +735,7 @@ class Pipeline:
             # then "How much did it cost?": the post said "350 euros")
             demoted = [
                 it.event_id
-                for it in self.posts.items(list(reading.posts))
+                for it in posts(list(reading.posts))
                 if not _still_answers(
                     reading.query,
                     reading.own_words,

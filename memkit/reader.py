@@ -48,6 +48,7 @@ MAX_CHUNKS = 4  # chunks of one post the reader reads (those sharing most words 
 
 # eval (remember_logits): each (question, passage) logit is kept in the embedding cache
 REMEMBER = False
+_CACHES: dict = {}  # cache folder -> its EmbeddingCache
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 _WORD = re.compile(r"\w+")
@@ -198,9 +199,6 @@ _QUESTION_START = frozenset(
     "what when where who whom whose which why how did do does is are was were can could has "
     "have had will would should shall any anything anyone anybody tell".split()
 )
-
-
-_CACHES: dict = {}  # cache folder -> EmbeddingCache, for remember_logits
 
 
 def remember_logits() -> None:

@@ -48,11 +48,17 @@ def _date_instead(text: str, posted) -> Lead | None:
         return None
     for m in re.finditer(r"\binstead\b(?! of)", text, re.IGNORECASE):
         clause = re.split(r"[,;.!?]", text[: m.start()])[-1]
-        found = resolve(clause, posted)
-        span = found[0].span if found else read_span(clause, ref=posted)
+        span = _first_date(clause, posted)
         if span is not None:
             return span, f"“{clause.strip()} instead”"
     return None
+
+
+def _first_date(clause: str, posted) -> Span | None:
+    """The first time a clause names: a relative one resolved against ``posted``, else a
+    date written in it."""
+    found = resolve(clause, posted)
+    return found[0].span if found else read_span(clause, ref=posted)
 
 
 def _month_named(window: str | None) -> str | None:
@@ -303,14 +309,12 @@ class Composer:
             clause = re.split(r"[,;.!?]", sentence[moved.end() :], maxsplit=1)[0]
             if not re.match(r"\s+(?:back\s+)?(?:to|until|till|for|on)\b", clause):
                 clause = ""  # "we moved here four years ago": no new date
-            found = resolve(clause, posted)
-            span = found[0].span if found else read_span(clause, ref=posted)
+            span = _first_date(clause, posted)
             if span is not None:
                 return span, f"“{moved.group(0)}{clause.rstrip()}”"
+        # "Book club is off tomorrow ... We'll do it on 12 November instead"
         instead = _date_instead(item.get("text") or "", posted)
-        if (
-            instead is not None
-        ):  # "Book club is off tomorrow ... We'll do it on 12 November instead"
+        if instead is not None:
             return instead
         if posted is not None:
             terms = set(self._analyzer(query))
