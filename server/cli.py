@@ -12,9 +12,12 @@ import argparse
 import logging
 import os
 import re
+import socket
 import sys
+import threading
+from collections import Counter
 
-from werkzeug.serving import WSGIRequestHandler
+from werkzeug.serving import ThreadedWSGIServer, WSGIRequestHandler
 
 SERVE_EPILOG = """\
 The instance folder (INSTANCE) holds the SQLite store memkit.db, secret_key and outbox/:
@@ -36,7 +39,9 @@ def register(sub) -> None:
         "serve",
         help="run the service on http://127.0.0.1:8080 (SQLite store in ./instance by default)",
         description="Run the service on Werkzeug's server, for trying the API (production:\n"
-        "gunicorn server.wsgi:app, see README). One log line per request on stderr.",
+        "gunicorn server.wsgi:app behind a proxy, see README). One log line per request on\n"
+        "stderr. A connection that sends nothing for 5 s is closed; at most 64 are served at\n"
+        "once, 16 from one client network (an IPv4 /24, an IPv6 /64).",
         epilog=SERVE_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -103,9 +108,14 @@ def cmd_serve(args) -> int:
     )
     print(encoder_line(app.extensions["memkit"]["memory"]))
     log_requests()
-    app.run(
-        host=args.host, port=args.port, debug=False, threaded=True, request_handler=QuietHandler
-    )
+    server = BoundedServer(args.host, args.port, app)
+    print("Press CTRL+C to quit", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
     return 0
 
 
@@ -123,7 +133,13 @@ def log_requests() -> None:
 class QuietHandler(WSGIRequestHandler):
     """Werkzeug's request handler without its access log, which would log every request a
     second time, query string included (where a client may have put a token). What it
-    still logs (a request line it cannot parse, say) has any query string cut out."""
+    still logs (a request line it cannot parse, say) has any query string cut out.
+
+    A connection that sends nothing for ``timeout`` seconds is dropped, whether it stalls in
+    its headers, in a body shorter than its Content-Length, or while Werkzeug reads the rest
+    of a body it answered 413 (which it does, so that the client sees the answer)."""
+
+    timeout = 5.0
 
     def log_request(self, code="-", size="-") -> None:
         pass
@@ -131,6 +147,53 @@ class QuietHandler(WSGIRequestHandler):
     def log(self, type: str, message: str, *args) -> None:
         args = tuple(re.sub(r"\?[^\s'\"]*", "?...", a) if isinstance(a, str) else a for a in args)
         super().log(type, message, *args)
+
+
+class BoundedServer(ThreadedWSGIServer):
+    """Werkzeug's threaded server with a bound: at most ``max_threads`` connections are
+    served at once (a thread each), the next wait in the listen queue; and at most
+    ``per_network`` of them from one client network (an IPv4 /24, an IPv6 /64, as rate
+    limits count), so that one client's half-sent requests cannot take every thread. A
+    connection past that bound is closed at once."""
+
+    max_threads = 64
+    per_network = 16
+
+    def __init__(self, host: str, port: int, app, handler=QuietHandler) -> None:
+        super().__init__(host, port, app, handler=handler)
+        self._slots = threading.BoundedSemaphore(self.max_threads)
+        self._lock = threading.Lock()
+        self._open: Counter[str] = Counter()
+
+    def process_request(self, request: socket.socket, client_address) -> None:
+        from server.api.limits import network
+
+        net = network(client_address[0]) if client_address else ""
+        with self._lock:
+            if self._open[net] >= self.per_network:
+                self.shutdown_request(request)
+                return
+            self._open[net] += 1
+        self._slots.acquire()
+        try:
+            super().process_request(request, (*client_address, net))
+        except BaseException:
+            self._done(net)
+            raise
+
+    def process_request_thread(self, request: socket.socket, client_address) -> None:
+        *address, net = client_address
+        try:
+            super().process_request_thread(request, tuple(address))
+        finally:
+            self._done(net)
+
+    def _done(self, net: str) -> None:
+        with self._lock:
+            self._open[net] -= 1
+            if self._open[net] <= 0:
+                del self._open[net]
+        self._slots.release()
 
 
 def encoder_line(memory) -> str:
