@@ -32,15 +32,17 @@ class Argon2Calls:
     """The real argon2 hasher with its calls counted (how much work a request cost)."""
 
     def __init__(self, real):
-        self.real, self.calls = real, 0
+        self.real, self.calls, self.kinds = real, 0, []
 
-    def hash(self, password):
+    def hash(self, password, kind="other"):
         self.calls += 1
-        return self.real.hash(password)
+        self.kinds.append(kind)
+        return self.real.hash(password, kind)
 
-    def verify(self, stored, password):
+    def verify(self, stored, password, kind="other"):
         self.calls += 1
-        return self.real.verify(stored, password)
+        self.kinds.append(kind)
+        return self.real.verify(stored, password, kind)
 
 
 @pytest.fixture

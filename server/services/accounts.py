@@ -58,23 +58,31 @@ from server.store.schema import apps, blocks, codes, events, floors, tokens, use
 
 DEFAULT_BLOCKS = [("feed", "Feed"), ("blog", "Blog"), ("forum", "Forum"), ("quiz", "Quiz")]
 APP_RECHECK = 600.0  # seconds an application secret argon2 accepted is known (Accounts.known_app)
-ARGON2_AT_ONCE = 4  # argon2 hashes and checks running at once in a process (_Argon2)
+# argon2 runs at once in a process, per kind of check (_Argon2). Each takes 64 MiB, so their
+# sum bounds the memory a burst can take; a kind's own slots cannot be taken by another's
+# flood, so wrong application secrets or password checks of signed-in users never make an
+# honest sign-in wait (issue 42).
+ARGON2_SLOTS = {"sign_in": 2, "app": 1, "other": 1}
 
 
 class _Argon2:
-    """argon2 with at most ``ARGON2_AT_ONCE`` hashes or checks running at once: each takes
-    64 MiB, so a burst of them (32 wrong secrets sent together: 2.6 GB in issue 26) cannot
-    take the process's memory; on two cores more at once would not finish sooner."""
+    """argon2 with at most ``ARGON2_SLOTS[kind]`` hashes or checks of each kind running at
+    once: ``sign_in`` (signing in, validating a sign-up), ``app`` (application secrets),
+    ``other`` (new passwords, password checks of a signed-in user). A burst of one kind
+    (32 wrong secrets sent together took 2.6 GB in issue 26) cannot take the process's
+    memory, nor the slots of another kind; on two cores more at once would not finish
+    sooner."""
 
     def __init__(self):
-        self._hasher, self._slots = PasswordHasher(), threading.BoundedSemaphore(ARGON2_AT_ONCE)
+        self._hasher = PasswordHasher()
+        self._slots = {k: threading.BoundedSemaphore(n) for k, n in ARGON2_SLOTS.items()}
 
-    def hash(self, password: str) -> str:
-        with self._slots:
+    def hash(self, password: str, kind: str = "other") -> str:
+        with self._slots[kind]:
             return self._hasher.hash(password)
 
-    def verify(self, stored: str, password: str) -> bool:
-        with self._slots:
+    def verify(self, stored: str, password: str, kind: str = "other") -> bool:
+        with self._slots[kind]:
             return self._hasher.verify(stored, password)
 
 
@@ -623,7 +631,7 @@ class Accounts:
         """The code sent at sign-up and the password chosen there: both are needed, so the
         account becomes usable only by whoever chose its password *and* holds its mailbox."""
         user, code_id = self._account_code(data, "signup")
-        if not verify_password(user["password_hash"], data.password):  # the code's check is counted
+        if not verify_password(user["password_hash"], data.password, "sign_in"):  # code counted
             raise BadRequest(
                 "password is not the one chosen at sign-up (sign up again to choose another)",
                 field="password",
@@ -649,7 +657,9 @@ class Accounts:
     def sign_in(self, data: m.SignInEmailRequest | m.SignInMobileRequest, by: str) -> dict:
         with self.engine.begin() as conn:
             user = self._find_user(conn, data)
-            if not verify_password(user["password_hash"] if user else None, data.password):
+            if not verify_password(
+                user["password_hash"] if user else None, data.password, "sign_in"
+            ):
                 raise Unauthorized(
                     f"wrong {'e-mail address' if by == 'email' else 'mobile number'} or password",
                     code="bad_credentials",
@@ -807,7 +817,7 @@ class Accounts:
         with self.engine.begin() as conn:
             conn.execute(
                 apps.insert().values(
-                    id=app_id, name=name, secret_hash=_hasher.hash(secret), created_at=now()
+                    id=app_id, name=name, secret_hash=_hasher.hash(secret, "app"), created_at=now()
                 )
             )
         return app_id, secret
@@ -823,7 +833,7 @@ class Accounts:
         # An id no application has is refused without argon2 work: what it would hide is no
         # secret (a signed-in user's query naming it is told invalid_app), and a flood of
         # made-up ids would otherwise take the argon2 slots sign-ins need.
-        if row is None or not verify_password(row[0], secret):
+        if row is None or not verify_password(row[0], secret, "app"):
             raise Unauthorized("unknown application or wrong secret", code="bad_app_credentials")
         self._apps_checked[app_id] = (_sha(secret), time.monotonic())
         return app_id
@@ -905,14 +915,14 @@ class Accounts:
             }
 
 
-def verify_password(stored_hash: str | None, password: str) -> bool:
-    """argon2 check; with no stored hash it still spends the same time, so a missing
-    account and a wrong password cannot be told apart by timing."""
+def verify_password(stored_hash: str | None, password: str, kind: str = "other") -> bool:
+    """argon2 check in ``kind``'s slots (_Argon2); with no stored hash it still spends the
+    same time, so a missing account and a wrong password cannot be told apart by timing."""
     if not stored_hash:
-        _hasher.hash(password)
+        _hasher.hash(password, kind)
         return False
     try:
-        return _hasher.verify(stored_hash, password)
+        return _hasher.verify(stored_hash, password, kind)
     except (VerificationError, InvalidHashError):
         return False
 
