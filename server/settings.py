@@ -46,6 +46,9 @@ class Settings:
     rate_limit_password: str = "10 per minute;30 per hour"
     rate_limit_app_secret: str = "20 per minute"
     rate_limit_address_factor: int = 5
+    # Writes (posts, batches, edits): kilobytes of request bodies per user (per client network:
+    # times rate_limit_address_factor). A megabyte of posts is tens of core-seconds of encoding.
+    rate_limit_write: str = "2000 per minute;20000 per hour"
     # Seconds before a refused application-secret request's 429 (server/api/limits.py
     # RefuseUnchecked): `memkit serve`, a thread per connection, sets 1; keep 0 under a pool of
     # threads (gunicorn), where a waiting answer would hold a thread.

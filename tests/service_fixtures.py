@@ -101,7 +101,7 @@ def app(request, tmp_path, tmp_path_factory):
 
 NO_LIMITS = {
     f"rate_limit_{n}": "10000 per second"
-    for n in ("send_code", "sign_in", "sign_up", "check_code", "change_email")
+    for n in ("send_code", "sign_in", "sign_up", "check_code", "change_email", "write")
 }
 
 

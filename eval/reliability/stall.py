@@ -3,6 +3,7 @@
     .venv/bin/python eval/reliability/stall.py                       # SQLite, a batch of 1,000
     .venv/bin/python eval/reliability/stall.py --backend postgres --batch 1000
     .venv/bin/python eval/reliability/stall.py --stranger          # the batch goes into Bo's floor
+    .venv/bin/python eval/reliability/stall.py --long tiny --writers 4  # four 1 MB requests at once
 
 The service runs under gunicorn with one worker (so the writer and the reader share one
 in-memory index: the case where a write could hold a query) and four threads. Ann owns a
@@ -14,6 +15,13 @@ chunks). Prints the batch's time and Bo's query latencies alone and during the b
 figure SECURITY.md states. The two cores are shared: during the batch Bo's queries also
 wait for the CPU the encoding uses, which is no lock's doing.
 
+With ``--long prose`` or ``--long tiny`` (issue 42, finding 2) each of ``--writers`` users
+posts one request of 49 posts of 20,000 characters (about 1 MB, the most a request may
+carry) into their own blog at the same time: ordinary prose, or tiny sentences ("Ok 17.")
+that cost a run of the model each before they were joined; the server's CPU seconds for
+the requests are printed beside Bo's latencies, so the two shapes' costs can be compared
+in one sitting.
+
 With ``--stranger`` Bo's floor is public and Ann posts her batch into it (issue 26, finding
 2: a query waited until every write to its floor was indexed, 67 s for a stranger's
 1,000-event batch); Bo's queries of his own floor then wait for Ann's posts at most
@@ -23,6 +31,7 @@ With ``--stranger`` Bo's floor is public and Ann posts her batch into it (issue 
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import statistics
 import tempfile
@@ -60,6 +69,27 @@ def latencies(
     return out
 
 
+def long_text(shape: str, rng: random.Random, chars: int = 20_000) -> str:
+    """A post of ``chars`` characters: prose (sentences of 12 to 22 words) or tiny
+    sentences ("Ok 17.")."""
+    out: list[str] = []
+    while sum(map(len, out)) + len(out) < chars:
+        if shape == "tiny":
+            out.append(f"Ok {len(out)}.")
+        else:
+            n = rng.randint(12, 22)
+            out.append(" ".join(rng.choice(WORDS) for _ in range(n)).capitalize() + ".")
+    return " ".join(out)[:chars]
+
+
+def server_cpu(pid: int) -> float:
+    """CPU seconds the server (its processes) has used."""
+    import psutil
+
+    procs = [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]
+    return sum(sum(p.cpu_times()[:2]) for p in procs)
+
+
 def summary(name: str, xs: list[float]) -> dict:
     xs = sorted(xs)
     return {
@@ -82,6 +112,12 @@ def main() -> None:
     ap.add_argument(
         "--stranger", action="store_true", help="Ann posts her batch into Bo's public floor"
     )
+    ap.add_argument(
+        "--long",
+        choices=["prose", "tiny"],
+        help="each writer posts 49 posts of 20,000 characters of this shape (about 1 MB)",
+    )
+    ap.add_argument("--writers", type=int, default=1, help="with --long: users writing at once")
     args = ap.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="memkit-stall-"))
     service = Service(args.backend, folder, workers=1, threads=args.threads)
@@ -101,6 +137,9 @@ def main() -> None:
         latencies(bo_client, bo, 3)  # warm up: the model and the index are loaded
         alone = latencies(bo_client, bo, args.baseline_seconds)
 
+        if args.long:
+            long_writes(service, folder, bo_client, bo, alone, args)
+            return
         rng = random.Random(7)
         batch = {
             "events": [
@@ -144,6 +183,51 @@ def main() -> None:
         )
     finally:
         service.stop()
+
+
+def long_writes(service, folder: Path, bo_client: Client, bo, alone: list[float], args) -> None:
+    """``--writers`` users each post one request of 49 long posts at once, while Bo queries."""
+    rng = random.Random(7)
+    writers = [sign_up(service.port, folder, f"Writer{i}") for i in range(args.writers)]
+    batches = [
+        {"events": [{"text": long_text(args.long, rng)} for _ in range(49)]} for _ in writers
+    ]
+    sizes = [len(json.dumps(b).encode()) for b in batches]
+    stop, took = threading.Event(), []
+
+    def write(user, batch):
+        t = time.perf_counter()
+        status, body = Client(service.port, user.token, timeout=1800).call(
+            "POST", f"/floors/{user.floor}/blocks/{user.blocks['blog']}/events/batch", batch
+        )
+        took.append(time.perf_counter() - t)
+        assert status == 200, body
+
+    threads = [threading.Thread(target=write, args=wb) for wb in zip(writers, batches)]
+    cpu = server_cpu(service.proc.pid)
+    for t in threads:
+        t.start()
+
+    def all_written():
+        for t in threads:
+            t.join()
+        stop.set()
+
+    threading.Thread(target=all_written).start()
+    time.sleep(0.2)
+    during = latencies(bo_client, bo, stop=stop)
+    cpu = server_cpu(service.proc.pid) - cpu
+    print(
+        f"\n{args.backend}: {args.writers} users each posted 49 posts of 20,000 characters of "
+        f"{args.long} at once ({min(sizes):,}-{max(sizes):,} bytes a request); the last "
+        f"answered after {max(took):.1f} s; the server used {cpu:.1f} CPU seconds meanwhile "
+        f"({cpu / args.writers:.1f} a request, Bo's queries included)\n"
+    )
+    print(table([summary("alone", alone), summary("during the writes", during)]))
+    print(
+        f"\nBo's median during the writes: "
+        f"{statistics.median(during) / statistics.median(alone):.2f}x alone"
+    )
 
 
 if __name__ == "__main__":

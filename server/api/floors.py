@@ -7,6 +7,7 @@ from flask import Blueprint, current_app
 
 from server import models as m
 from server.api.auth import current_user
+from server.api.limits import spend_write_budget
 from server.api.openapi import body, operation, query_args
 
 
@@ -108,11 +109,13 @@ def add_block(floor_id):
     summary="Post an event into a block (stored before the 200)",
     response=m.EventResponse,
     body=m.PostAdd,
-    errors=("400", "401", "404"),
+    errors=("400", "401", "404", "429"),
     tag="events",
 )
 def create_event(floor_id, block_id):
-    return services()[1].create(current_user(), floor_id, block_id, body())
+    user = current_user()
+    spend_write_budget(user)
+    return services()[1].create(user, floor_id, block_id, body())
 
 
 @bp.post("/<floor_id>/blocks/<block_id>/events/batch")
@@ -121,11 +124,13 @@ def create_event(floor_id, block_id):
     "error names events[i].field)",
     response=m.PostBatchResponse,
     body=m.PostBatch,
-    errors=("400", "401", "404"),
+    errors=("400", "401", "404", "429"),
     tag="events",
 )
 def create_events(floor_id, block_id):
-    return services()[1].create_many(current_user(), floor_id, block_id, body())
+    user = current_user()
+    spend_write_budget(user)
+    return services()[1].create_many(user, floor_id, block_id, body())
 
 
 @bp.get("/<floor_id>/events")
@@ -148,11 +153,13 @@ events_bp = Blueprint("events", __name__, url_prefix="/events")
     summary="Edit an event (its author only; the floor's owner may delete it)",
     response=m.EventResponse,
     body=m.EventEdit,
-    errors=ERR,
+    errors=(*ERR, "429"),
     tag="events",
 )
 def edit_event(event_id):
-    return services()[1].edit(current_user(), event_id, body())
+    user = current_user()
+    spend_write_budget(user)
+    return services()[1].edit(user, event_id, body())
 
 
 @events_bp.delete("/<event_id>")

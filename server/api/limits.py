@@ -146,6 +146,40 @@ def make_limits(limiter: Limiter, settings):
     return limits
 
 
+def spend_write_budget(user_id: str) -> None:
+    """A write (a post, a batch, an edit) spends the writer's budget: its body's kilobytes
+    against ``rate_limit_write`` per user and, times ``rate_limit_address_factor``, per client
+    network. Past either, 429 with Retry-After before anything is read or stored (encoding a
+    megabyte of posts takes tens of core-seconds: issue 42)."""
+    ext = current_app.extensions["memkit"]
+    settings, strategy = ext["settings"], ext["limiter"].limiter
+    kilobytes = max(1, math.ceil((request.content_length or 0) / 1000))
+    counts = [
+        (item, f"memkit/write/account/user:{user_id}")
+        for item in parse_many(settings.rate_limit_write)
+    ] + [
+        (item, f"memkit/write/address/{client_network()}")
+        for item in parse_many(
+            looser(settings.rate_limit_write, settings.rate_limit_address_factor)
+        )
+    ]
+    over = [(item, key) for item, key in counts if not strategy.test(item, key, cost=kilobytes)]
+    if over:
+        wait = max(
+            max(1, math.ceil(strategy.get_window_stats(item, key).reset_time - time.time()))
+            for item, key in over
+        )
+        raise ApiError(
+            f"too much written in too short a time: this request's {kilobytes:,} kB would pass "
+            f"the limit of {settings.rate_limit_write} (kB of request bodies); try again later",
+            code="rate_limited",
+            status=429,
+            headers={"Retry-After": str(wait)},
+        )
+    for item, key in counts:
+        strategy.hit(item, key, cost=kilobytes)
+
+
 class FailedCredentials:
     """Wrong credentials counted per identity (a user, an application id) and per client
     address, in the limiter's storage (so across processes when it is shared).
