@@ -20,6 +20,7 @@ training, a build nobody waits on) every vector is found, as before.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import logging
 import os
@@ -507,6 +508,24 @@ def cache_scope(reads=None, writes: str | None = None, private: bool = False):
         _SCOPE.reset(token)
 
 
+_KEY_SECRET: bytes | None = None  # see key_cache_with
+
+
+def key_cache_with(secret: str | None) -> None:
+    """Key the embedding cache's entries with ``secret`` (HMAC-SHA-256 of the model and the
+    text) from now on in this process; None: plain SHA-256, as eval and training key them.
+    The service calls it with a key derived from its instance secret, so whoever copies the
+    cache file cannot check guesses of a post's text against it (issue 42): the keys are
+    worthless without the secret, and the service never finds eval's vectors, nor eval the
+    service's."""
+    global _KEY_SECRET
+    _KEY_SECRET = (
+        None
+        if secret is None
+        else hmac.new(secret.encode(), b"memkit embedding cache", hashlib.sha256).digest()
+    )
+
+
 class EmbeddingCache:
     """A SQLite table of vectors keyed by (model, text hash), and one of the namespaces
     each vector was made or found for (``cache_scope``). Safe across processes."""
@@ -535,7 +554,12 @@ class EmbeddingCache:
 
     @staticmethod
     def key(model: str, text: str) -> str:
-        return hashlib.sha256(f"{model}\x00{text}".encode()).hexdigest()
+        """The entry's key: SHA-256 of the model and the text, keyed (HMAC) where the process
+        set a secret (``key_cache_with``)."""
+        data = f"{model}\x00{text}".encode()
+        if _KEY_SECRET is not None:
+            return hmac.new(_KEY_SECRET, data, hashlib.sha256).hexdigest()
+        return hashlib.sha256(data).hexdigest()
 
     def get_many(
         self, keys: list[str], dim: int, within: frozenset[str] | None = None

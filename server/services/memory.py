@@ -26,7 +26,7 @@ from datetime import datetime, timedelta, timezone
 import sqlalchemy as sa
 
 from memkit.config import CONFIG_DIR, load_config
-from memkit.encoders import cache_scope
+from memkit.encoders import cache_scope, key_cache_with
 from memkit.pipeline import Pipeline, QueryRequest
 from memkit.retrievers import Filters, PgVectorRetriever, map_specs
 from memkit.training import EncoderStage
@@ -79,6 +79,8 @@ class Memory:
     def __init__(self, engine: sa.Engine, settings):
         self.engine = engine
         self.settings = settings
+        # The embedding cache's keys are keyed with the instance's secret (SECURITY.md).
+        key_cache_with(settings.secret_key or None)
         self._index: SearchIndex | None = None
         self._version: versions.Version | None = None
         self._builders: dict[
