@@ -461,7 +461,7 @@ class Pipeline:
         best = None  # the best score any reading of the question found
         run = pl.DataFrame(schema=RUN_SCHEMA)
         if window_only and reading.kind != "unresolved":
-            run = self._window_posts(reading, f, req.query_id)
+            run = self._window_posts(reading, f, req.query_id, authors)
             # nothing posted then (by whoever it names): a question that asks for something
             # else than what happened then is searched as any question ("Where is Carys going
             # in August?" is answered by her June post about the August festival)
@@ -767,11 +767,15 @@ class Pipeline:
         run = run.filter(pl.col("event_id").is_in(keep))
         return run.with_columns(pl.int_range(1, pl.len() + 1, dtype=pl.Int64).alias("rank"))
 
-    def _window_posts(self, reading: Reading, f: Filters, query_id: str) -> pl.DataFrame:
+    def _window_posts(
+        self, reading: Reading, f: Filters, query_id: str, authors=None
+    ) -> pl.DataFrame:
         """A question that names only a time window (and perhaps who): the posts of those
         days (of the request's time filter, when the question names none), by those people,
         the most telling first (most distinct content words, then time). Each is what was
-        asked for: score 1."""
+        asked for: score 1. Who is named is read against ``authors`` (the people who post
+        where the question is asked), else against the window's posts: "anything from Mia
+        two weeks ago?" finds none of Tom's posts when Mia posted nothing then."""
         time_from, time_to = (
             _day_bounds(*reading.days, f) if reading.days else (f.time_from, f.time_to)
         )
@@ -782,7 +786,9 @@ class Pipeline:
             pl.DataFrame({"query_id": [query_id], "text": [reading.query]}), WINDOW_DEPTH, dated
         )
         items = self.posts.items(found["event_id"].to_list())
-        who = _named_speakers(reading.query, items)
+        who = _named_speakers(
+            reading.query, authors if authors is not None else [it.speaker for it in items]
+        )
         if who:
             items = [it for it in items if it.speaker in who]
         items.sort(
@@ -881,13 +887,10 @@ def _in_days(item: Item, start: date, end: date) -> bool:
     return any(s.start <= end and start <= s.end and s.days <= (end - start).days + 1 for s in said)
 
 
-def _named_speakers(query: str, items: list[Item]) -> set[str]:
-    words = {w.lower() for w in query.replace("'s", " ").split()}
-    return {
-        it.speaker
-        for it in items
-        if it.speaker and it.speaker.split()[0].lower().strip("?,.!") in words
-    }
+def _named_speakers(query: str, names) -> set[str]:
+    """The people of ``names`` the question names by their first name."""
+    words = {w.lower().strip("?,.!") for w in query.replace("'s", " ").split()}
+    return {n for n in names if n and n.split()[0].lower().strip("?,.!") in words}
 
 
 def _subject_words(reading: Reading, authors) -> list[str]:

@@ -76,6 +76,10 @@ def test_a_question_naming_only_a_window_lists_its_posts_and_whose(pipeline):
     assert len(two.items) == 2 and two.answer.startswith("3 posts from May 2026 (and 1 more)")
     jade = ask(pipeline, "what did Jade post in May?")
     assert [i.event_id for i in jade.items] == ["g1"]
+    # Ben posted nothing in June: none of Jade's June posts is his (the name was read only
+    # against the window's posts, so it named no one there and every post was listed)
+    ben = ask(pipeline, "anything from Ben in June?")
+    assert ben.items == [] and ben.written.declined, ben.answer
     nothing = ask(pipeline, "What happened last August?")
     assert nothing.items == [] and "August 2026" in nothing.answer and nothing.written.declined
 
