@@ -5,7 +5,11 @@ test here failed before its fix; SECURITY.md ("Round 4") lists them by finding.
 from __future__ import annotations
 
 import os
+import socket
+import sqlite3
 import stat
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +18,7 @@ import pytest
 import server.settings
 from memkit.encoders import CachedEncoder
 from server import create_app
+from server.services import accounts
 from tests.service_fixtures import NO_LIMITS, PW, error_of, outbox_code, outbox_message, user
 from tests.test_attacks import SEND, SIGNUP, VALIDATE, bearer, signed_up
 from tests.test_attacks3 import EXTERNAL, Q, from_address, sqlite_app
@@ -81,6 +86,42 @@ def test_counts_per_client_address_are_kept_per_network(tmp_path, tmp_path_facto
 
     assert [wrong_secret(i, f"10.7.7.{i}") for i in range(1, 4)] == [401, 401, 429]
     assert wrong_secret(4, "10.7.8.1") == 401
+
+
+def test_sign_ins_keep_argon2_slots_no_other_flood_can_take(tmp_path, tmp_path_factory, argon2):
+    """While every argon2 slot of the other kinds is held (a flood of application secrets,
+    of new passwords, of password checks by signed-in users), a sign-in still runs at once."""
+    app = sqlite_app(tmp_path, tmp_path_factory)
+    c = app.test_client()
+    signed_up(c, app)
+    assert argon2.kinds == ["other", "sign_in"]  # the sign-up's hash, the validation's check
+    held = [
+        (sem, n)
+        for kind, sem in argon2.real._slots.items()
+        if kind != "sign_in"
+        for n in [accounts.ARGON2_SLOTS[kind]]
+    ]
+    for sem, n in held:
+        for _ in range(n):
+            sem.acquire()
+    try:
+        answer = []
+        t = threading.Thread(
+            target=lambda: answer.append(
+                c.post(
+                    "/auth-service/signin/email",
+                    json={"email": "ann@example.com", "password": PW},
+                ).status_code
+            ),
+            daemon=True,
+        )
+        t.start()
+        t.join(timeout=30)  # before the fix one pool of four: it waited for the flood
+        assert answer == [200]
+    finally:
+        for sem, n in held:
+            for _ in range(n):
+                sem.release()
 
 
 # -- 3. a squatted mobile number (and e-mail address) -------------------------------------------
@@ -264,3 +305,172 @@ def test_the_floors_owner_may_delete_a_guests_post_but_not_rewrite_it(tmp_path, 
     assert [(e["text"], e["tags"]) for e in events] == [("See you at 8", [])]
     assert c.patch(f"/events/{post}", headers=bo, json={"text": "See you at 9"}).status_code == 200
     assert c.delete(f"/events/{post}", headers=ann).status_code == 200  # moderation
+
+
+# -- 6. slow clients under `memkit serve` ---------------------------------------------------------
+class _Served:
+    """`memkit serve`'s server (server/cli.py's BoundedServer) on a free loopback port, in a
+    thread, with a short read timeout and a small per-network bound."""
+
+    def __init__(self, app, timeout: float = 0.5, per_network: int = 3) -> None:
+        from server.cli import BoundedServer, QuietHandler
+
+        handler = type("Handler", (QuietHandler,), {"timeout": timeout})
+        bounded = type("Server", (BoundedServer,), {"per_network": per_network})
+        self.server = bounded("127.0.0.1", 0, app, handler=handler)
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def connect(self) -> socket.socket:
+        s = socket.create_connection(("127.0.0.1", self.port), timeout=10)
+        return s
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _read_until_closed(s: socket.socket) -> tuple[bytes, float]:
+    """Everything the server sends until it closes the connection, and how long that took."""
+    start, data = time.monotonic(), b""
+    while chunk := s.recv(65536):
+        data += chunk
+    return data, time.monotonic() - start
+
+
+@pytest.fixture()
+def served(tmp_path, tmp_path_factory):
+    s = _Served(sqlite_app(tmp_path, tmp_path_factory, max_body_bytes=10_000))
+    yield s
+    s.close()
+
+
+def test_a_request_whose_body_stalls_is_dropped(served):
+    s = served.connect()
+    s.sendall(
+        b"POST /auth-service/signin/email HTTP/1.1\r\nHost: x\r\n"
+        b'Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"email": '
+    )
+    data, took = _read_until_closed(s)  # before the fix: held until the client gave up
+    assert took < 5, took
+    assert b"200 OK" not in data
+
+
+def test_a_connection_is_closed_after_a_413(served):
+    s = served.connect()
+    s.sendall(
+        b"POST /auth-service/signin/email HTTP/1.1\r\nHost: x\r\n"
+        b"Content-Type: application/json\r\nContent-Length: 2000000\r\n\r\n" + b" " * 20_000
+    )
+    data, took = _read_until_closed(s)  # the rest of the body is never sent
+    assert data.startswith(b"HTTP/1.1 413"), data[:100]
+    assert took < 5, took
+
+
+def test_one_network_cannot_take_every_thread_with_half_sent_requests(served):
+    held = [served.connect() for _ in range(3)]
+    for s in held:
+        s.sendall(b"GET /openapi.json HTTP/1.1\r\n")  # and never the rest
+    time.sleep(0.1)
+    extra = served.connect()  # a fourth from the same /24: closed at once
+    assert _read_until_closed(extra)[0] == b""
+    for s in held:  # the held ones are dropped after the read timeout ...
+        _read_until_closed(s)
+    fresh = served.connect()  # ... and the network may connect again
+    fresh.sendall(b"GET /openapi.json HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    assert _read_until_closed(fresh)[0].startswith(b"HTTP/1.1 200")
+
+
+# -- 2. a post's write costs by its length, and writes have a budget ------------------------------
+def _text(sentence, chars: int) -> str:
+    out, i = [], 0
+    while sum(map(len, out)) + len(out) < chars:
+        out.append(sentence(i))
+        i += 1
+    return " ".join(out)[:chars]
+
+
+def test_a_posts_encodings_grow_with_its_length_not_its_number_of_sentences(
+    tmp_path, tmp_path_factory
+):
+    """A 20,000-character post of 1,500 tiny sentences was encoded 1,500 times (a run of the
+    model each, about 4x the CPU of prose as long); now about as often as prose."""
+    app = sqlite_app(tmp_path, tmp_path_factory, **NO_LIMITS)
+    c = app.test_client()
+    ann, fid, blocks = user(c, app, "Ann")
+    prose = _text(
+        lambda i: f"On day {i} we walked along the harbour wall and talked about the lighthouse.",
+        20_000,
+    )
+    tiny = _text(lambda i: f"Ok {i}.", 20_000)
+    encoder = app.extensions["memkit"]["memory"].index.pipeline.answerer.encoder
+
+    def encodings(text: str) -> int:
+        before = encoder.encoded
+        r = c.post(
+            f"/floors/{fid}/blocks/{blocks['blog']}/events", headers=ann, json={"text": text}
+        )
+        assert r.status_code == 200, r.get_json()
+        return encoder.encoded - before
+
+    as_prose, as_tiny = encodings(prose), encodings(tiny)
+    assert as_prose > 100  # one per sentence: the post's sentences were encoded at all
+    assert as_tiny <= 3 * as_prose, (as_tiny, as_prose)  # before: 2,347 against 263
+
+
+def test_writes_spend_a_budget_per_user(tmp_path, tmp_path_factory):
+    app = sqlite_app(tmp_path, tmp_path_factory, rate_limit_write="50 per minute")
+    c = app.test_client()
+    ann, fid, blocks = user(c, app, "Ann")
+    bo, bo_floor, bo_blocks = user(c, app, "Bo")
+    feed = f"/floors/{fid}/blocks/{blocks['feed']}/events"
+    batch = {"events": [{"text": "x" * 1000} for _ in range(30)]}  # about 31 kB
+    assert c.post(f"{feed}/batch", headers=ann, json=batch).status_code == 200
+    r = c.post(f"{feed}/batch", headers=ann, json=batch)  # past 50 kB in the minute
+    assert r.status_code == 429 and error_of(r)["code"] == "rate_limited"
+    assert 0 < int(r.headers["Retry-After"]) <= 60
+    assert "kB" in error_of(r)["message"]
+    listed = c.get(f"/floors/{fid}/events?limit=100", headers=ann).get_json()["events"]
+    assert len(listed) == 30  # the refused batch stored nothing
+    small = c.post(feed, headers=ann, json={"text": "still here"})  # 1 kB still fits
+    assert small.status_code == 200
+    other = f"/floors/{bo_floor}/blocks/{bo_blocks['feed']}/events/batch"
+    assert c.post(other, headers=bo, json=batch).status_code == 200  # another user's own budget
+
+
+# -- 4. the embedding cache's keys ----------------------------------------------------------------
+def test_the_embedding_cache_cannot_be_checked_against_guesses_without_the_secret(
+    tmp_path, tmp_path_factory
+):
+    """The probe recovered a private post's PIN from the cache file alone: its keys were
+    SHA-256 of (model, text). The service now keys them with its instance secret."""
+    import hashlib
+
+    from memkit.encoders import EmbeddingCache, default_cache_dir, key_cache_with
+
+    app = sqlite_app(tmp_path, tmp_path_factory, **NO_LIMITS)
+    c = app.test_client()
+    ann, fid, blocks = user(c, app, "Ann")  # the sign-up floor: private
+    secret = "The code for the garage door is 4821."
+    filler = " ".join(f"We cleared shelf {i} of the garage today." for i in range(15))
+    r = c.post(
+        f"/floors/{fid}/blocks/{blocks['blog']}/events",
+        headers=ann,
+        json={"text": f"{filler} {secret}"},  # a long post: its sentences encoded one by one
+    )
+    assert r.status_code == 200
+    name = app.extensions["memkit"]["memory"].index.pipeline.answerer.encoder.name
+    with sqlite3.connect(default_cache_dir() / "embeddings.sqlite") as db:
+        keys = {k for (k,) in db.execute("SELECT key FROM emb")}
+    assert EmbeddingCache.key(name, secret) in keys  # the sentence was cached, keyed
+    guesses = {
+        hashlib.sha256(f"{name}\x00The code for the garage door is {pin:04d}.".encode()).hexdigest()
+        for pin in range(10_000)
+    }
+    assert not guesses & keys  # before: the PIN's key was found among them
+    key_cache_with(None)  # as eval keys them: the same text, another key
+    try:
+        assert EmbeddingCache.key(name, secret) not in keys
+    finally:
+        key_cache_with(app.extensions["memkit"]["settings"].secret_key)
