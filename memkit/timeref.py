@@ -293,9 +293,11 @@ def _bare(text: str, ref: date) -> list[tuple[re.Match, Span]]:
         wd, back = WEEKDAYS.index(m[1].lower()), _tensed(text, m.start(), m.end())
         d = weekday_before(ref, wd).start if back else weekday_after(ref, wd).start
         out.append((m, Span(d, d, f"{WEEKDAYS[wd].title()} {day_text(d)}")))
-    named = [  # days written with their month: "moved to Friday 20 November"
+    named = [  # days written with their month: "moved to Friday 20 November", "the 19th of July"
         (n.start(), _month_number(n[1] or n[2]))
-        for n in re.finditer(rf"\b\d{{1,2}}(?:st|nd|rd|th)? {_MONTH}|(?:{_MONTH}) \d", text, re.I)
+        for n in re.finditer(
+            rf"\b\d{{1,2}}(?:st|nd|rd|th)? (?:of )?{_MONTH}|(?:{_MONTH}) \d", text, re.I
+        )
     ]
     for m in _BARE_DAY.finditer(text):
         dd, back = int(m[1]), _tensed(text, m.start(), m.end())
@@ -361,7 +363,7 @@ _READ = re.compile(
     rf"(?P<rel>(?:the )?(?:(?P<n>{_NUM}) )?(?P<unit>{'|'.join(WEEKDAYS)}|weekends?|week) "
     rf"(?P<dir>before|after|of) (?P<rd>{_DATE}))"
     rf"|(?P<full>{_DATE})"
-    rf"|(?P<dm>(\d{{1,2}})(?:st|nd|rd|th)? {_MONTH})\b"
+    rf"|(?P<dm>(\d{{1,2}})(?:st|nd|rd|th)? (?:of )?{_MONTH})\b"
     rf"|(?P<my>{_MONTH},? (\d{{4}}))"
     r"|(?P<y>\b(?:19|20)\d{2}\b)",
     re.IGNORECASE,
@@ -423,8 +425,8 @@ def read_span(text: str, ref: date | datetime | None = None) -> Span | None:
             if m["full"]:
                 return day(_date(m["full"]))
             if m["dm"]:
-                parts = m["dm"].split()
-                mo, dd = _month_number(parts[1]), int(re.sub(r"\D", "", parts[0]))
+                parts = m["dm"].split()  # "13 August", "the 19th of July"
+                mo, dd = _month_number(parts[-1]), int(re.sub(r"\D", "", parts[0]))
                 if ref is not None:
                     return day(nearest_day(mo, dd, ref))
                 d = date(2000, mo, dd)  # a leap year

@@ -654,3 +654,24 @@ def test_a_when_answer_leads_with_the_date_a_post_gives_instead():
     assert lead[0].text == "12 November 2026" and "instead" in lead[1]
     plain = {**post, "text": "Book club is off tomorrow, the host has a burst pipe."}
     assert writer.date_of(plain["text"], plain)[0].text == "5 November 2026"
+
+
+def test_a_when_answer_reads_the_nth_of_a_month_and_a_moved_plans_last_date():
+    """Stop 50's walk: "Starting on the 1st of July" was answered with the day it was posted
+    ("of" was not read), and "Ferry moved! CalMac cancelled the 18th sailing, we're now going
+    on the 19th of July" led with "the 18th", read as 18 June."""
+    writer = lexical()
+    job = {"event_id": "k", "created_at": "2026-06-09T07:30:00",
+           "text": "Got the job at the library in Leith! Starting on the 1st of July"}  # fmt: skip
+    assert writer.date_of(job["text"], job, "When did he start?")[0].text == "1 July 2026"
+    ferry = {"event_id": "i", "created_at": "2026-07-10T20:00:00",
+             "text": "Ferry moved! CalMac cancelled the 18th sailing, we're now going on the "
+             "19th of July"}  # fmt: skip
+    lead = writer.date_of(ferry["text"], ferry, "When is Ines taking the ferry to Mull?")
+    assert lead[0].text == "19 July 2026"
+    # the bare 18th is of the month the sentence names, not the one before the post
+    from datetime import date
+
+    from memkit.timeref import resolve
+
+    assert [m.span.text for m in resolve(ferry["text"], date(2026, 7, 10))] == ["18 July 2026"]

@@ -329,9 +329,13 @@ class Composer:
                 # a date written beside them competes too ("Promoted to senior designer
                 # today, starting the new role on 1 October": "when does her new role start?")
                 found += written_dates(text, posted, taken=[f[0] for f in found])
+                # in a post saying a plan changed, the last date it names is the new one
+                # ("CalMac cancelled the 18th sailing, we're now going on the 19th of July")
+                changed = CHANGED.search(text) is not None
                 at, span, how = max(
                     found,
                     key=lambda f: (
+                        f[0] if changed else 0,
                         shared(around(text, f[0])),
                         shared(" ".join(text[: f[0]].split()[-5:])),  # the words it follows
                         -f[0],
