@@ -74,8 +74,13 @@ def create_app(config: dict | None = None) -> Flask:
     from server.api import auth, floors, memory, openapi
 
     failed = app.extensions["memkit"]["failed_credentials"] = FailedCredentials(limiter, settings)
+    accounts = app.extensions["memkit"]["accounts"]
     app.wsgi_app = RefuseUnchecked(
-        app.wsgi_app, failed, app.extensions["memkit"]["accounts"].known_app, settings.refused_delay
+        app.wsgi_app,
+        failed,
+        accounts.known_app,
+        settings.refused_delay,
+        app_registered=accounts.app_registered,
     )
     app.register_blueprint(auth.make_blueprint(make_limits(limiter, settings)))
     app.register_blueprint(floors.bp)

@@ -48,6 +48,26 @@ def test_a_wrong_secret_for_an_unknown_application_costs_no_argon2_work(
     assert argon2.calls == 1
 
 
+def test_an_unknown_application_id_is_answered_before_flask(
+    tmp_path, tmp_path_factory, monkeypatch
+):
+    """The spread flood (a new made-up id from a new network each request) is answered by
+    the WSGI middleware with Flask's own 401, so each costs one indexed read."""
+    app = sqlite_app(tmp_path, tmp_path_factory)
+    c = app.test_client()
+    app_id, _ = app.extensions["memkit"]["accounts"].register_app("widget")
+    real = c.post(Q, headers={"X-App-Id": app_id, "X-App-Secret": "x"}, json={})
+    seen = []
+    monkeypatch.setattr(
+        app.extensions["memkit"]["accounts"], "authenticate_app", lambda *a: seen.append(a)
+    )
+    for path in (Q, EXTERNAL):
+        r = c.post(path, headers={"X-App-Id": "app_madeup", "X-App-Secret": "x"}, json={})
+        assert (r.status_code, r.get_json()) == (401, real.get_json())
+        assert r.headers["WWW-Authenticate"] == "Bearer" and "Retry-After" not in r.headers
+    assert seen == []  # Flask's check never ran
+
+
 def test_counts_per_client_address_are_kept_per_network(tmp_path, tmp_path_factory):
     """IPv4 addresses count per /24, IPv6 addresses per /64: a flood from new addresses of
     one network is one count."""

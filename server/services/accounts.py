@@ -838,6 +838,14 @@ class Accounts:
         self._apps_checked[app_id] = (_sha(secret), time.monotonic())
         return app_id
 
+    def app_registered(self, app_id: str) -> bool:
+        """Whether an application has this id (one indexed read, no argon2)."""
+        with self.engine.connect() as conn:
+            return (
+                conn.execute(sa.select(apps.c.id).where(apps.c.id == app_id[:100])).first()
+                is not None
+            )
+
     def known_app(self, app_id: str | None, secret: str | None) -> bool:
         """Whether argon2 accepted this application's secret in the last ``APP_RECHECK``
         seconds (then a SHA-256 compare suffices: the secret is 32 random bytes). So an
