@@ -74,8 +74,8 @@ def long_text(shape: str, rng: random.Random, chars: int = 20_000) -> str:
     sentences ("Ok 17.")."""
     out: list[str] = []
     while sum(map(len, out)) + len(out) < chars:
-        if shape == "tiny":
-            out.append(f"Ok {len(out)}.")
+        if shape == "tiny":  # numbers drawn at random: no two posts alike (nothing cached)
+            out.append(f"Ok {rng.randint(0, 99_999)}.")
         else:
             n = rng.randint(12, 22)
             out.append(" ".join(rng.choice(WORDS) for _ in range(n)).capitalize() + ".")
@@ -117,7 +117,13 @@ def main() -> None:
         choices=["prose", "tiny"],
         help="each writer posts 49 posts of 20,000 characters of this shape (about 1 MB)",
     )
-    ap.add_argument("--writers", type=int, default=1, help="with --long: users writing at once")
+    ap.add_argument(
+        "--writers",
+        type=int,
+        default=1,
+        help="with --long: users writing at once (give --threads more than this: each write "
+        "holds a thread until its posts are indexed)",
+    )
     args = ap.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="memkit-stall-"))
     service = Service(args.backend, folder, workers=1, threads=args.threads)
