@@ -166,9 +166,7 @@ class BoundedServer(ThreadedWSGIServer):
         self._open: Counter[str] = Counter()
 
     def process_request(self, request: socket.socket, client_address) -> None:
-        from server.api.limits import network
-
-        net = network(client_address[0]) if client_address else ""
+        net = _network(client_address)
         with self._lock:
             if self._open[net] >= self.per_network:
                 self.shutdown_request(request)
@@ -176,17 +174,16 @@ class BoundedServer(ThreadedWSGIServer):
             self._open[net] += 1
         self._slots.acquire()
         try:
-            super().process_request(request, (*client_address, net))
+            super().process_request(request, client_address)
         except BaseException:
             self._done(net)
             raise
 
     def process_request_thread(self, request: socket.socket, client_address) -> None:
-        *address, net = client_address
         try:
-            super().process_request_thread(request, tuple(address))
+            super().process_request_thread(request, client_address)
         finally:
-            self._done(net)
+            self._done(_network(client_address))
 
     def _done(self, net: str) -> None:
         with self._lock:
@@ -194,6 +191,13 @@ class BoundedServer(ThreadedWSGIServer):
             if self._open[net] <= 0:
                 del self._open[net]
         self._slots.release()
+
+
+def _network(client_address) -> str:
+    """The client network a connection counts against (as rate limits count)."""
+    from server.api.limits import network
+
+    return network(client_address[0])
 
 
 def encoder_line(memory) -> str:

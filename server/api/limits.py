@@ -37,8 +37,13 @@ from flask_limiter import Limiter
 from flask_limiter.util import get_remote_address
 from limits import parse_many
 
-from server.errors import ApiError
-from server.services.accounts import bearer_token, normalize_email, normalize_mobile
+from server.errors import ApiError, body
+from server.services.accounts import (
+    BAD_APP_CREDENTIALS,
+    bearer_token,
+    normalize_email,
+    normalize_mobile,
+)
 
 ADDRESS_FIELDS = {
     "email": "email",
@@ -146,6 +151,20 @@ def make_limits(limiter: Limiter, settings):
     return limits
 
 
+def layered(limit: str, factor: int, kind: str, who: str, address: str) -> list[tuple]:
+    """(limit item, storage key) of the two layers a count of ``kind`` adds to: ``who``'s
+    under ``limit``, and the client network's under ``limit`` times ``factor``."""
+    return [(item, f"memkit/{kind}/account/{who[:200]}") for item in parse_many(limit)] + [
+        (item, f"memkit/{kind}/address/{network(address)}")
+        for item in parse_many(looser(limit, factor))
+    ]
+
+
+def seconds_left(strategy, item, key) -> int:
+    """Seconds until a count's window lets one more in (at least 1: Retry-After)."""
+    return max(1, math.ceil(strategy.get_window_stats(item, key).reset_time - time.time()))
+
+
 def spend_write_budget(user_id: str) -> None:
     """A write (a post, a batch, an edit) spends the writer's budget: its body's kilobytes
     against ``rate_limit_write`` per user and, times ``rate_limit_address_factor``, per client
@@ -153,28 +172,19 @@ def spend_write_budget(user_id: str) -> None:
     megabyte of posts takes tens of core-seconds: issue 42)."""
     ext = current_app.extensions["memkit"]
     settings, strategy = ext["settings"], ext["limiter"].limiter
+    limit = settings.rate_limit_write
     kilobytes = max(1, math.ceil((request.content_length or 0) / 1000))
-    counts = [
-        (item, f"memkit/write/account/user:{user_id}")
-        for item in parse_many(settings.rate_limit_write)
-    ] + [
-        (item, f"memkit/write/address/{client_network()}")
-        for item in parse_many(
-            looser(settings.rate_limit_write, settings.rate_limit_address_factor)
-        )
-    ]
+    counts = layered(
+        limit, settings.rate_limit_address_factor, "write", f"user:{user_id}", get_remote_address()
+    )
     over = [(item, key) for item, key in counts if not strategy.test(item, key, cost=kilobytes)]
     if over:
-        wait = max(
-            max(1, math.ceil(strategy.get_window_stats(item, key).reset_time - time.time()))
-            for item, key in over
-        )
         raise ApiError(
             f"too much written in too short a time: this request's {kilobytes:,} kB would pass "
-            f"the limit of {settings.rate_limit_write} (kB of request bodies); try again later",
+            f"the limit of {limit} (kB of request bodies); try again later",
             code="rate_limited",
             status=429,
-            headers={"Retry-After": str(wait)},
+            headers={"Retry-After": str(max(seconds_left(strategy, *c) for c in over))},
         )
     for item, key in counts:
         strategy.hit(item, key, cost=kilobytes)
@@ -201,14 +211,9 @@ class FailedCredentials:
     def _counts(self, name: str, who: str, address: str) -> list[tuple]:
         """(limit, storage key, running key) of each count a failure of ``name`` by ``who``
         from ``address`` adds to."""
-        per_account = getattr(self.settings, f"rate_limit_{name}")
-        per_address = looser(per_account, self.settings.rate_limit_address_factor)
-        keys = [
-            (item, f"memkit/failed/{name}/account/{who[:200]}") for item in parse_many(per_account)
-        ] + [
-            (item, f"memkit/failed/{name}/address/{network(address)}")
-            for item in parse_many(per_address)
-        ]
+        limit = getattr(self.settings, f"rate_limit_{name}")
+        factor = self.settings.rate_limit_address_factor
+        keys = layered(limit, factor, f"failed/{name}", who, address)
         return [(item, key, f"{key}/{item}") for item, key in keys]
 
     def _wait(self, counts: list[tuple]) -> int | None:
@@ -216,9 +221,9 @@ class FailedCredentials:
         (the caller holds the lock)."""
         strategy = self.limiter.limiter
         waits = [
-            max(1, math.ceil(stats.reset_time - time.time()))
+            seconds_left(strategy, item, key)
             for item, key, busy in counts
-            if (stats := strategy.get_window_stats(item, key)).remaining - self._running[busy] <= 0
+            if strategy.get_window_stats(item, key).remaining - self._running[busy] <= 0
         ]
         return max(waits) if waits else None
 
@@ -275,25 +280,8 @@ class RefuseUnchecked:
     connection, such as ``memkit serve``'s: there a waiting answer holds nothing anyone else
     needs, while in a pool of threads (gunicorn) it would hold a thread, so it is 0 there."""
 
-    BODY = json.dumps(
-        {
-            "error": {
-                "code": "rate_limited",
-                "message": "too many failed attempts; try again later",
-                "field": None,
-            }
-        }
-    ).encode()
-
-    UNKNOWN = json.dumps(
-        {
-            "error": {
-                "code": "bad_app_credentials",
-                "message": "unknown application or wrong secret",
-                "field": None,
-            }
-        }
-    ).encode()
+    BODY = json.dumps(body("rate_limited", "too many failed attempts; try again later")).encode()
+    UNKNOWN = json.dumps(body("bad_app_credentials", BAD_APP_CREDENTIALS)).encode()
     # the operations an application signs with its secret (and no bearer token)
     SIGNED = {"/agent/memory/query", "/auth-service/external/register"}
 
@@ -323,11 +311,13 @@ class RefuseUnchecked:
             # An id no application has (a flood of made-up ids, each from a new network, that
             # no count refuses) is answered here as Flask would answer it, 401, after the same
             # wait as a refusal: it costs one indexed read, not a request through Flask.
+            secret = environ.get("HTTP_X_APP_SECRET")
             if (
                 self.app_registered is not None
                 and environ.get("REQUEST_METHOD") == "POST"
                 and environ.get("PATH_INFO") in self.SIGNED
-                and environ.get("HTTP_X_APP_SECRET")
+                and secret
+                and not self.known_app(app_id, secret)  # an application known: no read
                 and not self.app_registered(app_id.strip())
             ):
                 self.failed.failed("app_secret", app_id.strip(), address)  # counted as Flask would

@@ -57,6 +57,7 @@ from server.store.changes import log_event_changes
 from server.store.schema import apps, blocks, codes, events, floors, tokens, users
 
 DEFAULT_BLOCKS = [("feed", "Feed"), ("blog", "Blog"), ("forum", "Forum"), ("quiz", "Quiz")]
+BAD_APP_CREDENTIALS = "unknown application or wrong secret"  # also answered by RefuseUnchecked
 APP_RECHECK = 600.0  # seconds an application secret argon2 accepted is known (Accounts.known_app)
 # argon2 runs at once in a process, per kind of check (_Argon2). Each takes 64 MiB, so their
 # sum bounds the memory a burst can take; a kind's own slots cannot be taken by another's
@@ -834,7 +835,7 @@ class Accounts:
         # secret (a signed-in user's query naming it is told invalid_app), and a flood of
         # made-up ids would otherwise take the argon2 slots sign-ins need.
         if row is None or not verify_password(row[0], secret, "app"):
-            raise Unauthorized("unknown application or wrong secret", code="bad_app_credentials")
+            raise Unauthorized(BAD_APP_CREDENTIALS, code="bad_app_credentials")
         self._apps_checked[app_id] = (_sha(secret), time.monotonic())
         return app_id
 
