@@ -102,6 +102,73 @@ def load_sentence_transformer(path: str | Path | None = None):
 SHORT = 4  # a call with at most this many texts (a query and its variants) runs on one thread
 
 
+class Lanes:
+    """The cores the model's runs may take, shared by every encoding in this process, so
+    that writes yield to questions (issue 42, finding 2). A run made while a question is
+    being answered (inside ``asking()``) is never held; any other run (a write's posts,
+    a rebuild) takes a lane first: all ``cores`` of them while no question is in flight,
+    one fewer per question in flight, and always at least one, so writes keep going
+    under a stream of questions. Four users writing 1 MB each at once had taken both
+    cores from another user's questions (his median 6.8x of idle); now they share what
+    questions leave. Outside the service (eval, training) no question is ever in flight,
+    and the lanes only cap a process's runs side by side at its cores."""
+
+    def __init__(self, cores: int):
+        self.cores = max(1, cores)
+        self.busy = 0  # runs holding a lane
+        self.asking = 0  # questions in flight
+        self._cond = threading.Condition()
+
+    def free(self) -> int:
+        return max(1, self.cores - self.asking) - self.busy
+
+    @contextmanager
+    def run(self):
+        """Hold a lane for one run of the model (waits while none is free)."""
+        with self._cond:
+            while self.free() <= 0:
+                self._cond.wait()
+            self.busy += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self.busy -= 1
+                self._cond.notify()  # one lane is free: wake one waiter, not every one
+
+    @contextmanager
+    def question(self):
+        """A question is in flight: runs outside questions get one lane fewer."""
+        with self._cond:
+            self.asking += 1
+        token = _ASKING.set(True)
+        try:
+            yield
+        finally:
+            _ASKING.reset(token)
+            with self._cond:
+                self.asking -= 1
+                self._cond.notify()
+
+
+_ASKING: ContextVar[bool] = ContextVar("memkit_asking", default=False)
+LANES = Lanes(os.cpu_count() or 1)
+
+
+def asking():
+    """Mark this thread's work as answering a question (see :class:`Lanes`)."""
+    return LANES.question()
+
+
+@contextmanager
+def _lane(for_question: bool):
+    if for_question:
+        yield
+    else:
+        with LANES.run():
+            yield
+
+
 class MiniLMEncoder:
     """all-MiniLM-L6-v2 (384 dimensions) from the installed package, batched, on the CPU;
     or, given ``path`` and ``name``, a model memkit trained from it.
@@ -300,6 +367,8 @@ class OnnxMiniLMEncoder:
             show_progress = len(texts) > self.progress_above
         bar = tqdm(total=len(texts), disable=not show_progress, desc="encoding")
 
+        question = _ASKING.get()  # read here: the pool's threads do not see it
+
         def run(rows):
             width = max(len(encs[i].ids) for i in rows)
             ids = np.zeros((len(rows), width), np.int64)
@@ -308,10 +377,15 @@ class OnnxMiniLMEncoder:
                 n = len(encs[i].ids)
                 ids[j, :n] = encs[i].ids
                 mask[j, :n] = 1
-            hidden = session.run(
-                None,
-                {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)},
-            )[0]
+            with _lane(question):
+                hidden = session.run(
+                    None,
+                    {
+                        "input_ids": ids,
+                        "attention_mask": mask,
+                        "token_type_ids": np.zeros_like(ids),
+                    },
+                )[0]
             m = mask[:, :, None].astype(np.float32)
             pooled = (hidden * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1e-9)
             pooled /= np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
@@ -346,18 +420,20 @@ class OnnxMiniLMEncoder:
             return whole, parts
         session, tok = self._session(1)
         encs = tok.encode_batch(list(texts))
+        question = _ASKING.get()  # read here: the pool's threads do not see it
 
         def run(i: int) -> None:
             e = encs[i]
             ids = np.asarray([e.ids], np.int64)
-            hidden = session.run(
-                None,
-                {
-                    "input_ids": ids,
-                    "attention_mask": np.ones_like(ids),
-                    "token_type_ids": np.zeros_like(ids),
-                },
-            )[0][0]
+            with _lane(question):
+                hidden = session.run(
+                    None,
+                    {
+                        "input_ids": ids,
+                        "attention_mask": np.ones_like(ids),
+                        "token_type_ids": np.zeros_like(ids),
+                    },
+                )[0][0]
             v = hidden.mean(axis=0)
             whole[i] = v / max(float(np.linalg.norm(v)), 1e-12)
             starts = np.array([a for a, _ in e.offsets])
@@ -509,6 +585,22 @@ def cache_scope(reads=None, writes: str | None = None, private: bool = False):
 
 
 _KEY_SECRET: bytes | None = None  # see key_cache_with
+_NAMING: ContextVar[set[str] | None] = ContextVar("memkit_cache_naming", default=None)
+
+
+@contextmanager
+def naming_cache_keys():
+    """Inside this block, encodings run no model and touch no cache: each call adds the
+    keys of the entries it would read or write to the yielded set and returns zero
+    vectors. Run over a post's documents and sentences (``Pipeline.precompute``), it names
+    the cache entries made for them, so a deleted post's vectors can be deleted too
+    (``EmbeddingCache.forget``; issue 42, finding 4)."""
+    keys: set[str] = set()
+    token = _NAMING.set(keys)
+    try:
+        yield keys
+    finally:
+        _NAMING.reset(token)
 
 
 def key_cache_with(secret: str | None) -> None:
@@ -610,6 +702,39 @@ class EmbeddingCache:
                 [(namespace, k) for k in dict.fromkeys(keys)],
             )
 
+    def forget(self, keys, namespace: str | None) -> int:
+        """Delete these entries as recorded under ``namespace`` (None: every namespace),
+        and the vectors no namespace records any more; returns how many vectors went. A
+        vector another namespace also recorded (the same text posted in another floor)
+        stays, for that namespace."""
+        conn = self._conn()
+        keys = list(dict.fromkeys(keys))
+        gone = 0
+        with conn:
+            for i in range(0, len(keys), 500):
+                chunk = keys[i : i + 500]
+                marks = ",".join("?" * len(chunk))
+                if namespace is None:
+                    conn.execute(f"DELETE FROM emb_ns WHERE key IN ({marks})", chunk)
+                else:
+                    conn.execute(
+                        f"DELETE FROM emb_ns WHERE ns = ? AND key IN ({marks})", [namespace, *chunk]
+                    )
+                gone += conn.execute(
+                    f"DELETE FROM emb WHERE key IN ({marks}) AND NOT EXISTS "
+                    "(SELECT 1 FROM emb_ns n WHERE n.key = emb.key)",
+                    chunk,
+                ).rowcount
+        return gone
+
+    def forget_namespace(self, namespace: str) -> int:
+        """Delete everything recorded under ``namespace`` (a deleted floor) that no other
+        namespace records; returns how many vectors went."""
+        keys = [
+            r[0] for r in self._conn().execute("SELECT key FROM emb_ns WHERE ns = ?", (namespace,))
+        ]
+        return self.forget(keys, namespace)
+
     def __len__(self) -> int:
         return self._conn().execute("SELECT COUNT(*) FROM emb").fetchone()[0]
 
@@ -686,6 +811,8 @@ class CachedEncoder:
             [EmbeddingCache.key(f"{self.name}#in", f"{t}\x00{p}") for p in ps]
             for t, ps in zip(texts, parts)
         ]
+        if (naming := _NAMING.get()) is not None:  # the texts' own vectors are stored too
+            naming.update(EmbeddingCache.key(self.name, t) for t in texts)
         owner = {k: i for i, ks in enumerate(keys) for k in ks}
 
         def make(missing: list[str]) -> dict[str, np.ndarray]:
@@ -720,6 +847,9 @@ class CachedEncoder:
     ) -> np.ndarray:
         """The vectors of ``keys``, from memory, from disk, or from ``make(missing keys)``
         (which may return vectors of other keys too: they are kept as well)."""
+        if (naming := _NAMING.get()) is not None:
+            naming.update(keys)
+            return np.zeros((len(keys), self.dim), np.float32)
         scope = _SCOPE.get() or CacheScope(None, None)
         spaces = list(
             dict.fromkeys([scope.writes, *([None] if scope.reads is None else sorted(scope.reads))])
@@ -784,6 +914,29 @@ def _split(rows: np.ndarray, groups) -> list[np.ndarray]:
         out.append(rows[at : at + len(g)])
         at += len(g)
     return out
+
+
+def forget_vectors(keys, namespace: str) -> int:
+    """Delete ``keys`` (None: all) recorded under ``namespace`` from the shared encoders'
+    caches, on disk (``EmbeddingCache.forget``) and in their memory; returns how many
+    vectors left the disk."""
+    keys = None if keys is None else set(keys)
+    gone, done = 0, set()
+    for enc in list(_ENCODERS.values()):
+        if not isinstance(enc, CachedEncoder):
+            continue
+        with enc._recent_lock:
+            for ns_key in [k for k in enc._recent if k[0] == namespace]:
+                if keys is None or ns_key[1] in keys:
+                    del enc._recent[ns_key]
+        if enc.cache.path not in done:
+            done.add(enc.cache.path)
+            gone += (
+                enc.cache.forget_namespace(namespace)
+                if keys is None
+                else enc.cache.forget(keys, namespace)
+            )
+    return gone
 
 
 def encode_documents(encoder: Encoder, texts: Sequence[str]) -> np.ndarray:

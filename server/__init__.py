@@ -7,6 +7,7 @@ Blueprints in ``server/api`` parse requests and shape responses; the rules live 
 from __future__ import annotations
 
 import logging
+import sys
 import time
 
 from flask import Flask, g, request
@@ -29,6 +30,10 @@ requests_log = logging.getLogger("memkit.server.requests")
 def create_app(config: dict | None = None) -> Flask:
     # Requests run side by side; none gains from splitting its products (memkit/threads.py).
     single_threaded_blas()
+    # A question's thread waiting for the GIL while writes' threads run Python between
+    # their runs of the model gets it within 1 ms, not CPython's 5 (issue 42: four 1 MB
+    # writes at once, another user's median 1.50x -> 1.35x of idle; SECURITY.md).
+    sys.setswitchinterval(0.001)
     settings = Settings.load(config)
     app = Flask(__name__)
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
@@ -47,13 +52,14 @@ def create_app(config: dict | None = None) -> Flask:
     app.extensions["memkit"] = {
         "settings": settings,
         "engine": engine,
-        "accounts": Accounts(engine, settings, mailer, sms),
+        "accounts": Accounts(engine, settings, mailer, sms, vectors=memory.vectors),
         "floors": Floors(engine, settings),
         "events": Events(
             engine,
             indexer=memory.indexer,
             after_write=memory.catch_up,
             before_write=memory.encode_ahead,
+            vectors=memory.vectors,
         ),
         "memory": memory,
     }

@@ -124,6 +124,9 @@ def main() -> None:
         help="with --long: users writing at once (give --threads more than this: each write "
         "holds a thread until its posts are indexed)",
     )
+    ap.add_argument(
+        "--posts", type=int, default=49, help="with --long: posts in each writer's request"
+    )
     args = ap.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="memkit-stall-"))
     service = Service(args.backend, folder, workers=1, threads=args.threads)
@@ -196,7 +199,8 @@ def long_writes(service, folder: Path, bo_client: Client, bo, alone: list[float]
     rng = random.Random(7)
     writers = [sign_up(service.port, folder, f"Writer{i}") for i in range(args.writers)]
     batches = [
-        {"events": [{"text": long_text(args.long, rng)} for _ in range(49)]} for _ in writers
+        {"events": [{"text": long_text(args.long, rng)} for _ in range(args.posts)]}
+        for _ in writers
     ]
     sizes = [len(json.dumps(b).encode()) for b in batches]
     stop, took = threading.Event(), []
@@ -224,7 +228,8 @@ def long_writes(service, folder: Path, bo_client: Client, bo, alone: list[float]
     during = latencies(bo_client, bo, stop=stop)
     cpu = server_cpu(service.proc.pid) - cpu
     print(
-        f"\n{args.backend}: {args.writers} users each posted 49 posts of 20,000 characters of "
+        f"\n{args.backend}: {args.writers} users each posted {args.posts} posts of 20,000 "
+        "characters of "
         f"{args.long} at once ({min(sizes):,}-{max(sizes):,} bytes a request); the last "
         f"answered after {max(took):.1f} s; the server used {cpu:.1f} CPU seconds meanwhile "
         f"({cpu / args.writers:.1f} a request, Bo's queries included)\n"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from flask import Blueprint, current_app, request
 
+from memkit.encoders import asking
 from server import models as m
 from server.api.auth import app_caller
 from server.api.openapi import body, operation
@@ -41,4 +42,5 @@ def query():
             code="unsupported_media_type",
             status=415,
         )
-    return current_app.extensions["memkit"]["memory"].query(caller, body())
+    with asking():  # the model's runs for writes yield to it (memkit.encoders.Lanes)
+        return current_app.extensions["memkit"]["memory"].query(caller, body())
