@@ -494,3 +494,124 @@ def test_the_embedding_cache_cannot_be_checked_against_guesses_without_the_secre
         assert EmbeddingCache.key(name, secret) not in keys
     finally:
         key_cache_with(app.extensions["memkit"]["settings"].secret_key)
+
+
+def _floor_keys(floor_id: str) -> set[str]:
+    from memkit.encoders import default_cache_dir
+
+    with sqlite3.connect(default_cache_dir() / "embeddings.sqlite") as db:
+        return {
+            k
+            for (k,) in db.execute(
+                "SELECT n.key FROM emb_ns n JOIN emb USING (key) WHERE n.ns = ?",
+                (f"floor:{floor_id}",),
+            )
+        }
+
+
+def _stored(keys) -> set[str]:
+    from memkit.encoders import default_cache_dir
+
+    with sqlite3.connect(default_cache_dir() / "embeddings.sqlite") as db:
+        return {k for k in keys if db.execute("SELECT 1 FROM emb WHERE key = ?", (k,)).fetchone()}
+
+
+def _ask(c, headers, floor: str, query: str) -> None:
+    uid = c.get("/auth-service/profile", headers=headers).get_json()["profile"]["user_id"]
+    r = c.post(Q, headers=headers, json={"user_id": uid, "query": query, "floor_ids": [floor]})
+    assert r.status_code == 200, r.get_json()
+
+
+def test_deleting_or_rewriting_a_post_deletes_its_cached_vectors(tmp_path, tmp_path_factory):
+    """The probe found a deleted post's keys still in the cache file. Now a delete or an
+    edit leaves the floor's cache entries exactly those its remaining posts name: nothing
+    of the old text (its line, its sentences, its neighbour's document that held it)."""
+    from server.search.forgetting import named_keys
+
+    app = sqlite_app(tmp_path, tmp_path_factory, **NO_LIMITS)
+    c = app.test_client()
+    ann, fid, blocks = user(c, app, "Ann")
+    memory = app.extensions["memkit"]["memory"]
+    feed = f"/floors/{fid}/blocks/{blocks['feed']}/events"
+    day = "2026-03-02T09:00:00Z"
+    posts = [
+        "Packing for the Oban ferry now.",
+        "The safe code is 7391, written on the boiler.",  # the secret deleted below
+        "Ferry left late, we got seats upstairs.",
+    ]
+    ids = [
+        c.post(
+            feed, headers=ann, json={"text": t, "created_at": day.replace("09", f"1{i}")}
+        ).get_json()["event_id"]
+        for i, t in enumerate(posts)
+    ]
+    _ask(c, ann, fid, "ferry?")  # the index is open
+    with memory.engine.connect() as conn:
+        everything = named_keys(memory.index.pipeline, conn, [(fid, blocks["feed"], None)])[fid]
+    assert everything <= _floor_keys(fid)  # what the posts made is in the cache
+
+    assert c.delete(f"/events/{ids[1]}", headers=ann).status_code == 200
+    with memory.engine.connect() as conn:
+        left = named_keys(memory.index.pipeline, conn, [(fid, blocks["feed"], None)])[fid]
+    assert _floor_keys(fid) == left  # nothing more than the two remaining posts name
+    assert not _stored(everything - left)  # the secret's vectors are gone from the file
+    assert everything - left  # (and there were some)
+
+    r = c.patch(f"/events/{ids[2]}", headers=ann, json={"text": "Ferry cancelled, we drove."})
+    assert r.status_code == 200
+    with memory.engine.connect() as conn:
+        now = named_keys(memory.index.pipeline, conn, [(fid, blocks["feed"], None)])[fid]
+    assert _floor_keys(fid) == now and not _stored(left - now) and left - now
+
+
+def test_deleting_an_account_deletes_its_floors_cached_vectors(tmp_path, tmp_path_factory):
+    app = sqlite_app(tmp_path, tmp_path_factory, **NO_LIMITS)
+    c = app.test_client()
+    ann, fid, blocks = user(c, app, "Ann")
+    r = c.post(
+        f"/floors/{fid}/blocks/{blocks['blog']}/events",
+        headers=ann,
+        json={"text": "Our new alarm code is 5512. The old one stopped working last week."},
+    )
+    assert r.status_code == 200
+    _ask(c, ann, fid, "alarm?")
+    made = _floor_keys(fid)
+    assert made
+    r = c.delete("/auth-service/account", headers=ann, json={"password": PW})
+    assert r.status_code == 200, r.get_json()
+    assert not _floor_keys(fid) and not _stored(made)
+
+
+def test_writes_runs_of_the_model_leave_a_core_to_questions():
+    """Four 1 MB writes at once had taken both cores from another user's questions (his
+    median 6.8x of idle): every run of the model outside a question now takes a lane, and
+    a question in flight takes one lane away from them (never the last)."""
+    from memkit.encoders import Lanes
+
+    lanes = Lanes(2)
+    guard, now, peak = threading.Lock(), [0], [0]
+
+    def write_run():
+        with lanes.run():
+            with guard:
+                now[0] += 1
+                peak[0] = max(peak[0], now[0])
+            time.sleep(0.02)
+            with guard:
+                now[0] -= 1
+
+    def runs(n=12):
+        peak[0] = 0
+        threads = [threading.Thread(target=write_run) for _ in range(n)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return peak[0]
+
+    assert runs() == 2  # no question: both cores
+    with lanes.question():
+        assert runs() == 1  # a question in flight: one left to writes
+        with lanes.question():
+            assert runs() == 1  # never fewer than one: writes go on
+    assert runs() == 2 and lanes.asking == 0

@@ -248,6 +248,11 @@ def _concat(frames: list[pl.DataFrame]) -> pl.DataFrame:
     )
 
 
+def session_of(row) -> tuple:
+    """An event's session: ``(floor_id, block_id, day)``, as ``load_events`` reads them."""
+    return (row["floor_id"], row["block_id"], _day(row["created_at"]))
+
+
 def _day(at: datetime | None) -> date | None:
     """The day of a stored time (the store gives UTC times: server/store/schema.py)."""
     return None if at is None else at.date()

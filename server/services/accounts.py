@@ -50,6 +50,7 @@ from email_validator import EmailNotValidError, validate_email
 from server import models as m
 from server.errors import ApiError, BadRequest, Conflict, Forbidden, NotFound, Unauthorized
 from server.models import MODES
+from server.search.forgetting import NOTHING
 from server.services.common import new_id, now
 from server.services.delivery import Sender
 from server.settings import Settings
@@ -121,8 +122,11 @@ def normalize_mobile(value: str, region: str = "", field: str = "mobile") -> str
 
 
 class Accounts:
-    def __init__(self, engine: sa.Engine, settings: Settings, mailer: Sender, sms: Sender):
+    def __init__(
+        self, engine: sa.Engine, settings: Settings, mailer: Sender, sms: Sender, vectors=None
+    ):
         self.engine, self.settings, self.mailer, self.sms = engine, settings, mailer, sms
+        self.vectors = vectors  # server.search.forgetting.CachedVectors: what a deletion forgets
         self._apps_checked: dict[
             str, tuple[str, float]
         ] = {}  # app id -> (SHA-256 of its secret, when argon2 said so)
@@ -911,7 +915,21 @@ class Accounts:
             ).first()
             if not verify_password(row[0] if row else None, data.password):
                 raise BadRequest("password is wrong", field="password", code="bad_credentials")
+            owned = list(
+                conn.execute(sa.select(floors.c.id).where(floors.c.owner_id == user_id)).scalars()
+            )
+            elsewhere = (
+                conn.execute(
+                    sa.select(events.c.floor_id, events.c.block_id, events.c.created_at).where(
+                        events.c.user_id == user_id, events.c.floor_id.not_in(owned)
+                    )
+                )
+                .mappings()
+                .all()
+            )
+            old = self.vectors.pending(conn, elsewhere) if self.vectors is not None else NOTHING
             gone = _delete_user(conn, user_id)
+        old.forget(floors=owned)  # their floors' vectors, and their posts' in others' floors
         return {"deleted": user_id, "events_deleted": gone}
 
     def get_profile(self, user_id: str) -> dict:

@@ -18,6 +18,7 @@ from memkit.tables import parse_time
 from server import models as m
 from server.errors import BadRequest, Forbidden, NotFound
 from server.models import BLOCK_TYPES
+from server.search.forgetting import NOTHING
 from server.services.common import new_id, now
 from server.services.floors import readable_floor
 from server.store.changes import log_event_changes
@@ -54,8 +55,11 @@ class Events:
     cache there, so that no process catching up on the write encodes them again, and no
     transaction is held open while they are encoded."""
 
-    def __init__(self, engine: sa.Engine, indexer=None, after_write=None, before_write=None):
+    def __init__(
+        self, engine: sa.Engine, indexer=None, after_write=None, before_write=None, vectors=None
+    ):
         self.engine = engine
+        self.vectors = vectors  # server.search.forgetting.CachedVectors: what a change forgets
         self.indexer = indexer
         self.after_write = after_write
         self.before_write = before_write
@@ -255,6 +259,7 @@ class Events:
         values = {"updated_at": now(), **data.model_dump(exclude_unset=True)}
         with self.engine.begin() as conn:
             e = self._editable(conn, user_id, event_id, rewrite=True)
+            old = self._pending(conn, e)
             if (
                 conn.execute(
                     events.update().where(events.c.id == event_id).values(**values)
@@ -269,12 +274,18 @@ class Events:
             out = event_response(row, b)
             self._written(conn, [event_id])
         self._committed(e["floor_id"], [event_id])
+        old.forget(rows=[row])  # the old text's vectors
         return out
+
+    def _pending(self, conn, e):
+        return self.vectors.pending(conn, [e]) if self.vectors is not None else NOTHING
 
     def delete(self, user_id: str, event_id: str) -> dict:
         with self.engine.begin() as conn:
             e = self._editable(conn, user_id, event_id)
+            old = self._pending(conn, e)
             log_event_changes(conn, [event_id])
             conn.execute(events.delete().where(events.c.id == event_id))
         self._committed(e["floor_id"], [event_id])
+        old.forget()  # its vectors, and its neighbours' documents that held it
         return {"deleted": event_id}

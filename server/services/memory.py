@@ -35,6 +35,7 @@ from server.errors import NotFound, Unprocessable
 from server.models import BLOCK_TYPES
 from server.search import SearchIndex, StoredConversations, versions
 from server.search.conversations import still_readable
+from server.search.forgetting import CachedVectors
 from server.search.items import StoredPosts
 from server.search.store import StoreSearch
 from server.services.floors import readable_floor
@@ -87,6 +88,8 @@ class Memory:
             int, StoreSearch
         ] = {}  # postgres: versions being built, kept up to date by writes
         self._init_lock = threading.Lock()
+        self._naming: tuple[int, Pipeline] | None = None  # (version, pipeline): see _named_by
+        self.vectors = CachedVectors(engine, self._named_by)
         idle = load_config(self.config_path).get("contextualizer", {}).get("idle_minutes", 30.0)
         self.conversations = StoredConversations(engine, idle_expiry=timedelta(minutes=idle))
 
@@ -146,6 +149,19 @@ class Memory:
             with self.engine.connect() as conn:
                 versions.ensure_model(conn, encoder)
         return Pipeline.from_config(config, posts=StoredPosts(self.engine), encoder=encoder)
+
+    def _named_by(self) -> Pipeline:
+        """The pipeline whose cache entries a deleted post's are (server/search/forgetting.py):
+        the open index's, or, in a process that has not opened one, a pipeline of the
+        active version made for that (no index built)."""
+        if self._index is not None:
+            return self._index.pipeline
+        with self.engine.connect() as conn:
+            version = versions.active(conn)
+        with self._init_lock:
+            if self._naming is None or self._naming[0] != version.number:
+                self._naming = (version.number, self.pipeline_for(version))
+            return self._naming[1]
 
     def open(self, version: versions.Version) -> SearchIndex | StoreSearch:
         pipeline = self.pipeline_for(version)
