@@ -393,16 +393,11 @@ class OnnxMiniLMEncoder:
             bar.update(len(rows))
 
         batches = [order[i : i + self.batch_size] for i in range(0, len(order), self.batch_size)]
-        lanes = self.threads or os.cpu_count() or 1
-        if one_at_a_time and len(batches) > 1 and lanes > 1:
-            # One text per run on one thread each, several runs side by side (ONNX Runtime
-            # lets go of the GIL while it runs): the cores stay busy without a thread pool
-            # splitting each small run.
-            with ThreadPoolExecutor(lanes) as pool:
-                list(pool.map(run, batches))
-        else:
-            for rows in batches:
-                run(rows)
+        # One text per run on one thread each, several runs side by side (ONNX Runtime lets
+        # go of the GIL while it runs): the cores stay busy without a thread pool splitting
+        # each small run. Batches run one after another, each on the session's threads.
+        lanes = (self.threads or os.cpu_count() or 1) if one_at_a_time else 1
+        run_each(lambda i: run(batches[i]), len(batches), lanes, background=not question)
         bar.close()
         return out
 
@@ -447,7 +442,7 @@ class OnnxMiniLMEncoder:
                 else:
                     parts[i].append(None)
 
-        run_each(run, len(texts), self.threads or os.cpu_count() or 1)
+        run_each(run, len(texts), self.threads or os.cpu_count() or 1, background=not question)
         return whole, parts
 
 
@@ -529,15 +524,26 @@ def export_onnx(module, target: Path, output: str, output_axes: dict, rows: int 
         )
 
 
-def run_each(run, n: int, lanes: int) -> None:
+def run_each(run, n: int, lanes: int, background: bool = False) -> None:
     """``run(i)`` for i in range(n), on ``lanes`` threads side by side when there are
-    several (ONNX Runtime lets go of the GIL while it runs)."""
+    several (ONNX Runtime lets go of the GIL while it runs); ``background`` (work no
+    question waits for: a write's posts) on threads of lower CPU priority."""
     if n > 1 and lanes > 1:
-        with ThreadPoolExecutor(lanes) as pool:
+        with ThreadPoolExecutor(lanes, initializer=_lower_priority if background else None) as pool:
             list(pool.map(run, range(n)))
     else:
         for i in range(n):
             run(i)
+
+
+def _lower_priority() -> None:
+    """This thread at nice 10 (Linux keeps a nice value per thread): where a write's run of
+    the model shares a core with a question's thread, the kernel runs the question first
+    (issue 42; see Lanes). Elsewhere, or if refused, nothing changes."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
+    except (AttributeError, OSError):
+        pass
 
 
 def _export_minilm(target: Path, source: Path | None = None) -> None:
