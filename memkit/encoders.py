@@ -776,6 +776,13 @@ class CachedEncoder:
         self.cache = cache if isinstance(cache, EmbeddingCache) else EmbeddingCache(cache)
         self.encoded = 0  # texts actually sent to the model, for tests and reports
 
+    def forget_recent(self, keys: set[str] | None, namespace: str) -> None:
+        """Drop ``keys`` (None: all) kept in memory for ``namespace``."""
+        with self._recent_lock:
+            for entry in [e for e in self._recent if e[0] == namespace]:
+                if keys is None or entry[1] in keys:
+                    del self._recent[entry]
+
     def encode(
         self, texts: Sequence[str], show_progress: bool | None = None, store: bool | None = None
     ) -> np.ndarray:
@@ -931,10 +938,7 @@ def forget_vectors(keys, namespace: str) -> int:
     for enc in list(_ENCODERS.values()):
         if not isinstance(enc, CachedEncoder):
             continue
-        with enc._recent_lock:
-            for ns_key in [k for k in enc._recent if k[0] == namespace]:
-                if keys is None or ns_key[1] in keys:
-                    del enc._recent[ns_key]
+        enc.forget_recent(keys, namespace)
         if enc.cache.path not in done:
             done.add(enc.cache.path)
             gone += (

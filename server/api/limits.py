@@ -160,9 +160,10 @@ def layered(limit: str, factor: int, kind: str, who: str, address: str) -> list[
     ]
 
 
-def seconds_left(strategy, item, key) -> int:
-    """Seconds until a count's window lets one more in (at least 1: Retry-After)."""
-    return max(1, math.ceil(strategy.get_window_stats(item, key).reset_time - time.time()))
+def seconds_left(stats) -> int:
+    """Seconds until a count's window (its ``get_window_stats``) lets one more in (at least
+    1: Retry-After)."""
+    return max(1, math.ceil(stats.reset_time - time.time()))
 
 
 def spend_write_budget(user_id: str) -> None:
@@ -184,7 +185,9 @@ def spend_write_budget(user_id: str) -> None:
             f"the limit of {limit} (kB of request bodies); try again later",
             code="rate_limited",
             status=429,
-            headers={"Retry-After": str(max(seconds_left(strategy, *c) for c in over))},
+            headers={
+                "Retry-After": str(max(seconds_left(strategy.get_window_stats(*c)) for c in over))
+            },
         )
     for item, key in counts:
         strategy.hit(item, key, cost=kilobytes)
@@ -221,9 +224,9 @@ class FailedCredentials:
         (the caller holds the lock)."""
         strategy = self.limiter.limiter
         waits = [
-            seconds_left(strategy, item, key)
+            seconds_left(stats)
             for item, key, busy in counts
-            if strategy.get_window_stats(item, key).remaining - self._running[busy] <= 0
+            if (stats := strategy.get_window_stats(item, key)).remaining - self._running[busy] <= 0
         ]
         return max(waits) if waits else None
 

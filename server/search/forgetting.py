@@ -54,7 +54,7 @@ class Pending:
         the changed events as stored now: an edit may move a post to another day), and
         ``floors``' namespaces whole (deleted floors). Logged, never raised: the change is
         stored."""
-        if self.vectors is None:
+        if self.vectors is None or not (self.before or floors):
             return
         sessions = list(dict.fromkeys([*self.sessions, *map(session_of, rows)]))
         try:
@@ -86,4 +86,14 @@ class CachedVectors:
             return Pending(None, sessions, {})
 
 
-NOTHING = Pending(None, [], {})  # for services built without a search (tests of accounts)
+NOTHING = Pending(None, [], {})
+
+
+class NoVectors:
+    """For services built without a search (tests of accounts): a change forgets nothing."""
+
+    def pending(self, conn, rows) -> Pending:
+        return NOTHING
+
+
+NO_VECTORS = NoVectors()

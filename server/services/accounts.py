@@ -50,7 +50,7 @@ from email_validator import EmailNotValidError, validate_email
 from server import models as m
 from server.errors import ApiError, BadRequest, Conflict, Forbidden, NotFound, Unauthorized
 from server.models import MODES
-from server.search.forgetting import NOTHING
+from server.search.forgetting import NO_VECTORS
 from server.services.common import new_id, now
 from server.services.delivery import Sender
 from server.settings import Settings
@@ -123,7 +123,12 @@ def normalize_mobile(value: str, region: str = "", field: str = "mobile") -> str
 
 class Accounts:
     def __init__(
-        self, engine: sa.Engine, settings: Settings, mailer: Sender, sms: Sender, vectors=None
+        self,
+        engine: sa.Engine,
+        settings: Settings,
+        mailer: Sender,
+        sms: Sender,
+        vectors=NO_VECTORS,
     ):
         self.engine, self.settings, self.mailer, self.sms = engine, settings, mailer, sms
         self.vectors = vectors  # server.search.forgetting.CachedVectors: what a deletion forgets
@@ -927,7 +932,7 @@ class Accounts:
                 .mappings()
                 .all()
             )
-            old = self.vectors.pending(conn, elsewhere) if self.vectors is not None else NOTHING
+            old = self.vectors.pending(conn, elsewhere)
             gone = _delete_user(conn, user_id)
         old.forget(floors=owned)  # their floors' vectors, and their posts' in others' floors
         return {"deleted": user_id, "events_deleted": gone}

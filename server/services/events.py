@@ -18,7 +18,7 @@ from memkit.tables import parse_time
 from server import models as m
 from server.errors import BadRequest, Forbidden, NotFound
 from server.models import BLOCK_TYPES
-from server.search.forgetting import NOTHING
+from server.search.forgetting import NO_VECTORS
 from server.services.common import new_id, now
 from server.services.floors import readable_floor
 from server.store.changes import log_event_changes
@@ -56,7 +56,12 @@ class Events:
     transaction is held open while they are encoded."""
 
     def __init__(
-        self, engine: sa.Engine, indexer=None, after_write=None, before_write=None, vectors=None
+        self,
+        engine: sa.Engine,
+        indexer=None,
+        after_write=None,
+        before_write=None,
+        vectors=NO_VECTORS,
     ):
         self.engine = engine
         self.vectors = vectors  # server.search.forgetting.CachedVectors: what a change forgets
@@ -259,7 +264,7 @@ class Events:
         values = {"updated_at": now(), **data.model_dump(exclude_unset=True)}
         with self.engine.begin() as conn:
             e = self._editable(conn, user_id, event_id, rewrite=True)
-            old = self._pending(conn, e)
+            old = self.vectors.pending(conn, [e])
             if (
                 conn.execute(
                     events.update().where(events.c.id == event_id).values(**values)
@@ -277,13 +282,10 @@ class Events:
         old.forget(rows=[row])  # the old text's vectors
         return out
 
-    def _pending(self, conn, e):
-        return self.vectors.pending(conn, [e]) if self.vectors is not None else NOTHING
-
     def delete(self, user_id: str, event_id: str) -> dict:
         with self.engine.begin() as conn:
             e = self._editable(conn, user_id, event_id)
-            old = self._pending(conn, e)
+            old = self.vectors.pending(conn, [e])
             log_event_changes(conn, [event_id])
             conn.execute(events.delete().where(events.c.id == event_id))
         self._committed(e["floor_id"], [event_id])
