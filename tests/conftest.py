@@ -22,6 +22,22 @@ def _cache_dir(tmp_path_factory):
     yield
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _cheap_argon2():
+    """The service's argon2id at its cheapest parameters (one pass over 8 MiB, one lane) in
+    tests: they check when and how often a password is hashed or checked, not what each hash
+    costs, and signing up and in is most of many service tests' time at the real parameters
+    (argon2-cffi's defaults, 64 MiB; test_accounts checks the service is built with them)."""
+    from argon2 import PasswordHasher
+
+    from server.services import accounts
+
+    real = accounts._hasher._hasher
+    accounts._hasher._hasher = PasswordHasher(time_cost=1, memory_cost=8 * 1024, parallelism=1)
+    yield
+    accounts._hasher._hasher = real
+
+
 def shared_dataset(name: str) -> Path:
     path = SHARED / name
     if not path.exists():

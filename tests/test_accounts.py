@@ -412,3 +412,13 @@ def test_change_email_with_an_expired_code_is_400_and_keeps_the_address(app):
     )
     assert r.status_code == 400 and error_of(r)["code"] == "code_expired"
     assert stored_email(app, uid) == "ann@example.com"
+
+
+def test_the_service_hashes_passwords_with_argon2ids_default_parameters():
+    """Tests run argon2id at its cheapest (conftest); the service's own hasher is built with
+    argon2-cffi's defaults (RFC 9106's low-memory profile: 64 MiB, 3 passes, 4 lanes)."""
+    from server.services import accounts
+
+    stored = accounts._Argon2().hash(PW)
+    assert stored.startswith("$argon2id$v=19$m=65536,t=3,p=4$")
+    assert accounts._Argon2().verify(stored, PW)

@@ -273,6 +273,7 @@ def test_training_is_deterministic_with_a_seed_and_kept_by_what_made_it(
     assert name not in others and len(others) == 3
 
 
+@pytest.mark.heavy  # trains a model
 def test_a_trained_model_is_an_encoder_with_its_own_cache_entries(trained, monkeypatch):
     name, path, _ = trained
     monkeypatch.setenv("MEMKIT_CACHE_DIR", str(path.parent.parent))
@@ -291,6 +292,7 @@ def test_a_trained_model_is_an_encoder_with_its_own_cache_entries(trained, monke
         get_encoder("bert")
 
 
+@pytest.mark.heavy  # trains a model
 def test_the_encoder_stage_adapts_on_fit_and_reuses_the_model(trained, monkeypatch):
     name, path, pairs = trained
     monkeypatch.setenv("MEMKIT_CACHE_DIR", str(path.parent.parent))
@@ -328,6 +330,7 @@ def test_the_encoder_stage_adapts_on_fit_and_reuses_the_model(trained, monkeypat
     assert fixed.encoder_name() == "minilm"
 
 
+@pytest.mark.heavy  # trains a model
 def test_supervised_stage_never_learns_from_the_held_out_dataset(tmp_path, monkeypatch):
     monkeypatch.setenv("MEMKIT_CACHE_DIR", str(tmp_path / "cache"))
     for name, rounds in (("alpha", range(0, 1)), ("beta", range(1, 2))):
@@ -400,6 +403,7 @@ def test_an_int8_base_trains_its_float_model_and_serves_int8_weights():
     )
 
 
+@pytest.mark.heavy  # trains a model
 def test_train_encoder_command(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("MEMKIT_CACHE_DIR", str(tmp_path / "cache"))
     _dataset("gamma", range(2)).write(tmp_path / "gamma")
