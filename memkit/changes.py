@@ -8,7 +8,8 @@ after the first one that says something changed ("moved to", "postponed", "cance
 "instead", ...) and is about the same thing takes the first place (with the first's score);
 the post it replaces comes second, the service shows it no more and the answer quotes the
 newer post. Only when- and where-questions are read so (``settles``), a where-question
-only by a change that names a new place instead ("Going to Bamburgh instead, same dates"):
+only by a change that names a new place instead ("Going to Bamburgh instead, same dates")
+or moves the plan to someone's ("book club moves to Omar's place"):
 "which hospital?" or "how did it go?" are answered by posts the change says nothing about.
 
 "About the same thing": it shares at least ``min_shared`` content words with the first
@@ -44,6 +45,13 @@ CHANGED = re.compile(
 # Bamburgh instead, same dates"): "Let's do Friday instead" moves the day, and the post it
 # replaces still holds the place
 INSTEAD = re.compile(r"\binstead\b", re.IGNORECASE)
+# or moves it to someone's ("My boiler broke, so book club moves to Omar's place, same date"):
+# a where-question only, as the day stays the first post's ("we move to Leeds" is not a change)
+TO_SOMEONES = re.compile(
+    r"\bmov(?:e|es|ed|ing) (?:it |things |everything )?(?:over )?to (?-i:[A-Z])[\w-]*['’]s\b"
+    r"(?: (?:place|flat|house|home))?",
+    re.IGNORECASE,
+)
 NAME = re.compile(r"(?<=[a-z,;:] )[A-Z][a-z'’-]+")  # a capitalised word inside a sentence
 DEPTH = 8  # the posts looked at: those the reader reads
 MIN_SHARED = 2
@@ -89,11 +97,14 @@ def changed_fact(
         if until is not None and it.get("created_at").date() > until:
             continue
         text = it.get("text") or ""
-        if not CHANGED.search(text):
-            continue
-        if kind == "where" and not _new_place(text, first.get("text") or ""):
+        if kind == "where":
+            if not _new_place(text, first.get("text") or ""):
+                continue
+        elif not CHANGED.search(text):
             continue
         theirs = _words(text)
+        if kind == "where":  # the words that move it are not another topic's ("moves to Omar's")
+            theirs -= {w for m in TO_SOMEONES.finditer(text) for w in _words(m.group(0))}
         shared = len(words & theirs)
         if shared >= min_shared and shared >= overlap * len(words | theirs):
             newer.append((it.get("created_at"), e))
@@ -143,9 +154,9 @@ def newest_first(run: pl.DataFrame, change: tuple[str, str]) -> pl.DataFrame:
 
 
 def _new_place(text: str, first: str) -> bool:
-    """Whether a change names a place "instead" that the first post does not: a capitalised
-    word inside a sentence, not a day or a month."""
-    if not INSTEAD.search(text):
+    """Whether a change names a place "instead" (or moves the plan to someone's) that the
+    first post does not: a capitalised word inside a sentence, not a day or a month."""
+    if not (INSTEAD.search(text) or TO_SOMEONES.search(text)):
         return False
     before = first.casefold()
     return any(

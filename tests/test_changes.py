@@ -225,6 +225,31 @@ def test_a_where_question_takes_only_a_change_that_names_a_new_place():
     assert changed_fact(ranking(["plan", "day"], [0.8, 0.3]), of) == ("day", "plan")
 
 
+def test_a_plan_moved_to_someones_place_settles_where_but_not_when():
+    """The newcomer's walk, stop 51: "Where is the book club meeting?" quoted Lucy's flat,
+    though Lucy had posted that it moves to Omar's place. That post settles where; a
+    when-question keeps the first post, which holds the date ("same date")."""
+    posts = {
+        "plan": Item(
+            "plan", "Book club next: The Remains of the Day. Meeting at Lucy's flat on 9 April",
+            "Dana", created_at=at(1),
+        ),
+        "move": Item(
+            "move", "My boiler broke, so book club moves to Omar's place, same date", "Lucy",
+            created_at=at(4),
+        ),
+        "home": Item("home", "We move to Leeds in spring, book club will miss me", "Theo",
+                     created_at=at(5)),
+    }  # fmt: skip
+    of = lambda ids: [posts[i] for i in ids]  # noqa: E731
+    assert changed_fact(ranking(["plan", "move"], [0.8, 0.3]), of, kind="where") == (
+        "move",
+        "plan",
+    )
+    assert changed_fact(ranking(["plan", "move"], [0.8, 0.3]), of, kind="when") is None
+    assert changed_fact(ranking(["plan", "home"], [0.8, 0.3]), of, kind="where") is None
+
+
 def test_the_served_default_answers_where_with_the_new_place():
     """The newcomer's walk, stop 48: "Where did Lucy go for half term?" quoted the cottage in
     Whitby, cancelled a month before; the post saying she went to Bamburgh instead ranked
