@@ -248,13 +248,14 @@ _BARE_DAY = re.compile(
     re.IGNORECASE,
 )
 _PAST = re.compile(
-    r"\b(?:was|were|had|did|went|got|came|saw|took|broke|ran|won|lost|made|ate|left|bought|found|told|"
+    r"\b(?:(?:was|were|had|did)(?:n['’]t)?|went|got|came|saw|took|broke|ran|won|lost|made|ate|left|bought|found|told|"
     r"said|met|sent|gave|put|fell|felt|drove|flew|rode|wrote|sang|swam|began|brought|caught|thought|"
     r"spent|paid|kept|held|sat|stood|heard|knew|became|born|been|back from|[a-z]{3,}ed)\b",
     re.IGNORECASE,
 )
 _FUTURE = re.compile(
     r"\b(?:will|'ll|shall|going to|gonna|next|from|until|till|start|starts|opens?|see you|"
+    r"comes|arrives|lands|leaves|returns|visits|due|"  # a plan in the present ("comes on Thursday")
     r"can't wait|"
     r"tomorrow|is on|are on|booked for|[a-z]{3,}ing)\b",
     re.IGNORECASE,

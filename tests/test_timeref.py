@@ -303,6 +303,12 @@ def test_a_day_without_a_year_belongs_to_the_year_around_the_post():
         ),
         ("I got the job! Start on the 20th", date(2026, 4, 2), date(2026, 4, 20)),
         ("The parcel came on the 3rd, finally", date(2026, 4, 2), date(2026, 3, 3)),
+        (  # the newcomer's walk, stop 52: a plan in the present, posted on a Thursday
+            "My landlord finally agreed to fix the damp, the plumber comes on Thursday",
+            date(2026, 5, 7),
+            date(2026, 5, 14),
+        ),
+        ("Not yet, he didn't turn up Thursday", date(2026, 5, 16), date(2026, 5, 14)),
     ],
 )
 def test_a_bare_weekday_or_day_points_back_in_the_past_tense_and_forward_otherwise(
