@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import polars as pl
@@ -33,6 +34,20 @@ from memkit.retrievers.registry import register
 from memkit.text import Analyzer
 
 MAX_SEGMENTS = 8
+
+
+class Matches(NamedTuple):
+    """A query's terms in a collection or a scope of it (``TermIndex.matches``): each
+    posting as parallel arrays, and the statistics BM25 weighs them with."""
+
+    ids: np.ndarray  # the query's term ids that occur
+    qtf: np.ndarray  # how often each is in the query
+    pos: np.ndarray  # each posting's document position
+    tf: np.ndarray  # its count in that document
+    which: np.ndarray  # which of ``ids`` it is
+    df: np.ndarray  # each term's document frequency
+    n_docs: int  # documents in the collection (or scope)
+    total_len: float  # their summed lengths
 
 
 class TermIndex:
@@ -119,25 +134,18 @@ class TermIndex:
         ids = np.array([self.vocab[t] for t in counts], np.int64)
         return ids, np.array(list(counts.values()), np.float64)
 
-    def matches(self, text: str, scope: np.ndarray | None, rows: np.ndarray | None = None):
+    def matches(
+        self, text: str, scope: np.ndarray | None, rows: np.ndarray | None = None
+    ) -> "Matches":
         """A query's terms that occur in the collection (or in ``scope``, a mask of alive
         positions, whose positions are ``rows`` when the caller has them), with their
-        statistics there: ``(term ids, query counts, positions, counts, which term,
-        document frequencies, documents, total length)``. Postings of dead documents are
-        left in when there is no scope (they score, and no mask admits them)."""
+        statistics there. Postings of dead documents are left in when there is no scope
+        (they score, and no mask admits them)."""
         ids, qtf = self.query_terms(text)
         pos, tf, which = self.postings(ids)
         if scope is None:
-            return (
-                ids,
-                qtf,
-                pos,
-                tf,
-                which,
-                self.df[ids].astype(np.float64),
-                self.n_docs,
-                self.total_len,
-            )
+            df = self.df[ids].astype(np.float64)
+            return Matches(ids, qtf, pos, tf, which, df, self.n_docs, self.total_len)
         inside = scope[pos]
         pos, tf, which = pos[inside], tf[inside], which[inside]
         df = np.bincount(which, minlength=len(ids)).astype(np.float64)
@@ -146,7 +154,7 @@ class TermIndex:
             renumber = np.cumsum(keep) - 1
             ids, qtf, df, which = ids[keep], qtf[keep], df[keep], renumber[which]
         rows = np.flatnonzero(scope) if rows is None else rows
-        return ids, qtf, pos, tf, which, df, len(rows), float(self.doc_len[rows].sum())
+        return Matches(ids, qtf, pos, tf, which, df, len(rows), float(self.doc_len[rows].sum()))
 
     def df_within(self, scope: np.ndarray) -> np.ndarray:
         """Document frequency of every term among the positions ``scope`` admits."""
@@ -255,11 +263,11 @@ class _SparseRetriever(Retriever):
         """The positions where some query term occurs (ascending) and their scores."""
         rows = None if scope is None else self.catalog.rows(scope)
         terms = self.index.matches(text, scope, rows)
-        if len(terms[2]) == 0:
+        if len(terms.pos) == 0:
             return np.zeros(0, np.int64), np.zeros(0)
-        return _summed(terms[2], self._contributions(terms, scope), len(self.catalog))
+        return _summed(terms.pos, self._contributions(terms, scope), len(self.catalog))
 
-    def _contributions(self, terms, scope: np.ndarray | None) -> np.ndarray:
+    def _contributions(self, terms: Matches, scope: np.ndarray | None) -> np.ndarray:
         """Each posting's share of its document's score (``terms``: what ``matches`` returns
         for ``scope``)."""
         raise NotImplementedError
@@ -292,11 +300,12 @@ class BM25Retriever(_SparseRetriever):
         self.b = b
         super().__init__(stopwords, stemmer, doc_template)
 
-    def _contributions(self, terms, scope) -> np.ndarray:
-        ids, qtf, pos, tf, which, df, n_docs, total_len = terms
-        idf = np.log1p((n_docs - df + 0.5) / (df + 0.5))
-        norm = self.k1 * (1.0 - self.b + self.b * self.index.doc_len[pos] / (total_len / n_docs))
-        return (idf * qtf)[which] * tf / (tf + norm)
+    def _contributions(self, terms: Matches, scope) -> np.ndarray:
+        t = terms
+        idf = np.log1p((t.n_docs - t.df + 0.5) / (t.df + 0.5))
+        avgdl = t.total_len / t.n_docs
+        norm = self.k1 * (1.0 - self.b + self.b * self.index.doc_len[t.pos] / avgdl)
+        return (idf * t.qtf)[t.which] * t.tf / (t.tf + norm)
 
 
 @register
@@ -365,8 +374,8 @@ class TfidfRetriever(_SparseRetriever):
             self._scoped[key] = (idf, self._norms_for(idf, scope))
         return self._scoped[key]
 
-    def _contributions(self, terms, scope) -> np.ndarray:
-        ids, qtf, pos, tf, which, _, _, _ = terms
+    def _contributions(self, terms: Matches, scope) -> np.ndarray:
+        ids, qtf, pos, tf, which = terms.ids, terms.qtf, terms.pos, terms.tf, terms.which
         all_idf, norms = self._statistics(scope)
         idf = all_idf[ids]
         q = self._tf(qtf) * idf
