@@ -4,7 +4,7 @@ encoded here and again under QEMU's user-mode emulation of a CPU without AVX (``
 are compared, for the int8 graph the default serves and the float graph beside it.
 
     apt-get install qemu-user            # once (Debian's package)
-    .venv/bin/python eval/cpu_emulated.py --texts 40    # ~45 min: emulation is slow
+    .venv/bin/python eval/cpu_emulated.py --texts 40    # ~13 min: emulation is slow
 
 The texts are the walks' posts (``examples/walks/*-posts.txt``), written for this project.
 Each model runs one text per run on one thread, as the service's int8 encoder does; the
