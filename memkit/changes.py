@@ -100,11 +100,12 @@ def changed_fact(
         if kind == "where":
             if not _new_place(text, first.get("text") or ""):
                 continue
-        elif not CHANGED.search(text):
+            # the words that move it are not another topic's ("moves to Omar's place")
+            theirs = _words(TO_SOMEONES.sub(" ", text))
+        elif CHANGED.search(text):
+            theirs = _words(text)
+        else:
             continue
-        theirs = _words(text)
-        if kind == "where":  # the words that move it are not another topic's ("moves to Omar's")
-            theirs -= {w for m in TO_SOMEONES.finditer(text) for w in _words(m.group(0))}
         shared = len(words & theirs)
         if shared >= min_shared and shared >= overlap * len(words | theirs):
             newer.append((it.get("created_at"), e))

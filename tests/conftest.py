@@ -32,10 +32,11 @@ def _cheap_argon2():
 
     from server.services import accounts
 
-    real = accounts._hasher._hasher
-    accounts._hasher._hasher = PasswordHasher(time_cost=1, memory_cost=8 * 1024, parallelism=1)
+    real = accounts._hasher
+    cheapest = PasswordHasher(time_cost=1, memory_cost=8 * 1024, parallelism=1)
+    accounts._hasher = accounts._Argon2(cheapest)
     yield
-    accounts._hasher._hasher = real
+    accounts._hasher = real
 
 
 def shared_dataset(name: str) -> Path:

@@ -75,8 +75,8 @@ class _Argon2:
     memory, nor the slots of another kind; on two cores more at once would not finish
     sooner."""
 
-    def __init__(self):
-        self._hasher = PasswordHasher()
+    def __init__(self, hasher: PasswordHasher | None = None):
+        self._hasher = hasher or PasswordHasher()  # argon2-cffi's defaults
         self._slots = {k: threading.BoundedSemaphore(n) for k, n in ARGON2_SLOTS.items()}
 
     def hash(self, password: str, kind: str = "other") -> str:
