@@ -27,7 +27,10 @@ from server.store import connect
 requests_log = logging.getLogger("memkit.server.requests")
 
 
-def create_app(config: dict | None = None) -> Flask:
+def create_app(config: dict | None = None, *, sms=None) -> Flask:
+    """The service, with ``config`` over ``MEMKIT_*`` variables over the defaults
+    (server/settings.py). ``sms``: what sends text messages (a ``Sender``: ``send(to, subject, text)``); by default
+    they are written to the outbox folder, as e-mail is when no SMTP host is set."""
     # Requests run side by side; none gains from splitting its products (memkit/threads.py).
     single_threaded_blas()
     # A question's thread waiting for the GIL while writes' threads run Python between
@@ -47,7 +50,7 @@ def create_app(config: dict | None = None) -> Flask:
         if settings.smtp_host
         else OutboxSender(settings.outbox_dir, "email")
     )
-    sms = settings.extra.get("sms_sender") or OutboxSender(settings.outbox_dir, "sms")
+    sms = sms or OutboxSender(settings.outbox_dir, "sms")
     memory = Memory(engine, settings)
     app.extensions["memkit"] = {
         "settings": settings,

@@ -1,29 +1,42 @@
-"""Service settings: defaults, overridden by a dict given to ``create_app`` or by
-``MEMKIT_*`` environment variables (e.g. ``MEMKIT_DATABASE_URL``)."""
+"""Service settings: one typed model (pydantic-settings). Each setting is a field with its
+type, bound and default, read from a ``MEMKIT_<NAME>`` environment variable (e.g.
+``MEMKIT_DATABASE_URL``) or from the dict given to ``create_app``, which wins over the
+environment. A bad value is a ``ValueError`` naming the variable or key and what was
+expected; a key the model does not have is refused.
+
+To add a setting, add a field here (its comment says what it does); the service reads it
+as ``settings.<name>``, and ``MEMKIT_<NAME>`` sets it.
+"""
 
 from __future__ import annotations
 
 import os
 import secrets
-from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, PositiveFloat, PositiveInt, model_validator
+from pydantic import ValidationError as PydanticError
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from memkit.private import private_dir, write_private
 
 INSTANCE = Path(os.environ.get("MEMKIT_INSTANCE", Path.cwd() / "instance"))
+ENV_PREFIX = "MEMKIT_"
 
 
-@dataclass
-class Settings:
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid")
+
     database_url: str = f"sqlite:///{INSTANCE / 'memkit.db'}"
     secret_key: str = ""  # HMAC key for codes; generated once into instance/secret_key if empty
-    token_ttl_hours: float = 24.0 * 7
-    code_ttl_minutes: float = 10.0
-    code_max_attempts: int = 5  # checks of one code (right or wrong); then it is burned
-    code_checks_per_hour: int = 20  # checks of all codes of one account and mode in the last hour
-    signup_ttl_hours: float = (
-        24.0  # a sign-up nobody validated in this time is deleted; its address is free
-    )
+    token_ttl_hours: PositiveFloat = 24.0 * 7
+    code_ttl_minutes: PositiveFloat = 10.0
+    code_max_attempts: PositiveInt = 5  # checks of one code (right or wrong); then it is burned
+    # Checks of all codes of one account and mode in the last hour.
+    code_checks_per_hour: PositiveInt = 20
+    # A sign-up nobody validated in this time is deleted; its address is free again.
+    signup_ttl_hours: PositiveFloat = 24.0
     floor_quota: int = 5  # floors a user may own, their own floor included
     block_quota: int = 20  # blocks a user may own across floors
     smtp_host: str = ""  # empty: e-mail goes to the outbox folder
@@ -37,9 +50,7 @@ class Settings:
     rate_limit_change_email: str = "10 per minute"
     rate_limit_sign_in: str = "20 per minute"
     rate_limit_sign_up: str = "5 per minute;30 per hour"
-    rate_limit_check_code: str = (
-        "10 per minute;60 per hour"  # validate, reset/password, change/mobile
-    )
+    rate_limit_check_code: str = "10 per minute;60 per hour"  # validate, reset, change mobile
     # Failed credentials only (server/api/limits.py FailedCredentials): a wrong password given
     # with a token (change password, delete account, ask for a change-of-address code) per user;
     # a wrong application secret per application id.
@@ -55,83 +66,86 @@ class Settings:
     refused_delay: float = 0.0
     rate_limit_storage: str = "memory://"
     max_body_bytes: int = 1_000_000
-    index_dir: str = (
-        ""  # where the search index is saved after a build and loaded at start; empty: rebuilt
-    )
-    warm_index: bool = (
-        False  # build (or load) the search index when the app starts, not on the first query
-    )
-    catch_up_seconds: float = (
-        1.0  # the in-memory index applies every floor's changes this often (0: only on demand)
-    )
+    # Where the search index is saved after a build and loaded at start; empty: rebuilt.
+    index_dir: str = ""
+    # Build (or load) the search index when the app starts, not on the first query.
+    warm_index: bool = False
+    # The in-memory index applies every floor's changes this often (0: only on demand).
+    catch_up_seconds: Annotated[float, Field(ge=0)] = 1.0
     # How long a query waits for other users' writes to its floors to be indexed (its own, it
     # always waits for); with catch_up_seconds = 0 nothing applies them in the background, so
     # a query applies them itself, however long that takes.
-    others_writes_wait: float = 1.0
-    pipeline_config: str = (
-        ""  # the TOML the query endpoint serves; empty: eval/configs/default.toml
-    )
+    others_writes_wait: Annotated[float, Field(ge=0)] = 1.0
+    # The TOML the query endpoint serves; empty: eval/configs/default.toml (postgres.toml
+    # with search_backend = "postgres").
+    pipeline_config: str = ""
     # "memory": each process holds its own index, caught up from the store's log
     # (server/search/index.py); "postgres": the index lives in PostgreSQL (pgvector,
     # full-text), nothing per process (server/search/store.py); needs a PostgreSQL
-    # database_url and a config of pgvector/pgtext retrievers (empty pipeline_config:
-    # eval/configs/postgres.toml).
-    search_backend: str = "memory"
-    extra: dict = field(default_factory=dict)
+    # database_url and a config of pgvector/pgtext retrievers.
+    search_backend: Literal["memory", "postgres"] = "memory"
 
-    @classmethod
-    def load(cls, overrides: dict | None = None) -> "Settings":
-        values = {}
-        for f in fields(cls):
-            env = os.environ.get(f"MEMKIT_{f.name.upper()}")
-            if env is not None and f.name != "extra":
-                values[f.name] = _from_env(f"MEMKIT_{f.name.upper()}", env, f.type)
-        values.update(overrides or {})
-        unknown = set(values) - {f.name for f in fields(cls)}
-        if unknown:
-            raise ValueError(f"unknown setting(s): {sorted(unknown)}")
-        s = cls(**values)
-        if s.search_backend not in ("memory", "postgres"):
-            raise ValueError(
-                f"search_backend: expected 'memory' or 'postgres', got {s.search_backend!r}"
-            )
-        if s.search_backend == "postgres" and not s.database_url.startswith(
+    @model_validator(mode="after")
+    def _postgres_needs_postgres(self) -> "Settings":
+        if self.search_backend == "postgres" and not self.database_url.startswith(
             ("postgresql://", "postgresql+")
         ):
             raise ValueError(
                 "search_backend = 'postgres' (MEMKIT_SEARCH_BACKEND) keeps the search index in "
                 "the store and needs a PostgreSQL database_url "
-                f"(MEMKIT_DATABASE_URL=postgresql://...), not {s.database_url.split(':', 1)[0]}"
+                f"(MEMKIT_DATABASE_URL=postgresql://...), not {self.database_url.split(':', 1)[0]}"
             )
-        for name in (
-            "token_ttl_hours",
-            "code_ttl_minutes",
-            "code_max_attempts",
-            "code_checks_per_hour",
-            "signup_ttl_hours",
-        ):
-            if not getattr(s, name) > 0:
-                raise ValueError(f"{name}: expected a positive number, got {getattr(s, name)!r}")
-        if not s.secret_key:
-            s.secret_key = _instance_secret()
-        return s
+        return self
+
+    @classmethod
+    def load(cls, overrides: dict | None = None) -> "Settings":
+        """The settings: ``overrides`` over ``MEMKIT_*`` variables over the defaults, with
+        the instance's secret key when none is set. A bad value is a ValueError naming the
+        key (or the variable) and what was expected."""
+        overrides = dict(overrides or {})
+        try:
+            settings = cls(**overrides)
+        except PydanticError as exc:
+            raise ValueError(_explain(exc.errors()[0], overrides)) from None
+        if not settings.secret_key:
+            settings.secret_key = _instance_secret()
+        return settings
+
+    def as_dict(self) -> dict[str, Any]:
+        """Every setting by name: ``Settings.load(s.as_dict())`` is the same settings
+        (what a process started by another, e.g. a backfill job, is given)."""
+        return self.model_dump()
 
 
-def _from_env(name: str, text: str, kind: str):
-    """An environment variable's text as the setting's declared type (the annotation, not
-    the default's type: ``MEMKIT_TOKEN_TTL_HOURS=0.001`` is a float even though the
-    default is a whole number of hours)."""
-    try:
-        if kind == "bool":
-            if text.lower() not in ("0", "1", "true", "false"):
-                raise ValueError
-            return text.lower() in ("1", "true")
-        return {"int": int, "float": float}.get(kind, str)(text)
-    except ValueError:
-        expected = {"bool": "0, 1, true or false", "int": "a whole number", "float": "a number"}[
-            kind
-        ]
-        raise ValueError(f"{name}: expected {expected}, got {text!r}") from None
+EXPECTED = {  # pydantic's error kinds in the words of the environment a setting comes from
+    "float_parsing": "expected a number",
+    "float_type": "expected a number",
+    "int_parsing": "expected a whole number",
+    "int_type": "expected a whole number",
+    "int_from_float": "expected a whole number",
+    "bool_parsing": "expected true or false (or 1 or 0)",
+    "bool_type": "expected true or false (or 1 or 0)",
+    "string_type": "expected a string",
+    "greater_than": "expected a positive number",
+    "greater_than_equal": "expected a number not below 0",
+    "literal_error": "expected one of",
+    "extra_forbidden": "unknown setting",
+}
+
+
+def _explain(error: dict, overrides: dict) -> str:
+    """The first error as ``NAME: expected ..., got ...``: the name is the key given to
+    ``create_app`` if it was one, else the environment variable it came from."""
+    if not error["loc"]:  # a check across settings (the model validator): its own words
+        return str(error.get("ctx", {}).get("error", error["msg"]))
+    name = str(error["loc"][0])
+    where = name if name in overrides else f"{ENV_PREFIX}{name.upper()}"
+    expected = EXPECTED.get(error["type"], error["msg"])
+    if error["type"] == "extra_forbidden":
+        return f"{where}: unknown setting (expected one of {', '.join(Settings.model_fields)})"
+    if error["type"] == "literal_error":
+        expected = f"expected {error['ctx']['expected']}"
+    return f"{where}: {expected}, got {error.get('input')!r}"
 
 
 def _instance_secret() -> str:

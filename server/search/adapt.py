@@ -23,7 +23,6 @@ that queries see.
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from dataclasses import dataclass
 
@@ -119,7 +118,7 @@ def adapt(
 
                 say(f"  {jobs} processes re-encode a range of event ids each")
                 fill_ranges(
-                    dataclasses.asdict(memory.settings),
+                    memory.settings.as_dict(),
                     jobs,
                     batch,
                     report_every=10000,
