@@ -13,7 +13,7 @@ Contextualizers (``[contextualizer] type = ...``):
 
 - ``none``: every question stands alone.
 - ``carry``: every follow-up also searched with the words of the conversation's first
-  and previous questions (the first version; kept for comparison, eval/RESULTS.md).
+  and previous questions (a baseline for ``topic``, eval/RESULTS.md).
 - ``topic`` (the default): a question is read against the *current topic*, the turns since
   the conversation last changed subject, and what their answers quoted:
 
@@ -239,7 +239,7 @@ def _searched(query: str, window: Window | None) -> str:
 
 
 class CarryContext:
-    """The first version: a follow-up is also searched with the content words of the
+    """A follow-up is also searched with the content words of the
     conversation's first question and of the last ``recent`` questions, fused at
     ``weight``. With ``detect``, only a turn that leans on context carries anything.
     Context older than ``idle_minutes`` is forgotten (a new conversation starts)."""

@@ -104,7 +104,7 @@ SHORT = 4  # a call with at most this many texts (a query and its variants) runs
 
 class Lanes:
     """The cores the model's runs may take, shared by every encoding in this process, so
-    that writes yield to questions (issue 42, finding 2). A run made while a question is
+    that writes yield to questions (SECURITY.md). A run made while a question is
     being answered (inside ``asking()``) is never held; any other run (a write's posts,
     a rebuild) takes a lane first: all ``cores`` of them while no question is in flight,
     one fewer per question in flight, and always at least one, so writes keep going
@@ -458,8 +458,8 @@ def quantize_int8(
     vectors: ONNX Runtime multiplies uint8 activations by int8 weights with VPMADDUBSW on
     x86-64 CPUs without VNNI, which adds each pair of products in 16 bits and saturates
     when the pair passes 32,767 (255 x 127 x 2 can; 255 x 64 x 2 cannot), while VNNI
-    CPUs add in 32 bits. With 8-bit weights the same model gave another ``make eval``
-    ledger on another machine (issue 40); with 7-bit weights both paths are exact integer
+    CPUs add in 32 bits. With 8-bit weights the same model gives another ``make eval``
+    ledger on a CPU with VNNI than on one without; with 7-bit weights both paths are exact integer
     sums (``eval/int8_saturation.py`` counts the sums 8-bit weights change)."""
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
@@ -539,7 +539,7 @@ def run_each(run, n: int, lanes: int, background: bool = False) -> None:
 def _lower_priority() -> None:
     """This thread at nice 10 (Linux keeps a nice value per thread): where a write's run of
     the model shares a core with a question's thread, the kernel runs the question first
-    (issue 42; see Lanes). Elsewhere, or if refused, nothing changes."""
+    (see Lanes). Elsewhere, or if refused, nothing changes."""
     try:
         os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
     except (AttributeError, OSError):
@@ -600,7 +600,7 @@ def naming_cache_keys():
     keys of the entries it would read or write to the yielded set and returns zero
     vectors. Run over a post's documents and sentences (``Pipeline.precompute``), it names
     the cache entries made for them, so a deleted post's vectors can be deleted too
-    (``EmbeddingCache.forget``; issue 42, finding 4)."""
+    (``EmbeddingCache.forget``)."""
     keys: set[str] = set()
     token = _NAMING.set(keys)
     try:
@@ -613,7 +613,7 @@ def key_cache_with(secret: str | None) -> None:
     """Key the embedding cache's entries with ``secret`` (HMAC-SHA-256 of the model and the
     text) from now on in this process; None: plain SHA-256, as eval and training key them.
     The service calls it with a key derived from its instance secret, so whoever copies the
-    cache file cannot check guesses of a post's text against it (issue 42): the keys are
+    cache file cannot check guesses of a post's text against it (SECURITY.md): the keys are
     worthless without the secret, and the service never finds eval's vectors, nor eval the
     service's."""
     global _KEY_SECRET

@@ -4,7 +4,7 @@ NumPy's BLAS (OpenBLAS) splits a matrix product across the cores. For a query's 
 (a 1,500 x 384 matrix of a floor's vectors times the query vector) the split costs more
 than it saves, and when other processes keep the cores busy each product waits for its
 slowest thread: on these two shared cores that product took 6 ms on two threads and 0.2 ms
-on one (eval/RESULTS.md, issue 28). The service (many requests side by side) and the eval
+on one (eval/RESULTS.md). The service (many requests side by side) and the eval
 (one query after another) therefore run BLAS on one thread; parallelism comes from the
 requests, not from inside one product.
 """

@@ -29,13 +29,14 @@ requests_log = logging.getLogger("memkit.server.requests")
 
 def create_app(config: dict | None = None, *, sms=None) -> Flask:
     """The service, with ``config`` over ``MEMKIT_*`` variables over the defaults
-    (server/settings.py). ``sms``: what sends text messages (a ``Sender``: ``send(to, subject, text)``); by default
-    they are written to the outbox folder, as e-mail is when no SMTP host is set."""
+    (server/settings.py). ``sms``: what sends text messages (a ``Sender``:
+    ``send(to, subject, text)``); by default they are written to the outbox folder, as
+    e-mail is when no SMTP host is set."""
     # Requests run side by side; none gains from splitting its products (memkit/threads.py).
     single_threaded_blas()
     # A question's thread waiting for the GIL while writes' threads run Python between
-    # their runs of the model gets it within 1 ms, not CPython's 5 (issue 42: four 1 MB
-    # writes at once, another user's median 1.50x -> 1.35x of idle; SECURITY.md).
+    # their runs of the model gets it within 1 ms, not CPython's 5 (SECURITY.md measures
+    # another user's median while four 1 MB writes run).
     sys.setswitchinterval(0.001)
     settings = Settings.load(config)
     app = Flask(__name__)

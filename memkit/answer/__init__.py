@@ -40,8 +40,8 @@ conversation):
    activities ...", "Where has ..."). A when-question leads with the date, relative times
    ("yesterday") resolved against the post's own time (memkit.timeref).
 
-Without models it works as the first version did (memkit.answer.rules: kept for configs
-with none, and as the baseline in eval/RESULTS.md).
+Without models it answers by rules alone (memkit.answer.rules: for configs with no models,
+and the baseline in eval/RESULTS.md).
 
 ``llm`` (memkit.answer.llm) sends the question and the numbered items to an
 OpenAI-compatible chat-completions endpoint and falls back to ``extractive`` on any

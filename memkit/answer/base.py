@@ -97,7 +97,7 @@ class Answerer(Protocol):
 
 # A long post's sentences are encoded one by one at ingest, so a text cut into many tiny
 # pieces ("Ok. Yes. No." for 20,000 characters: 1,500 of them) would cost a run of the model
-# each, about four times the CPU of prose as long (issue 42). Where a long text's pieces
+# each, several times the CPU of prose as long (SECURITY.md). Where a long text's pieces
 # average under SENTENCE_MIN_CHARS, consecutive ones are joined until each is that long;
 # prose (sentences of 60 to 120 characters) and chat lines are split as before.
 SENTENCE_MIN_CHARS = 40

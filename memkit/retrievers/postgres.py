@@ -125,8 +125,8 @@ def pool(dsn: str) -> "ConnectionPool":
         if key not in _POOLS:
             # No prepared statements: after five runs of a statement psycopg prepares it and
             # PostgreSQL may switch to a generic plan, chosen without the query's terms; for
-            # full-text search that plan was 5x slower (SciFact in memkit eval: 3.8 -> 16.5 s
-            # once autovacuum had re-analysed the table). Each search is planned for its words.
+            # full-text search that plan is several times slower once autovacuum has
+            # re-analysed the table (eval/RESULTS.md). Each search is planned for its words.
             _POOLS[key] = ConnectionPool(
                 dsn,
                 min_size=1,
@@ -434,8 +434,9 @@ class PgVectorRetriever(PostgresRetriever):
         )
 
     def _made_by(self) -> str:
-        # stop 49: the int8 weights became 7-bit under the same config name, and a table
-        # filled before kept its old vectors (its make eval row differed from a fresh one)
+        # the model's exact name, not its config name: the weights can change under the
+        # same config name (int8 weights made 7-bit), and a table filled with the older
+        # vectors must not be taken for one of the newer
         return str(self.text_encoder.name)
 
     @property

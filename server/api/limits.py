@@ -170,7 +170,7 @@ def spend_write_budget(user_id: str) -> None:
     """A write (a post, a batch, an edit) spends the writer's budget: its body's kilobytes
     against ``rate_limit_write`` per user and, times ``rate_limit_address_factor``, per client
     network. Past either, 429 with Retry-After before anything is read or stored (encoding a
-    megabyte of posts takes tens of core-seconds: issue 42)."""
+    megabyte of posts takes tens of core-seconds)."""
     ext = current_app.extensions["memkit"]
     settings, strategy = ext["settings"], ext["limiter"].limiter
     limit = settings.rate_limit_write
@@ -275,7 +275,7 @@ class RefuseUnchecked:
     """WSGI middleware: a request signed with an application secret whose application id or
     client address has used up its failures is answered 429 here, before Flask parses it,
     routes it or logs it: answering a flood of them costs the process as little as it can,
-    which is what keeps other users' requests quick while it lasts (SECURITY.md, round 3).
+    which is what keeps other users' requests quick while it lasts (SECURITY.md).
     Flask's own check (``FailedCredentials.check``) refuses the same requests otherwise.
 
     ``refused_delay`` seconds pass before such a 429 is sent (a tarpit: a flood of requests

@@ -1,4 +1,4 @@
-"""A deleted or rewritten post's vectors leave the embedding cache (issue 42, finding 4).
+"""A deleted or rewritten post's vectors leave the embedding cache (SECURITY.md).
 
 The cache keeps a vector per text the model read: a post's document (with its neighbours,
 where the representation joins them), its line and its sentences. Which entries a post

@@ -412,8 +412,8 @@ class SearchIndex:
 
     def _digest(self) -> str:
         """What the saved index was made by: the pipeline's settings and the dense model's
-        exact name, which changes with its weights under the same config name (stop 49:
-        "minilm-int8" became 7-bit; a saved index of the older vectors is rebuilt)."""
+        exact name, which changes with its weights under the same config name (int8
+        weights made 7-bit): a saved index of older vectors is rebuilt, not loaded."""
         from memkit.encoders import get_encoder
 
         name = self.pipeline.encoder_name()
@@ -844,7 +844,7 @@ class SearchIndex:
 def floor_scope(floor_id: str):
     """The embedding cache's scope for encoding a floor's posts: only vectors made for the
     same floor are reused, so how long a write or a catch-up takes tells nobody what other
-    floors hold (memkit.encoders.cache_scope; SECURITY.md, round 3)."""
+    floors hold (memkit.encoders.cache_scope; SECURITY.md)."""
     return cache_scope(reads={f"floor:{floor_id}"}, writes=f"floor:{floor_id}")
 
 

@@ -63,7 +63,7 @@ APP_RECHECK = 600.0  # seconds an application secret argon2 accepted is known (A
 # argon2 runs at once in a process, per kind of check (_Argon2). Each takes 64 MiB, so their
 # sum bounds the memory a burst can take; a kind's own slots cannot be taken by another's
 # flood, so wrong application secrets or password checks of signed-in users never make an
-# honest sign-in wait (issue 42).
+# honest sign-in wait (SECURITY.md).
 ARGON2_SLOTS = {"sign_in": 2, "app": 1, "other": 1}
 
 
@@ -71,7 +71,7 @@ class _Argon2:
     """argon2 with at most ``ARGON2_SLOTS[kind]`` hashes or checks of each kind running at
     once: ``sign_in`` (signing in, validating a sign-up), ``app`` (application secrets),
     ``other`` (new passwords, password checks of a signed-in user). A burst of one kind
-    (32 wrong secrets sent together took 2.6 GB in issue 26) cannot take the process's
+    (32 wrong secrets sent together would take 2 GiB) cannot take the process's
     memory, nor the slots of another kind; on two cores more at once would not finish
     sooner."""
 
