@@ -76,6 +76,7 @@ from memkit.calibration import Calibration
 from memkit.changes import changed_fact, newest_first, settles, stated_change_first
 from memkit.config import CONFIG_DIR, load_checked
 from memkit.config_model import (
+    Config,
     RelevanceSpec,
     RepresentationSpec,
     arguments,
@@ -261,12 +262,13 @@ class Pipeline:
     @classmethod
     def from_config(
         cls,
-        config: str | Path | dict | None = None,
+        config: "str | Path | dict | Config | None" = None,
         posts: ItemSource | None = None,
         encoder: str | None = None,
         reader: bool = True,
     ) -> "Pipeline":
-        """From a TOML path, an already-loaded config dict, or the project default.
+        """From a TOML path, an already-loaded config dict, a checked ``Config``
+        (memkit.config_model; not checked again), or the project default.
         ``posts``: where items are read (default: kept in memory from what is indexed).
         ``encoder``: the model every dense part is built with and ``fit`` keeps (the service
         passes the model it serves); None: the config's own, resolved by ``fit``.
@@ -274,7 +276,9 @@ class Pipeline:
         pipeline for the candidates the reader will see)."""
         if config is None:
             config = DEFAULT_CONFIG
-        if isinstance(config, dict):  # every section, once, errors with their TOML path
+        if isinstance(config, Config):  # checked already (the service checks its own once)
+            checked, config = config, config.model_dump(exclude_unset=True)
+        elif isinstance(config, dict):  # every section, once, errors with their TOML path
             checked = validate_config(config)
         else:
             config, checked = load_checked(config)
@@ -700,7 +704,7 @@ class Pipeline:
         posts,
     ) -> tuple[pl.DataFrame, Reading, float | None]:
         """The ranking of a question's variants, fused: probabilities by their weighted
-        mean, other scores by min-max (the first version); and the best score any variant
+        mean, other scores by min-max; and the best score any variant
         found (what the gate reads: a follow-up's fused probabilities are diluted by the
         reading that did not find it). A follow-up naming something its topic never had is
         taken as a new topic when no post found for it ties it to the topic

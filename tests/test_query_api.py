@@ -83,6 +83,10 @@ def uid_of(c, h):
 
 @pytest.fixture
 def world(app):
+    return posted_world(app)
+
+
+def posted_world(app):
     """Ann owns a floor with one post per block type; Bo is another signed-in user."""
     c = app.test_client()
     ann, floor, blocks = user(c, app, "Ann")
@@ -801,3 +805,40 @@ def test_a_catch_up_of_many_sessions_at_once(world):
     made = {e["event_id"] for e in r.get_json()["events"]}
     found = ask(world, query="Day 417 of the long walk along the river", k=50).get_json()["items"]
     assert found and found[0]["event_id"] in made and "417" in found[0]["text"]
+
+
+def test_the_served_config_is_checked_once_when_the_service_starts(
+    tmp_path, tmp_path_factory, monkeypatch
+):
+    """The service reads and checks its config when it starts; the pipelines it opens (for
+    the questions, for a delete's cache entries) are built from that typed Config, so no
+    question or write checks the file again."""
+    import memkit.config as config_module
+    import memkit.config_model as model
+    import memkit.pipeline as pipeline_module
+
+    checks = []
+
+    def counted(where, original):
+        def check(value):
+            checks.append(where)
+            return original(value)
+
+        return check
+
+    monkeypatch.setattr(config_module, "validate_config", counted("load", model.validate_config))
+    monkeypatch.setattr(
+        pipeline_module, "validate_config", counted("pipeline", model.validate_config)
+    )
+    adapter = model._adapter  # what ``typed`` checks a section's dict with
+    monkeypatch.setattr(
+        model, "_adapter", lambda section: checks.append(section) or adapter(section)
+    )
+    w = posted_world(make_app("sqlite", tmp_path, tmp_path_factory))
+    assert checks == ["load"]  # at start
+    # a delete before any question opens a pipeline to name the post's cache entries
+    assert w["c"].delete(f"/events/{w['ids'][1]}", headers=w["ann"]).status_code == 200
+    for text in ("What is the puppy called?", "And where does she run?"):
+        assert ask(w, query=text, summary_needed="1").status_code == 200
+    assert ask(w, query="Who baked bread?").status_code == 200
+    assert checks == ["load"]

@@ -25,10 +25,10 @@ from datetime import datetime, timedelta, timezone
 
 import sqlalchemy as sa
 
-from memkit.config import CONFIG_DIR, load_config
+from memkit.config import CONFIG_DIR, load_checked
 from memkit.encoders import cache_scope, key_cache_with
 from memkit.pipeline import Pipeline, QueryRequest
-from memkit.retrievers import Filters, PgVectorRetriever, map_specs
+from memkit.retrievers import Filters, PgVectorRetriever, map_specs, with_settings
 from memkit.training import EncoderStage
 from server import models as m
 from server.errors import NotFound, Unprocessable
@@ -90,7 +90,10 @@ class Memory:
         self._init_lock = threading.Lock()
         self._naming: tuple[int, Pipeline] | None = None  # (version, pipeline): see _named_by
         self.vectors = CachedVectors(engine, self._named_by)
-        idle = load_config(self.config_path).get("contextualizer", {}).get("idle_minutes", 30.0)
+        # The served config, read and checked once: every pipeline this process opens (one
+        # per encoder version) is built from this typed Config, not from the file again.
+        self.config = load_checked(self.config_path)[1]
+        idle = getattr(self.config.contextualizer, "idle_minutes", 30.0)
         self.conversations = StoredConversations(engine, idle_expiry=timedelta(minutes=idle))
 
     @property
@@ -129,20 +132,21 @@ class Memory:
         config asks, its supervised model (trained beforehand, never on the query path)."""
         url = self.engine.url.render_as_string(hide_password=False)
 
-        def bind(spec: dict) -> dict:
+        def bind(spec):
             """A PostgreSQL part's settings as this service runs it: on the service's own
             database when it is the search backend (its foreign keys and write transactions
             need that), and a pgvector part on this version's vector table."""
-            if spec["type"] in ("pgvector", "pgtext") and self.stateless:
-                spec = {**spec, "url": url}
-            if spec["type"] == "pgvector":
-                table = spec.get("table") or PgVectorRetriever.default_table
-                spec = {**spec, "table": version.table(table)}
+            if spec.type in ("pgvector", "pgtext") and self.stateless:
+                spec = with_settings(spec, url=url)
+            if spec.type == "pgvector":
+                table = spec.table or PgVectorRetriever.default_table
+                spec = with_settings(spec, table=version.table(table))
             return spec
 
-        config = load_config(self.config_path)
-        config = {**config, "retriever": map_specs(config["retriever"], bind)}
-        encoder, stage = version.encoder, EncoderStage.from_config(config.get("encoder"))
+        config = self.config.model_copy(
+            update={"retriever": map_specs(self.config.retriever, bind)}
+        )
+        encoder, stage = version.encoder, EncoderStage.from_config(config.encoder)
         if encoder is None and stage is not None:
             encoder = stage.resolve(allow_training=False)
         if encoder is not None:
