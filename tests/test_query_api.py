@@ -842,3 +842,22 @@ def test_the_served_config_is_checked_once_when_the_service_starts(
         assert ask(w, query=text, summary_needed="1").status_code == 200
     assert ask(w, query="Who baked bread?").status_code == 200
     assert checks == ["load"]
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+def test_a_question_takes_two_connections_from_the_pool(kind, tmp_path, tmp_path_factory):
+    """With the in-memory index, a question's reads (the token, the history, the floors,
+    the index's log, the posts) share one connection and storing its turn takes another."""
+    w = posted_world(make_app(kind, tmp_path, tmp_path_factory))
+    assert ask(w, query="What is the puppy called?").status_code == 200  # opens the index
+    taken = []
+    sa.event.listen(w["app"].extensions["memkit"]["engine"], "checkout", lambda *a: taken.append(1))
+    for body in (
+        {"query": "What is the puppy called?", "summary_needed": "1"},
+        {"query": "And where does she run?", "summary_needed": "0"},
+        {"query": "bread", "filters": {"types": ["feed"], "time_to": "2024-03-31"}},
+    ):
+        before = len(taken)
+        assert ask(w, **body).status_code == 200
+        assert len(taken) - before <= 2, body
+    assert len(taken) >= 3  # the count is real: each question takes at least one

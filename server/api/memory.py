@@ -10,6 +10,7 @@ from server.api.auth import app_caller
 from server.api.openapi import body, operation
 from server.errors import ApiError
 from server.services.memory import Caller
+from server.store import one_connection
 
 bp = Blueprint("memory", __name__, url_prefix="/agent/memory")
 
@@ -34,13 +35,16 @@ def _caller() -> Caller:
     invalid_status=422,
 )
 def query():
-    caller = _caller()
-    if not request.is_json:
-        raise ApiError(
-            "send the query as a JSON body (Content-Type: application/json); multipart and form "
-            f"bodies are not accepted (got {request.mimetype or 'no content type'})",
-            code="unsupported_media_type",
-            status=415,
-        )
-    with asking():  # the model's runs for writes yield to it (memkit.encoders.Lanes)
-        return current_app.extensions["memkit"]["memory"].query(caller, body())
+    # The question's reads (its caller's token, its history, floors, the posts it finds)
+    # share one connection of the pool; storing its turn takes a second.
+    with one_connection(current_app.extensions["memkit"]["engine"]):
+        caller = _caller()
+        if not request.is_json:
+            raise ApiError(
+                "send the query as a JSON body (Content-Type: application/json); multipart and "
+                f"form bodies are not accepted (got {request.mimetype or 'no content type'})",
+                code="unsupported_media_type",
+                status=415,
+            )
+        with asking():  # the model's runs for writes yield to it (memkit.encoders.Lanes)
+            return current_app.extensions["memkit"]["memory"].query(caller, body())

@@ -11,6 +11,7 @@ from datetime import datetime, timedelta, timezone
 import sqlalchemy as sa
 
 from memkit.conversation import ConversationStore, Turn, content_words
+from server.store.db import reading
 from server.store.schema import conversation_turns as turns
 from server.store.schema import events, floors
 
@@ -27,7 +28,7 @@ class StoredConversations(ConversationStore):
         longer than ``idle_expiry`` (a new conversation starts)."""
         if user_id is None:
             return []
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             rows = (
                 conn.execute(
                     sa.select(turns)

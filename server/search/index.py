@@ -67,6 +67,7 @@ from memkit.encoders import cache_scope
 from memkit.pipeline import Pipeline
 from memkit.private import private_dir
 from memkit.tables import events_frame
+from server.store.db import reading
 from server.store.schema import blocks, event_log, events, stored_tags, users
 
 log = logging.getLogger(__name__)
@@ -619,7 +620,7 @@ class SearchIndex:
     def _pending(self) -> list[LogRow]:
         """Log rows above the watermark not applied yet (read without the lock: a row
         applied meanwhile is skipped later, under it)."""
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             rows = conn.execute(
                 sa.select(
                     event_log.c.seq,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from memkit.items import Item
+from server.store.db import reading
 from server.store.schema import blocks, events, floors, stored_media, stored_tags, users
 
 CHUNK = 500  # ids per query (SQLite limits an expression's depth)
@@ -37,7 +38,7 @@ class StoredPosts:
             .join(users, users.c.id == events.c.user_id)
         )
         rows = {}
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             for i in range(0, len(event_ids), CHUNK):
                 part = event_ids[i : i + CHUNK]
                 rows.update(

@@ -55,6 +55,7 @@ from server.services.common import new_id, now
 from server.services.delivery import Sender
 from server.settings import Settings
 from server.store.changes import log_event_changes
+from server.store.db import reading
 from server.store.schema import apps, blocks, codes, events, floors, tokens, users
 
 DEFAULT_BLOCKS = [("feed", "Feed"), ("blog", "Blog"), ("forum", "Forum"), ("quiz", "Quiz")]
@@ -214,7 +215,7 @@ class Accounts:
         token = bearer_token(header)
         if token is None:
             raise Unauthorized("a bearer token is required", code="missing_token")
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             row = (
                 conn.execute(sa.select(tokens).where(tokens.c.hash == _sha(token)))
                 .mappings()

@@ -39,6 +39,7 @@ from server.search.forgetting import CachedVectors
 from server.search.items import StoredPosts
 from server.search.store import StoreSearch
 from server.services.floors import readable_floor
+from server.store.db import reading
 from server.store.schema import apps, events, users
 
 log = logging.getLogger(__name__)
@@ -111,7 +112,7 @@ class Memory:
         the new one before answering (loaded from its saved folder, or built from the store
         with vectors the adapt run left in the embedding cache); queries that started
         before keep the old one they hold, so no query mixes two models."""
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             version = versions.active(conn)
         with self._init_lock:
             # Only forward: a thread that read the version just before a switch must not
@@ -270,7 +271,7 @@ class Memory:
         include_metadata = req.include_metadata == "1"
         now = datetime.now(timezone.utc)
         history = self.conversations.history(req.user_id, now)
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             self._authorize(conn, caller, req)
             authors = floor_authors(conn, req.floor_ids)
             # What earlier turns found is carried only as far as the asker can read it now.

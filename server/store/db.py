@@ -6,11 +6,16 @@ Connecting upgrades the store's schema (server/store/migrate.py). Processes star
 once on one store (gunicorn's workers) take turns: the upgrade runs in one transaction
 that first takes the store's write lock (PostgreSQL: an advisory lock; SQLite: ``BEGIN
 IMMEDIATE``). Both keep DDL inside the transaction, so the next process finds the upgrade
-done, or, if it failed, nothing half done."""
+done, or, if it failed, nothing half done.
+
+A question's reads share one connection (``one_connection`` around the request,
+``reading`` where it reads), so a question takes two from the pool: that one, and the
+transaction that stores its turn."""
 
 from __future__ import annotations
 
 from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Iterator
 
@@ -88,3 +93,40 @@ def _locked(engine: sa.Engine) -> Iterator[sa.Connection]:
             yield conn
     finally:
         own.dispose()
+
+
+# -- one connection for a request's reads -----------------------------------------------
+_SHARED: ContextVar[sa.Connection | None] = ContextVar("memkit_shared_connection", default=None)
+
+
+@contextmanager
+def one_connection(engine: sa.Engine) -> Iterator[None]:
+    """Inside this block, every ``reading(engine)`` in this thread uses one connection,
+    taken from the pool once (a question's token check, its history, its floors, the
+    index's log and the posts it reads), instead of one each. Nested blocks share the
+    outer one's."""
+    if _SHARED.get() is not None:
+        yield
+        return
+    with engine.connect() as conn:
+        token = _SHARED.set(conn)
+        try:
+            yield
+        finally:
+            _SHARED.reset(token)
+
+
+@contextmanager
+def reading(engine: sa.Engine) -> Iterator[sa.Connection]:
+    """A connection to read from: inside ``one_connection(engine)`` the shared one, else a
+    new one. Each block is its own transaction either way (ended when the block ends), so
+    a later block sees what was committed since. Only for reads: nothing is committed."""
+    shared = _SHARED.get()
+    if shared is None or shared.engine is not engine:
+        with engine.connect() as conn:
+            yield conn
+        return
+    try:
+        yield shared
+    finally:
+        shared.rollback()
