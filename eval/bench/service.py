@@ -19,18 +19,22 @@ object as the last line):
    written after the save (what a restarted or new worker does); the texts it sent to
    the model are counted (only the new posts', not what the saved index holds);
 4. gunicorn (``--workers`` processes x ``--threads`` threads) on loopback, each worker
-   loading the saved index. The queries (1 to 3 floors, a filter on a third of them,
-   answers on) come from 20 users who ask many each, so all but a user's first are
+   loading the saved index. The queries (1 to 3 floors, a filter on a third of them)
+   come from 20 users who ask many each, so all but a user's first are
    follow-ups (the served default carries them). Two loads, each for ``--seconds``:
    *open loop*: queries arrive at a fixed rate (``--rate``, 50 per second), whether or not
    earlier ones have been answered, and latency counts from the moment each was due (so
    queueing shows); *saturated*: ``--clients`` threads send queries back to back, which
-   measures the most the server answers per second;
+   measures the most the server answers per second. Both loads run twice: with answers
+   on (``summary_needed`` "1": the figures without a prefix) and for items only
+   (``summary_needed`` "0": the ``items_only_*`` figures), each time with questions of
+   their own, and the workers' CPU per query is measured in each open loop;
 5. bulk ingest: ``--ingest`` new posts (texts never seen before, so nothing comes from the
    embedding cache) through ``POST .../events/batch`` (500 per request), each request
    returning once its worker's index has encoded them; then plain sentence-transformers
    encodes the same posts' texts, one text per post, in this process (the yardstick the
-   ingest rate is compared with, measured side by side);
+   ingest rate is compared with, measured side by side, as are the saturated rates:
+   ``max_qps_vs_plain``, ``items_only_max_qps_vs_plain``); the workers' CPU per post;
 6. resident memory of each worker (RSS, and PSS, which splits shared pages), the sizes on
    disk (database, saved index, embedding cache: ``disk_sizes``), and whether every worker
    stopped cleanly on SIGTERM (gunicorn's log is kept in ``--dir``).
@@ -536,6 +540,33 @@ def load_test(port: int, bodies, clients: int, seconds: float, warmup: int) -> d
     return _summary(lat, errors, time.perf_counter() - t0, len(lat) + min(warmup, len(lat)))
 
 
+def query_loads(port: int, bodies, args, pids: list[int], kind: str) -> tuple[dict, dict]:
+    """The open-loop load (``args.rate`` queries/s) and the saturated one over ``bodies``,
+    each printed as it ends; the open loop's figures carry the workers' CPU per query
+    (``server_cpu_ms``) and this process's (``client_cpu_ms``)."""
+    cpu = cpu_seconds(pids), time.process_time()
+    paced = open_loop(port, bodies, args.rate, args.seconds, args.warmup)
+    served = paced["requests"] + min(args.warmup, paced["requests"])
+    paced["server_cpu_ms"] = 1000 * (cpu_seconds(pids) - cpu[0]) / served
+    paced["client_cpu_ms"] = 1000 * (time.process_time() - cpu[1]) / served
+    print(
+        f"   {kind}, open loop at {args.rate:g} queries/s: {paced['requests']} queries: p50 "
+        f"{paced['p50_ms']:.1f} ms, p95 {paced['p95_ms']:.1f} ms, p99 {paced['p99_ms']:.1f} "
+        f"ms, {paced['errors']} errors {paced['first_error'] or ''}; CPU per query: server "
+        f"{paced['server_cpu_ms']:.1f} ms, clients {paced['client_cpu_ms']:.1f} ms",
+        flush=True,
+    )
+    load = load_test(port, bodies[len(bodies) // 2 :], args.clients, args.seconds, args.warmup)
+    print(
+        f"   {kind}, saturated, {args.clients} clients: {load['requests']} queries: p50 "
+        f"{load['p50_ms']:.1f} ms, p95 {load['p95_ms']:.1f} ms, p99 {load['p99_ms']:.1f} ms, "
+        f"{load['throughput']:.1f} queries/s, {load['errors']} errors "
+        f"{load['first_error'] or ''}",
+        flush=True,
+    )
+    return paced, load
+
+
 def fresh_events(n: int, seed: int | None = None) -> pl.DataFrame:
     """``n`` generated posts whose texts no earlier run has sent (a seed from the clock,
     unless one is given), so their encodings are real work, not embedding-cache hits."""
@@ -769,34 +800,25 @@ def main(argv=None) -> dict:
         bodies = query_bodies(20000, meta["floors"], meta["users"], seed=seed)
         print(f"   query seed {seed}", flush=True)
         pids = workers_of(proc)
-        cpu = cpu_seconds(pids), time.process_time()
-        paced = open_loop(port, bodies, args.rate, args.seconds, args.warmup)
-        served = paced["requests"] + min(args.warmup, paced["requests"])
-        paced["server_cpu_ms"] = 1000 * (cpu_seconds(pids) - cpu[0]) / served
-        paced["client_cpu_ms"] = 1000 * (time.process_time() - cpu[1]) / served
-        print(
-            f"   open loop at {args.rate:g} queries/s: {paced['requests']} queries: p50 "
-            f"{paced['p50_ms']:.1f} ms, p95 {paced['p95_ms']:.1f} ms, p99 {paced['p99_ms']:.1f} "
-            f"ms, {paced['errors']} errors {paced['first_error'] or ''}; CPU per query: server "
-            f"{paced['server_cpu_ms']:.1f} ms, clients {paced['client_cpu_ms']:.1f} ms",
-            flush=True,
-        )
-        load = load_test(port, bodies[len(bodies) // 2 :], args.clients, args.seconds, args.warmup)
-        print(
-            f"   saturated, {args.clients} clients: {load['requests']} queries: p50 "
-            f"{load['p50_ms']:.1f} ms, p95 {load['p95_ms']:.1f} ms, p99 {load['p99_ms']:.1f} ms, "
-            f"{load['throughput']:.1f} queries/s, {load['errors']} errors "
-            f"{load['first_error'] or ''}",
-            flush=True,
-        )
+        paced, load = query_loads(port, bodies, args, pids, "answers on")
+        # The same loads asking for items only (summary_needed "0"): other questions (a
+        # seed of their own), so none finds its vector cached from the loads above.
+        items = [
+            (token, {**body, "summary_needed": "0"})
+            for token, body in query_bodies(20000, meta["floors"], meta["users"], seed=seed + 1)
+        ]
+        paced_items, load_items = query_loads(port, items, args, pids, "items only")
         mem = memory_of(workers_of(proc))
         ing, plain = None, None
         if args.ingest:
             frame = fresh_events(args.ingest, args.ingest_seed)
+            before = cpu_seconds(pids)
             ing = ingest(port, meta["floors"], frame)
+            ing["server_cpu_ms"] = 1000 * (cpu_seconds(pids) - before) / ing["ingested"]
             print(
                 f"5. ingest: {ing['ingested']} events in {ing['ingest_s']:.1f} s = "
-                f"{ing['events_per_s']:.0f} events/s",
+                f"{ing['events_per_s']:.0f} events/s; server CPU per post "
+                f"{ing['server_cpu_ms']:.1f} ms",
                 flush=True,
             )
         sizes = disk_sizes(args, folder)
@@ -830,15 +852,19 @@ def main(argv=None) -> dict:
     print()
     print(
         f"| backend | events | workers x threads | p50 / p95 ms at {args.rate:g} q/s | saturated "
-        "queries/s (p50 / p95 ms) | start-up s (rows caught up) | ingest events/s | plain encoder "
+        "queries/s (p50 / p95 ms) | items only: p50 / p95 ms, saturated q/s | server CPU ms a "
+        "query (items only) | start-up s (rows caught up) | ingest events/s | plain encoder "
         "texts/s | worker RSS MiB | worker PSS MiB | load before |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     print(
         f"| {args.backend} | {args.events:,} | {args.workers} x {args.threads} | "
         f"{paced['p50_ms']:.1f} / {paced['p95_ms']:.1f} | {load['throughput']:.1f} "
-        f"({load['p50_ms']:.1f} / {load['p95_ms']:.1f}) | {up['startup_s']:.1f} "
-        f"({up['caught_up']}) | {rate} | {plain or 0:.0f} | {rss} | {pss} | {load_before[0]:.1f} |"
+        f"({load['p50_ms']:.1f} / {load['p95_ms']:.1f}) | {paced_items['p50_ms']:.1f} / "
+        f"{paced_items['p95_ms']:.1f}, {load_items['throughput']:.1f} | "
+        f"{paced['server_cpu_ms']:.1f} ({paced_items['server_cpu_ms']:.1f}) | "
+        f"{up['startup_s']:.1f} ({up['caught_up']}) | {rate} | {plain or 0:.0f} | {rss} | {pss} | "
+        f"{load_before[0]:.1f} |"
     )
     figures = {
         "backend": args.backend,
@@ -856,9 +882,20 @@ def main(argv=None) -> dict:
         "saturated_errors": load["errors"],
         "server_cpu_ms_per_query": round(paced["server_cpu_ms"], 1),
         "client_cpu_ms_per_query": round(paced["client_cpu_ms"], 1),
+        f"items_only_p50_ms_at_{args.rate:g}qps": round(paced_items["p50_ms"], 1),
+        f"items_only_p95_ms_at_{args.rate:g}qps": round(paced_items["p95_ms"], 1),
+        "items_only_max_qps": round(load_items["throughput"], 1),
+        "items_only_open_loop_errors": paced_items["errors"],
+        "items_only_saturated_errors": load_items["errors"],
+        "items_only_server_cpu_ms_per_query": round(paced_items["server_cpu_ms"], 1),
         "ingest_events_per_s": round(ing["events_per_s"], 1) if ing else None,
+        "server_cpu_ms_per_post": round(ing["server_cpu_ms"], 2) if ing else None,
         "plain_encoder_texts_per_s": round(plain, 1) if plain else None,
         "ingest_vs_plain": round(ing["events_per_s"] / plain, 3) if ing else None,
+        "max_qps_vs_plain": round(load["throughput"] / plain, 3) if plain else None,
+        "items_only_max_qps_vs_plain": round(load_items["throughput"] / plain, 3)
+        if plain
+        else None,
         "startup_s": round(up["startup_s"], 2),
         "startup_caught_up": up["caught_up"],
         "startup_encoded": up["startup_encoded"],
