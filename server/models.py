@@ -668,7 +668,7 @@ class PostBatchResponse(Response):
     events: list[EventResponse]
 
 
-class ItemSource(Response):
+class SourceOut(Response):
     floor_title: str
     block_type_name: TypeName
     reply_to: str | None
@@ -677,7 +677,7 @@ class ItemSource(Response):
 
 
 class ItemMetadata(Response):
-    source: ItemSource
+    source: SourceOut
     created_at: IsoTime | None
     updated_at: IsoTime | None
     tags: list[str]
@@ -705,7 +705,7 @@ class QueryItem(Response):
     metadata: ItemMetadata | None = Field(None, description='only when include_metadata is "1"')
 
 
-class CarriedWindow(Response):
+class CarriedWindowOut(Response):
     from_: str = Field(alias="from", description="the first day (ISO 8601 date)")
     to: str = Field(description="the last day (ISO 8601 date)")
     text: str | None = Field(description='how the window reads ("May 2026"); null when carried')
@@ -713,7 +713,7 @@ class CarriedWindow(Response):
     phrase: str | None = Field(None, description="the question's words that named it")
 
 
-class Carried(Response):
+class CarriedOut(Response):
     kind: Literal["alone", "new", "follow-up", "return", "unresolved"] = Field(
         description="how the question was read: on its own (no earlier turns, or naming its own "
         "subject), starting a new topic, following up the current topic, returning to an earlier "
@@ -726,7 +726,7 @@ class Carried(Response):
     posts: list[str] = Field(
         description="the posts the previous answer quoted (what a pronoun may refer to)"
     )
-    window: CarriedWindow | None = Field(
+    window: CarriedWindowOut | None = Field(
         description="the days searched: named in the question or carried"
     )
 
@@ -736,7 +736,7 @@ class QueryMetadata(Response):
     context_turns: int
     contextualizer: dict
     pipeline: str
-    carried: Carried
+    carried: CarriedOut
     declined: bool = Field(
         description="the answer says the floors hold nothing that answers the question"
     )

@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 import polars as pl
 import pytest
 
-from memkit.pipeline import QueryRequest
+from memkit.pipeline import Query
 from memkit.tables import events_frame
 from tests.helpers import served_pipeline
 
@@ -53,9 +53,7 @@ def pipeline():
 
 
 def ask(p, q, **kw):
-    return p.ask(
-        QueryRequest(q, floor_ids=["f"], now=ASKED, authors=["Claire", "Ben", "Jade"], **kw)
-    )
+    return p.ask(Query(q, floor_ids=["f"], now=ASKED, authors=["Claire", "Ben", "Jade"], **kw))
 
 
 def test_a_window_keeps_posts_of_those_days_and_posts_saying_something_happened_then(pipeline):
@@ -194,7 +192,7 @@ def test_what_someone_is_doing_next_month_is_their_plan():
     )  # fmt: skip
     p = served_pipeline().fit(events)
     res = p.ask(
-        QueryRequest(
+        Query(
             "What is Priya doing in January?",
             floor_ids=["f"],
             now=datetime(2026, 11, 27, 9, tzinfo=timezone.utc),

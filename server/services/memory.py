@@ -27,7 +27,7 @@ import sqlalchemy as sa
 
 from memkit.config import CONFIG_DIR, load_checked
 from memkit.encoders import cache_scope, key_cache_with
-from memkit.pipeline import Pipeline, QueryRequest
+from memkit.pipeline import Pipeline, Query
 from memkit.retrievers import Filters, PgVectorRetriever, map_specs, with_settings
 from memkit.training import EncoderStage
 from server import models as m
@@ -262,7 +262,7 @@ class Memory:
 
     # -- the query ----------------------------------------------------------------------
     def query(self, caller: Caller, req: m.QueryRequest) -> dict:
-        """One way down: the request becomes one typed ``QueryRequest`` for the pipeline
+        """One way down: the request becomes one typed ``memkit.pipeline.Query`` for the pipeline
         (with the user's recent turns and the time of asking); the result's items are
         shaped into the response and its turn is stored for the next question."""
         f = req.filters
@@ -292,7 +292,7 @@ class Memory:
             ),
         ):
             result = pipeline.ask(
-                QueryRequest(
+                Query(
                     req.query,
                     user_id=req.user_id,
                     floor_ids=req.floor_ids,
