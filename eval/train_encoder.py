@@ -63,7 +63,7 @@ DEV = {
 
 def dense(name: str = "minilm") -> Pipeline:
     return Pipeline(
-        DenseRetriever(doc_template="{line}"), representation=Representation(1, 1)
+        DenseRetriever(doc_template="{line}"), representation=Representation(before=1, after=1)
     ).use_encoder(name)
 
 

@@ -20,9 +20,10 @@ still checked where the object is built. ``memkit config-schema`` prints the JSO
 from __future__ import annotations
 
 import importlib
+import inspect
 import json
 from functools import cache
-from typing import Annotated, Any, Literal, Union, get_args
+from typing import Annotated, Any, ClassVar, Literal, Union, get_args
 
 from pydantic import (
     BaseModel,
@@ -273,6 +274,7 @@ class TopicSpec(Table):
     answer_words: Annotated[StrictInt, Field(ge=0)] = 8
     window: Bool = True
     idle_minutes: Number(gt=0) = 30.0
+    # a follow-up asking something new: the last answer's posts' scores times this
     repeat_weight: Fraction = 1.0
 
 
@@ -283,22 +285,29 @@ ContextualizerSpec = _union(
 
 # -- the answer writer (memkit/answer/) ----------------------------------------------------
 class ExtractiveSettings(Table):
+    """The extractive answer writer (memkit.answer.extractive.ExtractiveAnswerer)."""
+
     max_sentences: Int = 3
     max_items: Int = 3
     max_quote_chars: Int = 240
-    min_score: Float | None = None
+    min_score: Float | None = None  # below it (or nobody allowed) it declines; None: never
+    # decline when someone else's sentence is closer by more than this; None: never
     max_gap: Float | None = None
-    margin: Float = 1.0
-    people: Bool = True
-    rank_weight: Float = 0.1
-    when_bonus: Float = 0.2
-    select: LinearModel | None = None
-    decline: DecisionModel | None = None
+    margin: Float = 1.0  # further quotes score within this of the best
+    people: Bool = True  # enforce "who": a named person's question is answered by their posts
+    rank_weight: Float = 0.1  # trust in the retriever's order: subtracted per rank
+    when_bonus: Float = 0.2  # for when-questions, added to sentences that say when
+    select: LinearModel | None = None  # which sentence answers
+    decline: DecisionModel | None = None  # whether memory holds no answer (selection.declines)
+    # which sentence of a chosen post is quoted (None: the selection model's best)
     within: LinearModel | None = None
-    max_list: Int = 3
-    max_words: Int | None = 30
+    max_list: Int = 3  # posts quoted when the question asks for several
+    max_words: Int | None = 30  # a longer quote is cut to the clause that answers; None: never
+    # decline when this share of the question's terms is in none of the items
     max_missing: Float | None = None
-    unsure_below: Float | None = None
+    unsure_below: Float | None = None  # a question about no one: see selection.declines
+    # How a sentence is encoded: read in its post (one run of the model a post) for posts up
+    # to in_post_max_chars, else on its own.
     sentences: Literal["in_post", "alone"] = "in_post"
     in_post_max_chars: Annotated[StrictInt, Field(ge=1)] = 500
 
@@ -338,6 +347,8 @@ class RepresentationSpec(Table):
     after: Annotated[StrictInt, Field(ge=0, le=5)] = 1
     max_session: Annotated[StrictInt, Field(ge=1, le=10_000)] = 64
     chat_types: list[Str] | None = None
+    # LoCoMo's longest turn (with its image caption) is 434 characters; CAsT's median
+    # passage 1,056.
     chat_max_chars: Annotated[StrictInt, Field(ge=1)] = 500
 
 
@@ -446,12 +457,68 @@ def typed(section: str, value: Any) -> Any:
     from ``section``)."""
     if isinstance(value, BaseModel):
         return value
+    return _checked(_adapter(section).validate_python, section, value)
+
+
+def _checked(check: Any, section: str, value: Any) -> Any:
     try:
-        return _adapter(section).validate_python(value)
+        return check(value)
     except PydanticError as exc:
         error = exc.errors()[0]
         field, message = _explain({**error, "loc": (section, *error["loc"])}, {section: value})
         raise ValidationError(field, message) from None
+
+
+class FromSpec:
+    """A class whose settings are the fields of its spec, written nowhere else: with
+    ``spec = TopicSpec`` and ``section = "contextualizer"``, ``TopicContext(weight=0.5)``
+    checks its keywords with the spec (a ValidationError names ``contextualizer.weight``,
+    as a config's would), fills the rest with the spec's defaults and keeps each setting
+    as an attribute of the same name; ``params()`` is the settings (with ``type``), and
+    ``inspect.signature`` shows them. A new setting is one field of the spec."""
+
+    spec: ClassVar[type[Table]]
+    section: ClassVar[str]
+    type_name: ClassVar[str]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "spec" in vars(cls):
+            cls.__signature__ = inspect.Signature(
+                [
+                    inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=field.default)
+                    for name, field in _settings(cls.spec).items()
+                ]
+            )
+
+    def __init__(self, **settings: Any) -> None:
+        if "type" in type(self).spec.model_fields:
+            settings = {"type": self.type_name, **settings}
+        self._take(_checked(type(self).spec.model_validate, self.section, settings))
+
+    @classmethod
+    def checked(cls, spec: Table) -> Any:
+        """One built from a spec checked already (a config's section): not checked again."""
+        built = cls.__new__(cls)
+        built._take(spec)
+        return built
+
+    def _take(self, spec: Table) -> None:
+        for name in _settings(type(self).spec):
+            setattr(self, name, getattr(spec, name))
+        self._built()
+
+    def _built(self) -> None:
+        """What the settings make, once they are set (a model read, an empty cache)."""
+
+    def params(self) -> dict[str, Any]:
+        kind = {"type": self.type_name} if "type" in type(self).spec.model_fields else {}
+        return {**kind, **{name: getattr(self, name) for name in _settings(type(self).spec)}}
+
+
+def _settings(spec: type[Table]) -> dict[str, Any]:
+    """A spec's fields but ``type``: the settings of the class built from it."""
+    return {name: field for name, field in spec.model_fields.items() if name != "type"}
 
 
 @cache
@@ -485,6 +552,8 @@ def _argument(value: Any) -> Any:
 def construct(cls: type, spec: BaseModel, where: str) -> Any:
     """``cls`` built from a typed spec's ``arguments``. A kind registered at run time has no
     spec to check its settings: a constructor refusing one is a ValidationError at ``where``."""
+    if isinstance(cls, type) and issubclass(cls, FromSpec) and isinstance(spec, cls.spec):
+        return cls.checked(spec)
     try:
         return cls(**arguments(spec))
     except TypeError as exc:

@@ -52,8 +52,14 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, timezone
 from functools import lru_cache
 
-from memkit.config_model import ContextualizerSpec, construct, typed
-from memkit.errors import ValidationError
+from memkit.config_model import (
+    CarrySpec,
+    ContextualizerSpec,
+    FromSpec,
+    TopicSpec,
+    construct,
+    typed,
+)
 from memkit.text import NLTK_STOPWORDS
 from memkit.timeref import Window, shifted
 
@@ -238,37 +244,13 @@ def _searched(query: str, window: Window | None) -> str:
     return rest if content_words(rest) else query
 
 
-class CarryContext:
+class CarryContext(FromSpec):
     """A follow-up is also searched with the content words of the
     conversation's first question and of the last ``recent`` questions, fused at
     ``weight``. With ``detect``, only a turn that leans on context carries anything.
     Context older than ``idle_minutes`` is forgotten (a new conversation starts)."""
 
-    type_name = "carry"
-
-    def __init__(
-        self,
-        weight: float = 0.4,
-        recent: int = 1,
-        first: bool = True,
-        short: int = 3,
-        detect: bool = False,
-        idle_minutes: float = 30.0,
-    ):
-        _check(weight, recent, idle_minutes)
-        self.weight, self.recent, self.first, self.short = weight, recent, first, short
-        self.detect, self.idle_minutes = detect, idle_minutes
-
-    def params(self) -> dict:
-        return {
-            "type": self.type_name,
-            "weight": self.weight,
-            "recent": self.recent,
-            "first": self.first,
-            "short": self.short,
-            "detect": self.detect,
-            "idle_minutes": self.idle_minutes,
-        }
+    type_name, spec, section = "carry", CarrySpec, "contextualizer"
 
     def carried(self, query: str, history: list[Turn]) -> list[str]:
         if not history or (self.detect and not leans_on_context(query, self.short)):
@@ -299,53 +281,13 @@ class CarryContext:
         return self.read(query, history).effective_query
 
 
-class TopicContext:
+class TopicContext(FromSpec):
     """Follow-ups read against the current topic and what its answers quoted (see the
     module's docstring). ``answer_words``: at most this many words of the quoted sentences
     are carried; ``short``: a question with at most this many content words of its own
     (not people's names) leans on context."""
 
-    type_name = "topic"
-
-    def __init__(
-        self,
-        weight: float = 0.4,
-        bare_weight: float = 0.7,
-        short: int = 2,
-        answer_words: int = 8,
-        window: bool = True,
-        idle_minutes: float = 30.0,
-        repeat_weight: float = 1.0,
-    ):
-        _check(weight, 1, idle_minutes)
-        _check(bare_weight, 1, idle_minutes, "contextualizer.bare_weight")
-        _check(repeat_weight, 1, idle_minutes, "contextualizer.repeat_weight")
-        # a follow-up asking something new: the last answer's posts' scores times this
-        self.repeat_weight = repeat_weight
-        if isinstance(answer_words, bool) or not isinstance(answer_words, int) or answer_words < 0:
-            raise ValidationError(
-                "contextualizer.answer_words",
-                f"expected a non-negative integer, got {answer_words!r}",
-            )
-        self.weight, self.bare_weight, self.short, self.answer_words = (
-            weight,
-            bare_weight,
-            short,
-            answer_words,
-        )
-        self.window, self.idle_minutes = window, idle_minutes
-
-    def params(self) -> dict:
-        return {
-            "type": self.type_name,
-            "weight": self.weight,
-            "bare_weight": self.bare_weight,
-            "short": self.short,
-            "answer_words": self.answer_words,
-            "window": self.window,
-            "idle_minutes": self.idle_minutes,
-            "repeat_weight": self.repeat_weight,
-        }
+    type_name, spec, section = "topic", TopicSpec, "contextualizer"
 
     def read(
         self, query: str, history: list[Turn], window: Window | None = None, names=()
@@ -508,23 +450,6 @@ def _new_words(query: str, sources: list[str]) -> list[str]:
                 seen.add(w.lower())
                 out.append(w)
     return out
-
-
-def _check(weight, recent, idle_minutes, name: str = "contextualizer.weight") -> None:
-    if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not 0 <= weight <= 1:
-        raise ValidationError(name, f"expected a number from 0 to 1, got {weight!r}")
-    if isinstance(recent, bool) or not isinstance(recent, int) or recent < 0:
-        raise ValidationError(
-            "contextualizer.recent", f"expected a non-negative integer, got {recent!r}"
-        )
-    if (
-        isinstance(idle_minutes, bool)
-        or not isinstance(idle_minutes, (int, float))
-        or not idle_minutes > 0
-    ):
-        raise ValidationError(
-            "contextualizer.idle_minutes", f"expected a positive number, got {idle_minutes!r}"
-        )
 
 
 CONTEXTUALIZERS = {"none": NoContext, "carry": CarryContext, "topic": TopicContext}

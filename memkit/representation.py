@@ -42,14 +42,10 @@ from __future__ import annotations
 
 import polars as pl
 
-from memkit.errors import ValidationError
+from memkit.config_model import FromSpec, RepresentationSpec
 
 FIELDS = ("line", "prev_lines", "next_lines", "date", "session_text", "chat", "chat_block")
 SESSION = ["block_id", "_day", "_run"]  # the posts that are each other's context
-MAX_SESSION = 64
-CHAT_MAX_CHARS = (
-    500  # LoCoMo's longest turn (with its image caption) is 434; CAsT's median passage 1,056
-)
 
 
 def _lines(offsets: list[int]) -> pl.Expr:
@@ -59,49 +55,15 @@ def _lines(offsets: list[int]) -> pl.Expr:
     return pl.concat_str(parts, separator="\n", ignore_nulls=True).fill_null("")
 
 
-def _check(
-    before, after, max_session=MAX_SESSION, chat_types=None, chat_max_chars=CHAT_MAX_CHARS
-) -> None:
-    for name, value in (("before", before), ("after", after)):
-        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 5:
-            raise ValidationError(
-                f"representation.{name}", f"expected an integer from 0 to 5, got {value!r}"
-            )
-    if (
-        isinstance(max_session, bool)
-        or not isinstance(max_session, int)
-        or not 1 <= max_session <= 10_000
-    ):
-        raise ValidationError(
-            "representation.max_session",
-            f"expected an integer from 1 to 10000, got {max_session!r}",
-        )
-    if chat_types is not None and (
-        not isinstance(chat_types, (list, tuple)) or not all(isinstance(t, str) for t in chat_types)
-    ):
-        raise ValidationError(
-            "representation.chat_types", f"expected a list of block types, got {chat_types!r}"
-        )
-    if (
-        isinstance(chat_max_chars, bool)
-        or not isinstance(chat_max_chars, int)
-        or chat_max_chars < 1
-    ):
-        raise ValidationError(
-            "representation.chat_max_chars", f"expected a positive integer, got {chat_max_chars!r}"
-        )
+def add_context(events: pl.DataFrame, **settings) -> pl.DataFrame:
+    """The events (same rows, same order) with the context fields of
+    ``Representation(**settings)`` added (``before``, ``after``, ...: its settings)."""
+    return Representation(**settings)(events)
 
 
-def add_context(
-    events: pl.DataFrame,
-    before: int = 1,
-    after: int = 1,
-    max_session: int = MAX_SESSION,
-    chat_types=None,
-    chat_max_chars: int = CHAT_MAX_CHARS,
+def _add_context(
+    events: pl.DataFrame, before: int, after: int, max_session: int, chat_types, chat_max_chars
 ) -> pl.DataFrame:
-    """The events (same rows, same order) with the context fields added."""
-    _check(before, after, max_session, chat_types, chat_max_chars)
     speaker = pl.col("speaker" if "speaker" in events.columns else "user_id").fill_null("")
     if chat_types is None:  # every post is a chat line
         chat = chat_block = pl.lit(True)
@@ -145,33 +107,15 @@ def add_context(
     return ordered.sort("_row").drop("_row", "_day", "_run", "_context")
 
 
-class Representation:
-    """The ``[representation]`` section of a pipeline config."""
+class Representation(FromSpec):
+    """The ``[representation]`` section of a pipeline config: its settings are
+    ``memkit.config_model.RepresentationSpec``'s fields (``before``, ``after``,
+    ``max_session``, ``chat_types``, ``chat_max_chars``)."""
 
-    def __init__(
-        self,
-        before: int = 1,
-        after: int = 1,
-        max_session: int = MAX_SESSION,
-        chat_types=None,
-        chat_max_chars: int = CHAT_MAX_CHARS,
-    ):
-        _check(before, after, max_session, chat_types, chat_max_chars)
-        self.before, self.after, self.max_session = before, after, max_session
-        self.chat_types = None if chat_types is None else list(chat_types)
-        self.chat_max_chars = chat_max_chars
-
-    def params(self) -> dict:
-        return {
-            "before": self.before,
-            "after": self.after,
-            "max_session": self.max_session,
-            "chat_types": self.chat_types,
-            "chat_max_chars": self.chat_max_chars,
-        }
+    spec, section = RepresentationSpec, "representation"
 
     def __call__(self, events: pl.DataFrame) -> pl.DataFrame:
-        return add_context(
+        return _add_context(
             events, self.before, self.after, self.max_session, self.chat_types, self.chat_max_chars
         )
 

@@ -270,7 +270,7 @@ def test_gate_drops_semantic_only_rankings_below_the_threshold(events):
 @pytest.fixture(scope="module")
 def trained():
     writer = Pipeline.from_config(DEFAULT_CONFIG).answerer
-    assert writer.select is not None and writer.decline_model is not None
+    assert writer.select is not None and writer.decline is not None
     return writer
 
 

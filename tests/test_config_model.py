@@ -191,7 +191,8 @@ def _specs(union) -> dict:
     ],
 )
 def test_each_spec_has_its_class_arguments_and_defaults(union, registry):
-    """The typed config copies each kind's constructor: a setting added to a constructor
+    """A kind built from its spec (``FromSpec``) is built from that spec. Any other kind's
+    typed config copies its constructor: a setting added to a constructor
     but not to its spec would be refused in a config, a default changed in one place only
     would make the schema lie. Every registered kind has a spec, with the same settings
     and the same defaults (a required setting has none)."""
@@ -204,6 +205,9 @@ def test_each_spec_has_its_class_arguments_and_defaults(union, registry):
     specs = _specs(getattr(cm, union))
     assert set(specs) == set(kinds)
     for kind, spec in specs.items():
+        if issubclass(kinds[kind], cm.FromSpec):  # built from the spec: nothing to compare
+            assert kinds[kind].spec is spec, kind
+            continue
         params = _init_params(kinds[kind])
         fields = {k: f for k, f in spec.model_fields.items() if k != "type"}
         assert set(fields) == set(params), kind
@@ -335,3 +339,37 @@ def test_use_encoder_builds_a_new_retriever_and_changes_none():
         "minilm-int8",
     ]
     assert pipeline.encoder_fixed and pipeline.encoder_name() == "minilm-int8"
+
+
+def test_a_class_built_from_its_spec_has_its_settings_and_checks_them_once():
+    """``FromSpec``: the spec is the one place a setting is written. The class takes its
+    fields as keywords with the spec's defaults, shows them in its signature and params,
+    and refuses what a config would, under the config's path."""
+    import inspect
+
+    from memkit.config_model import TopicSpec
+    from memkit.conversation import TopicContext
+
+    defaults = {k: f.default for k, f in TopicSpec.model_fields.items() if k != "type"}
+    assert TopicContext().params() == {"type": "topic", **defaults}
+    assert TopicContext(weight=0.5, short=3).params() == {
+        "type": "topic",
+        **defaults,
+        "weight": 0.5,
+        "short": 3,
+    }
+    assert list(inspect.signature(TopicContext).parameters) == list(defaults)
+    for bad, field in (
+        ({"weight": 1.5}, "contextualizer.weight"),
+        ({"answer_words": True}, "contextualizer.answer_words"),
+        ({"idle_minutes": 0}, "contextualizer.idle_minutes"),
+        ({"colour": 1}, "contextualizer.colour"),
+    ):
+        with pytest.raises(ValidationError) as err:
+            TopicContext(**bad)
+        assert err.value.field == field
+    # built from a config, the same object
+    built = Pipeline.from_config(
+        {"retriever": {"type": "bm25"}, "contextualizer": {"type": "topic", "weight": 0.5}}
+    ).contextualizer
+    assert built.params() == TopicContext(weight=0.5).params()

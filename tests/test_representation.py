@@ -64,7 +64,7 @@ def test_neighbours_stay_inside_their_block_and_keep_order():
         .otherwise(pl.col("created_at"))
         .alias("created_at")
     )
-    got = add_context(later, 1, 1)
+    got = add_context(later, before=1, after=1)
     assert got["event_id"].to_list() == ["e3", "e2", "e1", "e0"]  # rows keep their order
     assert (
         got.filter(pl.col("event_id") == "e0")["prev_lines"][0] == "B: Congrats! Where?"
@@ -74,7 +74,7 @@ def test_neighbours_stay_inside_their_block_and_keep_order():
     days = chat().with_columns(
         pl.Series("created_at", [T, T, T.replace(day=9), T], pl.Datetime("us", "UTC"))
     )
-    split = add_context(days, 1, 1)
+    split = add_context(days, before=1, after=1)
     assert split["next_lines"][1] == "" and split["prev_lines"][2] == ""
     assert split["session_text"][2] == "Ann: At the zoo."
     nobody = add_context(chat().with_columns(pl.lit(None, pl.Utf8).alias("user_id")))
@@ -248,10 +248,10 @@ def test_only_posts_shaped_like_chat_lines_get_context():
         .otherwise(pl.col("text"))
         .alias("text")
     )
-    ctx = add_context(events, 1, 1, chat_types=["feed", "forum"], chat_max_chars=500)
+    ctx = add_context(events, before=1, after=1, chat_types=["feed", "forum"], chat_max_chars=500)
     assert ctx["chat"].to_list() == [True, False, False, True]
     assert ctx["chat_block"].to_list() == [True, False, True, True]  # the long post is a feed's
-    assert add_context(events, 1, 1)["chat_block"].to_list() == [True] * 4
+    assert add_context(events, before=1, after=1)["chat_block"].to_list() == [True] * 4
     assert (
         ctx["line"][1] == "Congrats! Where?"
         and ctx["prev_lines"][1] == ""
@@ -261,7 +261,7 @@ def test_only_posts_shaped_like_chat_lines_get_context():
     # a chat line's context is the chat lines around it: a post that stands alone lends
     # none (a user's short turn between an assistant's long answers is not read as them)
     assert ctx["next_lines"][0] == ""
-    plain = add_context(events, 1, 1)  # without chat_types every post is a chat line
+    plain = add_context(events, before=1, after=1)  # without chat_types every post is a chat line
     assert plain["next_lines"][0] == "Bo: Congrats! Where?" and plain["prev_lines"][2] == (
         "Bo: Congrats! Where?"
     )
@@ -269,7 +269,8 @@ def test_only_posts_shaped_like_chat_lines_get_context():
         ctx["line"][0] == "Ann: Guess what, I got a new job!"
         and ctx["session_text"][3] == "Bo: My sister visited."
     )
-    assert add_context(events, 1, 1)["chat"].all()  # without chat_types every post is a chat line
+    # without chat_types every post is a chat line
+    assert add_context(events, before=1, after=1)["chat"].all()
     # a feed of a user and an assistant: the user's short turns around the long answer
     answer = "Here are some ideas for your trip. " + "Visit the old town. " * 40
     feed = chat().with_columns(
@@ -278,7 +279,7 @@ def test_only_posts_shaped_like_chat_lines_get_context():
         .otherwise(pl.col("text"))
         .alias("text")
     )
-    ctx = add_context(feed, 1, 1, chat_types=["feed"], chat_max_chars=500)
+    ctx = add_context(feed, before=1, after=1, chat_types=["feed"], chat_max_chars=500)
     assert ctx["next_lines"][0] == "" and ctx["prev_lines"][2] == ""
     assert ctx["chat"].to_list() == [True, False, True, True]
     with pytest.raises(ValidationError, match="representation.chat_max_chars"):

@@ -33,116 +33,38 @@ from memkit.answer.features import (
 )
 from memkit.answer.questions import lacks_what_is_asked
 from memkit.answer.rules import summarize_by_rules
+from memkit.config_model import ExtractiveSpec, FromSpec
 from memkit.encoders import encode_documents
-from memkit.errors import ValidationError
 from memkit.linear import check_linear
 from memkit.text import Analyzer
 
 
-class ExtractiveAnswerer(Composer):
+class ExtractiveAnswerer(FromSpec, Composer):
     """Quotes the sentence that answers the question, attributed and dated; no network."""
 
-    type_name = "extractive"
+    # Its settings are ExtractiveSpec's fields (memkit/config_model.py), each with what it does.
+    type_name, spec, section = "extractive", ExtractiveSpec, "answer"
 
-    def __init__(
-        self,
-        max_sentences: int = 3,
-        max_items: int = 3,
-        max_quote_chars: int = 240,
-        min_score: float | None = None,
-        max_gap: float | None = None,
-        margin: float = 1.0,
-        people: bool = True,
-        rank_weight: float = 0.1,
-        when_bonus: float = 0.2,
-        select: dict | None = None,
-        decline: dict | None = None,
-        within: dict | None = None,
-        max_list: int = 3,
-        max_words: int | None = 30,
-        max_missing: float | None = None,
-        unsure_below: float | None = None,
-        sentences: str = "in_post",
-        in_post_max_chars: int = 500,
-    ):
-        if sentences not in ("in_post", "alone"):
-            raise ValidationError(
-                "answer.sentences", f"expected in_post or alone, got {sentences!r}"
+    def _built(self) -> None:
+        # The linear models as plain dicts whose features this writer computes.
+        if self.select is not None:
+            self.select = check_linear(
+                readable_model(self.select.model_dump()), SENTENCE_FEATURES, "answer.select"
             )
-        if (
-            isinstance(in_post_max_chars, bool)
-            or not isinstance(in_post_max_chars, int)
-            or in_post_max_chars < 1
-        ):
-            raise ValidationError(
-                "answer.in_post_max_chars",
-                f"expected a positive integer, got {in_post_max_chars!r}",
+        if self.decline is not None:
+            self.decline = check_linear(
+                readable_model(self.decline.model_dump()),
+                QUERY_FEATURES,
+                "answer.decline",
+                extra=("threshold",),
             )
-        # How a sentence is encoded: read in its post (one run of the model a post: see
-        # _sentence_vectors) for posts up to in_post_max_chars, else on its own.
-        self.sentences = sentences
-        self.in_post_max_chars = in_post_max_chars
-        self.max_sentences = max_sentences
-        self.max_items = max_items
-        self.max_quote_chars = max_quote_chars
-        self.min_score = min_score  # below it (or nobody allowed) the writer declines; None: never
-        # decline when someone else's sentence is closer by more than this; None: never
-        self.max_gap = max_gap
-        self.margin = margin  # further quotes score within this of the best
-        self.people = people  # enforce "who": a named person's question is answered by their posts
-        # trust in the retriever's order: subtracted per rank from a sentence's score
-        self.rank_weight = rank_weight
-        self.when_bonus = when_bonus  # for when-questions, added to sentences that say when
-        self.select = (
-            check_linear(readable_model(select), SENTENCE_FEATURES, "answer.select")
-            if select is not None
-            else None
-        )
-        self.decline_model = (
-            check_linear(
-                readable_model(decline), QUERY_FEATURES, "answer.decline", extra=("threshold",)
-            )
-            if decline is not None
-            else None
-        )
-        # which sentence of a chosen post is quoted (None: the selection model's best)
-        self.within = (
-            check_linear(within, WITHIN_FEATURES, "answer.within") if within is not None else None
-        )
-        self.max_list = max_list  # posts quoted when the question asks for several
-        # a longer quoted sentence is cut to the clause that answers; None: never
-        self.max_words = max_words
-        # decline when this share of the question's terms is in none of the items
-        self.max_missing = max_missing
-        self.unsure_below = unsure_below  # a question about no one: see selection.declines
+        if self.within is not None:
+            self.within = check_linear(self.within.model_dump(), WITHIN_FEATURES, "answer.within")
         self.encoder = None
         self.line = None
         # authors' names by their first word, lower case
         self._by_first: dict[str, frozenset[str]] = {}
         self._analyzer = Analyzer()
-
-    def params(self) -> dict:
-        return {
-            "type": self.type_name,
-            "max_sentences": self.max_sentences,
-            "max_items": self.max_items,
-            "max_quote_chars": self.max_quote_chars,
-            "min_score": self.min_score,
-            "max_gap": self.max_gap,
-            "margin": self.margin,
-            "people": self.people,
-            "rank_weight": self.rank_weight,
-            "when_bonus": self.when_bonus,
-            "select": self.select,
-            "decline": self.decline_model,
-            "within": self.within,
-            "max_list": self.max_list,
-            "max_words": self.max_words,
-            "max_missing": self.max_missing,
-            "unsure_below": self.unsure_below,
-            "sentences": self.sentences,
-            "in_post_max_chars": self.in_post_max_chars,
-        }
 
     # -- set-up: the pipeline binds its encoder and shows it the events it indexes ---------
     def bind(self, encoder, line=None) -> None:
@@ -266,7 +188,7 @@ class ExtractiveAnswerer(Composer):
     def account(self, query: str, items: list[AnswerItem]) -> str:
         return account_text(query, items)
 
-    def decline(self, query: str, people: set[str], closest_by: str | None = None) -> str:
+    def decline_message(self, query: str, people: set[str], closest_by: str | None = None) -> str:
         return decline_text(people, closest_by)
 
     def named_people(self, query: str, items: list[AnswerItem], authors=None) -> set[str]:
@@ -320,7 +242,9 @@ class ExtractiveAnswerer(Composer):
         if settled and len(quotable) and any(cands.rank[i] == 0 for i in quotable):
             quotable = np.array([i for i in quotable if cands.rank[i] == 0])
         if not len(quotable):
-            return Answer(self.decline(query, cands.people if cands else set()), declined=True)
+            return Answer(
+                self.decline_message(query, cands.people if cands else set()), declined=True
+            )
         scores = selection.selection_scores(self.select, cands)
         best = selection.best_candidate(cands, quotable, scores)
         strength = float(cands.sims[best])
@@ -331,7 +255,7 @@ class ExtractiveAnswerer(Composer):
             )
             by = speaker(near) if near is not None else None
             return Answer(
-                self.decline(query, cands.people, by),
+                self.decline_message(query, cands.people, by),
                 declined=True,
                 strength=strength,
                 closest=near.get("event_id") if by else None,
@@ -365,7 +289,7 @@ class ExtractiveAnswerer(Composer):
             cands,
             scores,
             items,
-            decline_model=self.decline_model,
+            decline_model=self.decline,
             max_missing=self.max_missing,
             unsure_below=self.unsure_below,
             max_items=self.max_items,

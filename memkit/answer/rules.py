@@ -34,7 +34,7 @@ def summarize_by_rules(
         for j, s in enumerate(sentences(item.get("text")))
     ]
     if not cands:
-        return Answer(writer.decline(query, set()), declined=True)
+        return Answer(writer.decline_message(query, set()), declined=True)
     # the evidence strength the decline is decided on
     sims = writer.score(query, [c[2] for c in cands], [c[3] for c in cands])
     scores = sims - writer.rank_weight * np.array([c[0] for c in cands])  # what is quoted first
@@ -66,7 +66,10 @@ def summarize_by_rules(
     ):
         by = speaker(cands[closest][3]) if someone_else else None
         return Answer(
-            writer.decline(query, people, by), declined=True, strength=strongest, rival=rival
+            writer.decline_message(query, people, by),
+            declined=True,
+            strength=strongest,
+            rival=rival,
         )
     chosen, seen_items = [best], {cands[best][0]}
     for i in sorted(allowed, key=lambda i: -scores[i]):
