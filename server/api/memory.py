@@ -35,9 +35,11 @@ def _caller() -> Caller:
     invalid_status=422,
 )
 def query():
-    # The question's reads (its caller's token, its history, floors, the posts it finds)
-    # share one connection of the pool; storing its turn takes a second.
-    with one_connection(current_app.extensions["memkit"]["engine"]):
+    ext = current_app.extensions["memkit"]
+    # The question's first reads (the caller's token, its history, its floors) share one
+    # connection, back in the pool before the question waits for the index or the model:
+    # a request that holds a connection never waits for another (no pool deadlock).
+    with one_connection(ext["engine"]):
         caller = _caller()
         if not request.is_json:
             raise ApiError(
@@ -46,5 +48,7 @@ def query():
                 code="unsupported_media_type",
                 status=415,
             )
-        with asking():  # the model's runs for writes yield to it (memkit.encoders.Lanes)
-            return current_app.extensions["memkit"]["memory"].query(caller, body())
+        req = body()
+        prepared = ext["memory"].prepare(caller, req)
+    with asking():  # the model's runs for writes yield to it (memkit.encoders.Lanes)
+        return ext["memory"].answer(req, prepared)

@@ -53,6 +53,16 @@ class Caller:
     app_id: str | None = None
 
 
+@dataclass
+class Prepared:
+    """What ``Memory.prepare`` read for a question before it is answered."""
+
+    now: datetime
+    history: list
+    authors: list[str]
+    version: versions.Version
+
+
 def _bad(field: str, message: str, code: str = "invalid") -> Unprocessable:
     return Unprocessable(f"{field}: {message}", field=field, code=code)
 
@@ -114,6 +124,10 @@ class Memory:
         before keep the old one they hold, so no query mixes two models."""
         with reading(self.engine) as conn:
             version = versions.active(conn)
+        return self._index_of(version)
+
+    def _index_of(self, version: versions.Version) -> SearchIndex | StoreSearch:
+        """The open index, after opening ``version``'s if it is newer than the one open."""
         with self._init_lock:
             # Only forward: a thread that read the version just before a switch must not
             # take this process back to the old one.
@@ -262,13 +276,17 @@ class Memory:
 
     # -- the query ----------------------------------------------------------------------
     def query(self, caller: Caller, req: m.QueryRequest) -> dict:
-        """One way down: the request becomes one typed ``memkit.pipeline.Query`` for the pipeline
-        (with the user's recent turns and the time of asking); the result's items are
-        shaped into the response and its turn is stored for the next question."""
-        f = req.filters
-        types = None if f.types is None else sorted({"feed" if t == "post" else t for t in f.types})
-        filters = Filters(types=types, tags=f.tags, time_from=f.time_from, time_to=f.time_to)
-        include_metadata = req.include_metadata == "1"
+        """One way down: the request becomes one typed ``memkit.pipeline.Query`` for the
+        pipeline (with the user's recent turns and the time of asking); the result's items
+        are shaped into the response and its turn is stored for the next question."""
+        return self.answer(req, self.prepare(caller, req))
+
+    def prepare(self, caller: Caller, req: m.QueryRequest) -> Prepared:
+        """What a question needs from the store before it waits for anything: whether the
+        caller may ask it, the user's turns still readable, the floors' authors and the
+        active encoder version. Reads only, through ``reading``: inside
+        ``one_connection`` (the query endpoint) on one connection, which goes back to the
+        pool before the question waits for the index or the model."""
         now = datetime.now(timezone.utc)
         history = self.conversations.history(req.user_id, now)
         with reading(self.engine) as conn:
@@ -276,7 +294,17 @@ class Memory:
             authors = floor_authors(conn, req.floor_ids)
             # What earlier turns found is carried only as far as the asker can read it now.
             history = still_readable(conn, req.user_id, history)
-        index = self.index
+            version = versions.active(conn)
+        return Prepared(now, history, authors, version)
+
+    def answer(self, req: m.QueryRequest, prepared: Prepared) -> dict:
+        """The question answered (``prepare`` read what it needs); its turn stored."""
+        f = req.filters
+        types = None if f.types is None else sorted({"feed" if t == "post" else t for t in f.types})
+        filters = Filters(types=types, tags=f.tags, time_from=f.time_from, time_to=f.time_to)
+        include_metadata = req.include_metadata == "1"
+        now, history, authors = prepared.now, prepared.history, prepared.authors
+        index = self._index_of(prepared.version)
         # The asker's own writes to these floors committed before this query are in the index;
         # other users' are waited for at most others_writes_wait seconds (SECURITY.md).
         index.sync(req.floor_ids, author=req.user_id, others_wait=self.settings.others_writes_wait)

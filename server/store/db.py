@@ -96,24 +96,35 @@ def _locked(engine: sa.Engine) -> Iterator[sa.Connection]:
 
 
 # -- one connection for a request's reads -----------------------------------------------
-_SHARED: ContextVar[sa.Connection | None] = ContextVar("memkit_shared_connection", default=None)
+class _Shared:
+    """The connection a request's reads share: taken from the pool at the first read."""
+
+    def __init__(self, engine: sa.Engine):
+        self.engine = engine
+        self.conn: sa.Connection | None = None
+
+
+_SHARED: ContextVar[_Shared | None] = ContextVar("memkit_shared_connection", default=None)
 
 
 @contextmanager
 def one_connection(engine: sa.Engine) -> Iterator[None]:
-    """Inside this block, every ``reading(engine)`` in this thread uses one connection,
-    taken from the pool once (a question's token check, its history, its floors, the
-    index's log and the posts it reads), instead of one each. Nested blocks share the
-    outer one's."""
+    """Inside this block, every ``reading(engine)`` in this thread uses one connection
+    (a question's token check, its history, its floors, the index's log and the posts it
+    reads), taken from the pool at the first of them, not before: a request that first
+    waits (an application's secret waits for an argon2 slot) holds no connection while it
+    waits. Returned to the pool when the block ends. Nested blocks share the outer one's."""
     if _SHARED.get() is not None:
         yield
         return
-    with engine.connect() as conn:
-        token = _SHARED.set(conn)
-        try:
-            yield
-        finally:
-            _SHARED.reset(token)
+    shared = _Shared(engine)
+    token = _SHARED.set(shared)
+    try:
+        yield
+    finally:
+        _SHARED.reset(token)
+        if shared.conn is not None:
+            shared.conn.close()
 
 
 @contextmanager
@@ -126,7 +137,9 @@ def reading(engine: sa.Engine) -> Iterator[sa.Connection]:
         with engine.connect() as conn:
             yield conn
         return
+    if shared.conn is None:
+        shared.conn = engine.connect()
     try:
-        yield shared
+        yield shared.conn
     finally:
-        shared.rollback()
+        shared.conn.rollback()
