@@ -8,7 +8,8 @@ a hybrid's ``retrievers`` and a learned ranker's ``first`` and ``extra`` are spe
 
 The builders (``memkit.retrievers.build``, ``build_contextualizer``, ``build_answerer``,
 ``EncoderStage.from_config``, ...) take these typed specs: ``Pipeline.from_config`` checks a
-config once and hands each section's spec to its builder, which passes the settings the
+config once and hands each section's spec to its builder. A class built from its spec
+(``FromSpec``) takes the checked spec as it is; any other builder passes the settings the
 file wrote (``arguments``) to the class's constructor. A builder given a plain dict checks
 it into its spec first (``typed``). Number fields keep an integer as written, so the
 object built is the one the dict would have built. Settings whose meaning depends on
@@ -415,6 +416,7 @@ class ReaderSpec(Table):
     intercept: Float = 0.0
     min_probability: Fraction | None = None
     questions_only: Bool = True
+    # a post likely enough to answer: the writer quotes it without its own decline check
     overrule_writer: Bool = True
     model: Str | None = None  # a folder with reader-int8.onnx (None: the packaged model)
 

@@ -37,6 +37,7 @@ from typing import Sequence
 
 import numpy as np
 
+from memkit.config_model import FromSpec, ReaderSpec, typed
 from memkit.encoders import run_each
 
 READER_DIR = Path(__file__).parent / "models" / "reader"
@@ -222,49 +223,21 @@ def _logit(p: np.ndarray) -> np.ndarray:
     return np.log(p / (1 - p))
 
 
-class ReaderStage:
+class ReaderStage(FromSpec):
     """The reader where the pipeline decides (``[reader]`` in a config; see ReaderSpec in
     memkit/config_model.py): it reads a question's first ``candidates`` posts, re-orders
     them by the fused probability and says whether any answers."""
 
-    def __init__(
-        self,
-        candidates: int = 8,
-        coef: Sequence[float] = (1.0, 1.0),
-        intercept: float = 0.0,
-        min_probability: float | None = None,
-        questions_only: bool = True,
-        overrule_writer: bool = True,
-        model: str | None = None,
-    ):
-        self.candidates = candidates
-        self.coef = [float(c) for c in coef]
-        self.intercept = float(intercept)
-        self.min_probability = min_probability
-        self.questions_only = questions_only
-        # a post likely enough to answer: the writer quotes it without its own decline check
-        self.overrule_writer = overrule_writer
-        self.model = model
-        self.reader = Reader(model)
+    spec, section = ReaderSpec, "reader"  # its settings: ReaderSpec's fields
+
+    def _built(self) -> None:
+        self.coef = [float(c) for c in self.coef]
+        self.intercept = float(self.intercept)
+        self.reader = Reader(self.model)
 
     @classmethod
     def from_config(cls, spec) -> "ReaderStage | None":
-        from memkit.config_model import construct, typed
-
-        if spec is None:
-            return None
-        return construct(cls, typed("reader", spec), "reader")
-
-    def params(self) -> dict:
-        return {
-            "candidates": self.candidates,
-            "coef": self.coef,
-            "intercept": self.intercept,
-            "min_probability": self.min_probability,
-            "questions_only": self.questions_only,
-            "overrule_writer": self.overrule_writer,
-            "model": self.model,
-        }
+        return None if spec is None else cls.checked(typed("reader", spec))
 
     def applies(self, question) -> bool:
         """Whether the reader reads this question (a memkit.question.Question or a text)."""

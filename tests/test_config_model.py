@@ -221,9 +221,12 @@ def test_each_spec_has_its_class_arguments_and_defaults(union, registry):
 
 def test_reader_spec_has_the_stage_arguments_and_defaults():
     """[reader] is one class, not a union: the same check as above."""
-    from memkit.config_model import ReaderSpec
+    from memkit.config_model import FromSpec, ReaderSpec
     from memkit.reader import ReaderStage
 
+    if issubclass(ReaderStage, FromSpec):  # built from the spec: nothing to compare
+        assert ReaderStage.spec is ReaderSpec
+        return
     params = _init_params(ReaderStage)
     assert set(ReaderSpec.model_fields) == set(params)
     for key, field in ReaderSpec.model_fields.items():
