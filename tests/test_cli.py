@@ -35,6 +35,7 @@ def test_eval_on_the_demo_set_prints_the_table_and_writes_a_run(tmp_path, capsys
     assert (tmp_path / "out" / "demo" / "recall_at_k.png").stat().st_size > 1000
 
 
+@pytest.mark.heavy  # a whole eval of the demo set (8 s); make eval runs the real one
 def test_eval_without_config_uses_the_default(tmp_path, capsys):
     assert main(["eval", "--dataset", str(DEMO), "--no-mlflow", "--out", str(tmp_path)]) == 0
     assert "| default |" in capsys.readouterr().out
@@ -46,6 +47,7 @@ def test_bad_arguments_are_reported_not_raised(tmp_path, capsys):
     assert main(["eval", "--no-mlflow"]) == 2
 
 
+@pytest.mark.heavy  # an eval logged to MLflow (7 s)
 def test_mlflow_run_has_params_metrics_tags_and_artifacts(tmp_path, monkeypatch):
     import mlflow
 

@@ -81,6 +81,7 @@ def onnx_folder(tmp_path_factory):
     return tmp_path_factory.mktemp("onnx")
 
 
+@pytest.mark.heavy  # an ONNX export and quantization (10 s)
 @pytest.mark.parametrize("quantize,floor", [(False, 0.99999), (True, 0.95)])
 def test_onnx_encoder_matches_the_plain_model(onnx_folder, quantize, floor):
     from memkit.encoders import OnnxMiniLMEncoder

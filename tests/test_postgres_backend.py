@@ -38,6 +38,7 @@ def test_the_postgres_backend_needs_postgresql_and_postgres_retrievers(tmp_path,
         )
 
 
+@pytest.mark.heavy  # a backfill of the store (5 s)
 def test_backfill_indexes_events_written_before_the_backend(
     tmp_path, tmp_path_factory, monkeypatch
 ):

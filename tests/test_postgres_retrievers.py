@@ -64,6 +64,7 @@ def graph_url(tmp_path_factory):
     return url
 
 
+@pytest.mark.heavy  # an HNSW graph built in PostgreSQL (10 s)
 @pytest.mark.parametrize("iterative_scan", ["relaxed_order", "off"])
 def test_selective_filters_still_return_k_admitted_items(graph_url, iterative_scan):
     pg_url = graph_url
