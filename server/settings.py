@@ -128,8 +128,6 @@ EXPECTED = {  # pydantic's error kinds in the words of the environment a setting
     "string_type": "expected a string",
     "greater_than": "expected a positive number",
     "greater_than_equal": "expected a number not below 0",
-    "literal_error": "expected one of",
-    "extra_forbidden": "unknown setting",
 }
 
 
@@ -140,11 +138,12 @@ def _explain(error: dict, overrides: dict) -> str:
         return str(error.get("ctx", {}).get("error", error["msg"]))
     name = str(error["loc"][0])
     where = name if name in overrides else f"{ENV_PREFIX}{name.upper()}"
-    expected = EXPECTED.get(error["type"], error["msg"])
     if error["type"] == "extra_forbidden":
         return f"{where}: unknown setting (expected one of {', '.join(Settings.model_fields)})"
     if error["type"] == "literal_error":
         expected = f"expected {error['ctx']['expected']}"
+    else:
+        expected = EXPECTED.get(error["type"], error["msg"])
     return f"{where}: {expected}, got {error.get('input')!r}"
 
 

@@ -275,12 +275,10 @@ class Memory:
                 ) from None
 
     # -- the query ----------------------------------------------------------------------
-    def query(self, caller: Caller, req: m.QueryRequest) -> dict:
-        """One way down: the request becomes one typed ``memkit.pipeline.Query`` for the
-        pipeline (with the user's recent turns and the time of asking); the result's items
-        are shaped into the response and its turn is stored for the next question."""
-        return self.answer(req, self.prepare(caller, req))
-
+    # One way down, in two steps (the query endpoint runs the first on one connection):
+    # ``prepare`` reads what the question needs, ``answer`` hands the pipeline one typed
+    # ``memkit.pipeline.Query`` (with the user's recent turns and the time of asking),
+    # shapes the result's items into the response and stores the turn for the next question.
     def prepare(self, caller: Caller, req: m.QueryRequest) -> Prepared:
         """What a question needs from the store before it waits for anything: whether the
         caller may ask it, the user's turns still readable, the floors' authors and the
