@@ -346,13 +346,13 @@ class Pipeline:
         return None if dense is None else dense.params()["encoder"]
 
     # -- the index --------------------------------------------------------------------
-    def fit(self, events: pl.DataFrame, hold_out: str | None = None) -> "Pipeline":
+    def fit(self, events: pl.DataFrame, hold_out: str | None = None, documents=None) -> "Pipeline":
         """Index ``events``. With an ``[encoder]`` section (and no fixed model), first
         resolve the model: supervised on its datasets except ``hold_out`` (eval names the
-        data set it scores), adapted on these events."""
+        data set it scores), adapted on these events. ``documents`` as for ``add``."""
         if self.encoder_stage is not None and not self.encoder_fixed:
             self.use_encoder(self.encoder_stage.resolve(events, hold_out), fixed=False)
-        self.retriever.fit(self.documents(events))
+        self.retriever.fit(self._documents(events, documents))
         if isinstance(self.posts, Posts):
             self.posts = Posts()
             self.posts.add(events)
@@ -368,22 +368,32 @@ class Pipeline:
         with their context fields (neighbours looked up among the events given together)."""
         return self.representation(events) if self.representation else events
 
-    def add(self, events: pl.DataFrame, only=None) -> "Pipeline":
+    def add(self, events: pl.DataFrame, only=None, documents=None) -> "Pipeline":
         """Index more events (an event indexed before is replaced). ``only``: event ids;
-        the others given serve as context only, e.g. the rest of a session."""
-        self.retriever.add(_only(self.documents(events), only))
+        the others given serve as context only, e.g. the rest of a session. ``documents``:
+        ``documents(events)`` if the caller has it already (it is not made again)."""
+        self.retriever.add(_only(self._documents(events, documents), only))
         if isinstance(self.posts, Posts):
             self.posts.add(_only(events, only))
         return self
 
-    def precompute(self, events: pl.DataFrame, only=None) -> None:
+    def precompute(self, events: pl.DataFrame, only=None, documents=None) -> None:
         """Encode these events (documents, and sentences for answers) into the embedding
-        cache ahead of ``add``, so the index can take them in quickly."""
+        cache ahead of ``add``, so the index can take them in quickly. ``documents`` as
+        for ``add``."""
         if hasattr(
             self.answerer, "encode_sentences"
         ):  # first: each post's run encodes its line too
             self.answerer.encode_sentences(_only(events, only))
-        self.retriever.precompute(_only(self.documents(events), only))
+        self.retriever.precompute(_only(self._documents(events, documents), only))
+
+    def _documents(self, events: pl.DataFrame, documents) -> pl.DataFrame:
+        return self.documents(events) if documents is None else documents
+
+    def warm(self) -> None:
+        """Build now what the first search after ``fit``/``add`` would build, so that
+        searches running side by side only read."""
+        self.retriever.warm()
 
     def remove(self, event_ids) -> "Pipeline":
         event_ids = list(event_ids)

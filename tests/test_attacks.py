@@ -604,12 +604,14 @@ def test_a_batch_being_indexed_does_not_hold_another_users_query(app, monkeypatc
     entered, release, real = threading.Event(), threading.Event(), Pipeline.precompute
     calls = []
 
-    def held(self, events, only=None):  # the batch's encoding takes as long as we say
+    def held(
+        self, events, only=None, documents=None
+    ):  # the batch's encoding takes as long as we say
         if any("BATCH" in t for t in events["text"].to_list()) and not calls:
             calls.append(1)
             entered.set()
             release.wait(120)
-        return real(self, events, only)
+        return real(self, events, only, documents)
 
     monkeypatch.setattr(Pipeline, "precompute", held)
     h, floor, blocks, _ = u["ann"]

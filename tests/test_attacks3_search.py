@@ -18,12 +18,12 @@ def hold_encoding(monkeypatch, marker: str):
     takes as long as we say). Returns (entered, release)."""
     entered, release, real, calls = threading.Event(), threading.Event(), Pipeline.precompute, []
 
-    def held(self, events, only=None):
+    def held(self, events, only=None, documents=None):
         if any(marker in t for t in events["text"].to_list()) and not calls:
             calls.append(1)
             entered.set()
             release.wait(120)
-        return real(self, events, only)
+        return real(self, events, only, documents)
 
     monkeypatch.setattr(Pipeline, "precompute", held)
     return entered, release

@@ -502,10 +502,11 @@ class SearchIndex:
             with self.readers.writing():
                 # Each floor's vectors (documents, answer sentences) made in its scope first,
                 # where its queries look for them; fit then finds them all in the cache.
-                per_floor(frame, self.pipeline.precompute)
-                self.pipeline.fit(frame)
-                self._doc_hash = self._hashes(frame)
-                self.pipeline.retriever.warm()
+                docs, hashes, _ = self._changed(frame, indexed={})
+                self._encode(frame, docs, list(hashes))
+                self.pipeline.fit(frame, documents=docs)
+                self._doc_hash = hashes
+                self.pipeline.warm()
             self._broken = False
             self._advance()
             self._progress.notify_all()
@@ -536,7 +537,12 @@ class SearchIndex:
         thread.start()
 
     def sync(
-        self, floors=None, author: str | None = None, event_ids=(), others_wait: float = 0.0
+        self,
+        floors=None,
+        author: str | None = None,
+        event_ids=(),
+        others_wait: float = 0.0,
+        encoded: bool = False,
     ) -> int:
         """Apply the log rows not applied yet, or only those of ``floors``; returns how
         many events changed. A query whose floors have nothing new takes no lock; rows are
@@ -550,7 +556,10 @@ class SearchIndex:
         floors are applied by their own requests and the background thread; a query waits
         for them until ``others_wait`` seconds after they were written and then searches
         the index as it is, so nobody's write, however large, holds up someone else's
-        queries longer than that, all told."""
+        queries longer than that, all told. ``encoded``: ``event_ids`` are new posts whose
+        write encoded them ahead (``encode_ahead_of_write``), so a slice of them alone is
+        applied without encoding first (what is missing is still encoded when it is
+        applied)."""
         rows = self._pending()
         named = None if floors is None else set(floors)
         mine = [r for r in rows if named is None or r.floor_id is None or r.floor_id in named]
@@ -566,22 +575,35 @@ class SearchIndex:
             ]
             others = [r for r, o in zip(mine, is_own) if not o]
             mine = [r for r, o in zip(mine, is_own) if o]
-        changed = self._catch_up(rows, mine, wait_for_encoding=not (split and event_ids))
+        changed = self._catch_up(
+            rows,
+            mine,
+            wait_for_encoding=not (split and event_ids),
+            encoded=set(event_ids) if encoded else set(),
+        )
         if others and others_wait > 0:
             self._wait_applied(others, others_wait)
         return changed
 
-    def _catch_up(self, rows: list[LogRow], mine: list[LogRow], wait_for_encoding: bool) -> int:
+    def _catch_up(
+        self,
+        rows: list[LogRow],
+        mine: list[LogRow],
+        wait_for_encoding: bool,
+        encoded: set[str] = frozenset(),
+    ) -> int:
         """Encode and apply ``mine`` (of the pending ``rows``) a slice at a time, each
-        slice encoded (no lock held) and then applied under its floors' claim; so another
-        thread that needs one of these rows waits for one slice, not for the whole batch."""
+        slice encoded (no lock held; not when ``encoded`` holds all its events) and then
+        applied under its floors' claim; so another thread that needs one of these rows
+        waits for one slice, not for the whole batch."""
         changed = 0
         if mine:
             with self.lock:
                 self._seen.update(r.seq for r in rows if r.seq > self.watermark)
             for i in range(0, len(mine), WRITE_CHUNK):
                 part = mine[i : i + WRITE_CHUNK]
-                self._encode_ahead(part, wait_for_encoding)
+                if not all(r.event_id in encoded for r in part):
+                    self._encode_ahead(part, wait_for_encoding)
                 with self.claims.hold(
                     {ALL} if any(r.floor_id is None for r in part) else {r.floor_id for r in part}
                 ):
@@ -668,13 +690,8 @@ class SearchIndex:
             if mine:
                 with self.engine.connect() as conn:
                     frame = self._frame(conn, mine)
-                changed = (
-                    [e for e, h in self._hashes(frame).items() if self._doc_hash.get(e) != h]
-                    if frame.height
-                    else []
-                )
-                if changed:
-                    per_floor(frame, lambda part: self.pipeline.precompute(part, only=changed))
+                docs, _, changed = self._changed(frame)
+                self._encode(frame, docs, changed)
         except Exception:  # noqa: BLE001 - the same work is done again, guarded, under the lock
             log.debug("encoding ahead failed; the catch-up will retry it", exc_info=True)
         finally:
@@ -703,10 +720,8 @@ class SearchIndex:
                 else new.clear()
             )
         frame = pl.concat([around, new], how="diagonal_relaxed").sort(["created_at", "event_id"])
-        changed = [e for e, h in self._hashes(frame).items() if self._doc_hash.get(e) != h]
-        if changed:
-            with floor_scope(floor_id):  # where the catch-ups of the floor look for them
-                self.pipeline.precompute(frame, only=changed)
+        docs, _, changed = self._changed(frame)
+        self._encode(frame, docs, changed)  # in the floor's scope, where its catch-ups look
 
     def _apply_each(self, rows: list[LogRow]) -> int:
         """Apply the rows together; if that fails, one by one, setting aside each row that
@@ -768,21 +783,8 @@ class SearchIndex:
             frame = self._frame(conn, rows)
         present = set(frame["event_id"].to_list())
         gone = [e for e in ids if e not in present]
-        docs = self.pipeline.documents(frame)
-        hashes = _row_hashes(docs) if frame.height else {}
-        changed = [e for e, h in hashes.items() if self._doc_hash.get(e) != h]
-        if changed:
-            per_floor(
-                frame, lambda part: self.pipeline.precompute(part, only=changed)
-            )  # hits after _encode_ahead
-        floor_of = (
-            dict(zip(docs["event_id"].to_list(), docs["floor_id"].to_list()))
-            if frame.height
-            else {}
-        )
-        by_floor: dict[str, list[str]] = {}
-        for e in changed:
-            by_floor.setdefault(floor_of[e], []).append(e)
+        docs, hashes, changed = self._changed(frame)  # made once: hashed, encoded, indexed
+        by_floor = self._encode(frame, docs, changed)  # cache hits after _encode_ahead
         try:
             if gone:
                 with self.readers.writing():
@@ -792,13 +794,12 @@ class SearchIndex:
             for floor, floor_changed in by_floor.items():
                 for i in range(0, len(floor_changed), WRITE_CHUNK):
                     part = floor_changed[i : i + WRITE_CHUNK]
-                    chunk = docs.filter(pl.col("event_id").is_in(part))
                     with (
                         floor_scope(floor),
                         self.readers.writing(),
                     ):  # searches go on between chunks
-                        self.pipeline.retriever.add(chunk)  # an event indexed before is replaced
-                        self.pipeline.retriever.warm()
+                        self.pipeline.add(frame, only=part, documents=docs)  # replaces
+                        self.pipeline.warm()
                         self._doc_hash.update({e: hashes[e] for e in part})
         except Exception:
             self._broken = True  # some retriever may hold the change and another not
@@ -813,9 +814,26 @@ class SearchIndex:
             self._progress.notify_all()
         return len(ids)
 
-    def _hashes(self, frame: pl.DataFrame) -> dict[str, int]:
-        """Event id -> a hash of the document the retrievers would index for it."""
-        return _row_hashes(self.pipeline.documents(frame))
+    def _changed(self, frame: pl.DataFrame, indexed: dict | None = None):
+        """The documents the retrievers would index for ``frame``'s events, a hash of each
+        (event id -> hash), and the events whose document is not the one ``indexed`` (by
+        default what the index holds)."""
+        indexed = self._doc_hash if indexed is None else indexed
+        docs = self.pipeline.documents(frame)
+        hashes = _row_hashes(docs) if frame.height else {}
+        return docs, hashes, [e for e, h in hashes.items() if indexed.get(e) != h]
+
+    def _encode(self, frame: pl.DataFrame, docs: pl.DataFrame, changed: list[str]) -> dict:
+        """Encode the ``changed`` events' documents (and answer sentences) into the embedding
+        cache, each floor's in its scope (``floor_scope``); returns floor -> its changed ids."""
+        floor_of = dict(zip(docs["event_id"].to_list(), docs["floor_id"].to_list()))
+        by_floor: dict[str, list[str]] = {}
+        for e in changed:
+            by_floor.setdefault(floor_of[e], []).append(e)
+        for floor, ids in by_floor.items():
+            with floor_scope(floor):
+                self.pipeline.precompute(frame, only=ids, documents=docs)
+        return by_floor
 
     def _advance(self) -> None:
         """Move the watermark past applied rows and past numbers missing for longer than

@@ -47,13 +47,14 @@ class Events:
     """``indexer(conn, event_ids)``, if given, runs inside each write's transaction after
     the events are written (a search backend that keeps its index in the store, such as
     PostgreSQL with pgvector, writes the vectors there, so both commit or neither does).
-    ``after_write(floor_ids, event_ids)``, if given, runs after the commit with the floors
-    and events written (the process's in-memory index applies them at once, so the write
-    is searchable when the request returns). ``before_write(floor_id, block_id, user_id,
-    posts)``, if given, runs before a create's transaction with the posts about to be written
-    (their ids, texts, tags and times): the search encodes them into the shared embedding
-    cache there, so that no process catching up on the write encodes them again, and no
-    transaction is held open while they are encoded."""
+    ``after_write(floor_ids, event_ids, encoded)``, if given, runs after the commit with the
+    floors and events written (the process's in-memory index applies them at once, so the
+    write is searchable when the request returns; ``encoded``: ``before_write`` saw them).
+    ``before_write(floor_id, block_id, user_id, posts)``, if given, runs before a create's
+    transaction with the posts about to be written (their ids, texts, tags and times): the
+    search encodes them into the shared embedding cache there, so that no process catching
+    up on the write encodes them again, and no transaction is held open while they are
+    encoded."""
 
     def __init__(
         self,
@@ -95,9 +96,10 @@ class Events:
         if self.indexer is not None:
             self.indexer(conn, event_ids)
 
-    def _committed(self, floor_id: str, event_ids: list[str]) -> None:
+    def _committed(self, floor_id: str, event_ids: list[str], encoded: bool = False) -> None:
+        """``encoded``: the events are new posts that ``before_write`` encoded."""
         if self.after_write is not None:
-            self.after_write([floor_id], event_ids)
+            self.after_write([floor_id], event_ids, encoded)
 
     def _block(self, conn, floor_id: str, block_id: str):
         b = (
@@ -112,43 +114,45 @@ class Events:
         return b
 
     def create(self, user_id: str, floor_id: str, block_id: str, item: m.PostAdd) -> dict:
-        post = (new_id("e"), item.created_at or now(), item)
-        self._before(user_id, floor_id, block_id, [post])
-        with self.engine.begin() as conn:
-            b = self._postable(conn, user_id, floor_id, block_id)
-            out = self._insert(conn, user_id, floor_id, b, *post)
-            self._written(conn, [out["event_id"]])
-        self._committed(floor_id, [out["event_id"]])
-        return out
+        return self._create(user_id, floor_id, block_id, [item])[0]
 
     def create_many(self, user_id: str, floor_id: str, block_id: str, data: m.PostBatch) -> dict:
         """Bulk ingest: ``{"events": [event, ...]}``, 1 to 1,000 events of the same
         shape as a single create, written in one transaction: all are stored or, if any is
         refused (the error names ``events[i].field``), none is."""
-        posts = [(new_id("e"), item.created_at or now(), item) for item in data.events]
+        out = self._create(user_id, floor_id, block_id, data.events, batch=True)
+        return {"floor_uid": floor_id, "block_id": block_id, "events": out}
+
+    def _create(
+        self, user_id: str, floor_id: str, block_id: str, items: list[m.PostAdd], batch=False
+    ) -> list[dict]:
+        posts = [(new_id("e"), item.created_at or now(), item) for item in items]
         self._before(user_id, floor_id, block_id, posts)
         with self.engine.begin() as conn:
             b = self._postable(conn, user_id, floor_id, block_id)
-            out = []
+            rows = []
             for i, post in enumerate(posts):
                 try:
-                    out.append(self._insert(conn, user_id, floor_id, b, *post))
+                    rows.append(self._row(conn, user_id, floor_id, b, *post))
                 except NotFound as exc:
-                    exc.field = f"events[{i}].{exc.field}"
-                    exc.message = f"events[{i}]: {exc.message}"
+                    if batch:
+                        exc.field = f"events[{i}].{exc.field}"
+                        exc.message = f"events[{i}]: {exc.message}"
                     raise
-            ids = [e["event_id"] for e in out]
+            conn.execute(events.insert(), rows)  # one statement for the batch
+            ids = [r["id"] for r in rows]
             self._written(conn, ids)
-        self._committed(floor_id, ids)
-        return {"floor_uid": floor_id, "block_id": block_id, "events": out}
+        self._committed(floor_id, ids, encoded=self.before_write is not None)
+        return [event_response(r, b) for r in rows]
 
     def _postable(self, conn, user_id: str, floor_id: str, block_id: str):
         readable_floor(conn, floor_id, user_id)
         return self._block(conn, floor_id, block_id)
 
-    def _insert(
+    def _row(
         self, conn, user_id: str, floor_id: str, b, eid: str, created_at: datetime, item: m.PostAdd
     ) -> dict:
+        """The stored row of a post, once its reply and re-post are checked."""
         from_floor = None
         if item.reply_to:
             parent = conn.execute(
@@ -184,8 +188,7 @@ class Events:
             created_at=created_at,
             updated_at=now(),
         )
-        conn.execute(events.insert().values(**row))
-        return event_response(row, b)
+        return row
 
     def recent(self, user_id: str, floor_id: str, args: m.RecentEvents) -> dict:
         limit = args.limit

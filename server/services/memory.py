@@ -234,14 +234,15 @@ class Memory:
                     "encoding posts ahead of their write failed; their catch-up encodes them"
                 )
 
-    def catch_up(self, floor_ids, event_ids) -> None:
+    def catch_up(self, floor_ids, event_ids, encoded: bool = False) -> None:
         """After a write commits: an index already built applies the write's changes now,
         so the write is searchable when its request returns (other users' writes to the
         floor are not this request's to wait for). A failure is logged, not answered: the
-        write is stored, and the next query of the floor catches up."""
+        write is stored, and the next query of the floor catches up. ``encoded``: new posts
+        that ``encode_ahead`` saw, not encoded again."""
         if self._index is not None:
             try:
-                self._index.sync(floor_ids, event_ids=event_ids)
+                self._index.sync(floor_ids, event_ids=event_ids, encoded=encoded)
             except Exception:  # noqa: BLE001 - see above
                 log.exception("catch-up after a committed write failed; the next query retries it")
 
