@@ -211,8 +211,54 @@ def _convert(value: Any, kind: str) -> Any:
     raise AssertionError(kind)
 
 
+# The checks ``_passes`` can run itself: pandera's name -> (column, statistics) -> an expression
+# that is true on the rows that pass (nulls pass, as pandera ignores them in checks).
+# None: a form of the check it does not know.
+_CHECKS = {
+    "str_length": lambda c, s: (
+        c.str.len_chars() >= s["min_value"]
+        if s["max_value"] is None and s.get("exact_value") is None and s["min_value"] is not None
+        else None
+    ),
+    "greater_than_or_equal_to": lambda c, s: c >= s["min_value"],
+    "isin": lambda c, s: c.is_in(list(s["allowed_values"])),
+}
+
+
+def _passes(frame: pl.DataFrame, schema: pa.DataFrameSchema) -> bool:
+    """Whether ``frame`` meets ``schema`` (columns, their order and types, nulls, unique
+    values and the checks in ``_CHECKS``), found in one polars pass. False when it does not,
+    or when the schema asks something this does not know: pandera then decides, and writes
+    the report. pandera's own run costs about 14 ms a call whatever the table's size, and
+    the service reads its store's posts through ``events_frame`` at every write."""
+    cols = schema.columns
+    if list(frame.columns) != list(cols) or not (schema.strict and schema.ordered):
+        return False
+    tests = []
+    for name, col in cols.items():
+        c = pl.col(name)
+        if frame.schema[name] != col.dtype.type or (col.unique and col.nullable):
+            return False
+        if not col.nullable:
+            tests.append(c.null_count() == 0)
+        if col.unique:
+            tests.append(c.is_unique().all())
+        for check in col.checks:
+            make = _CHECKS.get(check.name)
+            cond = make(c, check.statistics) if make and check.ignore_na else None
+            if cond is None:
+                return False
+            tests.append((cond | c.is_null()).all())
+    if schema.unique:
+        tests.append(~pl.struct(list(schema.unique)).is_duplicated().any())
+    return frame.height == 0 or not tests or bool(frame.select(pl.all_horizontal(tests)).item())
+
+
 def _validate(frame: pl.DataFrame, schema: pa.DataFrameSchema, file: str, lines: list[int]):
-    """Run pandera; translate its failure cases into (file, line, field, message)."""
+    """Run pandera (unless ``_passes`` finds the frame well-formed); translate its failure
+    cases into (file, line, field, message)."""
+    if _passes(frame, schema):
+        return frame
     try:
         return schema.validate(frame, lazy=True)
     except pa.errors.SchemaErrors as exc:

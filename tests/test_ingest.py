@@ -138,3 +138,33 @@ def test_a_restart_reindexes_only_what_changed(tmp_path):
     assert tagged == [posted[7]["event_id"]]
     for a in (app, later):
         a.extensions["memkit"]["engine"].dispose()
+
+
+def test_a_write_is_read_back_once_after_its_commit(tmp_path, tmp_path_factory, monkeypatch):
+    """After a create commits, the index reads the written posts' sessions from the store
+    once (to apply them), not a second time to encode what the write encoded ahead; the
+    posts are searchable when the request returns."""
+    from server.search.index import SearchIndex
+
+    (tmp_path / "ctx.toml").write_text(CONFIG)
+    app = make_app("sqlite", tmp_path, tmp_path_factory, pipeline_config=str(tmp_path / "ctx.toml"))
+    c = app.test_client()
+    ann, floor, blocks = user(c, app, "Ann")
+    app.extensions["memkit"]["memory"].warm()
+    reads, real = [], SearchIndex._frame
+
+    def counted(self, conn, rows):
+        reads.append([r.event_id for r in rows])
+        return real(self, conn, rows)
+
+    monkeypatch.setattr(SearchIndex, "_frame", counted)
+    r = c.post(
+        f"/floors/{floor}/blocks/{blocks['forum']}/events/batch",
+        headers=ann,
+        json={"events": [{"text": f"Kayak trip number {i}."} for i in range(3)]},
+    )
+    assert r.status_code == 200
+    written = {e["event_id"] for e in r.get_json()["events"]}
+    assert len(reads) == 1 and set(reads[0]) == written
+    index = app.extensions["memkit"]["memory"].index
+    assert {e for e in written if e in index.pipeline.retriever.catalog.position} == written

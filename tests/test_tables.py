@@ -139,3 +139,99 @@ def test_run_schema_rejects_bad_match_type():
     )
     with pytest.raises(DatasetError, match="match_type"):
         check_run(run)
+
+
+def _frames_and_breakages():
+    """Well-formed tables of each schema and, for each, frames broken one way each."""
+    from memkit.tables import QRELS, RUNS
+
+    events = events_frame([EVENT, {**EVENT, "event_id": "f/2", "user_id": None}])
+    queries = pl.DataFrame(
+        {
+            "query_id": ["q1", "q2"],
+            "text": ["why?", "when?"],
+            "floor_ids": [["f"], None],
+            "user_id": [None, "ann"],
+            "category": [None, None],
+            "answer": [None, "May"],
+            "time": [None, datetime(2023, 5, 8, tzinfo=timezone.utc)],
+            "conversation_id": ["c", "c"],
+            "turn": [1, None],
+            "rewrite": [None, None],
+            "metadata": [None, None],
+        },
+        schema={n: c.dtype.type for n, c in QUERIES.columns.items()},
+    )
+    qrels = pl.DataFrame(
+        {"query_id": ["q1", "q1"], "event_id": ["f/1", "f/2"], "relevance": [1, 0]},
+        schema={n: c.dtype.type for n, c in QRELS.columns.items()},
+    )
+    runs = pl.DataFrame(
+        {
+            "query_id": ["q1", "q1"],
+            "event_id": ["f/1", "f/2"],
+            "score": [0.9, 0.1],
+            "rank": [1, 2],
+            "match_type": ["hybrid", "keyword"],
+        },
+        schema={n: c.dtype.type for n, c in RUNS.columns.items()},
+    )
+
+    def put(frame, name, values):
+        return frame.with_columns(pl.Series(name, values, frame.schema[name]))
+
+    return [
+        (
+            EVENTS,
+            events,
+            [
+                put(events, "event_id", ["f/1", "f/1"]),
+                put(events, "event_id", ["f/1", ""]),
+                put(events, "block_type", ["", "feed"]),
+                put(events, "text", [None, "x"]),
+                put(events, "tags", [["x"], None]),
+                events.drop("metadata"),
+                events.select(list(reversed(events.columns))),
+                events.with_columns(pl.lit(1).alias("extra")),
+                events.with_columns(pl.col("created_at").dt.replace_time_zone(None)),
+            ],
+        ),
+        (
+            QUERIES,
+            queries,
+            [put(queries, "turn", [0, None]), put(queries, "query_id", ["q1", "q1"])],
+        ),
+        (
+            QRELS,
+            qrels,
+            [put(qrels, "event_id", ["f/1", "f/1"]), put(qrels, "query_id", ["", "q1"])],
+        ),
+        (
+            RUNS,
+            runs,
+            [put(runs, "match_type", ["hybrid", "fuzzy"]), put(runs, "rank", [1, 0])],
+        ),
+    ]
+
+
+def test_the_fast_check_agrees_with_pandera_on_good_and_broken_tables():
+    """``_passes`` (one polars pass) lets a table skip pandera only where pandera passes it
+    too; every broken table goes to pandera, which reports it."""
+    import pandera.errors
+
+    from memkit.tables import _passes
+
+    for schema, good_frame, broken in _frames_and_breakages():
+        assert _passes(good_frame, schema), schema.name
+        schema.validate(good_frame, lazy=True)
+        assert _passes(good_frame.clear(), schema)
+        for frame in broken:
+            with pytest.raises((pandera.errors.SchemaErrors, pandera.errors.SchemaError)):
+                schema.validate(frame, lazy=True)
+            assert not _passes(frame, schema), (schema.name, frame)
+
+
+def test_a_broken_events_table_is_still_reported_by_field():
+    with pytest.raises(DatasetError) as exc:
+        events_frame([EVENT, {**EVENT}])  # the same id twice
+    assert "event_id" in str(exc.value)
