@@ -656,6 +656,18 @@ def test_a_when_answer_leads_with_the_date_a_post_gives_instead():
     assert writer.date_of(plain["text"], plain)[0].text == "5 November 2026"
 
 
+def test_a_when_answer_leads_with_the_date_a_plan_moves_to_not_a_day_named_after():
+    """Stop 54's walk: "Change of plan: the housewarming moves to Sunday 13 September, the
+    landlord needs Saturday for the painters" led with Saturday (12 September): the first
+    words naming a change ("Change of plan") have no date after them, so the move's own
+    date was never read, and the last day named won."""
+    post = {"event_id": "m", "speaker": "Maya", "created_at": "2026-09-05T09:15:00",
+            "text": "Change of plan: the housewarming moves to Sunday 13 September, the "
+            "landlord needs Saturday for the painters."}  # fmt: skip
+    lead = lexical().date_of(post["text"], post, "When is Maya's housewarming?")
+    assert lead[0].text == "13 September 2026" and lead[1] == "“moves to Sunday 13 September”"
+
+
 def test_a_when_answer_reads_the_nth_of_a_month_and_a_moved_plans_last_date():
     """Stop 50's walk: "Starting on the 1st of July" was answered with the day it was posted
     ("of" was not read), and "Ferry moved! CalMac cancelled the 18th sailing, we're now going

@@ -304,14 +304,20 @@ class Composer:
         whose neighbouring words the question shares most ("when does he start?" and "Last
         week at the Leeds office, start the London job on the 30th": the 30th)."""
         posted = as_datetime(item.get("created_at"))
-        moved = CHANGED.search(sentence)
-        if moved and posted is not None:  # "moved to Friday 20 November, ... on the 14th"
-            clause = re.split(r"[,;.!?]", sentence[moved.end() :], maxsplit=1)[0]
+        for moved in CHANGED.finditer(sentence) if posted is not None else ():
+            # "moved to Friday 20 November, ... on the 14th"; "Change of plan: the party
+            # moves to Sunday 13 September, the landlord needs Saturday": the date the plan
+            # moves to, read from the first words naming a move that are followed by one
+            said = moved.group(0)
+            cut = said.lower().find(" to ")  # "moves to Sun" holds the start of its date
+            said = said[:cut] if cut >= 0 else said
+            start = moved.start() + len(said)
+            clause = re.split(r"[,;.!?]", sentence[start:], maxsplit=1)[0]
             if not re.match(r"\s+(?:back\s+)?(?:to|until|till|for|on)\b", clause):
-                clause = ""  # "we moved here four years ago": no new date
+                continue  # "we moved here four years ago", "Change of plan:": no new date here
             span = _first_date(clause, posted)
             if span is not None:
-                return span, f"“{moved.group(0)}{clause.rstrip()}”"
+                return span, f"“{said}{clause.rstrip()}”"
         # "Book club is off tomorrow ... We'll do it on 12 November instead"
         instead = _date_instead(item.get("text") or "", posted)
         if instead is not None:
