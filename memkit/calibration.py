@@ -22,33 +22,31 @@ harness reports them per data set; notebooks/06_calibration.ipynb draws the diag
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
-from memkit.config_model import CalibrationSpec, typed
+from memkit.config_model import CalibrationSpec, FromSpec, typed
 
 
-@dataclass(frozen=True)
-class Calibration:
-    a: float = 1.0
-    b: float = 0.0
+class Calibration(FromSpec):
+    """``p = 1 / (1 + exp(-(a * score + b)))``; ``a`` and ``b`` are ``CalibrationSpec``'s."""
+
+    spec, section = CalibrationSpec, "calibration"
 
     @classmethod
     def from_config(cls, spec: "CalibrationSpec | dict | None") -> "Calibration | None":
         """From a ``[calibration]`` typed spec (memkit.config_model), or its dict checked
         into one first; None: no calibration."""
-        if spec is None:
-            return None
-        spec = typed("calibration", spec)
-        return cls(float(spec.a), float(spec.b))
+        return None if spec is None else cls.checked(typed("calibration", spec))
+
+    def __eq__(self, other) -> bool:
+        return type(other) is type(self) and other.params() == self.params()
+
+    def __hash__(self) -> int:
+        return hash(tuple(self.params().items()))
 
     def __call__(self, scores) -> np.ndarray:
         z = self.a * np.asarray(scores, dtype=float) + self.b
         return 1.0 / (1.0 + np.exp(-np.clip(z, -50, 50)))
-
-    def params(self) -> dict:
-        return {"a": self.a, "b": self.b}
 
     @classmethod
     def fit(cls, scores, labels) -> "Calibration":
@@ -60,7 +58,7 @@ class Calibration:
         if len(set(y.tolist())) < 2:
             raise ValueError("calibration needs both relevant and non-relevant examples")
         model = LogisticRegression(C=1e4, max_iter=1000).fit(x, y)
-        return cls(round(float(model.coef_[0, 0]), 6), round(float(model.intercept_[0]), 6))
+        return cls(a=round(float(model.coef_[0, 0]), 6), b=round(float(model.intercept_[0]), 6))
 
 
 def brier(p, y) -> float:

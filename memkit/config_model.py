@@ -488,7 +488,11 @@ class FromSpec:
         if "spec" in vars(cls):
             cls.__signature__ = inspect.Signature(
                 [
-                    inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=field.default)
+                    inspect.Parameter(
+                        name,
+                        inspect.Parameter.KEYWORD_ONLY,
+                        default=inspect.Parameter.empty if field.is_required() else field.default,
+                    )
                     for name, field in _settings(cls.spec).items()
                 ]
             )

@@ -280,7 +280,7 @@ def test_builders_take_typed_specs():
     assert (
         EncoderStage.from_config(EncoderSpec(adapt={"epochs": 2})).params()["adapt"]["epochs"] == 2
     )
-    assert Calibration.from_config(CalibrationSpec(a=2)) == Calibration(2.0, 0.0)
+    assert Calibration.from_config(CalibrationSpec(a=2)) == Calibration(a=2.0, b=0.0)
     with pytest.raises(ValidationError, match="retriever.retrievers.1.oversample"):
         build({**HYBRID, "retrievers": [{"type": "bm25"}, {"type": "dense", "oversample": "x"}]})
 

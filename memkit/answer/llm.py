@@ -18,45 +18,28 @@ import urllib.request
 
 from memkit.answer.base import DECLINE, Answer, AnswerItem, day_of, speaker
 from memkit.answer.extractive import ExtractiveAnswerer
-from memkit.errors import ValidationError
+from memkit.config_model import FromSpec, LLMSpec
 
 log = logging.getLogger(__name__)
 
 
-class LLMAnswerer:
+class LLMAnswerer(FromSpec):
     """An OpenAI-compatible chat-completions endpoint writes the answer from the items;
-    any failure falls back to the extractive writer (logged, never raised)."""
+    any failure falls back to the extractive writer (logged, never raised). Its settings
+    are ``LLMSpec``'s (memkit.config_model): ``url``, ``model``, ``api_key_env``,
+    ``timeout``, ``max_items``, ``temperature`` and ``fallback`` (the extractive writer's)."""
 
-    type_name = "llm"
+    type_name, spec, section = "llm", LLMSpec, "answer"
 
-    def __init__(
-        self,
-        url: str,
-        model: str,
-        api_key_env: str | None = None,
-        timeout: float = 10.0,
-        max_items: int = 8,
-        temperature: float = 0.0,
-        fallback: dict | None = None,
-    ):
-        if not isinstance(url, str) or not url.startswith(("http://", "https://")):
-            raise ValidationError(
-                "answer.url", f"expected an http(s) URL of a chat-completions endpoint, got {url!r}"
-            )
-        self.url, self.model, self.api_key_env = url, model, api_key_env
-        self.timeout, self.max_items, self.temperature = float(timeout), max_items, temperature
-        self.extractive = ExtractiveAnswerer(**(fallback or {}))
+    def _built(self) -> None:
+        self.extractive = (
+            ExtractiveAnswerer()
+            if self.fallback is None
+            else ExtractiveAnswerer.checked(self.fallback)
+        )
 
     def params(self) -> dict:
-        return {
-            "type": self.type_name,
-            "url": self.url,
-            "model": self.model,
-            "api_key_env": self.api_key_env,
-            "timeout": self.timeout,
-            "max_items": self.max_items,
-            "fallback": self.extractive.params(),
-        }
+        return {**super().params(), "fallback": self.extractive.params()}
 
     def bind(self, encoder, line=None) -> None:
         self.extractive.bind(encoder, line)
@@ -136,7 +119,7 @@ class LLMAnswerer:
                 exc,
             )
             return self.extractive.write(
-                query, items, summary, authors, reading, listing, found, decided
+                query, items, summary, authors, reading, listing, found, decided, settled
             )
         declined = DECLINE.lower() in text.lower()
         shown = items[: self.max_items]
