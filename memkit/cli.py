@@ -451,7 +451,6 @@ def cmd_convert(args) -> int:
 
 def cmd_train_encoder(args) -> int:
     """Train a model from dataset folders (supervised) or a dataset's events (adapted)."""
-    from dataclasses import fields
 
     import polars as pl
 
@@ -472,9 +471,9 @@ def cmd_train_encoder(args) -> int:
             "--dataset", "give --dataset (qrels to learn from) or --events (posts to adapt to)"
         )
     given = {
-        f.name: getattr(args, f.name)
-        for f in fields(TrainSettings)
-        if getattr(args, f.name, None) is not None
+        name: getattr(args, name)
+        for name in TrainSettings.model_fields
+        if getattr(args, name, None) is not None
     }
     frames, sources = [], []
     for spec in args.dataset or []:

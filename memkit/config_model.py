@@ -39,6 +39,7 @@ from pydantic import (
     TypeAdapter,
     ValidationInfo,
     WrapValidator,
+    create_model,
     field_validator,
 )
 from pydantic import ValidationError as PydanticError
@@ -360,19 +361,55 @@ def _no_default(schema: dict) -> None:
 SECTION_DEFAULT = Field(None, json_schema_extra=_no_default)  # the section's own default
 
 
-class TrainSpec(Table):
-    """How an encoder is trained (memkit.training.TrainSettings); unset: the section's
-    defaults (``SUPERVISED`` or ``ADAPT``)."""
+class TrainSettings(Table):
+    """How a model is trained (memkit.training.train). ``max_pairs``: a seeded sample when
+    there are more (bounds the time on a large store); ``max_length``: word pieces per text
+    while training (search still reads 256); ``symmetric``: also learn positive -> anchor
+    (for pairs with no direction, such as neighbouring posts). Each setting is written
+    here once: a config's ``TrainSpec`` has the same fields, unset by default."""
 
-    epochs: Annotated[StrictInt, Field(ge=1, le=50)] = SECTION_DEFAULT
-    batch_size: Annotated[StrictInt, Field(ge=2, le=1024)] = SECTION_DEFAULT
-    lr: Number(gt=0, le=0.01) = SECTION_DEFAULT
-    warmup: Number(ge=0, le=1) = SECTION_DEFAULT
-    scale: Number(gt=0, le=100) = SECTION_DEFAULT
-    max_pairs: Annotated[StrictInt, Field(ge=1, le=10_000_000)] = SECTION_DEFAULT
-    max_length: Annotated[StrictInt, Field(ge=8, le=512)] = SECTION_DEFAULT
-    seed: Annotated[StrictInt, Field(ge=0, le=2**31 - 1)] = SECTION_DEFAULT
-    symmetric: Bool = SECTION_DEFAULT
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    epochs: Annotated[StrictInt, Field(ge=1, le=50)] = 1
+    batch_size: Annotated[StrictInt, Field(ge=2, le=1024)] = 32
+    lr: Number(gt=0, le=0.01) = 2e-5
+    warmup: Number(ge=0, le=1) = 0.1
+    scale: Number(gt=0, le=100) = 20.0
+    max_pairs: Annotated[StrictInt, Field(ge=1, le=10_000_000)] = 3000
+    max_length: Annotated[StrictInt, Field(ge=8, le=512)] = 128
+    seed: Annotated[StrictInt, Field(ge=0, le=2**31 - 1)] = 0
+    symmetric: Bool = False
+
+    @classmethod
+    def from_dict(
+        cls, given: dict, where: str, defaults: "TrainSettings | None" = None
+    ) -> "TrainSettings":
+        """``given`` over ``defaults`` (else the class's own), checked; an error names
+        ``where.<setting>``."""
+        unknown = sorted(set(given) - set(cls.model_fields))
+        if unknown:
+            raise ValidationError(
+                f"{where}.{unknown[0]}",
+                f"unknown setting (expected one of {', '.join(cls.model_fields)})",
+            )
+        base = defaults.model_dump() if defaults is not None else {}
+        return _checked(cls.model_validate, where, {**base, **given})
+
+
+def _unset(field: Any) -> tuple:
+    """A ``TrainSettings`` field as a config's: the same type and bounds, unset."""
+    kind = Annotated[(field.annotation, *field.metadata)] if field.metadata else field.annotation
+    return kind, SECTION_DEFAULT
+
+
+TrainSpec = create_model(
+    "TrainSpec",
+    __base__=Table,
+    __module__=__name__,
+    __doc__="""How an encoder is trained (memkit.training.TrainSettings); unset: the section's
+    defaults (``SUPERVISED`` or ``ADAPT``).""",
+    **{name: _unset(field) for name, field in TrainSettings.model_fields.items()},
+)
 
 
 class SupervisedSpec(TrainSpec):

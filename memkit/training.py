@@ -45,7 +45,6 @@ import math
 import os
 import shutil
 import time
-from dataclasses import asdict, dataclass, fields
 from functools import lru_cache
 from pathlib import Path
 from typing import Sequence
@@ -54,7 +53,7 @@ import numpy as np
 import polars as pl
 from tqdm.auto import tqdm
 
-from memkit.config_model import EncoderSpec, arguments, typed
+from memkit.config_model import EncoderSpec, TrainSettings, arguments, typed
 from memkit.encoders import (
     INT8,
     MINILM,
@@ -73,68 +72,7 @@ KINDS = ("neighbour", "reply", "title")
 PAIRS_SCHEMA = {"anchor": pl.Utf8, "positive": pl.Utf8, "negative": pl.Utf8, "kind": pl.Utf8}
 
 
-# -- settings ------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class TrainSettings:
-    """How a model is trained. ``max_pairs``: a seeded sample when there are more (bounds
-    the time on a large store); ``max_length``: word pieces per text while training
-    (search still reads 256); ``symmetric``: also learn positive -> anchor (for pairs
-    with no direction, such as neighbouring posts)."""
-
-    epochs: int = 1
-    batch_size: int = 32
-    lr: float = 2e-5
-    warmup: float = 0.1
-    scale: float = 20.0
-    max_pairs: int = 3000
-    max_length: int = 128
-    seed: int = 0
-    symmetric: bool = False
-
-    def __post_init__(self):
-        ints = {
-            "epochs": (1, 50),
-            "batch_size": (2, 1024),
-            "max_pairs": (1, 10_000_000),
-            "max_length": (8, 512),
-            "seed": (0, 2**31 - 1),
-        }
-        for name, (lo, hi) in ints.items():
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
-                raise ValidationError(name, f"expected an integer from {lo} to {hi}, got {v!r}")
-        for name, lo, hi in (("lr", 0.0, 0.01), ("warmup", 0.0, 1.0), ("scale", 0.0, 100.0)):
-            v = getattr(self, name)
-            zero = name == "warmup"  # no warm-up is fine; no learning rate or scale is not
-            if (
-                isinstance(v, bool)
-                or not isinstance(v, (int, float))
-                or not lo <= v <= hi
-                or (v == 0 and not zero)
-            ):
-                raise ValidationError(
-                    name, f"expected a number in {'[' if zero else '('}{lo}, {hi}], got {v!r}"
-                )
-        if not isinstance(self.symmetric, bool):
-            raise ValidationError("symmetric", f"expected true or false, got {self.symmetric!r}")
-
-    @classmethod
-    def from_dict(
-        cls, d: dict, where: str, defaults: "TrainSettings | None" = None
-    ) -> "TrainSettings":
-        known = {f.name for f in fields(cls)}
-        unknown = set(d) - known
-        if unknown:
-            raise ValidationError(
-                f"{where}.{sorted(unknown)[0]}",
-                f"unknown setting (expected one of {sorted(known)})",
-            )
-        try:
-            return cls(**{**(asdict(defaults) if defaults else {}), **d})
-        except ValidationError as exc:
-            raise ValidationError(f"{where}.{exc.field}", exc.message) from None
-
-
+# -- settings (memkit.config_model.TrainSettings: each written once, with its bound) ------
 SUPERVISED = TrainSettings(
     epochs=2
 )  # labels: two passes (the settings of the issue's first measurements)
@@ -271,7 +209,7 @@ def model_name(base: str, pairs: pl.DataFrame, settings: TrainSettings) -> str:
         {
             "base": float_name(base),
             "pairs": pairs_hash(pairs),
-            "settings": asdict(settings),
+            "settings": settings.model_dump(),
             "version": TRAIN_VERSION,
         },
         sort_keys=True,
@@ -350,7 +288,7 @@ def train(
         "pairs_sha256": pairs_hash(pairs),
         "kinds": dict(zip(kinds["kind"].to_list(), kinds["len"].to_list())),
         "hard_negatives": int(used["negative"].is_not_null().sum()),
-        "settings": asdict(settings),
+        "settings": settings.model_dump(),
         "sources": list(sources),
         "train_seconds": round(seconds, 1),
         "version": TRAIN_VERSION,
@@ -541,7 +479,7 @@ class EncoderStage:
                 if section is None
                 else {
                     **{k: v for k, v in section.items() if k != "settings"},
-                    **asdict(section["settings"]),
+                    **section["settings"].model_dump(),
                 }
             )
 
