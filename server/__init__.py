@@ -101,7 +101,7 @@ def create_app(config: dict | None = None, *, sms=None) -> Flask:
     if settings.search_backend == "postgres" or settings.warm_index:
         # postgres: cheap (the search tables and their foreign keys, no index to build);
         # memory with warm_index (e.g. each gunicorn worker): ready before its first request.
-        app.extensions["memkit"]["memory"].warm()
+        app.extensions["memkit"]["memory"].warm(settle=settings.warm_index)
 
     @app.before_request
     def _started():

@@ -99,9 +99,8 @@ def cmd_serve(args) -> int:
     print(f"memkit service on http://{args.host}:{args.port}  store: {settings.database_url}")
     if not settings.smtp_host:
         print(f"codes are written to {settings.outbox_dir} (no SMTP host set)")
-    index = app.extensions["memkit"][
-        "memory"
-    ].index  # load the model and index the store before the first query
+    # load the model and index the store before the first query; then settle the heap
+    index = app.extensions["memkit"]["memory"].warm(settle=True)
     where = "in PostgreSQL" if settings.search_backend == "postgres" else "in this process"
     print(
         f"search index ({where}): {index.pipeline.name} over {len(index.pipeline.retriever)} events"

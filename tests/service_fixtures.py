@@ -5,6 +5,7 @@ index in the store too (search_backend = "postgres", eval/configs/postgres.toml)
 
 from __future__ import annotations
 
+import gc
 import re
 import secrets
 from pathlib import Path
@@ -92,6 +93,7 @@ def _close_connections():
 
     before = set(postgres._POOLS)
     yield
+    gc.unfreeze()  # an app that settled its heap (warm_index) is collected like the others
     while _APPS:
         _APPS.pop().extensions["memkit"]["engine"].dispose()
     for key in set(postgres._POOLS) - before:

@@ -882,3 +882,21 @@ def test_a_question_takes_five_connections_from_the_pool_and_holds_one_at_a_time
         ),
     )
     assert statuses == [200] * 64
+
+
+def test_a_served_process_settles_its_heap_once_its_index_is_open(tmp_path, tmp_path_factory):
+    """With ``warm_index`` (each gunicorn worker; ``memkit serve`` does the same) the app
+    collects once and freezes what is alive after opening its index, so the collector's
+    full passes stop walking the models and the index (they held requests up ~200 ms);
+    an app without it leaves the collector alone."""
+    import gc
+
+    from tests.service_fixtures import make_app
+
+    gc.unfreeze()
+    make_app("sqlite", tmp_path / "a", tmp_path_factory)
+    assert gc.get_freeze_count() == 0
+    served = make_app("sqlite", tmp_path / "b", tmp_path_factory, warm_index=True)
+    assert gc.get_freeze_count() > 0
+    memory = served.extensions["memkit"]["memory"]
+    assert memory.settle and memory.version is not None  # opened, then settled
