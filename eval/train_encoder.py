@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import replace
 
 import polars as pl
 
@@ -270,8 +269,8 @@ def settings_grid(ds: Dataset, threads) -> None:
     """Self-supervised settings tried on LoCoMo-dev (no labels are used to train; the
     labels only pick the settings, which are then applied as is to every corpus)."""
     grid = {
-        "1 epoch, up to 3,000 pairs, one direction": replace(ADAPT, symmetric=False),
-        "1 epoch, 1,000 pairs, one direction": replace(ADAPT, symmetric=False, max_pairs=1000),
+        "1 epoch, up to 3,000 pairs, one direction": ADAPT.changed(symmetric=False),
+        "1 epoch, 1,000 pairs, one direction": ADAPT.changed(symmetric=False, max_pairs=1000),
         "**1 epoch, up to 3,000 pairs, both directions (ADAPT)**": ADAPT,
     }
     print(

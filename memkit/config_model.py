@@ -395,6 +395,10 @@ class TrainSettings(Table):
         base = defaults.model_dump() if defaults is not None else {}
         return _checked(cls.model_validate, where, {**base, **given})
 
+    def changed(self, **settings: Any) -> "TrainSettings":
+        """These settings changed and the rest kept, checked: ``ADAPT.changed(max_pairs=400)``."""
+        return self.from_dict(settings, "settings", self)
+
 
 def _unset(field: Any) -> tuple:
     """A ``TrainSettings`` field as a config's: the same type and bounds, unset."""
