@@ -11,7 +11,7 @@ from datetime import datetime, timedelta, timezone
 import sqlalchemy as sa
 
 from memkit.conversation import ConversationStore, Turn, content_words
-from server.store.db import reading
+from server.store.db import reading, writing
 from server.store.schema import conversation_turns as turns
 from server.store.schema import events, floors
 
@@ -49,7 +49,7 @@ class StoredConversations(ConversationStore):
         if user_id is None:
             return
         window = turn.window or (None, None)
-        with self.engine.begin() as conn:
+        with writing(self.engine) as conn:
             conn.execute(
                 turns.insert().values(
                     user_id=user_id,

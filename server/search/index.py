@@ -543,6 +543,7 @@ class SearchIndex:
         event_ids=(),
         others_wait: float = 0.0,
         encoded: bool = False,
+        pending: list[LogRow] | None = None,
     ) -> int:
         """Apply the log rows not applied yet, or only those of ``floors``; returns how
         many events changed. A query whose floors have nothing new takes no lock; rows are
@@ -559,8 +560,9 @@ class SearchIndex:
         queries longer than that, all told. ``encoded``: ``event_ids`` are new posts whose
         write encoded them ahead (``encode_ahead_of_write``), so a slice of them alone is
         applied without encoding first (what is missing is still encoded when it is
-        applied)."""
-        rows = self._pending()
+        applied). ``pending``: the log rows ``pending()`` read for this call, if its caller
+        read them already (a question, on its first connection)."""
+        rows = self.pending() if pending is None else pending
         named = None if floors is None else set(floors)
         mine = [r for r in rows if named is None or r.floor_id is None or r.floor_id in named]
         others: list[LogRow] = []
@@ -639,7 +641,7 @@ class SearchIndex:
                 lambda: all(s <= self.watermark or s in self._applied for s in seqs), timeout
             )
 
-    def _pending(self) -> list[LogRow]:
+    def pending(self) -> list[LogRow]:
         """Log rows above the watermark not applied yet (read without the lock: a row
         applied meanwhile is skipped later, under it)."""
         with reading(self.engine) as conn:

@@ -125,8 +125,13 @@ class StoreSearch:
                     )
         return self
 
-    def sync(self, floors=None, author=None, event_ids=(), others_wait: float = 0.0) -> int:
-        return 0  # every write is in the store when it commits
+    def pending(self) -> list:
+        return []  # every write is in the store when it commits
+
+    def sync(
+        self, floors=None, author=None, event_ids=(), others_wait: float = 0.0, pending=None
+    ) -> int:
+        return 0
 
     # -- writes -----------------------------------------------------------------------------
     def index(self, conn, event_ids: list[str]) -> None:

@@ -40,7 +40,7 @@ from server.search.forgetting import CachedVectors
 from server.search.items import StoredPosts
 from server.search.store import StoreSearch
 from server.services.floors import readable_floor
-from server.store.db import reading
+from server.store.db import one_connection, reading
 from server.store.schema import apps, events, users
 
 log = logging.getLogger(__name__)
@@ -62,6 +62,8 @@ class Prepared:
     history: list
     authors: list[str]
     version: versions.Version
+    index: SearchIndex | StoreSearch | None = None  # the index open when it was read
+    pending: list | None = None  # that index's log rows not applied yet
 
 
 def _bad(field: str, message: str, code: str = "invalid") -> Unprocessable:
@@ -289,8 +291,8 @@ class Memory:
     # shapes the result's items into the response and stores the turn for the next question.
     def prepare(self, caller: Caller, req: m.QueryRequest) -> Prepared:
         """What a question needs from the store before it waits for anything: whether the
-        caller may ask it, the user's turns still readable, the floors' authors and the
-        active encoder version. Reads only, through ``reading``: inside
+        caller may ask it, the user's turns still readable, the floors' authors, the
+        active encoder version and the open index's log. Reads only, through ``reading``: inside
         ``one_connection`` (the query endpoint) on one connection, which goes back to the
         pool before the question waits for the index or the model."""
         now = datetime.now(timezone.utc)
@@ -301,7 +303,11 @@ class Memory:
             # What earlier turns found is carried only as far as the asker can read it now.
             history = still_readable(conn, req.user_id, history)
             version = versions.active(conn)
-        return Prepared(now, history, authors, version)
+        # The open index's log, on the same connection (an index is not opened here: that
+        # takes connections of its own); used only if the question is answered from it.
+        index = self._index
+        pending = None if index is None else index.pending()
+        return Prepared(now, history, authors, version, index, pending)
 
     def answer(self, req: m.QueryRequest, prepared: Prepared) -> dict:
         """The question answered (``prepare`` read what it needs); its turn stored."""
@@ -313,11 +319,20 @@ class Memory:
         index = self._index_of(prepared.version)
         # The asker's own writes to these floors committed before this query are in the index;
         # other users' are waited for at most others_writes_wait seconds (SECURITY.md).
-        index.sync(req.floor_ids, author=req.user_id, others_wait=self.settings.others_writes_wait)
+        index.sync(
+            req.floor_ids,
+            author=req.user_id,
+            others_wait=self.settings.others_writes_wait,
+            pending=prepared.pending if index is prepared.index else None,
+        )
         pipeline = index.pipeline
         # The asker's texts are encoded in their own scope: no vector another user's query
         # or post left in the cache is found, so no timing tells what others wrote or asked.
+        # The posts the pipeline reads and the turn stored share one connection, taken at
+        # the first read (after the question has the index): nothing here waits for a
+        # second connection, and no model run waits on a database read.
         with (
+            one_connection(self.engine),
             index.reading(),
             cache_scope(
                 reads={f"floor:{f}" for f in req.floor_ids} | {f"user:{req.user_id}"},
@@ -339,7 +354,7 @@ class Memory:
                     authors=authors,
                 )
             )
-        self.conversations.record(req.user_id, result.turn)
+            self.conversations.record(req.user_id, result.turn)
         items = []
         for item in result.items:
             out = {

@@ -8,9 +8,10 @@ that first takes the store's write lock (PostgreSQL: an advisory lock; SQLite: `
 IMMEDIATE``). Both keep DDL inside the transaction, so the next process finds the upgrade
 done, or, if it failed, nothing half done.
 
-A question's reads share one connection (``one_connection`` around the request,
-``reading`` where it reads), so a question takes two from the pool: that one, and the
-transaction that stores its turn."""
+A question takes two connections from the pool, one after the other: its first reads (the
+token, its history, its floors, the index's log) share one (``one_connection`` around them,
+``reading`` where each reads), returned before the question waits for the index; the posts
+it reads and the turn it stores (``writing``) share the second."""
 
 from __future__ import annotations
 
@@ -143,3 +144,20 @@ def reading(engine: sa.Engine) -> Iterator[sa.Connection]:
         yield shared.conn
     finally:
         shared.conn.rollback()
+
+
+@contextmanager
+def writing(engine: sa.Engine) -> Iterator[sa.Connection]:
+    """A transaction to write in (``engine.begin()``): inside ``one_connection(engine)`` on
+    the shared connection, committed when the block ends and rolled back if it raises."""
+    shared = _SHARED.get()
+    if shared is None or shared.engine is not engine:
+        with engine.begin() as conn:
+            yield conn
+        return
+    if shared.conn is None:
+        shared.conn = engine.connect()
+    if shared.conn.in_transaction():  # a read's transaction left open: end it first
+        shared.conn.rollback()
+    with shared.conn.begin():
+        yield shared.conn
