@@ -534,14 +534,14 @@ class FromSpec:
                         inspect.Parameter.KEYWORD_ONLY,
                         default=inspect.Parameter.empty if field.is_required() else field.default,
                     )
-                    for name, field in _settings(cls.spec).items()
+                    for name, field in settings_of(cls.spec).items()
                 ]
             )
 
     def __init__(self, **settings: Any) -> None:
         if "type" in type(self).spec.model_fields:
             settings = {"type": self.type_name, **settings}
-        self._take(_checked(type(self).spec.model_validate, self.section, settings))
+        self._take(checked_with(type(self).spec, self.section, settings))
 
     @classmethod
     def checked(cls, spec: Table) -> Any:
@@ -551,7 +551,7 @@ class FromSpec:
         return built
 
     def _take(self, spec: Table) -> None:
-        for name in _settings(type(self).spec):
+        for name in settings_of(type(self).spec):
             setattr(self, name, getattr(spec, name))
         self._built()
 
@@ -560,12 +560,17 @@ class FromSpec:
 
     def params(self) -> dict[str, Any]:
         kind = {"type": self.type_name} if "type" in type(self).spec.model_fields else {}
-        return {**kind, **{name: getattr(self, name) for name in _settings(type(self).spec)}}
+        return {**kind, **{name: getattr(self, name) for name in settings_of(type(self).spec)}}
 
 
-def _settings(spec: type[Table]) -> dict[str, Any]:
+def settings_of(spec: type[Table]) -> dict[str, Any]:
     """A spec's fields but ``type``: the settings of the class built from it."""
     return {name: field for name, field in spec.model_fields.items() if name != "type"}
+
+
+def checked_with(spec: type[Table], section: str, settings: dict[str, Any]) -> Table:
+    """``settings`` checked into ``spec``; a ValidationError names ``section.field``."""
+    return _checked(spec.model_validate, section, settings)
 
 
 @cache
@@ -574,8 +579,8 @@ def _adapter(section: str) -> TypeAdapter:
 
 
 def arguments(spec: BaseModel) -> dict[str, Any]:
-    """A typed spec as its class's constructor arguments: the settings the file wrote (the
-    class's defaults, which a test keeps equal to the spec's, fill the rest) except
+    """A typed spec as its class's constructor arguments (a class not built from its spec:
+    ``EncoderStage``, a kind registered at run time): the settings the file wrote except
     ``type``; a retriever spec inside stays typed (the composite builds it), any other
     table is the dict it was written as."""
     written = {
@@ -599,7 +604,8 @@ def _argument(value: Any) -> Any:
 def construct(cls: type, spec: BaseModel, where: str) -> Any:
     """``cls`` built from a typed spec's ``arguments``. A kind registered at run time has no
     spec to check its settings: a constructor refusing one is a ValidationError at ``where``."""
-    if isinstance(cls, type) and issubclass(cls, FromSpec) and isinstance(spec, cls.spec):
+    own = getattr(cls, "spec", None)
+    if isinstance(cls, type) and issubclass(cls, FromSpec) and own and isinstance(spec, own):
         return cls.checked(spec)
     try:
         return cls(**arguments(spec))

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import typing
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -30,7 +31,7 @@ from typing import Any, Iterable, Iterator, Sequence
 import numpy as np
 import polars as pl
 
-from memkit.config_model import construct, typed
+from memkit.config_model import FromSpec, checked_with, construct, settings_of, typed
 from memkit.encoders import Encoder
 from memkit.errors import ValidationError
 from memkit.retrievers.registry import build
@@ -398,22 +399,66 @@ def make_run(
     )
 
 
-class Retriever:
-    """Base class. A leaf kind stores its ``__init__`` arguments as attributes of the same
-    names (``get_params`` reads them back) and implements ``_reset``, ``_index``,
-    ``_unindex``, ``_search_batch``, ``_save_state`` and ``_load_state``; the catalog,
-    filters, ids and the run table are handled here. ``@register`` (registry.py) makes
-    it buildable from a config dict. A composite kind (hybrid, learned) returns its parts
-    from ``children`` (``walk`` then finds them) and overrides the public methods it
-    fans out to them."""
+class Retriever(FromSpec):
+    """Base class. A built-in kind is built from its spec (``spec = BM25Spec``): the
+    spec's fields are its settings, given as keywords (the first ones by position too:
+    ``HybridRetriever([bm25, dense])``), checked by the spec, kept as attributes of the
+    same names and read back by ``get_params``; a part may be given built (a retriever
+    for a spec, an encoder for its name) and is kept as given. What the settings make is
+    made in ``_built``. A kind registered at run time without a spec stores its own
+    ``__init__`` arguments under their names instead. Each kind implements ``_reset``,
+    ``_index``, ``_unindex``, ``_search_batch``, ``_save_state`` and ``_load_state``; the
+    catalog, filters, ids and the run table are handled here. ``@register``
+    (registry.py) makes it buildable from a config dict. A composite kind (hybrid,
+    learned) returns its parts from ``children`` (``walk`` then finds them) and overrides
+    the public methods it fans out to them."""
 
     match_type = "keyword"
     type_name = "base"
+    section = "retriever"
     # The config keys that hold the specs of a composite's parts (``map_specs`` follows them).
     child_params: tuple[str, ...] = ()
 
-    def __init__(self):
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "spec" in vars(cls):  # the settings in the spec's order, by position or keyword
+            cls.__signature__ = cls.__signature__.replace(
+                parameters=[
+                    p.replace(kind=inspect.Parameter.POSITIONAL_OR_KEYWORD)
+                    for p in cls.__signature__.parameters.values()
+                ]
+            )
+
+    def __init__(self, *args: Any, **settings: Any) -> None:
+        spec = getattr(type(self), "spec", None)
+        if spec is None:  # a kind without a spec keeps its own arguments
+            if args or settings:
+                raise TypeError(f"{type(self).__name__} has no spec to take settings from")
+            self.catalog = Catalog()
+            return
+        names = list(settings_of(spec))
+        if len(args) > len(names):
+            raise TypeError(f"{type(self).__name__} takes at most {len(names)} settings")
+        for name, value in zip(names, args):
+            if name in settings:
+                raise TypeError(f"{type(self).__name__} got {name!r} twice")
+            settings[name] = value
+        # the spec's own type: a subclass registered under another name keeps its settings
+        tag = typing.get_args(spec.model_fields["type"].annotation)[0]
+        checked = checked_with(
+            spec, self.section, {"type": tag, **{k: _as_config(v) for k, v in settings.items()}}
+        )
+        self._take(checked, {k: v for k, v in settings.items() if _holds_built(v)})
+
+    def _take(self, spec: Any, given: dict[str, Any] | None = None) -> None:
+        """The checked settings as attributes, the parts ``given`` built kept as given."""
         self.catalog = Catalog()
+        for name in settings_of(type(self).spec):
+            value = getattr(spec, name)
+            if given and name in given:
+                value = _keep_built(given[name], value)
+            setattr(self, name, value)
+        self._built()
 
     # -- the contract ---------------------------------------------------------------
     def fit(self, events: pl.DataFrame) -> "Retriever":
@@ -493,12 +538,14 @@ class Retriever:
         return construct(cls, spec, f"retriever.{spec.type}")
 
     def get_params(self) -> dict:
-        """The constructor's arguments, in the scikit-learn manner: every parameter of
-        ``__init__`` (of the class and its bases, in signature order) read back from the
-        attribute of the same name, so ``type(r)(**r.get_params())`` builds an equal one.
-        A retriever inside is given as its ``params()`` (a config dict), an encoder as its
-        name, so the result is plain JSON (what ``save`` writes to retriever.json)."""
-        return {name: _param_value(getattr(self, name)) for name in init_params(type(self))}
+        """The settings, in the scikit-learn manner: each field of the spec (a kind without
+        one: each parameter of ``__init__``) read back from the attribute of the same name,
+        so ``type(r)(**r.get_params())`` builds an equal one. A retriever inside is given
+        as its ``params()`` (a config dict), an encoder as its name, so the result is plain
+        JSON (what ``save`` writes to retriever.json)."""
+        spec = getattr(type(self), "spec", None)
+        names = init_params(type(self)) if spec is None else list(settings_of(spec))
+        return {name: _param_value(getattr(self, name)) for name in names}
 
     def save(self, folder: str | Path) -> Path:
         folder = Path(folder)
@@ -580,6 +627,30 @@ def init_params(cls: type) -> list[str]:
         if not more:
             break
     return names
+
+
+def _holds_built(value: Any) -> bool:
+    """Whether a setting is (or holds) a built part: a retriever or an encoder."""
+    if isinstance(value, (list, tuple)):
+        return any(_holds_built(v) for v in value)
+    return isinstance(value, (Retriever, Encoder))
+
+
+def _as_config(value: Any) -> Any:
+    """A setting as a config writes it: a built retriever as its ``params()``, an encoder
+    as its name, in a list too."""
+    if isinstance(value, (list, tuple)):
+        return [_as_config(v) for v in value]
+    return _param_value(value)
+
+
+def _keep_built(given: Any, checked: Any) -> Any:
+    """A setting as the spec checked it, with the built parts it was given kept."""
+    if isinstance(given, (Retriever, Encoder)):
+        return given
+    if isinstance(given, (list, tuple)) and isinstance(checked, list):
+        return [_keep_built(g, c) for g, c in zip(given, checked)]
+    return checked
 
 
 def _param_value(value: Any) -> Any:

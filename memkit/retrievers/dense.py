@@ -29,59 +29,20 @@ import numpy as np
 import polars as pl
 from usearch.index import Index
 
+from memkit.config_model import DenseSpec
 from memkit.encoders import Encoder, encode_documents, get_encoder
 from memkit.reader import chunks
 from memkit.retrievers.base import Retriever, document_text, top_k
 from memkit.retrievers.registry import register
-
-LINES = (
-    "whole",
-    "mean",
-)  # how a document of several lines is encoded (DenseRetriever.document_vectors)
-PASSAGES = ("whole", "best")  # how a post longer than the encoder's window is scored
 
 
 @register
 class DenseRetriever(Retriever):
     match_type = "semantic"
     type_name = "dense"
+    spec = DenseSpec
 
-    def __init__(
-        self,
-        encoder: str | Encoder = "minilm",
-        doc_template: str = "{text}",
-        exact_below: int = 50_000,
-        exact_share: float = 0.05,
-        oversample: float = 3.0,
-        connectivity: int = 16,
-        expansion_add: int = 128,
-        expansion_search: int = 512,
-        lines: str = "whole",
-        passages: str = "whole",
-        long_words: int = 180,
-        passage_words: int = 120,
-    ):
-        super().__init__()
-        from memkit.errors import ValidationError
-
-        if lines not in LINES:
-            raise ValidationError("lines", f"expected one of {', '.join(LINES)}, got {lines!r}")
-        if passages not in PASSAGES:
-            raise ValidationError(
-                "passages", f"expected one of {', '.join(PASSAGES)}, got {passages!r}"
-            )
-        self.encoder = encoder
-        self.doc_template = doc_template
-        self.lines = lines
-        self.passages = passages
-        self.long_words = long_words
-        self.passage_words = passage_words
-        self.exact_below = exact_below
-        self.exact_share = exact_share
-        self.oversample = oversample
-        self.connectivity = connectivity
-        self.expansion_add = expansion_add
-        self.expansion_search = expansion_search
+    def _built(self) -> None:
         self._reset()
 
     def get_params(self) -> dict:

@@ -21,7 +21,7 @@ from typing import Sequence
 import numpy as np
 import polars as pl
 
-from memkit.config_model import RetrieverSpec
+from memkit.config_model import HybridSpec
 from memkit.errors import ValidationError
 from memkit.retrievers.base import Catalog, Retriever, normalize_queries, query_filters
 from memkit.retrievers.registry import build, register
@@ -196,27 +196,10 @@ class HybridRetriever(Retriever):
     match_type = "hybrid"
     child_params = ("retrievers",)
 
-    def __init__(
-        self,
-        retrievers: Sequence[Retriever | dict | RetrieverSpec],
-        method: str = "convex",
-        weights=None,
-        rrf_k: int = 60,
-        norm: str = "minmax",
-        depth: int = 100,
-    ):
-        super().__init__()
-        self.retrievers = [r if isinstance(r, Retriever) else build(r) for r in retrievers]
-        if len(self.retrievers) < 2:
-            raise ValidationError("retrievers", "a hybrid needs at least two retrievers")
-        if method not in ("rrf", "convex"):
-            raise ValidationError("method", f"expected 'rrf' or 'convex', got {method!r}")
-        self.method = method
-        self.weights = list(weights) if weights is not None else None
-        self.rrf_k = rrf_k
-        self.norm = norm
-        self.depth = depth
-        _check_weights(self.retrievers, self.weights)
+    spec = HybridSpec
+
+    def _built(self) -> None:
+        self.retrievers = [r if isinstance(r, Retriever) else build(r) for r in self.retrievers]
 
     def children(self) -> list[Retriever]:
         return list(self.retrievers)

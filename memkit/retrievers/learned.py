@@ -27,12 +27,13 @@ import copy
 import json
 import math
 from pathlib import Path
-from typing import NamedTuple, Sequence
+from typing import NamedTuple
 
 import numpy as np
 import polars as pl
+from pydantic import BaseModel
 
-from memkit.config_model import HybridSpec, RetrieverSpec
+from memkit.config_model import LearnedSpec
 from memkit.errors import ValidationError
 from memkit.linear import check_linear, linear_score
 from memkit.retrievers.base import Retriever, normalize_queries, query_filters, run_table
@@ -72,33 +73,17 @@ class LearnedRetriever(Retriever):
     match_type = "hybrid"
     child_params = ("first", "extra")
 
-    def __init__(
-        self,
-        first: dict | HybridSpec | HybridRetriever,
-        extra: Sequence[dict | RetrieverSpec | Retriever] = (),
-        candidates: int = 100,
-        model: dict | None = None,
-        passage_model: dict | None = None,
-        blog_shift: float = 0.0,
-    ):
-        super().__init__()
-        self.first = first if isinstance(first, Retriever) else build(first)
-        if not isinstance(self.first, HybridRetriever):
-            raise ValidationError(
-                "retriever.first", 'expected a hybrid retriever (type = "hybrid")'
-            )
+    spec = LearnedSpec
+
+    def _built(self) -> None:
+        self.first = self.first if isinstance(self.first, Retriever) else build(self.first)
         self._weights = _convex_weights(self.first)
-        self.extra = [r if isinstance(r, Retriever) else build(r) for r in extra]
-        if isinstance(candidates, bool) or not isinstance(candidates, int) or candidates < 1:
-            raise ValidationError(
-                "retriever.candidates", f"expected a positive integer, got {candidates!r}"
-            )
-        self.candidates = candidates
-        self.model, self.passage_model = self._checked(model, passage_model)
+        self.extra = [r if isinstance(r, Retriever) else build(r) for r in self.extra]
+        self.model, self.passage_model = self._checked(self.model, self.passage_model)
         # added to the passage model's score of a post in a block that is no chat (a blog's,
         # not a long chat line): the passage model was fitted on a data set of passages only,
         # so its intercept holds that set's base rate, not that of a floor's blog posts
-        self.blog_shift = float(blog_shift)
+        self.blog_shift = float(self.blog_shift)
         self._posts: dict[str, Post] = {}
 
     def with_models(
@@ -111,7 +96,13 @@ class LearnedRetriever(Retriever):
         out.model, out.passage_model = self._checked(model, passage_model)
         return out
 
-    def _checked(self, model: dict | None, passage_model: dict | None) -> tuple:
+    def _checked(self, model, passage_model) -> tuple:
+        """The models as plain dicts (a spec's as it was written), checked against the
+        features this retriever makes."""
+        model, passage_model = (
+            m.model_dump(exclude_unset=True) if isinstance(m, BaseModel) else m
+            for m in (model, passage_model)
+        )
         names = self.feature_names()
         chat = None if model is None else check_linear(model, names, "retriever.model")
         passage = (

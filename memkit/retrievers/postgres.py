@@ -66,6 +66,7 @@ from typing import TYPE_CHECKING, Iterable
 import numpy as np
 import polars as pl
 
+from memkit.config_model import PgTextSpec, PgVectorSpec
 from memkit.encoders import Encoder, encode_documents, get_encoder
 from memkit.errors import ValidationError
 from memkit.retrievers.base import (
@@ -199,18 +200,8 @@ class PostgresRetriever(Retriever):
     default_table = "memkit_rows"
     type_name = "postgres"
 
-    def __init__(
-        self,
-        url: str = "env:MEMKIT_DATABASE_URL",
-        table: str | None = None,
-        doc_template: str = "{text}",
-    ):
-        super().__init__()
-        self.url = url
-        self.table = table or self.default_table
-        if not _TABLE.match(self.table):
-            raise ValidationError("table", f"expected a lower-case SQL name, got {self.table!r}")
-        self.doc_template = doc_template
+    def _built(self) -> None:
+        self.table = self.table or self.default_table
         self._ready = False
 
     def get_params(self) -> dict:
@@ -400,38 +391,13 @@ class PgVectorRetriever(PostgresRetriever):
     type_name = "pgvector"
     default_table = "memkit_vectors"
 
-    def __init__(
-        self,
-        url: str = "env:MEMKIT_DATABASE_URL",
-        table: str | None = None,
-        encoder: str | Encoder = "minilm",
-        doc_template: str = "{text}",
-        m: int = 16,
-        ef_construction: int = 64,
-        ef_search: int = 100,
-        iterative_scan: str = "relaxed_order",
-        max_scan_tuples: int = 20_000,
-        graph: bool = True,
-    ):
-        super().__init__(url, table, doc_template)
-        self.encoder = encoder
-        if not isinstance(graph, bool):
-            raise ValidationError("graph", f"expected true or false, got {graph!r}")
-        self.graph = graph
-        self.m = m
-        self.ef_construction = ef_construction
-        self.ef_search = ef_search
-        if iterative_scan not in ("off", "relaxed_order", "strict_order"):
-            raise ValidationError(
-                "iterative_scan",
-                f"expected off, relaxed_order or strict_order, got {iterative_scan!r}",
-            )
-        self.iterative_scan = iterative_scan
-        self.max_scan_tuples = max_scan_tuples
+    spec = PgVectorSpec
+
+    def _built(self) -> None:
+        super()._built()
         self.pgvector_version: str | None = None
-        self.exact_fallbacks = (
-            0  # searches the graph answered with fewer than k rows (for tests and monitoring)
-        )
+        # searches the graph answered with fewer than k rows (for tests and monitoring)
+        self.exact_fallbacks = 0
 
     def _made_by(self) -> str:
         # the model's exact name, not its config name: the weights can change under the
@@ -555,25 +521,11 @@ class PgTextRetriever(PostgresRetriever):
     type_name = "pgtext"
     default_table = "memkit_text"
 
-    def __init__(
-        self,
-        url: str = "env:MEMKIT_DATABASE_URL",
-        table: str | None = None,
-        config: str = "english",
-        doc_template: str = "{text}",
-        rank: str = "ts_rank",
-        normalization: int = 1,
-    ):
-        super().__init__(url, table, doc_template)
-        if not _TABLE.match(config):
-            raise ValidationError(
-                "config", f"expected a text search configuration name, got {config!r}"
-            )
-        if rank not in ("ts_rank", "ts_rank_cd"):
-            raise ValidationError("rank", f"expected ts_rank or ts_rank_cd, got {rank!r}")
-        self.config = config
-        self.rank = rank
-        self.normalization = int(normalization)
+    spec = PgTextSpec
+
+    def _built(self) -> None:
+        super()._built()
+        self.normalization = int(self.normalization)
 
     def _ddl(self) -> list[str]:
         t = self.table

@@ -29,6 +29,7 @@ import numpy as np
 import polars as pl
 import scipy.sparse as sp
 
+from memkit.config_model import BM25Spec, TfidfSpec
 from memkit.retrievers.base import Retriever, document_text, top_k
 from memkit.retrievers.registry import register
 from memkit.text import Analyzer
@@ -220,11 +221,7 @@ class TermIndex:
 class _SparseRetriever(Retriever):
     match_type = "keyword"
 
-    def __init__(self, stopwords="english", stemmer="english", doc_template="{text}"):
-        super().__init__()
-        self.stopwords = stopwords
-        self.stemmer = stemmer
-        self.doc_template = doc_template
+    def _built(self) -> None:
         self._reset()
 
     def _reset(self) -> None:
@@ -287,18 +284,7 @@ class BM25Retriever(_SparseRetriever):
     ranking is the same). bm25s with ``method="lucene"`` gives the same scores."""
 
     type_name = "bm25"
-
-    def __init__(
-        self,
-        k1: float = 1.2,
-        b: float = 0.75,
-        stopwords="english",
-        stemmer="english",
-        doc_template="{text}",
-    ):
-        self.k1 = k1
-        self.b = b
-        super().__init__(stopwords, stemmer, doc_template)
+    spec = BM25Spec
 
     def _contributions(self, terms: Matches, scope) -> np.ndarray:
         t = terms
@@ -320,18 +306,11 @@ class TfidfRetriever(_SparseRetriever):
     """
 
     type_name = "tfidf"
+    spec = TfidfSpec
 
-    def __init__(
-        self,
-        sublinear_tf: bool = False,
-        stopwords="english",
-        stemmer="english",
-        doc_template="{text}",
-    ):
-        self.sublinear_tf = sublinear_tf
-        self._norms = None
-        self._scoped = {}
-        super().__init__(stopwords, stemmer, doc_template)
+    def _built(self) -> None:
+        self._changed()
+        super()._built()
 
     def _changed(self) -> None:
         self._norms = None

@@ -128,36 +128,43 @@ def one_connection(engine: sa.Engine) -> Iterator[None]:
             shared.conn.close()
 
 
+def _shared(engine: sa.Engine) -> sa.Connection | None:
+    """The connection ``one_connection(engine)`` shares in this thread, taken from the pool
+    now if it was not yet; None outside such a block."""
+    shared = _SHARED.get()
+    if shared is None or shared.engine is not engine:
+        return None
+    if shared.conn is None:
+        shared.conn = engine.connect()
+    return shared.conn
+
+
 @contextmanager
 def reading(engine: sa.Engine) -> Iterator[sa.Connection]:
     """A connection to read from: inside ``one_connection(engine)`` the shared one, else a
     new one. Each block is its own transaction either way (ended when the block ends), so
     a later block sees what was committed since. Only for reads: nothing is committed."""
-    shared = _SHARED.get()
-    if shared is None or shared.engine is not engine:
+    conn = _shared(engine)
+    if conn is None:
         with engine.connect() as conn:
             yield conn
         return
-    if shared.conn is None:
-        shared.conn = engine.connect()
     try:
-        yield shared.conn
+        yield conn
     finally:
-        shared.conn.rollback()
+        conn.rollback()
 
 
 @contextmanager
 def writing(engine: sa.Engine) -> Iterator[sa.Connection]:
     """A transaction to write in (``engine.begin()``): inside ``one_connection(engine)`` on
     the shared connection, committed when the block ends and rolled back if it raises."""
-    shared = _SHARED.get()
-    if shared is None or shared.engine is not engine:
+    conn = _shared(engine)
+    if conn is None:
         with engine.begin() as conn:
             yield conn
         return
-    if shared.conn is None:
-        shared.conn = engine.connect()
-    if shared.conn.in_transaction():  # a read's transaction left open: end it first
-        shared.conn.rollback()
-    with shared.conn.begin():
-        yield shared.conn
+    if conn.in_transaction():  # a read's transaction left open: end it first
+        conn.rollback()
+    with conn.begin():
+        yield conn
