@@ -579,8 +579,8 @@ def _adapter(section: str) -> TypeAdapter:
 
 
 def arguments(spec: BaseModel) -> dict[str, Any]:
-    """A typed spec as its class's constructor arguments (a class not built from its spec:
-    ``EncoderStage``, a kind registered at run time): the settings the file wrote except
+    """A typed spec as its class's constructor arguments (a kind registered at run time,
+    which has no spec of its own): the settings the file wrote except
     ``type``; a retriever spec inside stays typed (the composite builds it), any other
     table is the dict it was written as."""
     written = {

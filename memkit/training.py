@@ -47,13 +47,13 @@ import shutil
 import time
 from functools import lru_cache
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import polars as pl
 from tqdm.auto import tqdm
 
-from memkit.config_model import EncoderSpec, TrainSettings, arguments, typed
+from memkit.config_model import EncoderSpec, FromSpec, TrainSettings, typed
 from memkit.encoders import (
     INT8,
     MINILM,
@@ -394,7 +394,15 @@ def dataset_pairs(
     return ds.name, supervised_pairs(ds, template, query_field, hard_negatives)
 
 
-class EncoderStage:
+def _train_settings(section: Any, where: str, defaults: TrainSettings) -> TrainSettings | None:
+    """A training section's ``TrainSettings``: the ones it set over ``defaults``."""
+    if section is None:
+        return None
+    given = section.model_dump(exclude_unset=True, include=set(TrainSettings.model_fields))
+    return TrainSettings.from_dict(given, f"encoder.{where}", defaults)
+
+
+class EncoderStage(FromSpec):
     """A pipeline's ``[encoder]`` section. All its dense parts (and the answer writer)
     use the model it resolves to::
 
@@ -414,88 +422,43 @@ class EncoderStage:
     adapted on ``events``.
     """
 
-    def __init__(
-        self, model: str = "minilm", supervised: dict | None = None, adapt: dict | None = None
-    ):
-        if not isinstance(model, str) or not model:
-            raise ValidationError(
-                "encoder.model", f"expected 'minilm' or a trained model's name, got {model!r}"
-            )
-        self.spec = {"model": model, "supervised": supervised, "adapt": adapt}  # as given
-        self.model = model
-        self.supervised = self._section(
-            supervised,
-            "supervised",
-            {"datasets", "doc_template", "query_field", "hard_negatives"},
-            SUPERVISED,
-        )
-        if self.supervised is not None:
-            sets = self.supervised["datasets"]
-            if (
-                not isinstance(sets, list)
-                or not sets
-                or not all(isinstance(d, str) and d for d in sets)
-            ):
-                raise ValidationError(
-                    "encoder.supervised.datasets", f"expected a list of dataset paths, got {sets!r}"
-                )
-        self.adapt = self._section(adapt, "adapt", {"kinds"}, ADAPT)
-        if self.adapt is not None:
-            kinds = self.adapt.setdefault("kinds", list(KINDS))
-            if not isinstance(kinds, list) or not kinds or any(k not in KINDS for k in kinds):
-                raise ValidationError(
-                    "encoder.adapt.kinds",
-                    f"expected a list of some of {list(KINDS)}, got {kinds!r}",
-                )
+    spec = EncoderSpec
+    section = "encoder"
 
-    @staticmethod
-    def _section(
-        spec: dict | None, where: str, own: set[str], defaults: TrainSettings
-    ) -> dict | None:
-        if spec is None:
-            return None
-        if not isinstance(spec, dict):
-            raise ValidationError(f"encoder.{where}", f"expected a table, got {spec!r}")
-        if where == "supervised" and "datasets" not in spec:
-            raise ValidationError(
-                "encoder.supervised.datasets", "required: the dataset folders to learn from"
-            )
-        out = dict(spec)
-        out["settings"] = TrainSettings.from_dict(
-            {k: v for k, v in spec.items() if k not in own}, f"encoder.{where}", defaults
-        )
-        return out
+    def _built(self) -> None:
+        """Each training section's settings: those it wrote over its defaults."""
+        self.supervised_settings = _train_settings(self.supervised, "supervised", SUPERVISED)
+        self.adapt_settings = _train_settings(self.adapt, "adapt", ADAPT)
 
     @classmethod
     def from_config(cls, spec: "EncoderSpec | dict | None") -> "EncoderStage | None":
         """From an ``[encoder]`` typed spec (memkit.config_model), or its dict checked into
         one first; None: no encoder stage."""
-        return None if spec is None else cls(**arguments(typed("encoder", spec)))
+        return None if spec is None else cls.checked(typed("encoder", spec))
 
     def params(self) -> dict:
-        def show(section):
-            return (
-                None
-                if section is None
-                else {
-                    **{k: v for k, v in section.items() if k != "settings"},
-                    **section["settings"].model_dump(),
-                }
-            )
+        def show(section, settings, always=()):
+            if section is None:
+                return None
+            own = section.model_dump(exclude_unset=True, exclude=set(TrainSettings.model_fields))
+            return {
+                **own,
+                **{k: getattr(section, k) for k in always if k not in own},
+                **settings.model_dump(),
+            }
 
-        return {"model": self.model, "supervised": show(self.supervised), "adapt": show(self.adapt)}
+        return {
+            "model": self.model,
+            "supervised": show(self.supervised, self.supervised_settings),
+            "adapt": show(self.adapt, self.adapt_settings, always=("kinds",)),
+        }
 
     def supervised_pairs(self, hold_out: str | None = None) -> tuple[list[str], pl.DataFrame]:
         """(dataset names used, their pairs), leaving out a dataset named ``hold_out``."""
         sup = self.supervised
         names, frames = [], []
-        for spec in sup["datasets"]:
-            name, pairs = dataset_pairs(
-                spec,
-                sup.get("doc_template", "{line}"),
-                sup.get("query_field", "text"),
-                bool(sup.get("hard_negatives", False)),
-            )
+        for spec in sup.datasets:
+            name, pairs = dataset_pairs(spec, sup.doc_template, sup.query_field, sup.hard_negatives)
             if name != hold_out:
                 names.append(name)
                 frames.append(pairs)
@@ -515,13 +478,13 @@ class EncoderStage:
             sources, pairs = self.supervised_pairs(hold_out)
             if pairs.height:
                 name = self._train(
-                    pairs, name, self.supervised["settings"], sources, allow_training, threads
+                    pairs, name, self.supervised_settings, sources, allow_training, threads
                 )
         if self.adapt is not None and events is not None and events.height:
-            pairs = structure_pairs(events, self.adapt["kinds"])
+            pairs = structure_pairs(events, self.adapt.kinds)
             if pairs.height:
                 name = self._train(
-                    pairs, name, self.adapt["settings"], ["events"], allow_training, threads
+                    pairs, name, self.adapt_settings, ["events"], allow_training, threads
                 )
         return name
 

@@ -352,7 +352,7 @@ def test_supervised_stage_never_learns_from_the_held_out_dataset(tmp_path, monke
         "name": "sup",
         "representation": {},
         "retriever": {"type": "dense", "doc_template": "{line}"},
-        "encoder": {"supervised": stage.spec["supervised"]},
+        "encoder": {"supervised": stage.supervised.model_dump(exclude_unset=True)},
     }
     assert evaluate_config(config, load_any(tmp_path / "alpha"), answers=False).encoder == held
     both = stage.resolve()

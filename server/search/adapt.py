@@ -90,9 +90,8 @@ def adapt(
             "retriever", f"the served config ({memory.config_path}) has no dense retriever to adapt"
         )
     stage = base.encoder_stage or EncoderStage()
-    stage = EncoderStage(
-        **{**stage.spec, "adapt": stage.spec.get("adapt") or {}}
-    )  # the defaults if none is set
+    if stage.adapt is None:  # the defaults if none is set
+        stage = EncoderStage(model=stage.model, supervised=stage.supervised, adapt={})
     started = time.perf_counter()
     say(f"training on the pairs of {frame.height:,} posts")
     name = stage.resolve(frame, threads=threads)
