@@ -238,6 +238,7 @@ class Mention:
 _BARE_WEEKDAY = re.compile(
     r"(?<!\bevery\s)(?<!\beach\s)"  # "a crime novel every Friday" is no day
     r"\b(?:on\s+)?(" + "|".join(WEEKDAYS) + r")(?:\s+(?:morning|afternoon|evening|night))?\b"
+    r"(?!\s+(?:morning|afternoon|evening|night)s\b)"  # "a class on Tuesday evenings" recurs
     r"(?!,?\s+(?:the\s+)?\d)"  # "Saturday 13 June" is a date
     r"(?!\s+(?:group|class|club|crew|team)s?\b)",  # "the Wednesday group" is a group
     re.IGNORECASE,
@@ -255,7 +256,8 @@ _PAST = re.compile(
 )
 _FUTURE = re.compile(
     r"\b(?:will|'ll|shall|going to|gonna|next|from|until|till|start|starts|opens?|see you|"
-    r"comes|arrives|lands|leaves|returns|visits|due|"  # a plan in the present ("comes on Thursday")
+    r"comes|arrives|lands|leaves|returns|visits|flies|goes|heads|travels|due|"  # a plan in the
+    # present ("comes on Thursday", "flies home on the 22nd")
     r"can't wait|"
     r"tomorrow|is on|are on|booked for|[a-z]{3,}ing)\b",
     re.IGNORECASE,

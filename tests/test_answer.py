@@ -668,6 +668,26 @@ def test_a_when_answer_leads_with_the_date_a_plan_moves_to_not_a_day_named_after
     assert lead[0].text == "13 September 2026" and lead[1] == "“moves to Sunday 13 September”"
 
 
+def test_a_when_answer_about_a_plan_leads_with_its_date_not_the_posts_own_day():
+    """Stop 55's walk: "Training for the Lisbon marathon, ran 28 km today. The race is on 6
+    December" answered "When is Bruno's marathon?" with "today" (the words next to it hold
+    "marathon"). Neither clause holds a word of the question, so for a question about a
+    plan the date after the post goes first; a clause that shares the question's words
+    still wins ("Today is my birthday, party next Saturday")."""
+    writer = lexical()
+    run = {"event_id": "b", "created_at": "2026-10-12T21:00:00",
+           "text": "Training for the Lisbon marathon, ran 28 km today. The race is on 6 "
+           "December."}  # fmt: skip
+    assert writer.date_of(run["text"], run, "When is Bruno's marathon?")[0].text == (
+        "6 December 2026"
+    )
+    assert writer.date_of(run["text"], run, "When did he run 28 km?")[0].text == ("12 October 2026")
+    birthday = {"event_id": "c", "created_at": "2026-10-12T21:00:00",
+                "text": "Today is my birthday, party next Saturday"}  # fmt: skip
+    lead = writer.date_of(birthday["text"], birthday, "When is her birthday?")
+    assert lead[0].text == "12 October 2026"
+
+
 def test_a_when_answer_reads_the_nth_of_a_month_and_a_moved_plans_last_date():
     """Stop 50's walk: "Starting on the 1st of July" was answered with the day it was posted
     ("of" was not read), and "Ferry moved! CalMac cancelled the 18th sailing, we're now going

@@ -309,6 +309,11 @@ def test_a_day_without_a_year_belongs_to_the_year_around_the_post():
             date(2026, 5, 14),
         ),
         ("Not yet, he didn't turn up Thursday", date(2026, 5, 16), date(2026, 5, 14)),
+        (  # stop 55's walk: read as 22 September ("moved", in the other sentence, is past)
+            "Since the trip moved I can come after all! My brother flies home on the 22nd.",
+            date(2026, 10, 9),
+            date(2026, 10, 22),
+        ),
     ],
 )
 def test_a_bare_weekday_or_day_points_back_in_the_past_tense_and_forward_otherwise(
@@ -385,3 +390,11 @@ def test_a_month_without_a_year_is_a_plan_only_when_it_is_ahead_of_the_post():
         ("this August we fly", date(2026, 8, 1)),
     ]:
         assert [m.span.start for m in resolve(text, posted)] == [start]
+
+
+def test_a_weekday_with_a_plural_time_of_day_recurs_and_names_no_day():
+    """Stop 55's walk: "a pottery class on Tuesday evenings" was read as the Tuesday before
+    the post; "on Tuesday evening" is still one day."""
+    assert resolve("Started a pottery class on Tuesday evenings", date(2026, 10, 4)) == []
+    [one] = resolve("Started a pottery class on Tuesday evening", date(2026, 10, 4))
+    assert one.span.start == date(2026, 9, 29)

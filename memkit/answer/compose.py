@@ -97,6 +97,19 @@ def around(text: str, at: int, before: int = 5, after: int = 4) -> str:
     return " ".join(text[:at].split()[-before:] + text[at:].split()[:after])
 
 
+def clause_at(text: str, at: int) -> str:
+    """The clause holding position ``at``: from the punctuation before it to the next."""
+    start = max(text.rfind(c, 0, at) for c in ",;.!?\n") + 1
+    ends = [i for i in (text.find(c, at) for c in ",;.!?\n") if i >= 0]
+    return text[start : min(ends) if ends else len(text)]
+
+
+# "When is the marathon?", "when does he start?": a question about a plan, whose date is
+# more likely one after the post than the post's own day ("ran 28 km today. The race is
+# on 6 December")
+ASKS_AHEAD = re.compile(r"\bwhen (?:is|are|will|does|do)\b|\bwhat (?:date|day) is\b", re.I)
+
+
 # -- the fixed texts ------------------------------------------------------------------------
 def unresolved_text(query: str) -> str:
     return (
@@ -324,6 +337,7 @@ class Composer:
             return instead
         if posted is not None:
             terms = set(self._analyzer(query))
+            ahead = ASKS_AHEAD.search(query) is not None
 
             def shared(text: str) -> int:
                 return len(terms & set(self._analyzer(text)))
@@ -337,11 +351,15 @@ class Composer:
                 found += written_dates(text, posted, taken=[f[0] for f in found])
                 # in a post saying a plan changed, the last date it names is the new one
                 # ("CalMac cancelled the 18th sailing, we're now going on the 19th of July")
+                # then the one in a clause the question shares words with, then, for a
+                # question about a plan, one after the post, then the nearest words shared
                 changed = CHANGED.search(text) is not None
                 at, span, how = max(
                     found,
                     key=lambda f: (
                         f[0] if changed else 0,
+                        shared(clause_at(text, f[0])),
+                        ahead and f[1].start > posted.date(),
                         shared(around(text, f[0])),
                         shared(" ".join(text[: f[0]].split()[-5:])),  # the words it follows
                         -f[0],
