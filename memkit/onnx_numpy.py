@@ -1,0 +1,171 @@
+"""The int8 MiniLM graph run by numpy, the same on every x86-64 CPU (a measured candidate
+for issue 40; not what memkit serves).
+
+ONNX Runtime picks its float kernels (layer norm, softmax, GELU's erf, the float matrix
+products) by CPU, so the float parts of the int8 graph differ in their last bits between
+an AVX2 machine and an AVX-512 one, and the graph's 8-bit rounding of activations
+(``DynamicQuantizeLinear``) turns such a difference into a whole step now and then:
+three machines gave three ledgers for the int8 rows (eval/RESULTS.md, stops 50 and 55).
+
+Here every float operation runs in float64, and the integer products are exact (int8
+times uint8 summed over at most 1,536 terms is below 2**53, so numpy's float64 matrix
+product gives the exact integer whatever its order of summation). What can still vary
+between CPUs is the last bit of a float64 sum or exponential (about 1e-16 of the value),
+and that changes a quantized activation only if the value lies that close to a rounding
+boundary.
+
+    from memkit.onnx_numpy import NumpyGraph
+    graph = NumpyGraph("minilm-v3-int8w7.onnx")
+    hidden = graph.run({"input_ids": ids, "attention_mask": mask, "token_type_ids": types})
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+from scipy.special import erf
+
+_FLOAT = np.float64  # what every float tensor is computed in
+
+
+def _float(x: np.ndarray) -> np.ndarray:
+    return x.astype(_FLOAT) if x.dtype.kind == "f" else x
+
+
+def _dynamic_quantize(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``DynamicQuantizeLinear``: uint8 values, their scale and zero point (ONNX's rules:
+    the range always holds 0, rounding is half to even)."""
+    lo, hi = min(0.0, float(x.min())), max(0.0, float(x.max()))
+    scale = (hi - lo) / 255.0 if hi > lo else 1.0
+    zero = np.clip(np.rint(-lo / scale), 0, 255)
+    q = np.clip(np.rint(x / scale) + zero, 0, 255).astype(np.uint8)
+    return q, np.array(scale, _FLOAT), np.array(zero, np.uint8)
+
+
+def _matmul_integer(a, b, a_zero=None, b_zero=None) -> np.ndarray:
+    """``MatMulInteger``, exact: float64 holds every partial sum of these products."""
+    return _integer_product(a, a_zero, _shifted(b, b_zero))
+
+
+def _shifted(b: np.ndarray, zero) -> np.ndarray:
+    """An integer matrix less its zero point, as float64 (exact)."""
+    return b.astype(_FLOAT) - (0.0 if zero is None else np.asarray(zero).astype(_FLOAT))
+
+
+def _integer_product(a: np.ndarray, a_zero, b: np.ndarray) -> np.ndarray:
+    """``a`` (less its zero point) times a shifted weight ``b``, as one 2-D product."""
+    a = a.astype(_FLOAT) - (0.0 if a_zero is None else float(a_zero))
+    out = a.reshape(-1, a.shape[-1]) @ b
+    return out.reshape(*a.shape[:-1], b.shape[-1]).astype(np.int64)
+
+
+def _layer_norm(x, scale, bias, axis=-1, epsilon=1e-5, **_) -> np.ndarray:
+    mean = x.mean(axis=axis, keepdims=True)
+    var = ((x - mean) ** 2).mean(axis=axis, keepdims=True)
+    return (x - mean) / np.sqrt(var + epsilon) * scale + bias
+
+
+def _softmax(x, axis=-1) -> np.ndarray:
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def _slice(x, starts, ends, axes=None, steps=None) -> np.ndarray:
+    index = [slice(None)] * x.ndim
+    axes = range(len(starts)) if axes is None else axes
+    steps = [1] * len(starts) if steps is None else steps
+    for s, e, a, st in zip(starts, ends, axes, steps):
+        index[int(a)] = slice(int(s), int(e), int(st))
+    return x[tuple(index)]
+
+
+def _reshape(x, shape, allowzero=0) -> np.ndarray:
+    shape = [x.shape[i] if d == 0 and not allowzero else int(d) for i, d in enumerate(shape)]
+    return x.reshape(shape)
+
+
+def _unsqueeze(x, axes) -> np.ndarray:
+    for a in sorted(int(a) % (x.ndim + len(axes)) for a in axes):
+        x = np.expand_dims(x, a)
+    return x
+
+
+_TYPES = {1: np.float32, 6: np.int32, 7: np.int64, 9: np.bool_, 11: np.float64}
+
+OPS: dict[str, Callable[..., Any]] = {
+    "Add": np.add,
+    "Mul": np.multiply,
+    "Div": lambda a, b: a / b if a.dtype.kind == "f" or b.dtype.kind == "f" else a // b,
+    "Erf": erf,
+    "MatMul": np.matmul,
+    "MatMulInteger": _matmul_integer,
+    "DynamicQuantizeLinear": _dynamic_quantize,
+    "LayerNormalization": _layer_norm,
+    "Softmax": _softmax,
+    "Gather": lambda x, i, axis=0: np.take(x, i, axis=axis),
+    "Shape": lambda x: np.array(x.shape, np.int64),
+    "Reshape": _reshape,
+    "Unsqueeze": _unsqueeze,
+    "Concat": lambda *xs, axis: np.concatenate(xs, axis=axis),
+    "Transpose": lambda x, perm: np.transpose(x, perm),
+    "Cast": lambda x, to: _float(x.astype(_TYPES[to])),
+    "Where": np.where,
+    "IsNaN": np.isnan,
+    "Range": lambda start, limit, delta: np.arange(start, limit, delta),
+    "ConstantOfShape": lambda shape, value: np.full(
+        [int(d) for d in shape], _float(value)[0], _float(value).dtype
+    ),
+    "And": np.logical_and,
+    "Equal": np.equal,
+    "GreaterOrEqual": np.greater_equal,
+    "Flatten": lambda x, axis=1: x.reshape(int(np.prod(x.shape[:axis])), -1),
+    "Slice": _slice,
+    "Expand": lambda x, shape: x * np.ones([int(d) for d in shape], x.dtype),
+}
+
+
+class NumpyGraph:
+    """An ONNX graph of the operators above, run node by node in numpy."""
+
+    def __init__(self, path: str | Path):
+        model = onnx.load(str(path))
+        graph = model.graph
+        self.values = {i.name: _float(numpy_helper.to_array(i)) for i in graph.initializer}
+        self.nodes = []
+        for node in graph.node:
+            attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+            if node.op_type == "Constant":
+                self.values[node.output[0]] = _float(numpy_helper.to_array(attrs["value"]))
+                continue
+            if node.op_type not in OPS:
+                raise ValueError(f"{path}: operator {node.op_type} is not supported here")
+            if "value" in attrs:  # ConstantOfShape's fill value
+                attrs["value"] = numpy_helper.to_array(attrs["value"])
+            fn, inputs = OPS[node.op_type], list(node.input)
+            if node.op_type == "MatMulInteger" and inputs[1] in self.values:
+                # a stored weight: shifted by its zero point once, not at every run
+                weight = _shifted(self.values[inputs[1]], self.values.get(inputs[3]))
+                fn, inputs = (
+                    (lambda a, a_zero=None, w=weight: _integer_product(a, a_zero, w)),
+                    [
+                        inputs[0],
+                        inputs[2],
+                    ],
+                )
+            self.nodes.append((fn, inputs, list(node.output), attrs))
+        self.output = graph.output[0].name
+
+    def run(self, feed: dict[str, np.ndarray]) -> np.ndarray:
+        values = {**self.values, **feed}
+        for fn, inputs, outputs, attrs in self.nodes:
+            args = [values[i] if i else None for i in inputs]
+            while args and args[-1] is None:
+                args.pop()
+            out = fn(*args, **attrs)
+            for name, value in zip(outputs, out if len(outputs) > 1 else (out,)):
+                values[name] = value
+        return values[self.output]
