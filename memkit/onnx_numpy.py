@@ -47,20 +47,28 @@ def _dynamic_quantize(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray
 
 
 def _matmul_integer(a, b, a_zero=None, b_zero=None) -> np.ndarray:
-    """``MatMulInteger``, exact: float64 holds every partial sum of these products."""
+    """``MatMulInteger``, exact (see ``_integer_product``)."""
     return _integer_product(a, a_zero, _shifted(b, b_zero))
 
 
-def _shifted(b: np.ndarray, zero) -> np.ndarray:
-    """An integer matrix less its zero point, as float64 (exact)."""
-    return b.astype(_FLOAT) - (0.0 if zero is None else np.asarray(zero).astype(_FLOAT))
+def _shifted(b: np.ndarray, zero) -> list[np.ndarray]:
+    """An integer weight less its zero point, cut along its rows into float32 blocks whose
+    products with uint8 activations (less theirs: at most 255 either way) sum exactly in
+    float32: every partial sum is an integer below 2**24, whatever the order of summation."""
+    b = b.astype(np.int64) - (0 if zero is None else np.asarray(zero).astype(np.int64))
+    rows = max(1, (1 << 24) // (255 * max(1, int(np.abs(b).max()))))
+    return [b[i : i + rows].astype(np.float32) for i in range(0, b.shape[0], rows)]
 
 
-def _integer_product(a: np.ndarray, a_zero, b: np.ndarray) -> np.ndarray:
-    """``a`` (less its zero point) times a shifted weight ``b``, as one 2-D product."""
-    a = a.astype(_FLOAT) - (0.0 if a_zero is None else float(a_zero))
-    out = a.reshape(-1, a.shape[-1]) @ b
-    return out.reshape(*a.shape[:-1], b.shape[-1]).astype(np.int64)
+def _integer_product(a: np.ndarray, a_zero, blocks: list[np.ndarray]) -> np.ndarray:
+    """``a`` (less its zero point) times a weight cut by ``_shifted``: one exact float32
+    product per block, the blocks' integer sums added in int64."""
+    a = a.astype(np.float32) - np.float32(0 if a_zero is None else int(a_zero))
+    flat, out, start = a.reshape(-1, a.shape[-1]), 0, 0
+    for block in blocks:
+        out = out + (flat[:, start : start + len(block)] @ block).astype(np.int64)
+        start += len(block)
+    return out.reshape(*a.shape[:-1], blocks[0].shape[-1])
 
 
 def _layer_norm(x, scale, bias, axis=-1, epsilon=1e-5, **_) -> np.ndarray:
@@ -158,14 +166,36 @@ class NumpyGraph:
                 )
             self.nodes.append((fn, inputs, list(node.output), attrs))
         self.output = graph.output[0].name
+        # Nodes that read only shapes (a Shape, and what is computed from shapes and
+        # constants alone): in this graph every tensor's shape follows from the inputs',
+        # so they are run once for each shape of the inputs and their values kept.
+        static = set(self.values)
+        self.kept: list[str] = []
+        self.data_nodes = []
+        for op, node in zip((n.op_type for n in graph.node if n.op_type != "Constant"), self.nodes):
+            if op == "Shape" or all(not i or i in static for i in node[1]):
+                static.update(node[2])
+                self.kept += node[2]
+            else:
+                self.data_nodes.append(node)
+        self._by_shape: dict[tuple, dict[str, np.ndarray]] = {}
 
     def run(self, feed: dict[str, np.ndarray]) -> np.ndarray:
-        values = {**self.values, **feed}
-        for fn, inputs, outputs, attrs in self.nodes:
-            args = [values[i] if i else None for i in inputs]
-            while args and args[-1] is None:
-                args.pop()
-            out = fn(*args, **attrs)
-            for name, value in zip(outputs, out if len(outputs) > 1 else (out,)):
-                values[name] = value
-        return values[self.output]
+        key = tuple(sorted((name, value.shape) for name, value in feed.items()))
+        kept = self._by_shape.get(key)
+        if kept is None:  # the first run of this shape: every node
+            values = _run(self.nodes, {**self.values, **feed})
+            self._by_shape[key] = {name: values[name] for name in self.kept}
+            return values[self.output]
+        return _run(self.data_nodes, {**self.values, **kept, **feed})[self.output]
+
+
+def _run(nodes: list, values: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    for fn, inputs, outputs, attrs in nodes:
+        args = [values[i] if i else None for i in inputs]
+        while args and args[-1] is None:
+            args.pop()
+        out = fn(*args, **attrs)
+        for name, value in zip(outputs, out if len(outputs) > 1 else (out,)):
+            values[name] = value
+    return values
