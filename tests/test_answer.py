@@ -681,6 +681,9 @@ def test_a_when_answer_about_a_plan_leads_with_its_date_not_the_posts_own_day():
     assert writer.date_of(run["text"], run, "When is Bruno's marathon?")[0].text == (
         "6 December 2026"
     )
+    first = "Training for the Lisbon marathon, ran 28 km today."  # the sentence quoted
+    assert writer.date_of(first, run, "When is Bruno's marathon?")[0].text == "6 December 2026"
+    assert writer.date_of(first, run, "When did he run 28 km?")[0].text == "12 October 2026"
     assert writer.date_of(run["text"], run, "When did he run 28 km?")[0].text == ("12 October 2026")
     birthday = {"event_id": "c", "created_at": "2026-10-12T21:00:00",
                 "text": "Today is my birthday, party next Saturday"}  # fmt: skip

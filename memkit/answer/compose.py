@@ -342,6 +342,7 @@ class Composer:
             def shared(text: str) -> int:
                 return len(terms & set(self._analyzer(text)))
 
+            chosen = None
             for text in (sentence, item.get("text") or ""):
                 found = [(m.start, m.span, f"“{m.phrase}”") for m in resolve(text, posted)]
                 if not found:
@@ -365,7 +366,17 @@ class Composer:
                         -f[0],
                     ),
                 )
-                return span, how
+                later = span.start > posted.date()
+                if chosen is None:
+                    chosen = span, how
+                    if not ahead or later:
+                        return chosen
+                    # a question about a plan whose sentence names no later day reads the
+                    # rest of the post ("ran 28 km today. The race is on 6 December")
+                    continue
+                return (span, how) if later else chosen
+            if chosen is not None:
+                return chosen
         written = read_span(sentence, ref=posted)
         if written is not None:
             return written, "as written"
