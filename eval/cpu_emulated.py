@@ -5,7 +5,7 @@ are compared, for the int8 graph the default serves and the float graph beside i
 
     apt-get install qemu-user            # once (Debian's package)
     .venv/bin/python eval/cpu_emulated.py --texts 40    # ~13 min: emulation is slow
-    .venv/bin/python eval/cpu_emulated.py --texts 40 --graphs numpy  # memkit/onnx_numpy.py
+    .venv/bin/python eval/cpu_emulated.py --texts 40 --graphs numpy,double  # the candidates
 
 The texts are the walks' posts (``examples/walks/*-posts.txt``), written for this project.
 Each model runs one text per run on one thread, as the service's int8 encoder does; the
@@ -14,10 +14,12 @@ vector is the mean of the last hidden states, L2-normalised (``memkit.encoders``
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -55,16 +57,22 @@ def encode(model: str, texts_file: str, out: str) -> None:
     else:
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = opts.inter_op_num_threads = 1
+        if model.startswith("noopt:"):  # a graph ONNX Runtime must run as written
+            model = model[len("noopt:") :]
+            opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
         session = ort.InferenceSession(model, opts, providers=["CPUExecutionProvider"])
         run = lambda feed: session.run(None, feed)[0]  # noqa: E731
-    vectors = []
+    vectors, spent = [], 0.0
     for text in Path(texts_file).read_text().splitlines():
         ids = np.array([tok.encode(text).ids], np.int64)
         feed = {"input_ids": ids, "attention_mask": np.ones_like(ids)}
         feed["token_type_ids"] = np.zeros_like(ids)
+        started = time.perf_counter()
         v = run(feed)[0].mean(0)
+        spent += time.perf_counter() - started
         vectors.append(v / np.linalg.norm(v))
     np.save(out, np.array(vectors, np.float32))  # as memkit's encoders return them
+    Path(out + ".ms").write_text(f"{spent / max(1, len(vectors)) * 1000:.2f}")
 
 
 def main() -> None:
@@ -74,7 +82,8 @@ def main() -> None:
     ap.add_argument(
         "--graphs",
         default="int8,float",
-        help="which of int8, float and numpy (the int8 graph run by memkit/onnx_numpy.py)",
+        help="which of int8, float, numpy (the int8 graph run by memkit/onnx_numpy.py) and "
+        "double (the int8 graph with its float parts in double: memkit/onnx_double.py)",
     )
     ap.add_argument("--encode", nargs=3, metavar=("MODEL", "TEXTS", "OUT"), help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -89,27 +98,40 @@ def main() -> None:
     work = Path(tempfile.mkdtemp())
     (work / "texts.txt").write_text("\n".join(texts) + "\n")
     print(f"{len(texts)} texts; emulated CPU: {args.cpu}\n")
-    print("| graph | texts whose vector differs | largest difference | lowest cosine |")
-    print("|---|---:|---:|---:|")
+    print(
+        "| graph | texts whose vector differs | largest difference | lowest cosine "
+        "| ms a text here (one thread) |"
+    )
+    print("|---|---:|---:|---:|---:|")
     int8 = str(OnnxMiniLMEncoder(quantize=True).model_file())
     graphs = {
         "int8": ("int8 (served)", int8),
         "float": ("float", str(OnnxMiniLMEncoder(quantize=False).model_file())),
         "numpy": ("int8 in numpy, float64 (memkit/onnx_numpy.py)", "numpy:" + int8),
     }
+    if "double" in args.graphs.split(","):
+        from memkit.onnx_double import make_double
+
+        double = make_double(Path(int8), work / "int8-double.onnx")
+        graphs["double"] = (
+            "int8, float parts in double (memkit/onnx_double.py)",
+            f"noopt:{double}",
+        )
     for tag in args.graphs.split(","):
         label, model = graphs[tag]
         got = {}
         for where, prefix in (("here", []), ("emulated", [qemu, "-cpu", args.cpu])):
             out = work / f"{tag}-{where}.npy"
             cmd = [*prefix, sys.executable, __file__, "--encode", model, str(work / "texts.txt")]
-            subprocess.run([*cmd, str(out)], check=True)
+            one = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}  # one thread, as ONNX Runtime's
+            subprocess.run([*cmd, str(out)], check=True, env=one)
             got[where] = np.load(out)
         a, b = got["here"], got["emulated"]
         diff = np.abs(a - b).max(axis=1)
         print(
             f"| {label} | {int((diff > 0).sum())} of {len(texts)} | {diff.max():.1e} "
-            f"| {float((a * b).sum(axis=1).min()):.7f} |"
+            f"| {float((a * b).sum(axis=1).min()):.7f} "
+            f"| {(work / f'{tag}-here.npy.ms').read_text()} |"
         )
 
 
