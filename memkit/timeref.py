@@ -264,19 +264,22 @@ _FUTURE = re.compile(
 )
 
 
+def clause_bounds(text: str, start: int, end: int | None = None) -> tuple[int, int]:
+    """Where the clause holding ``text[start:end]`` begins and ends: from the punctuation
+    before it to the next ("The boiler broke, | no hot water until the engineer comes on
+    Thursday | ")."""
+    end = start if end is None else end
+    lo = max(text.rfind(c, 0, start) for c in ".!?\n,;") + 1
+    ends = [i for i in (text.find(c, end) for c in ".!?\n,;") if i >= 0]
+    return lo, min(ends) if ends else len(text)
+
+
 def _tensed(text: str, start: int, end: int) -> bool:
     """Whether the clause around ``text[start:end]`` speaks of the past: a past tense in
     it, or, with no tense of its own ("The boat trip on Saturday!!!") and nothing of the
     future (a will, a from, an until, an -ing: "moving in on the 1st"), in the post."""
-    lo = (
-        max(text.rfind(c, 0, start) for c in ".!?\n,;") + 1
-    )  # the clause: "The boiler broke, no hot water
-    his = [
-        i for i in (text.find(c, end) for c in ".!?\n,;") if i >= 0
-    ]  # until the engineer comes on Thursday"
-    sentence = (
-        text[lo:start] + " " + text[end : min(his) if his else len(text)]
-    )  # "Sunday morning" itself says nothing
+    lo, hi = clause_bounds(text, start, end)
+    sentence = text[lo:start] + " " + text[end:hi]  # "Sunday morning" itself says nothing
     if _PAST.search(sentence):
         return True
     return not _FUTURE.search(sentence) and bool(_PAST.search(text))

@@ -22,7 +22,7 @@ from memkit.answer.base import (
 from memkit.answer.questions import HOLDS, asks_when, question_type, says_when
 from memkit.changes import CHANGED
 from memkit.text import Analyzer
-from memkit.timeref import MONTHS, WRITTEN, Span, day_text, read_span, resolve
+from memkit.timeref import MONTHS, WRITTEN, Span, clause_bounds, day_text, read_span, resolve
 
 Quote = tuple[str, AnswerItem, float]  # (sentence, its item, its similarity to the question)
 Lead = tuple[Span, str]  # the date a when-answer leads with, and how it was found
@@ -95,13 +95,6 @@ def written_dates(text: str, posted, taken=()) -> list[tuple[int, Span, str]]:
 def around(text: str, at: int, before: int = 5, after: int = 4) -> str:
     """The words just before position ``at`` and from it on (a time phrase and its verb)."""
     return " ".join(text[:at].split()[-before:] + text[at:].split()[:after])
-
-
-def clause_at(text: str, at: int) -> str:
-    """The clause holding position ``at``: from the punctuation before it to the next."""
-    start = max(text.rfind(c, 0, at) for c in ",;.!?\n") + 1
-    ends = [i for i in (text.find(c, at) for c in ",;.!?\n") if i >= 0]
-    return text[start : min(ends) if ends else len(text)]
 
 
 # "When is the marathon?", "when does he start?": a question about a plan, whose date is
@@ -359,7 +352,7 @@ class Composer:
                     found,
                     key=lambda f: (
                         f[0] if changed else 0,
-                        shared(clause_at(text, f[0])),
+                        shared(text[slice(*clause_bounds(text, f[0]))]),
                         ahead and f[1].start > posted.date(),
                         shared(around(text, f[0])),
                         shared(" ".join(text[: f[0]].split()[-5:])),  # the words it follows

@@ -446,7 +446,7 @@ class Retriever(FromSpec):
         # the spec's own type: a subclass registered under another name keeps its settings
         tag = typing.get_args(spec.model_fields["type"].annotation)[0]
         checked = checked_with(
-            spec, self.section, {"type": tag, **{k: _as_config(v) for k, v in settings.items()}}
+            spec, self.section, {"type": tag, **{k: _param_value(v) for k, v in settings.items()}}
         )
         self._take(checked, {k: v for k, v in settings.items() if _holds_built(v)})
 
@@ -636,14 +636,6 @@ def _holds_built(value: Any) -> bool:
     return isinstance(value, (Retriever, Encoder))
 
 
-def _as_config(value: Any) -> Any:
-    """A setting as a config writes it: a built retriever as its ``params()``, an encoder
-    as its name, in a list too."""
-    if isinstance(value, (list, tuple)):
-        return [_as_config(v) for v in value]
-    return _param_value(value)
-
-
 def _keep_built(given: Any, checked: Any) -> Any:
     """A setting as the spec checked it, with the built parts it was given kept."""
     if isinstance(given, (Retriever, Encoder)):
@@ -654,11 +646,12 @@ def _keep_built(given: Any, checked: Any) -> Any:
 
 
 def _param_value(value: Any) -> Any:
-    """A parameter as config: a retriever as its config dict, an encoder as its name."""
+    """A parameter as config: a retriever as its config dict, an encoder as its name, in
+    a list too."""
     if isinstance(value, Retriever):
         return value.params()
-    if isinstance(value, (list, tuple)) and value and all(isinstance(v, Retriever) for v in value):
-        return [v.params() for v in value]
+    if isinstance(value, (list, tuple)):
+        return [_param_value(v) for v in value]
     if isinstance(value, Encoder):
         return value.name
     return value

@@ -82,7 +82,6 @@ from memkit.retrievers.registry import build, register
 if TYPE_CHECKING:
     from psycopg_pool import ConnectionPool
 
-_TABLE = re.compile(r"^[a-z_][a-z0-9_]{0,50}$")
 DDL_LOCK = 0x6D656D6B  # advisory lock key ("memk") serialising schema changes across processes
 MAX_EF_SEARCH = 1000
 MAX_CONNECTIONS = 16  # per process and database; a caller past it waits (30 s at most) for one
