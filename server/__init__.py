@@ -67,14 +67,22 @@ def create_app(config: dict | None = None, *, sms=None) -> Flask:
         ),
         "memory": memory,
     }
-    from server.api.limits import FailedCredentials, RefuseUnchecked, client_network, make_limits
+    from server.api.limits import (
+        STRATEGY,
+        FailedCredentials,
+        RefuseUnchecked,
+        client_network,
+        make_limits,
+        storage_uri,
+    )
 
     # No X-RateLimit-*/Retry-After headers on every answer: Retry-After goes with a 429
     # only (server/errors.py), where it says when to try again.
     limiter = Limiter(
         client_network,  # per client network: an IPv4 /24, an IPv6 /64 (server/api/limits.py)
         app=app,
-        storage_uri=settings.rate_limit_storage,
+        storage_uri=storage_uri(settings.rate_limit_storage),
+        strategy=STRATEGY,
         headers_enabled=False,
         key_prefix="memkit",
     )

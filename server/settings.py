@@ -64,6 +64,9 @@ class Settings(BaseSettings):
     # RefuseUnchecked): `memkit serve`, a thread per connection, sets 1; keep 0 under a pool of
     # threads (gunicorn), where a waiting answer would hold a thread.
     refused_delay: float = 0.0
+    # Where the limits count: memory:// (this process), or a store every process shares that
+    # keeps a moving window (redis://, mongodb://; not memcached://): the limits count the
+    # last minute and hour, never 2N across the edge of a window opened by a first hit.
     rate_limit_storage: str = "memory://"
     max_body_bytes: int = 1_000_000
     # Where the search index is saved after a build and loaded at start; empty: rebuilt.
@@ -94,6 +97,17 @@ class Settings(BaseSettings):
                 "search_backend = 'postgres' (MEMKIT_SEARCH_BACKEND) keeps the search index in "
                 "the store and needs a PostgreSQL database_url "
                 f"(MEMKIT_DATABASE_URL=postgresql://...), not {self.database_url.split(':', 1)[0]}"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _limits_keep_a_moving_window(self) -> "Settings":
+        scheme = self.rate_limit_storage.split("://", 1)[0]
+        if scheme.startswith("memcached") or "://" not in self.rate_limit_storage:
+            raise ValueError(
+                "rate_limit_storage (MEMKIT_RATE_LIMIT_STORAGE) must be a storage URI that keeps "
+                "a moving window: memory://, redis://..., mongodb://..., not "
+                f"{self.rate_limit_storage!r}"
             )
         return self
 

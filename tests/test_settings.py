@@ -44,3 +44,10 @@ def test_the_postgres_backend_needs_a_postgres_store():
 def test_the_settings_as_a_dict_load_the_same_settings():
     settings = Settings.load({"secret_key": "k", "catch_up_seconds": 0, "index_dir": "/x"})
     assert Settings.load(settings.as_dict()) == settings
+
+
+@pytest.mark.parametrize("uri", ["memcached://localhost:11211", "redis"])
+def test_the_limits_store_must_keep_a_moving_window(uri):
+    with pytest.raises(ValueError, match="rate_limit_storage .* moving window"):
+        Settings.load({"secret_key": "k", "rate_limit_storage": uri})
+    assert Settings.load({"secret_key": "k", "rate_limit_storage": "redis://h:6379"})
