@@ -588,7 +588,7 @@ def test_the_limiters_own_count_loses_no_hit_to_a_burst(tmp_path, tmp_path_facto
         for strategy in (FixedWindowRateLimiter(storage), MovingWindowRateLimiter(storage)):
             for burst in range(100):
                 key = f"{type(strategy).__name__}/{burst}"
-                answers = at_once(24, lambda i: strategy.hit(item, key))
+                answers = at_once(24, lambda i, s=strategy, k=key: s.hit(item, k))
                 passed.setdefault(type(strategy).__name__, set()).add(sum(answers))
     finally:
         sys.setswitchinterval(switch)
