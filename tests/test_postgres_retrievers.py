@@ -335,11 +335,16 @@ def test_a_failed_block_rolls_back_and_returns_its_connection(pg_url):
         conn.execute("CREATE TABLE IF NOT EXISTS pool_check (n int)")
     before = _sessions(pg_url)
     with pytest.raises(ZeroDivisionError), pool(pg_url).connection() as conn:
+        failed = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
         conn.execute("INSERT INTO pool_check VALUES (1)")
         raise ZeroDivisionError
     with pool(pg_url).connection() as conn:
         assert conn.execute("SELECT count(*) FROM pool_check").fetchone()[0] == 0
-    assert _sessions(pg_url) == before
+    after = _sessions(pg_url)
+    # The failed block's connection is back in the pool, and none was closed; the pool may
+    # have grown meanwhile (psycopg_pool opens one in the background once a client waited:
+    # CI saw a third session appear here).
+    assert failed in after and before <= after
 
 
 def test_a_forked_child_opens_its_own_connections(pg_url):
