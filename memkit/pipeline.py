@@ -340,6 +340,11 @@ class Pipeline:
         self.encoder_fixed = fixed
         return self
 
+    @property
+    def answerer_reads(self) -> int:
+        """How many of the top posts the answer writer reads (its ``max_items``)."""
+        return int(getattr(self.answerer, "max_items", 0) or 0)
+
     def encoder_name(self) -> str | None:
         """The model the dense parts use (None without one)."""
         dense = _dense_part(self.retriever)
@@ -455,6 +460,10 @@ class Pipeline:
         if req.floor_ids is not None:
             f = f.with_floors(req.floor_ids)
         k = req.k or self.k
+        # The writer reads as many posts at any k ("k": 3 asks for three items, not for an
+        # answer from three posts): they are searched for, and the items are the top k and
+        # any post it quoted below them.
+        reads = max(k, self.answerer_reads) if req.summary else k
         # the posts this question looks at, read from the store once: the topic check, the
         # follow-up's last answer, the reader, the changed-fact check and the answer
         posts = read_once(self.posts.items)
@@ -480,7 +489,7 @@ class Pipeline:
             # in August?" is answered by her June post about the August festival)
             window_only = run.height > 0 or asks_what_happened(req.query)
         if reading.kind != "unresolved" and not window_only:
-            run, reading, best = self._retrieve(reading, f, k, req.query_id, req.history, posts)
+            run, reading, best = self._retrieve(reading, f, reads, req.query_id, req.history, posts)
             if reading.days is not None:
                 windowed = self._in_window(run, reading)
                 # Nothing of those days: the closest posts of any day (people misremember
@@ -504,7 +513,7 @@ class Pipeline:
                     plain = self.contextualizer.read(
                         req.query, req.history, None, names=authors or ()
                     )
-                    run, _, best = self._retrieve(plain, f, k, req.query_id, req.history, posts)
+                    run, _, best = self._retrieve(plain, f, reads, req.query_id, req.history, posts)
         # "What was the band up to in April?": the posts of those days are the answer.
         listing = window_only or (reading.window is not None and asks_what_happened(req.query))
         read = (
@@ -535,12 +544,13 @@ class Pipeline:
         # When the reader finds no post likely to answer, the ranking is kept (eval scores it;
         # the declines are counted apart) but nothing is shown: the answer says so.
         floor = req.min_score if req.min_score is not None else self.min_score
+        reads = k if listing else reads  # a listing shows the posts of its days: k of them
         shown = (
             run.clear()
             if not relevant
-            else run.head(k)
+            else run.head(reads)
             if floor is None or window_only
-            else run.filter(pl.col("score") >= floor).head(k)
+            else run.filter(pl.col("score") >= floor).head(reads)
         )
         if change:  # the date a newer post replaced is not shown
             shown = shown.filter(pl.col("event_id") != change[1])
@@ -550,23 +560,29 @@ class Pipeline:
                 zip(shown["score"].to_list(), shown["match_type"].to_list()),
             )
         )
-        items = [it.scored(*scores[it.event_id]) for it in posts(shown["event_id"].to_list())]
+        read_items = [it.scored(*scores[it.event_id]) for it in posts(shown["event_id"].to_list())]
         written = self.answerer.write(
             req.query,
-            items,
+            read_items,
             req.summary,
             authors,
             reading=reading,
             listing=listing,
             found=run.height if listing else None,
             decided=read and self.reader.overrule_writer,
-            settled=bool(change) and bool(items) and items[0].event_id == change[0],
+            settled=bool(change) and bool(read_items) and read_items[0].event_id == change[0],
         )
         if written.declined and not listing:
             # Nothing found answers it: no items (INTERFACE.md), but for the closest post
             # when the decline names it ("the closest post is Omar's, and it does not say
             # the number"). The ranking is kept in ``run`` (eval scores it).
-            items = [i for i in items if i.event_id == written.closest]
+            items = [i for i in read_items if i.event_id == written.closest]
+        else:  # the top k, less the lowest where a quoted post below them takes its place
+            quoted = set(written.quoted)
+            cited = [i for i in read_items if i.event_id in quoted][:k]
+            rest = [i for i in read_items[:k] if i.event_id not in quoted][: k - len(cited)]
+            kept = {i.event_id for i in cited + rest}
+            items = [i for i in read_items if i.event_id in kept]
         # what a bare follow-up ("how much were they?") refers to: the sentences the answer
         # quoted, then the rest of what it showed of their posts ("Got two tickets!! £355 each")
         sentences = [q["sentence"] for q in written.quotes if q.get("sentence")]

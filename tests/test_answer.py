@@ -710,3 +710,46 @@ def test_a_when_answer_reads_the_nth_of_a_month_and_a_moved_plans_last_date():
     from memkit.timeref import resolve
 
     assert [m.span.text for m in resolve(ferry["text"], date(2026, 7, 10))] == ["18 July 2026"]
+
+
+@pytest.mark.slow
+def test_the_answer_does_not_depend_on_how_many_items_are_asked_for():
+    # "k" is how many items the caller wants, not how many posts the answer may come from:
+    # the writer reads its max_items at any k, and a post it quotes is among the items. With
+    # k = 1 it read one post: the questions below were declined for want of their terms
+    # (stop 56's walk, which asks with k = 3), and answered at k = 10.
+    from datetime import datetime, timezone
+    from pathlib import Path
+
+    from memkit.pipeline import Query
+    from memkit.tables import events_frame
+    from tests.helpers import served_pipeline
+
+    walk = Path(__file__).parent.parent / "examples/walks/stop56-posts.txt"
+    rows = []
+    for n, line in enumerate(walk.read_text().splitlines()):
+        who, kind, at, text = line.split("|", 3)
+        rows.append(
+            {
+                "event_id": f"p{n}",
+                "floor_id": "f",
+                "block_id": f"f/{kind}",
+                "block_type": "feed" if kind == "chat" else "blog",
+                "user_id": who,
+                "text": text,
+                "created_at": at,
+            }
+        )
+    p = served_pipeline().fit(events_frame(rows))
+    asked = datetime(2026, 11, 28, 9, tzinfo=timezone.utc)
+    people = ["Maya", "Owen", "Dev", "Sofia"]
+    for question in ["What does Owen play?", "What can Maya see from her kitchen?"]:
+        wide = p.ask(Query(question, floor_ids=["f"], now=asked, k=10, authors=people))
+        assert not wide.written.declined
+        for k in (1, 2):
+            narrow = p.ask(Query(question, floor_ids=["f"], now=asked, k=k, authors=people))
+            assert narrow.answer == wide.answer
+            ids = [i.event_id for i in narrow.items]
+            assert len(ids) == k and set(narrow.written.quoted) <= set(ids)
+            ranked = [i.event_id for i in wide.items]  # the ranking's order is kept
+            assert ids == [e for e in ranked if e in ids]
