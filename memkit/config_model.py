@@ -107,6 +107,7 @@ class DecisionModel(LinearModel):
 class _Sparse(Table):
     stopwords: Str | list[Str] | None = "english"
     stemmer: Str | None = "english"
+    irregular: Bool = False  # irregular past forms read as their base ("won" as "win")
     doc_template: Str = "{text}"
 
 

@@ -35,6 +35,24 @@ NLTK_STOPWORDS = frozenset(
 
 STOPWORD_SETS = {"lucene": LUCENE_STOPWORDS, "nltk": NLTK_STOPWORDS, "english": NLTK_STOPWORDS}
 
+# The past forms of common irregular verbs, to their base: a question asks "when did they
+# drive there?" of a post saying "we drove", "what did Sofia win?" of "my pumpkin won
+# second prize" (an analyzer with ``irregular``; the answer writer's checks).
+IRREGULAR = dict(
+    pair.split(":")
+    for pair in (
+        "drove:drive driven:drive went:go gone:go bought:buy ate:eat eaten:eat got:get "
+        "gotten:get came:come saw:see seen:see took:take taken:take made:make gave:give "
+        "given:give ran:run won:win lost:lose left:leave found:find told:tell said:say met:meet "
+        "sent:send broke:break broken:break fell:fall felt:feel flew:fly flown:fly rode:ride "
+        "wrote:write written:write sang:sing swam:swim began:begin brought:bring caught:catch "
+        "thought:think spent:spend paid:pay kept:keep held:hold sat:sit stood:stand heard:hear "
+        "knew:know known:know became:become sold:sell built:build chose:choose chosen:choose "
+        "drank:drink drunk:drink forgot:forget hid:hide hit:hit hurt:hurt lent:lend read:read "
+        "shook:shake slept:sleep spoke:speak stole:steal stolen:steal taught:teach "
+        "threw:throw wore:wear woke:wake"
+    ).split()
+)
 # A token is a run of letters or digits (any script); an apostrophe inside a word is kept
 # ("don't"), so that stopword lists with contractions apply.
 _TOKEN = re.compile(r"[^\W_]+(?:['’][^\W_]+)*")
@@ -48,6 +66,8 @@ class Analyzer:
     stopwords: "english" (= "nltk"), "lucene", None, or an iterable of words.
     stemmer: a Snowball language name known to PyStemmer ("english", "porter", ...) or None.
     min_length: drop terms shorter than this (after stemming).
+    irregular: read a common irregular verb's past forms as its base form ("won" as "win",
+        "flew" as "fly"; ``IRREGULAR``), before stopwords ("won" is one of NLTK's).
     """
 
     def __init__(
@@ -55,10 +75,12 @@ class Analyzer:
         stopwords: str | None = "english",
         stemmer: str | None = "english",
         min_length: int = 1,
+        irregular: bool = False,
     ):
         self.stopwords = stopwords
         self.stemmer = stemmer
         self.min_length = min_length
+        self.irregular = bool(irregular)
         if stopwords is None:
             self._stop: frozenset[str] = frozenset()
         elif isinstance(stopwords, str):
@@ -77,7 +99,12 @@ class Analyzer:
             if self.stopwords is None or isinstance(self.stopwords, str)
             else sorted(self._stop)
         )
-        return {"stopwords": stop, "stemmer": self.stemmer, "min_length": self.min_length}
+        return {
+            "stopwords": stop,
+            "stemmer": self.stemmer,
+            "min_length": self.min_length,
+            "irregular": self.irregular,
+        }
 
     def tokens(self, text: str) -> list[str]:
         """Unicode-normalised, case-folded word tokens, before stopwords and stemming."""
@@ -88,7 +115,10 @@ class Analyzer:
         return list(_analyzed(self, text))
 
     def _terms(self, text: str) -> tuple[str, ...]:
-        terms = [t for t in self.tokens(text) if t not in self._stop]
+        tokens = self.tokens(text)
+        if self.irregular:
+            tokens = [IRREGULAR.get(t, t) for t in tokens]
+        terms = [t for t in tokens if t not in self._stop]
         # Possessives: "caroline's" indexes as "caroline".
         terms = [t[:-2] if t.endswith("'s") else t for t in terms]
         if self._stem is not None:
@@ -96,14 +126,13 @@ class Analyzer:
         return tuple(t for t in terms if len(t) >= self.min_length)
 
     def __eq__(self, other) -> bool:
-        return isinstance(other, Analyzer) and (self._stop, self.stemmer, self.min_length) == (
-            other._stop,
-            other.stemmer,
-            other.min_length,
-        )
+        return isinstance(other, Analyzer) and self._key() == other._key()
 
     def __hash__(self) -> int:
-        return hash((self._stop, self.stemmer, self.min_length))
+        return hash(self._key())
+
+    def _key(self) -> tuple:
+        return (self._stop, self.stemmer, self.min_length, self.irregular)
 
 
 @lru_cache(maxsize=50_000)

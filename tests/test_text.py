@@ -39,3 +39,14 @@ def test_unknown_stopword_list_is_refused():
 
     with pytest.raises(ValueError, match="stopwords"):
         Analyzer(stopwords="klingon")
+
+
+def test_irregular_past_forms_read_as_their_base_when_asked():
+    plain, irregular = Analyzer(), Analyzer(irregular=True)
+    # "won" is an NLTK stopword (as in "won't"): a plain analyzer loses the word entirely
+    assert plain("My pumpkin won second prize") == plain("My pumpkin second prize")
+    assert irregular("My pumpkin won second prize") == irregular("my pumpkin win second prize")
+    assert irregular("We drove to Leeds and flew home") == irregular("we drive to Leeds, fly home")
+    assert irregular("won't") == []  # the contraction is still a stopword
+    assert plain != irregular and hash(plain) != hash(irregular)
+    assert Analyzer(**irregular.params()) == irregular

@@ -64,7 +64,7 @@ class ExtractiveAnswerer(FromSpec, Composer):
         self.line = None
         # authors' names by their first word, lower case
         self._by_first: dict[str, frozenset[str]] = {}
-        self._analyzer = Analyzer()
+        self._analyzer = Analyzer(irregular=True)
 
     # -- set-up: the pipeline binds its encoder and shows it the events it indexes ---------
     def bind(self, encoder, line=None) -> None:

@@ -8,7 +8,7 @@ import re
 from datetime import datetime
 from functools import lru_cache
 
-from memkit.text import Analyzer
+from memkit.text import IRREGULAR, Analyzer
 from memkit.timeref import CALENDAR, read_span, resolve
 
 WHEN = re.compile(
@@ -60,23 +60,6 @@ VOCATIVE = (
     r"|and|but|haha|ha)\b,?\s*){name}\s*[,!.?]"
 )
 
-# The past forms of common irregular verbs, to their base: a question asks "when did they
-# drive there?" of a post saying "we drove".
-IRREGULAR = dict(
-    pair.split(":")
-    for pair in (
-        "drove:drive driven:drive went:go gone:go bought:buy ate:eat eaten:eat got:get "
-        "gotten:get came:come saw:see seen:see took:take taken:take made:make gave:give "
-        "given:give ran:run won:win lost:lose left:leave found:find told:tell said:say met:meet "
-        "sent:send broke:break broken:break fell:fall felt:feel flew:fly flown:fly rode:ride "
-        "wrote:write written:write sang:sing swam:swim began:begin brought:bring caught:catch "
-        "thought:think spent:spend paid:pay kept:keep held:hold sat:sit stood:stand heard:hear "
-        "knew:know known:know became:become sold:sell built:build chose:choose chosen:choose "
-        "drank:drink drunk:drink forgot:forget hid:hide hit:hit hurt:hurt lent:lend read:read "
-        "shook:shake slept:sleep spoke:speak stole:steal stolen:steal taught:teach "
-        "threw:throw wore:wear woke:wake"
-    ).split()
-)
 _IRREGULAR_RE = re.compile(r"\b(" + "|".join(IRREGULAR) + r")\b", re.IGNORECASE)
 
 # Words that say what kind of answer a question wants rather than what it is about.

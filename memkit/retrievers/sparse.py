@@ -225,7 +225,7 @@ class _SparseRetriever(Retriever):
         self._reset()
 
     def _reset(self) -> None:
-        self.index = TermIndex(Analyzer(self.stopwords, self.stemmer))
+        self.index = TermIndex(Analyzer(self.stopwords, self.stemmer, irregular=self.irregular))
 
     def _index(self, events: pl.DataFrame, positions: np.ndarray) -> None:
         self.index.add(document_text(events, self.doc_template), positions)
