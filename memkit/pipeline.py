@@ -544,13 +544,13 @@ class Pipeline:
         # When the reader finds no post likely to answer, the ranking is kept (eval scores it;
         # the declines are counted apart) but nothing is shown: the answer says so.
         floor = req.min_score if req.min_score is not None else self.min_score
-        reads = k if listing else reads  # a listing shows the posts of its days: k of them
+        to_read = k if listing else reads  # a listing shows the posts of its days: k of them
         shown = (
             run.clear()
             if not relevant
-            else run.head(reads)
+            else run.head(to_read)
             if floor is None or window_only
-            else run.filter(pl.col("score") >= floor).head(reads)
+            else run.filter(pl.col("score") >= floor).head(to_read)
         )
         if change:  # the date a newer post replaced is not shown
             shown = shown.filter(pl.col("event_id") != change[1])
