@@ -270,3 +270,42 @@ def test_a_posts_sentences_are_read_in_it_by_one_run_of_the_model(tmp_path, mode
     assert again.encoded == 1 and np.allclose(
         odd[0], base.encode(["not in the post at all"])[0], atol=1e-5
     )
+
+
+def test_run_each_keeps_its_threads_and_never_waits_on_its_own_pool():
+    import threading
+
+    from memkit import encoders
+
+    seen: list[str] = []
+
+    def inner(i):
+        seen.append(threading.current_thread().name)
+
+    def outer(i):  # a run that itself runs several: inline on the pool's thread, no deadlock
+        encoders.run_each(inner, 3, 2)
+
+    encoders.run_each(outer, 4, 2)
+    assert len(seen) == 12 and all(n.startswith("memkit-run") for n in seen)
+    first = set(seen)
+    seen.clear()
+    encoders.run_each(inner, 6, 2)
+    assert len(seen) == 6 and set(seen) <= first  # the same threads, not new ones
+
+
+def test_a_forked_child_runs_on_pools_of_its_own():
+    import os
+
+    from memkit import encoders
+
+    encoders.run_each(lambda i: None, 2, 2)  # the parent's pool exists
+    pid = os.fork()
+    if pid == 0:  # the parent's threads are not in the child: its work must still run
+        import signal
+
+        signal.alarm(10)  # hung: killed, a non-zero status
+        out: list[int] = []
+        encoders.run_each(out.append, 4, 2)
+        os._exit(0 if sorted(out) == [0, 1, 2, 3] else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
