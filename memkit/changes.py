@@ -103,6 +103,14 @@ def changed_fact(
             # the words that move it are not another topic's ("moves to Omar's place")
             theirs = _words(TO_SOMEONES.sub(" ", text))
         elif CHANGED.search(text):
+            # "instead" alone moves a day only where it names one: "Eva cannot come, so I
+            # am taking Jo instead" changes who goes, not when
+            if (
+                kind == "when"
+                and all(INSTEAD.fullmatch(m.group(0)) for m in CHANGED.finditer(text))
+                and not dates_in(text, it.get("created_at"))
+            ):
+                continue
             theirs = _words(text)
         else:
             continue

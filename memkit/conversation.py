@@ -317,20 +317,33 @@ class TopicContext(FromSpec):
         own_window = window is not None and not _PRONOUN.search(
             text
         )  # "what happened in May?" says what it is about
+        # "When is Tom's race?" after questions about Priya's dog names someone else: its
+        # own subject, though short ("What about Tom?", with nothing of its own, and "What did
+        # Tom think of it?", with a pronoun, still follow up)
+        asked = _people(own, names)
+        other = bool(asked) and not asked & _topic_people(history, last.topic, names)
         if (
             own_window
             or not leans_on_context(text, self.short, names)
             or (names_a_subject(text) and len(mine) > self.short)
+            or (other and mine and not _PRONOUN.search(text))
         ):
             # It names its own subject: the same topic, a return to an earlier one, or a new one.
             topic, kind = last.topic, "alone"
             if own_window and not mine:  # a new window, nothing else: a topic of its own
                 topic, kind = max(t.topic for t in history) + 1, "new"
-            elif mine and not mine & current:
+            elif (mine and not mine & current) or (
+                other and _topic_people(history, last.topic, names)
+            ):
                 earlier = [
                     t.topic
                     for t in reversed(history)
-                    if t.topic != last.topic and mine & _topic_stems(history, t.topic, named)
+                    if t.topic != last.topic
+                    and (
+                        asked & _topic_people(history, t.topic, names)
+                        if other
+                        else mine & _topic_stems(history, t.topic, named)
+                    )
                 ]
                 topic = earlier[0] if earlier else max(t.topic for t in history) + 1
                 kind = "return" if earlier else "new"
@@ -432,6 +445,18 @@ def _topic_stems(history: list[Turn], topic: int, named: set[str]) -> set[str]:
         for w in [*t.words, *t.answer_words]
         if w.lower() not in named
     }
+
+
+def _people(words, names) -> set[str]:
+    """The people of ``names`` (as given) that ``words`` name, by any part of the name,
+    possessive or not ("Tom's" names "Tom Evans")."""
+    said = {re.sub(r"['’]s$", "", w).lower() for w in words}
+    return {n for n in names if said & {p.lower() for p in n.split()}}
+
+
+def _topic_people(history: list[Turn], topic: int, names) -> set[str]:
+    """The people a topic's questions named."""
+    return _people([w for t in history if t.topic == topic for w in t.words], names)
 
 
 def _past_verb(word: str) -> bool:

@@ -393,3 +393,29 @@ def test_a_word_of_the_question_is_met_in_its_other_forms():
     assert _still_answers("Why did it move?", ["move"], post, chat=True)
     assert not _still_answers("Why did it move?", ["move"], post, chat=False)  # a document
     assert not _still_answers("Who is coming?", ["coming"], post, chat=True)
+
+
+def test_a_question_about_someone_else_is_not_a_follow_up():
+    """Stop 57's walk: after questions about Priya's greyhound ("Where did he race?"), "When
+    is Tom's race?" was read as a follow-up (its "race" was the topic's), and Priya's dog was
+    carried into Tom's questions for six turns. A question naming someone the topic never
+    named, with words of its own and no pronoun, starts a topic (or returns to his)."""
+    c = TopicContext()
+    people = ["Priya", "Tom", "Lena"]
+    history = topic_turns(
+        ("What is Priya's dog called?", 0, "Adopted a rescue greyhound called Biscuit"),
+        ("Where did he race?", 0, "Biscuit raced at Romford for two years"),
+    )
+    tom = c.read("When is Tom's race?", history, names=people)
+    assert (tom.kind, tom.topic, tom.words) == ("new", 1, [])
+    # still follow-ups: nothing of its own but the name, or a pronoun for the topic's thing
+    assert c.read("What about Tom?", history, names=people).kind == "follow-up"
+    assert c.read("Did Tom see him race?", history, names=people).kind == "follow-up"
+    # the person the topic is about, named again: the same topic
+    assert c.read("When did Priya adopt him?", history, names=people).topic == 0
+    # back to someone an earlier topic named
+    later = history + topic_turns(("When is Tom's race?", 1, "moved to 22 November"))[:1]
+    later[-1] = Turn(query="When is Tom's race?", effective_query="When is Tom's race?",
+                     words=["Tom's", "race"], topic=1)  # fmt: skip
+    back = c.read("What was Priya's dog afraid of?", later, names=people)
+    assert (back.kind, back.topic) == ("return", 0)
