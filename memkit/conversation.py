@@ -320,8 +320,8 @@ class TopicContext(FromSpec):
         # "When is Tom's race?" after questions about Priya's dog names someone else: its
         # own subject, though short ("What about Tom?", with nothing of its own, and "What did
         # Tom think of it?", with a pronoun, still follow up)
-        asked = _people(own, names)
-        other = bool(asked) and not asked & _topic_people(history, last.topic, names)
+        asked, theirs = _people(own, names), _topic_people(history, last.topic, names)
+        other = bool(asked) and bool(theirs) and not asked & theirs
         if (
             own_window
             or not leans_on_context(text, self.short, names)
@@ -332,9 +332,7 @@ class TopicContext(FromSpec):
             topic, kind = last.topic, "alone"
             if own_window and not mine:  # a new window, nothing else: a topic of its own
                 topic, kind = max(t.topic for t in history) + 1, "new"
-            elif (mine and not mine & current) or (
-                other and _topic_people(history, last.topic, names)
-            ):
+            elif (mine and not mine & current) or other:
                 earlier = [
                     t.topic
                     for t in reversed(history)
