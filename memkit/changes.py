@@ -7,9 +7,10 @@ answer gave the old date. ``changed_fact`` looks at a question's first posts: a 
 after the first one that says something changed ("moved to", "postponed", "cancelled",
 "instead", ...) and is about the same thing takes the first place (with the first's score);
 the post it replaces comes second, the service shows it no more and the answer quotes the
-newer post. Only when- and where-questions are read so (``settles``), a where-question
-only by a change that names a new place instead ("Going to Bamburgh instead, same dates")
-or moves the plan to someone's ("book club moves to Omar's place"):
+newer post. Only when-, where- and who-questions are read so (``settles``), a where- or
+who-question only by a change that names a new place or person instead ("Going to
+Bamburgh instead, same dates", "taking my friend Jo instead") or moves the plan to
+someone's ("book club moves to Omar's place"):
 "which hospital?" or "how did it go?" are answered by posts the change says nothing about.
 
 "About the same thing": it shares at least ``min_shared`` content words with the first
@@ -97,7 +98,7 @@ def changed_fact(
         if until is not None and it.get("created_at").date() > until:
             continue
         text = it.get("text") or ""
-        if kind == "where":
+        if kind in ("where", "who"):  # a new place, or a new person ("taking Jo instead")
             if not _new_place(text, first.get("text") or ""):
                 continue
             # the words that move it are not another topic's ("moves to Omar's place")
@@ -207,5 +208,7 @@ def settles(kind: str) -> bool:
     """Whether a changed fact settles a question of this kind (memkit.question.Question's
     ``kind``): a when-question asks for the new date, a where-question for a new place (only
     a change that names one: ``changed_fact``); "which hospital?" may be answered by the
-    replaced post, which the newer one ("moved to 23 October") does not repeat."""
-    return kind in ("when", "where")
+    replaced post, which the newer one ("moved to 23 October") does not repeat. A
+    who-question is settled as a where-question is, by a change naming someone new instead
+    ("Eva cannot come, so I am taking my friend Jo instead")."""
+    return kind in ("when", "where", "who")
