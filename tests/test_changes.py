@@ -323,47 +323,41 @@ def test_a_question_about_a_change_finds_the_post_that_states_it():
     assert stated_change_first(undated, of, "Why was Lisbon cancelled?")["event_id"][0] == "doc"
 
 
+# Stop 57's walk: Lena's booking, then a change of who goes, then (made up) a change of day
+LAKES = {
+    "plan": Item(
+        "plan", "Booked a cottage in the Lake District for 21 November, three nights, "
+        "with my sister Eva", "Lena", created_at=datetime(2026, 10, 12, 13),
+    ),
+    "who": Item(
+        "who", "Eva cannot come to the Lake District any more, so I am taking my friend "
+        "Jo instead", "Lena", created_at=datetime(2026, 10, 27, 11),
+    ),
+    "day": Item(
+        "day", "The Lake District cottage is now from Friday instead", "Lena",
+        created_at=datetime(2026, 10, 28, 9),
+    ),
+}  # fmt: skip
+
+
+def lakes(ids):
+    return [LAKES[i] for i in ids]
+
+
 def test_instead_without_a_day_does_not_settle_when():
     """Stop 57's walk: "When is Lena going to the Lake District?" was answered "On 27
     October" from "Eva cannot come to the Lake District any more, so I am taking my friend Jo
     instead" (a change of who goes, posted on 27 October), not from the booking "for 21
     November". A change with "instead" settles a when-question only where it names a day."""
-    posts = {
-        "plan": Item(
-            "plan", "Booked a cottage in the Lake District for 21 November, three nights, "
-            "with my sister Eva", "Lena", created_at=datetime(2026, 10, 12, 13),
-        ),
-        "who": Item(
-            "who", "Eva cannot come to the Lake District any more, so I am taking my friend "
-            "Jo instead", "Lena", created_at=datetime(2026, 10, 27, 11),
-        ),
-        "day": Item(
-            "day", "The Lake District cottage is now from Friday instead", "Lena",
-            created_at=datetime(2026, 10, 28, 9),
-        ),
-    }  # fmt: skip
-    of = lambda ids: [posts[i] for i in ids]  # noqa: E731
-    assert changed_fact(ranking(["plan", "who"], [0.8, 0.8]), of) is None
-    assert changed_fact(ranking(["plan", "day"], [0.8, 0.3]), of) == ("day", "plan")
+    assert changed_fact(ranking(["plan", "who"], [0.8, 0.8]), lakes) is None
+    assert changed_fact(ranking(["plan", "day"], [0.8, 0.3]), lakes) == ("day", "plan")
 
 
 def test_a_change_naming_someone_new_instead_settles_who():
     """Stop 57's walk: "Who is she going with?" quoted the booking "with my sister Eva",
     though Lena had posted that Eva cannot come and she is taking Jo instead."""
-    posts = {
-        "plan": Item(
-            "plan", "Booked a cottage in the Lake District for 21 November, three nights, "
-            "with my sister Eva", "Lena", created_at=datetime(2026, 10, 12, 13),
-        ),
-        "who": Item(
-            "who", "Eva cannot come to the Lake District any more, so I am taking my friend "
-            "Jo instead", "Lena", created_at=datetime(2026, 10, 27, 11),
-        ),
-        "day": Item(
-            "day", "The Lake District cottage is now from Friday instead", "Lena",
-            created_at=datetime(2026, 10, 28, 9),
-        ),
-    }  # fmt: skip
-    of = lambda ids: [posts[i] for i in ids]  # noqa: E731
-    assert changed_fact(ranking(["plan", "who"], [0.8, 0.6]), of, kind="who") == ("who", "plan")
-    assert changed_fact(ranking(["plan", "day"], [0.8, 0.6]), of, kind="who") is None
+    assert changed_fact(ranking(["plan", "who"], [0.8, 0.6]), lakes, kind="who") == (
+        "who",
+        "plan",
+    )
+    assert changed_fact(ranking(["plan", "day"], [0.8, 0.6]), lakes, kind="who") is None
