@@ -528,7 +528,7 @@ def run_each(run, n: int, lanes: int, background: bool = False) -> None:
     """``run(i)`` for i in range(n), on ``lanes`` threads side by side when there are
     several (ONNX Runtime lets go of the GIL while it runs); ``background`` (work no
     question waits for: a write's posts) on threads of lower CPU priority. The threads are
-    kept for the next call (starting two threads a question took about 1 ms of its CPU);
+    kept for the next call (a question with several texts had started two each time);
     a call from one of those threads runs inline (a pool's thread never waits on its own
     pool)."""
     if n > 1 and lanes > 1 and not getattr(_POOL_THREAD, "is_one", False):
