@@ -36,6 +36,15 @@ Contextualizers (``[contextualizer] type = ...``):
   * a new user's bare follow-up ("and how much did that cost them?") refers to nothing:
     ``unresolved``, and the pipeline answers so rather than guessing.
 
+  * a question that names one of the people who post whom the current topic is not about,
+    with a word of its own, starts a topic (or returns to the one about them), unless it has
+    a pronoun for the topic ("What did Tom think of it?", "Did Tom see him race?"); a topic is
+    about the people its questions named, or, where they named nobody, those whose posts its
+    answers quoted; "he", "she" and "his" may stand for the person named ("Back to Aisha:
+    what does she do for work?");
+  * "back to ..." (or "as for ...") leaves the current topic: a return to the one whose words
+    it shares, else a new one.
+
   Names of the people who post (``names``) do not count as shared words: in a two-person
   chat every question names one of them. A follow-up without a time window of its own
   keeps the previous turn's ("What happened in May?" ... "who was there?"), moved when it
@@ -79,6 +88,7 @@ class Turn:
     answer_words: list[str] = field(
         default_factory=list
     )  # content words of the sentences the answer quoted
+    people: list[str] = field(default_factory=list)  # who wrote the posts the answer quoted
     window: tuple[date, date] | None = None  # the days the turn was about (asked, or carried)
     topic: int = 0  # the conversation's topics are numbered 0, 1, ...
     time: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
@@ -319,14 +329,15 @@ class TopicContext(FromSpec):
         )  # "what happened in May?" says what it is about
         # "When is Tom's race?" after questions about Priya's dog names someone else: its
         # own subject, though short ("What about Tom?", with nothing of its own, and "What did
-        # Tom think of it?", with a pronoun, still follow up)
+        # Tom think of it?", with a pronoun for the topic's thing, still follow up)
         asked, theirs = _people(own, names), _topic_people(history, last.topic, names)
         other = bool(asked) and bool(theirs) and not asked & theirs
         if (
             own_window
+            or _BACK_TO.search(text)  # "back to the hen weekend, which airport did they fly from?"
             or not leans_on_context(text, self.short, names)
             or (names_a_subject(text) and len(mine) > self.short)
-            or (other and mine and not _PRONOUN.search(text))
+            or (other and mine and not _topic_pronoun(text, asked))
         ):
             # It names its own subject: the same topic, a return to an earlier one, or a new one.
             topic, kind = last.topic, "alone"
@@ -453,8 +464,42 @@ def _people(words, names) -> set[str]:
 
 
 def _topic_people(history: list[Turn], topic: int, names) -> set[str]:
-    """The people a topic's questions named."""
-    return _people([w for t in history if t.topic == topic for w in t.words], names)
+    """The people a topic is about: those its questions named; where they named nobody,
+    those who wrote what its answers quoted ("What happened on the descent?", answered from
+    Diego's post, is about Diego)."""
+    turns = [t for t in history if t.topic == topic]
+    named = _people([w for t in turns for w in t.words], names)
+    return named or {n for n in names if n in {p for t in turns for p in t.people}}
+
+
+_PERSONAL = re.compile(r"\b(?:he|she|his|him|her|hers)\b", re.IGNORECASE)
+_BACK_TO = re.compile(r"^\W*(?:and\s+)?(?:back to|now to|as for|over to)\b", re.IGNORECASE)
+
+
+def _topic_pronoun(text: str, asked: set[str]) -> bool:
+    """Whether a question that names someone the topic is not about (``asked``) still has
+    a pronoun for the topic's people or things. "it", "they", "that" ... always do ("What
+    did Tom think of it?"). A personal pronoun may stand for the person named: "he", "she"
+    and "his" do ("Back to Aisha: what does she do for work?"), and so do "him" and "her"
+    after a possessive name ("What does Diego's coach tell him?") or a cue that changes the
+    subject ("back to", "as for"). After a plain name they do not: in "Did Tom see him
+    race?" the object is not the subject, so "him" is the topic's."""
+    rest = _PERSONAL.sub(" ", text)
+    if _PRONOUN.search(rest):
+        return True
+    owner = any(
+        re.search(rf"\b{re.escape(p)}['’]s\b", text, re.IGNORECASE)
+        for n in asked
+        for p in n.split()
+    )
+    # "her" before a noun is "his" ("with her sister"); before nothing or a small word
+    # ("buy her for Christmas") it is "him"
+    objects = [
+        m
+        for m in re.finditer(r"\b(him|her)\b(?:\W+(\w+))?", text, re.IGNORECASE)
+        if m.group(1).lower() == "him" or not m.group(2) or m.group(2).lower() in NLTK_STOPWORDS
+    ]
+    return bool(objects) and not owner and not _BACK_TO.search(text)
 
 
 def _past_verb(word: str) -> bool:

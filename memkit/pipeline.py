@@ -71,6 +71,7 @@ from typing import Sequence
 import polars as pl
 
 from memkit.answer import Answer, build_answerer
+from memkit.answer.base import speaker
 from memkit.answer.questions import lacks_what_is_asked, question_type
 from memkit.calibration import Calibration
 from memkit.changes import changed_fact, newest_first, settles, stated_change_first
@@ -583,6 +584,7 @@ class Pipeline:
             rest = [i for i in read_items[:k] if i.event_id not in quoted][: k - len(cited)]
             kept = {i.event_id for i in cited + rest}
             items = [i for i in read_items if i.event_id in kept]
+        quoted_ids = set(written.quoted)
         # what a bare follow-up ("how much were they?") refers to: the sentences the answer
         # quoted, then the rest of what it showed of their posts ("Got two tickets!! £355 each")
         sentences = [q["sentence"] for q in written.quotes if q.get("sentence")]
@@ -600,6 +602,9 @@ class Pipeline:
             quoted=written.quoted,
             words=reading.own_words,
             answer_words=answer_words,
+            people=list(
+                dict.fromkeys(filter(None, (speaker(i) for i in items if i.event_id in quoted_ids)))
+            ),
             window=reading.days,
             topic=reading.topic,
             time=req.now or datetime.now(timezone.utc),

@@ -419,3 +419,60 @@ def test_a_question_about_someone_else_is_not_a_follow_up():
                      words=["Tom's", "race"], topic=1)  # fmt: skip
     back = c.read("What was Priya's dog afraid of?", later, names=people)
     assert (back.kind, back.topic) == ("return", 0)
+
+
+def test_a_topic_is_about_who_wrote_what_its_answers_quoted():
+    """Stop 58's walk: "What happened on the descent?" (answered from Diego's post), then
+    questions with "he", then "Back to Aisha: what does she do for work?" was read as a
+    follow-up of Diego's topic ("descent cycling" carried) and declined, and Diego's topic
+    was carried into three more turns. A topic is also about the people whose posts its
+    answers quoted; a personal pronoun may stand for the person a question names."""
+    from dataclasses import replace
+
+    c = TopicContext()
+    people = ["Aisha", "Ben", "Diego"]
+    history = [
+        replace(t, people=["Diego"])
+        for t in topic_turns(
+            ("What happened on the descent?", 0, "Crashed on a wet descent, scraped elbow"),
+            ("What did he do before cycling?", 0, "Joined a cycling club"),
+        )
+    ]
+    back = c.read("Back to Aisha: what does she do for work?", history, names=people)
+    assert (back.kind, back.words) == ("new", [])
+    # a possessive name: "him" may be Diego
+    aisha = [*history, Turn(query="Where does Aisha work?", words=["Aisha", "work"],
+                            topic=1, people=["Aisha"])]  # fmt: skip
+    coach = c.read("What does Diego's coach tell him?", aisha, names=people)
+    assert (coach.kind, coach.topic) == ("return", 0)
+    # still follow-ups: a pronoun for the topic's thing, an object pronoun after a plain
+    # name, nothing of its own
+    for question in ["What did Ben think of it?", "Did Ben see him fall?", "What about Ben?",
+                     "Did Ben buy her for Christmas?"]:  # fmt: skip
+        assert c.read(question, history, names=people).kind == "follow-up", question
+    # "her" before a noun is possessive: "with her sister" may be Aisha's
+    assert c.read("Is Aisha going with her sister?", history, names=people).kind == "new"
+    assert c.read("And Aisha, what does she do for work?", history, names=people).kind == "new"
+    # the same turns without their authors (a turn stored before revision 0004): a topic
+    # whose questions named nobody is about nobody, and the question follows up as before
+    bare = [replace(t, people=[]) for t in history]
+    assert c.read("And Aisha, what does she do for work?", bare, names=people).kind == ("follow-up")
+    # a topic whose questions named someone is about them, whoever wrote what it quoted:
+    # Diego is someone else there
+    ben = [Turn(query="Where did Ben's band play?", words=["Ben's", "band", "play"],
+                people=["Diego"])]  # fmt: skip
+    assert c.read("And Diego, what does he do for work?", ben, names=people).kind == "new"
+
+
+def test_back_to_leaves_the_current_topic():
+    """ "back to the hen weekend, which airport did they fly from?" (the dev suite) followed
+    up the topic of Aisha's dog, carrying "dog chew": "back to" leaves the current topic, for
+    the one whose words it shares."""
+    c = TopicContext()
+    history = topic_turns(
+        ("Where did they go for Jess's hen do?", 0, "Hen weekend in Porto booked"),
+        ("What did Aisha's dog chew up?", 1, "The dog chewed Leo's trainers"),
+    )
+    back = c.read("back to the hen weekend, which airport did they fly from?", history)
+    assert (back.kind, back.topic, back.words) == ("return", 0, [])
+    assert c.read("which airport did they fly from?", history).kind == "follow-up"

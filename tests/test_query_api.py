@@ -548,6 +548,8 @@ def test_conversation_state_is_kept_in_the_store(world, tmp_path, monkeypatch):
         turns[0].event_ids == [world["ids"][0], world["ids"][2]][: len(turns[0].event_ids)]
         and turns[0].answer
     )
+    # who wrote what the answer quoted: the next question's topic is about them too
+    assert turns[0].quoted and turns[0].people == ["Ann"]
     assert StoredConversations(second.extensions["memkit"]["engine"]).history(world["bo_id"]) == []
     later = datetime.now(timezone.utc) + timedelta(hours=2)  # idle too long: a new conversation
     assert (

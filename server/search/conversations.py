@@ -61,6 +61,7 @@ class StoredConversations(ConversationStore):
                     quoted=turn.quoted,
                     words=turn.words,
                     answer_words=turn.answer_words,
+                    people=turn.people,
                     window_from=window[0],
                     window_to=window[1],
                     topic=turn.topic,
@@ -86,10 +87,10 @@ class StoredConversations(ConversationStore):
 def still_readable(conn, user_id: str, history: list[Turn]) -> list[Turn]:
     """The turns as their asker may see them now: a post he can no longer read (its floor
     turned private, or it is gone) is dropped from what a turn quoted, and so are the words
-    its answer quoted and the answer (which post each word came from is not kept), so a
-    follow-up carries nothing of it. The items a turn returned (``event_ids``, stored for
-    the record) are left out: no follow-up reads them, and checking them was most of this
-    check's work (200 ids a question against about 20 quoted)."""
+    its answer quoted, their authors and the answer (which post each word came from is not
+    kept), so a follow-up carries nothing of it. The items a turn returned (``event_ids``,
+    stored for the record) are left out: no follow-up reads them, and checking them was most
+    of this check's work (200 ids a question against about 20 quoted)."""
     ids = {i for t in history for i in t.quoted}
     readable = (
         set(
@@ -113,6 +114,7 @@ def still_readable(conn, user_id: str, history: list[Turn]) -> list[Turn]:
                 event_ids=[],
                 quoted=[i for i in t.quoted if i in readable],
                 answer_words=[] if lost else t.answer_words,
+                people=[] if lost else t.people,
                 answer=None if lost else t.answer,
             )
         )
@@ -134,6 +136,7 @@ def _turn(r) -> Turn:
         quoted=_strings(r["quoted"]),
         words=_strings(r["words"]) if r["words"] is not None else content_words(r["query"] or ""),
         answer_words=_strings(r["answer_words"]),
+        people=_strings(r.get("people")),
         window=window,
         topic=r["topic"] or 0,
         time=r["created_at"],

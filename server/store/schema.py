@@ -196,6 +196,7 @@ conversation_turns = sa.Table(
     sa.Column("window_from", sa.Date),
     sa.Column("window_to", sa.Date),
     sa.Column("topic", sa.Integer),
+    sa.Column("people", sa.JSON),  # who wrote the posts the answer quoted (revision 0004)
     sa.Index("conversation_turns_user", "user_id", "id"),
     sqlite_autoincrement=True,
 )
