@@ -712,10 +712,9 @@ def test_a_when_answer_reads_the_nth_of_a_month_and_a_moved_plans_last_date():
     assert [m.span.text for m in resolve(ferry["text"], date(2026, 7, 10))] == ["18 July 2026"]
 
 
-@pytest.fixture(scope="module")
-def walk56():
-    """The served pipeline over stop 56's walk floor (examples/walks/stop56-posts.txt: four
-    people in a chat and a blog) and a question asked of it, with k items, on 28 November."""
+def walk(stem: str, people: list[str]):
+    """The served pipeline over a walk's floor (examples/walks/STEM-posts.txt: four people
+    in a chat and a blog) and a question asked of it, with k items, on 28 November."""
     from datetime import datetime, timezone
     from pathlib import Path
 
@@ -723,9 +722,9 @@ def walk56():
     from memkit.tables import events_frame
     from tests.helpers import served_pipeline
 
-    walk = Path(__file__).parent.parent / "examples/walks/stop56-posts.txt"
+    posts = Path(__file__).parent.parent / f"examples/walks/{stem}-posts.txt"
     rows = []
-    for n, line in enumerate(walk.read_text().splitlines()):
+    for n, line in enumerate(posts.read_text().splitlines()):
         who, kind, at, text = line.split("|", 3)
         rows.append(
             {
@@ -740,10 +739,14 @@ def walk56():
         )
     p = served_pipeline().fit(events_frame(rows))
     asked = datetime(2026, 11, 28, 9, tzinfo=timezone.utc)
-    people = ["Maya", "Owen", "Dev", "Sofia"]
     return lambda question, k=10: p.ask(
         Query(question, floor_ids=["f"], now=asked, k=k, authors=people)
     )
+
+
+@pytest.fixture(scope="module")
+def walk56():
+    return walk("stop56", ["Maya", "Owen", "Dev", "Sofia"])
 
 
 @pytest.mark.slow
@@ -771,3 +774,13 @@ def test_a_question_in_the_base_form_finds_the_post_in_the_past(walk56):
     res = walk56("What did Sofia win?")
     assert res.items[0].event_id == "p7" and res.written.quoted == ["p7"]
     assert "second prize" in res.answer
+
+
+@pytest.mark.slow
+def test_a_decline_names_someone_else_s_post_only_where_it_was_closer():
+    # Stop 58's walk: "What went wrong at Ben's gig?" was declined as "the closest post is
+    # Diego's", showing Diego's flights (ranked eighth, below five of Ben's posts) as its
+    # one item. Someone else's post is the closest only where it ranks above all of theirs.
+    res = walk("stop58", ["Aisha", "Ben", "Chloe", "Diego"])("What went wrong at Ben's gig?")
+    assert "Diego" not in res.answer
+    assert all(i.speaker == "Ben" for i in res.items)

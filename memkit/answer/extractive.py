@@ -249,7 +249,15 @@ class ExtractiveAnswerer(FromSpec, Composer):
         best = selection.best_candidate(cands, quotable, scores)
         strength = float(cands.sims[best])
         if not (decided or settled) and self.declines(cands, scores, items):
-            rival = [i for i in quotable if not cands.about[i]]
+            # the closest post is someone else's only where it ranks above all of theirs:
+            # "the closest post is Diego's" for a question about Ben's gig, from a post
+            # ranked below five of Ben's, named a post that was not close
+            first_theirs = min((cands.rank[i] for i in quotable if cands.about[i]), default=None)
+            rival = [
+                i
+                for i in quotable
+                if not cands.about[i] and (first_theirs is None or cands.rank[i] < first_theirs)
+            ]
             near = (
                 cands.item[max(rival, key=lambda i: scores[i])] if rival and cands.people else None
             )
