@@ -109,9 +109,12 @@ _AMOUNT = re.compile(
     r"|grand|pounds?|dollars?|euros?)\b",
     re.I,
 )
-# "how much did the map cost?" asks for money: "2 miles" is an amount but not a price
+# "how much did the map cost?" asks for money: "2 miles" is an amount but not a price; so
+# does "how much are tickets?" ("we sold 60 tickets" does not say)
 _MONEY_ASKED = re.compile(
-    r"\b(?:cost|costs|price|priced|pay|paid|spend|spent|charge|charged|fee|worth)\b", re.I
+    r"\b(?:cost|costs|price|priced|pay|paid|spend|spent|charge|charged|fee|worth)\b"
+    r"|\bhow much (?:is|are|was|were)\b",
+    re.I,
 )
 _MONEY = re.compile(
     r"[£$€¥]\s?\d|\d\s?(?:p|k)\b|\b(?:free|nothing|quid|grand|pounds?|dollars?|euros?|pence"
