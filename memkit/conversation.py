@@ -332,6 +332,11 @@ class TopicContext(FromSpec):
         # Tom think of it?", with a pronoun for the topic's thing, still follow up)
         asked, theirs = _people(own, names), _topic_people(history, last.topic, names)
         other = bool(asked) and bool(theirs) and not asked & theirs
+        if other and mine & current and not _named_in(history, last.topic, names):
+            # who the topic is about was only read from its answers' posts: a question that
+            # shares its words stays ("What did Dana think of Stevens?" after questions on
+            # the book club's book, whose answers quoted Omar)
+            other = False
         if (
             own_window
             or _BACK_TO.search(text)  # "back to the hen weekend, which airport did they fly from?"
@@ -348,12 +353,10 @@ class TopicContext(FromSpec):
                     t.topic
                     for t in reversed(history)
                     if t.topic != last.topic
-                    and (
-                        asked & _topic_people(history, t.topic, names)
-                        if other
-                        else mine & _topic_stems(history, t.topic, named)
-                    )
-                ]
+                    and mine & _topic_stems(history, t.topic, named)
+                    and (not other or asked & _topic_people(history, t.topic, names))
+                ]  # back to a topic about them only where it shares a word: "How did Ruben
+                # hurt his ankle?" is not the topic of Ruben's birthday dinner
                 topic = earlier[0] if earlier else max(t.topic for t in history) + 1
                 kind = "return" if earlier else "new"
             return Reading(
@@ -467,9 +470,13 @@ def _topic_people(history: list[Turn], topic: int, names) -> set[str]:
     """The people a topic is about: those its questions named; where they named nobody,
     those who wrote what its answers quoted ("What happened on the descent?", answered from
     Diego's post, is about Diego)."""
-    turns = [t for t in history if t.topic == topic]
-    named = _people([w for t in turns for w in t.words], names)
-    return named or {n for n in names if n in {p for t in turns for p in t.people}}
+    quoted = {p for t in history if t.topic == topic for p in t.people}
+    return _named_in(history, topic, names) or {n for n in names if n in quoted}
+
+
+def _named_in(history: list[Turn], topic: int, names) -> set[str]:
+    """The people a topic's questions named."""
+    return _people([w for t in history if t.topic == topic for w in t.words], names)
 
 
 _PERSONAL = re.compile(r"\b(?:he|she|his|him|her|hers)\b", re.IGNORECASE)

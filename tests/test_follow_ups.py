@@ -444,7 +444,10 @@ def test_a_topic_is_about_who_wrote_what_its_answers_quoted():
     aisha = [*history, Turn(query="Where does Aisha work?", words=["Aisha", "work"],
                             topic=1, people=["Aisha"])]  # fmt: skip
     coach = c.read("What does Diego's coach tell him?", aisha, names=people)
-    assert (coach.kind, coach.topic) == ("return", 0)
+    assert (coach.kind, coach.topic, coach.words) == ("new", 2, [])
+    # back to the topic about him where it shares a word
+    descent = c.read("What did Diego's coach say about the descent?", aisha, names=people)
+    assert (descent.kind, descent.topic) == ("return", 0)
     # still follow-ups: a pronoun for the topic's thing, an object pronoun after a plain
     # name, nothing of its own
     for question in ["What did Ben think of it?", "Did Ben see him fall?", "What about Ben?",
@@ -462,6 +465,13 @@ def test_a_topic_is_about_who_wrote_what_its_answers_quoted():
     ben = [Turn(query="Where did Ben's band play?", words=["Ben's", "band", "play"],
                 people=["Diego"])]  # fmt: skip
     assert c.read("And Diego, what does he do for work?", ben, names=people).kind == "new"
+    # people read from what the answers quoted only: a question sharing the topic's words
+    # stays in it (stop 51's walk: "What did Dana think of Stevens?" after questions on the
+    # book club's book, answered from Omar's post)
+    book = topic_turns(("What book are they reading?", 0, "we talked about Stevens"))
+    book[0].people = ["Omar"]
+    dana = c.read("What did Dana think of Stevens?", book, names=["Dana", "Omar"])
+    assert (dana.kind, dana.topic) == ("follow-up", 0)
 
 
 def test_back_to_leaves_the_current_topic():
