@@ -720,32 +720,13 @@ def test_a_when_answer_reads_the_nth_of_a_month_and_a_moved_plans_last_date():
 def walk(stem: str, people: list[str]):
     """The served pipeline over a walk's floor (examples/walks/STEM-posts.txt: four people
     in a chat and a blog) and a question asked of it, with k items, on 28 November."""
-    from datetime import datetime, timezone
-    from pathlib import Path
-
+    from memkit.evaluation.walks import ASKED, WALKS, walk_events
     from memkit.pipeline import Query
-    from memkit.tables import events_frame
     from tests.helpers import served_pipeline
 
-    posts = Path(__file__).parent.parent / f"examples/walks/{stem}-posts.txt"
-    rows = []
-    for n, line in enumerate(posts.read_text().splitlines()):
-        who, kind, at, text = line.split("|", 3)
-        rows.append(
-            {
-                "event_id": f"p{n}",
-                "floor_id": "f",
-                "block_id": f"f/{kind}",
-                "block_type": "feed" if kind == "chat" else "blog",
-                "user_id": who,
-                "text": text,
-                "created_at": at,
-            }
-        )
-    p = served_pipeline().fit(events_frame(rows))
-    asked = datetime(2026, 11, 28, 9, tzinfo=timezone.utc)
+    p = served_pipeline().fit(walk_events(WALKS / f"{stem}-posts.txt"))
     return lambda question, k=10: p.ask(
-        Query(question, floor_ids=["f"], now=asked, k=k, authors=people)
+        Query(question, floor_ids=["f"], now=ASKED, k=k, authors=people)
     )
 
 

@@ -486,3 +486,16 @@ def test_back_to_leaves_the_current_topic():
     back = c.read("back to the hen weekend, which airport did they fly from?", history)
     assert (back.kind, back.topic, back.words) == ("return", 0, [])
     assert c.read("which airport did they fly from?", history).kind == "follow-up"
+
+
+@pytest.mark.slow
+def test_a_walk_replayed_in_process_reads_back_to_as_a_new_topic():
+    # eval/walks.py's replay of stop 58's walk: every question asked in order by one user;
+    # "Back to Aisha: what does she do for work?" after questions about Diego's riding no
+    # longer carries "descent cycling" (it did before Turn.people)
+    from memkit.evaluation.walks import replay
+
+    turns = replay("stop58")
+    assert len(turns) == 37 and all(t["answer"] for t in turns)
+    back = next(t for t in turns if t["question"].startswith("Back to Aisha"))
+    assert (back["read"], back["searched"]) == ("new", back["question"])

@@ -1,0 +1,85 @@
+"""The newcomers' walks replayed in this process.
+
+Each stop's walk is a floor written fresh (``examples/walks/STOP-posts.txt``: lines
+``who|chat or blog|created_at|text``) and a conversation over it
+(``STOP-questions.txt``: lines ``question|what a right answer holds``), driven through the
+service with ``examples/walk.sh``. Here the same floor is indexed by a pipeline and the
+questions asked in order as one user, so that two versions of the code can be compared on
+every walk in seconds (``eval/walks.py``). Whether an answer is right stays a reader's
+judgement: the ``want`` column is free text.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+
+import polars as pl
+
+from memkit.tables import events_frame
+
+WALKS = Path(__file__).resolve().parents[2] / "examples" / "walks"
+ASKED = datetime(2026, 11, 28, 9, tzinfo=timezone.utc)  # every walk is asked on this day
+
+
+def walk_events(posts: Path | str) -> pl.DataFrame:
+    """A walk's floor ("f"): one block per kind ("f/chat", a feed; "f/blog"), posts p0, p1,
+    ... in the file's order, each by the person named."""
+    rows = []
+    for n, line in enumerate(Path(posts).read_text().splitlines()):
+        if not line.strip():
+            continue
+        who, kind, at, text = line.split("|", 3)
+        rows.append(
+            {
+                "event_id": f"p{n}",
+                "floor_id": "f",
+                "block_id": f"f/{kind}",
+                "block_type": "feed" if kind == "chat" else "blog",
+                "user_id": who,
+                "text": text,
+                "created_at": at,
+            }
+        )
+    return events_frame(rows)
+
+
+def served_pipeline(config=None):
+    """The pipeline of a config as a fresh service serves it: the config's own model, fixed,
+    so ``fit`` trains nothing (the default adapts its encoder to the events given to ``fit``
+    in eval; the service only when `memkit adapt` runs)."""
+    from memkit.config import CONFIG_DIR, load_config
+    from memkit.pipeline import Pipeline
+    from memkit.training import EncoderStage
+
+    config = (
+        config if isinstance(config, dict) else load_config(config or CONFIG_DIR / "default.toml")
+    )
+    stage = EncoderStage.from_config(config.get("encoder"))
+    return Pipeline.from_config(config, encoder=stage.model if stage else None)
+
+
+def replay(stem: str, config=None, walks: Path = WALKS) -> list[dict]:
+    """Every turn of walk ``stem`` ("stop58"), asked in order by one user over its floor:
+    the question, what a right answer holds, how it was read and the answer."""
+    events = walk_events(walks / f"{stem}-posts.txt")
+    people = list(dict.fromkeys(events["user_id"].to_list()))
+    pipeline = served_pipeline(config).fit(events)
+    out = []
+    for line in (walks / f"{stem}-questions.txt").read_text().splitlines():
+        if not line.strip():
+            continue
+        question, want = line.split("|", 1)
+        res = pipeline.query(
+            question, user_id="walker", floor_ids=["f"], now=ASKED, k=3, authors=people
+        )
+        out.append(
+            {
+                "question": question,
+                "want": want,
+                "read": res.carried.kind if res.carried else "-",
+                "searched": res.effective_query,
+                "answer": res.answer,
+            }
+        )
+    return out
