@@ -1,0 +1,70 @@
+"""CPU ms a question, answers on and items only, in this process: the query endpoint through
+Flask's test client on one thread, over a copy of the store the speed guard leaves (run
+``eval/bench/guard.py`` first). For before/after comparisons of two commits, run it from each
+tree in turn, alternating, on the same store (a store of the older commit: the newer one
+upgrades its copy):
+
+    ROOT=TREE PYTHONPATH=TREE .venv/bin/python eval/bench/cpu_a_question.py [--store DIR]
+
+60 questions warm up (answers on), then 320 with answers, then 320 items only; prints one
+JSON line.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+import types
+from pathlib import Path
+
+ROOT = Path(os.environ.get("ROOT") or Path(__file__).resolve().parents[2])
+sys.path.insert(0, str(ROOT / "eval" / "bench"))
+sys.path.insert(0, str(ROOT))
+import service  # noqa: E402
+
+from server import create_app  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--store", default=str(ROOT / "eval" / "out" / "bench-guard"))
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp) / "store"
+        shutil.copytree(args.store, folder)  # questions write turns: the store stays as it was
+        settings = types.SimpleNamespace(
+            database_url=f"sqlite:///{folder}/memkit.db",
+            config=str(ROOT / "eval" / "configs" / "default.toml"),
+            backend="memory",
+        )
+        app = create_app(service.settings_for(settings, folder))
+        app.extensions["memkit"]["memory"].warm()
+        client = app.test_client()
+        floors = json.loads((folder / "store.json").read_text())["floors"]
+        bodies = service.query_bodies(700, floors, 20, seed=11)
+
+        def run(part, summary: str) -> float:
+            start = time.process_time()
+            for token, body in part:
+                r = client.post(
+                    "/agent/memory/query",
+                    json={**body, "summary_needed": summary},
+                    headers={"Authorization": f"Bearer {token}"},
+                )
+                assert r.status_code == 200, r.get_json()
+            return (time.process_time() - start) * 1000 / len(part)
+
+        run(bodies[:60], "1")
+        answers, items = run(bodies[60:380], "1"), run(bodies[380:700], "0")
+    print(
+        json.dumps(
+            {"root": str(ROOT), "answers_ms": round(answers, 2), "items_ms": round(items, 2)}
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
