@@ -17,15 +17,12 @@ import shutil
 import sys
 import tempfile
 import time
-import types
 from pathlib import Path
 
 ROOT = Path(os.environ.get("ROOT") or Path(__file__).resolve().parents[2])
 sys.path.insert(0, str(ROOT / "eval" / "bench"))
 sys.path.insert(0, str(ROOT))
 import service  # noqa: E402
-
-from server import create_app  # noqa: E402
 
 
 def main() -> None:
@@ -35,26 +32,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "store"
         shutil.copytree(args.store, folder)  # questions write turns: the store stays as it was
-        settings = types.SimpleNamespace(
-            database_url=f"sqlite:///{folder}/memkit.db",
-            config=str(ROOT / "eval" / "configs" / "default.toml"),
-            backend="memory",
-        )
-        app = create_app(service.settings_for(settings, folder))
-        app.extensions["memkit"]["memory"].warm()
-        client = app.test_client()
-        floors = json.loads((folder / "store.json").read_text())["floors"]
+        client, floors = service.guard_client(folder, ROOT / "eval" / "configs" / "default.toml")
         bodies = service.query_bodies(700, floors, 20, seed=11)
 
         def run(part, summary: str) -> float:
             start = time.process_time()
-            for token, body in part:
-                r = client.post(
-                    "/agent/memory/query",
-                    json={**body, "summary_needed": summary},
-                    headers={"Authorization": f"Bearer {token}"},
-                )
-                assert r.status_code == 200, r.get_json()
+            service.ask_all(client, part, summary)
             return (time.process_time() - start) * 1000 / len(part)
 
         run(bodies[:60], "1")

@@ -10,11 +10,9 @@ profile by cumulative and by own time, and the callees of the main stages.
 """
 
 import cProfile
-import json
 import pstats
 import sys
 import time
-import types
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -22,30 +20,15 @@ sys.path.insert(0, str(ROOT / "eval" / "bench"))
 sys.path.insert(0, str(ROOT))
 import service  # noqa: E402
 
-from server import create_app  # noqa: E402
-
-folder = ROOT / "eval" / "out" / "bench-guard"
-args = types.SimpleNamespace(
-    database_url=f"sqlite:///{folder}/memkit.db",
-    config=str(ROOT / "eval" / "configs" / "default.toml"),
-    backend="memory",
+c, floors = service.guard_client(
+    ROOT / "eval" / "out" / "bench-guard", ROOT / "eval" / "configs" / "default.toml"
 )
-app = create_app(service.settings_for(args, folder))
-app.extensions["memkit"]["memory"].warm()
-c = app.test_client()
-floors = json.loads((folder / "store.json").read_text())["floors"]
 bodies = service.query_bodies(400, floors, 20, seed=11)
 summary = sys.argv[1] if len(sys.argv) > 1 else "0"
 
 
 def run(bs):
-    for tok, body in bs:
-        r = c.post(
-            "/agent/memory/query",
-            json={**body, "summary_needed": summary},
-            headers={"Authorization": f"Bearer {tok}"},
-        )
-        assert r.status_code == 200, r.get_json()
+    service.ask_all(c, bs, summary)
 
 
 run(bodies[:50])  # warm

@@ -237,6 +237,33 @@ def settings_for(args, folder: Path) -> dict:
     return s
 
 
+def guard_client(folder: Path, config: Path):
+    """A test client of the app over the speed guard's store in ``folder`` (memory backend,
+    index warmed) and the store's floors: for the in-process benchmarks
+    (profile_query.py, cpu_a_question.py)."""
+    import types
+
+    from server import create_app
+
+    args = types.SimpleNamespace(
+        database_url=f"sqlite:///{folder}/memkit.db", config=str(config), backend="memory"
+    )
+    app = create_app(settings_for(args, folder))
+    app.extensions["memkit"]["memory"].warm()
+    return app.test_client(), json.loads((folder / "store.json").read_text())["floors"]
+
+
+def ask_all(client, bodies, summary: str) -> None:
+    """Ask every (token, body) of ``query_bodies`` through a test client, each answered 200."""
+    for token, body in bodies:
+        r = client.post(
+            "/agent/memory/query",
+            json={**body, "summary_needed": summary},
+            headers={"Authorization": f"Bearer {token}"},
+        )
+        assert r.status_code == 200, r.get_json()
+
+
 def build_index(args, folder: Path) -> dict:
     from server import create_app
     from server.search.index import load_events, per_floor
