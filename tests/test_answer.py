@@ -604,6 +604,13 @@ def test_a_month_still_to_come_is_listed_by_the_sentence_naming_it():
         ("How much are tickets?", "The gig was packed, we sold 60 tickets", "how much"),
         ("How much was the van?", "The van was 120 quid for the day", None),
         ("How much water is left?", "Two litres in the tank", None),
+        # a colour or a weight asked (stop 58's walks: "What colour is she?" was answered by
+        # a job interview)
+        ("What colour is she?", "Got an interview at the Leeds museum", "the colour"),
+        ("What colour is she?", "She's grey with a white paw", None),
+        ("How heavy is it?", "Bought a Canyon road bike for 900 euros", "the weight"),
+        ("How heavy is it?", "It weighs eight kilos", None),
+        ("weight?", "Aylin, born yesterday afternoon, 2.9kg", None),
         ("Where did they go?", "Nothing here", None),
         (
             "What is Omar's cello teacher's phone number?",

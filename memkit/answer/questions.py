@@ -66,7 +66,9 @@ _IRREGULAR_RE = re.compile(r"\b(" + "|".join(IRREGULAR) + r")\b", re.IGNORECASE)
 ANSWER_TYPE_TERMS = frozenset(
     Analyzer()(
         "cost costs price much many time times long often date day year month week "
-        "kind type sort happened happen"
+        "kind type sort happened happen "
+        # a measure asked for: "how heavy is it?" is answered by "it weighs eight kilos"
+        "heavy old tall big far fast colour color"
     )
 )
 
@@ -130,6 +132,19 @@ _NAME_ASKED = re.compile(
 )
 
 
+# a colour or a weight asked: "What colour is she?" is not answered by a post without one
+_COLOUR_ASKED = re.compile(r"\b(?:what|which) colou?rs?\b", re.I)
+_COLOUR = re.compile(
+    r"\b(?:red|orange|yellow|green|blue|purple|violet|pink|brown|black|white|grey|gray|silver"
+    r"|gold|golden|beige|cream|navy|teal|turquoise|ginger|tabby|colou?red|striped|spotted)\b",
+    re.I,
+)
+_WEIGHT_ASKED = re.compile(r"\bhow heavy\b|\bhow much did .+ weigh\b|\bweight\b", re.I)
+_WEIGHT = re.compile(
+    r"\d\s?(?:kg|g|lbs?|oz|st)\b|\b(?:kilos?|kilograms?|kg|grams?|pounds?|lbs?|stone|tonnes?"
+    r"|tons?|ounces?|oz|weighs?|weighed|weighing)\b",
+    re.I,
+)
 _NUMBER_ASKED = re.compile(r"\b(?:phone|mobile|telephone|cell|contact) (?:number|no)\b", re.I)
 _NUMBER = re.compile(r"\+?\d[\d ()-]{4,}\d")
 _EMAIL_ASKED = re.compile(r"\be-?mail(?: address)?\b(?! (?:from|about|to|saying))", re.I)
@@ -147,14 +162,19 @@ _PLACE_OR_TIME_BEFORE = re.compile(r"\b(?:in|at|to|from|near|on|into|around)\s+(
 
 def lacks_what_is_asked(query: str, quoted: str) -> str | None:
     """What the question needs and ``quoted`` does not hold: "the number" (a phone number:
-    six or more digits), "the address" (an e-mail address), "how much" (an amount; money
-    when it asks what something cost or was paid) or
+    six or more digits), "the address" (an e-mail address), "the colour", "the weight" (a
+    unit, or "weighs"), "how much" (an amount; money when it asks what something cost, was
+    paid or is) or
     "the name" (a capitalised word the question does not have, past the start of a
     sentence); None when it holds it or the question needs none of these."""
     if _NUMBER_ASKED.search(query):
         return None if _NUMBER.search(quoted) else "the number"
     if _WHAT_IS.match(query) and _EMAIL_ASKED.search(query):
         return None if _EMAIL.search(quoted) else "the address"
+    if _COLOUR_ASKED.search(query):
+        return None if _COLOUR.search(quoted) else "the colour"
+    if _WEIGHT_ASKED.search(query):
+        return None if _WEIGHT.search(quoted) else "the weight"
     if _AMOUNT_ASKED.search(query):
         amount = _MONEY if _MONEY_ASKED.search(query) else _AMOUNT
         return None if amount.search(quoted) else "how much"
