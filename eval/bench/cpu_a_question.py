@@ -19,8 +19,9 @@ import tempfile
 import time
 from pathlib import Path
 
+# ROOT: the tree whose memkit and server are measured (this script's helpers stay its own)
 ROOT = Path(os.environ.get("ROOT") or Path(__file__).resolve().parents[2])
-sys.path.insert(0, str(ROOT / "eval" / "bench"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(ROOT))
 import service  # noqa: E402
 
