@@ -34,8 +34,7 @@ Contextualizers (``[contextualizer] type = ...``):
     shares its words, **returns** to an earlier topic whose words it shares, or starts a
     **new** one;
   * a new user's bare follow-up ("and how much did that cost them?") refers to nothing:
-    ``unresolved``, and the pipeline answers so rather than guessing.
-
+    ``unresolved``, and the pipeline answers so rather than guessing;
   * a question that names one of the people who post whom the current topic is not about,
     with a word of its own, starts a topic (or returns to the one about them), unless it has
     a pronoun for the topic ("What did Tom think of it?", "Did Tom see him race?"); a topic is
