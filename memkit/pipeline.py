@@ -573,18 +573,17 @@ class Pipeline:
             decided=read and self.reader.overrule_writer,
             settled=bool(change) and bool(read_items) and read_items[0].event_id == change[0],
         )
+        quoted = set(written.quoted)
         if written.declined and not listing:
             # Nothing found answers it: no items (INTERFACE.md), but for the closest post
             # when the decline names it ("the closest post is Omar's, and it does not say
             # the number"). The ranking is kept in ``run`` (eval scores it).
             items = [i for i in read_items if i.event_id == written.closest]
         else:  # the top k, less the lowest where a quoted post below them takes its place
-            quoted = set(written.quoted)
             cited = [i for i in read_items if i.event_id in quoted][:k]
             rest = [i for i in read_items[:k] if i.event_id not in quoted][: k - len(cited)]
             kept = {i.event_id for i in cited + rest}
             items = [i for i in read_items if i.event_id in kept]
-        quoted_ids = set(written.quoted)
         # what a bare follow-up ("how much were they?") refers to: the sentences the answer
         # quoted, then the rest of what it showed of their posts ("Got two tickets!! £355 each")
         sentences = [q["sentence"] for q in written.quotes if q.get("sentence")]
@@ -603,7 +602,7 @@ class Pipeline:
             words=reading.own_words,
             answer_words=answer_words,
             people=list(
-                dict.fromkeys(filter(None, (speaker(i) for i in items if i.event_id in quoted_ids)))
+                dict.fromkeys(filter(None, (speaker(i) for i in items if i.event_id in quoted)))
             ),
             window=reading.days,
             topic=reading.topic,
