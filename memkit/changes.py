@@ -32,9 +32,10 @@ import polars as pl
 from memkit.timeref import CALENDAR, dates_in
 
 CHANGED = re.compile(
-    r"\b(?:moved|moving|postponed|(?:push|pushed|pushing|put|putting) (?:\w+ ){0,2}back"
+    r"\b(?:moved|moving|postponed|delayed|put off"
+    r"|(?:push|pushed|pushing|put|putting) (?:\w+ ){0,2}back"
     r"|brought forward|(?:has|have|had|needs?) to move"
-    r"|moves? (?:it |things |everything )?to (?:next |the )?"
+    r"|(?:moves? (?:it |things |everything )?|(?:pushed|bumped) (?:out )?)to (?:next |the )?"
     r"(?:mon|tue|wed|thu|fri|sat|sun|jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec|\d)"
     r"|rescheduled|change of plan|changed (?:to|the (?:date|day|time|plan|venue))"
     r"|changed(?=[.,;:!]|$)"
@@ -177,7 +178,7 @@ def _new_place(text: str, first: str) -> bool:
 # a question about a change itself ("Why did they cancel Lisbon?", "Why was it moved?")
 ASKS_CHANGE = re.compile(
     r"\b(?:cancel+(?:ed|ing)?|call(?:ed)? off|moved?|postponed?|rescheduled?"
-    r"|(?:put|push|pushed) back|changed?)\b",
+    r"|(?:put|push|pushed) back|pushed|delay(?:ed)?|changed?)\b",
     re.IGNORECASE,
 )
 

@@ -191,6 +191,13 @@ def test_the_served_default_answers_with_the_new_date(floor, changed_facts):
         ("Mum's flight changed, she now lands on 5 December", True),
         ("The plan has changed.", True),
         ("I changed trains at Crewe", False),
+        # stop 59's walk: "When was the launch?" was answered with the first day, 7 November
+        ("Storm warning, Greta's launch is pushed to 21 November.", True),
+        ("The wedding got bumped to June", True),
+        ("Flight delayed until Sunday", True),
+        ("We put off the trip until spring", True),
+        ("I pushed to the front of the queue", False),  # "pushed to" a day, a month
+        ("The launch went well", False),
     ],
 )
 def test_the_words_that_say_a_plan_changed(text, says):
