@@ -256,8 +256,9 @@ _PAST = re.compile(
 )
 _FUTURE = re.compile(
     r"\b(?:will|'ll|shall|going to|gonna|next|from|until|till|start|starts|opens?|see you|"
-    r"comes|arrives|lands|leaves|returns|visits|flies|goes|heads|travels|due|"  # a plan in the
-    # present ("comes on Thursday", "flies home on the 22nd")
+    r"comes?|arrives?|lands?|leaves?|returns?|visits?|flies|fly|goes|go|heads?|travels?|due|"
+    # a plan in the present ("comes on Thursday", "flies home on the 22nd", "they come out of
+    # the kiln on Tuesday")
     r"can't wait|"
     r"tomorrow|is on|are on|booked for|[a-z]{3,}ing)\b",
     re.IGNORECASE,

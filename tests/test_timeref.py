@@ -314,6 +314,13 @@ def test_a_day_without_a_year_belongs_to_the_year_around_the_post():
             date(2026, 10, 9),
             date(2026, 10, 22),
         ),
+        (  # stop 59's walk: read as 10 November ("Glazed", in the other clause, is past)
+            "Glazed twenty mugs in a blue called Tenmoku Sky, they come out of the kiln on "
+            "Tuesday.",
+            date(2026, 11, 14),
+            date(2026, 11, 17),
+        ),
+        ("The twins land at Heathrow on Friday", date(2026, 11, 24), date(2026, 11, 27)),
     ],
 )
 def test_a_bare_weekday_or_day_points_back_in_the_past_tense_and_forward_otherwise(
