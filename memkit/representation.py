@@ -127,7 +127,8 @@ class Representation(FromSpec):
 
     def line(self, item) -> str:
         """One post's ``line`` as :func:`add_context` writes it (the same rule, for a post
-        as a dict or an Item, without a frame): "Speaker: text" for a chat line."""
+        as a dict or an Item, without a frame): "Speaker: text" for a chat line or a post of
+        a block of no chat type (a blog's), the text alone for a long chat line."""
         speaker = item.get("speaker") or ""
         text = item.get("text") or ""
         named = self.is_chat_line(item) or not self.in_chat_block(item)
