@@ -372,11 +372,9 @@ class Pipeline:
         return rep is None or rep.is_chat_line(item) or len(item.text or "") <= rep.chat_max_chars
 
     def _line(self, item) -> str:
-        """A post's text as the answer writer reads its sentences: a chat line as the dense
-        retrievers read it ("Speaker: text"), any other post its text alone (a blog post's
-        sentences read beside its author's name were quoted worse: eval/RESULTS.md, stop 59)."""
-        rep = self.representation
-        return rep.line(item) if rep and rep.is_chat_line(item) else (item.get("text") or "")
+        """A post's text as the dense retrievers read it (its chat line), for the answer
+        writer's sentence vectors."""
+        return self.representation.line(item) if self.representation else (item.get("text") or "")
 
     def documents(self, events: pl.DataFrame) -> pl.DataFrame:
         """What the retrievers index for these events: with a representation, the events

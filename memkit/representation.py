@@ -27,15 +27,12 @@ Context by shape (``chat_types``, ``chat_max_chars``): neighbours and sessions l
 lines (+0.23 R@10 on LoCoMo-dev) but hurt passages of documents, whose neighbours are other
 passages (-0.07 MRR@10 on CAsT). With ``chat_types`` given, only a post of a block of one of
 those types (the service's "feed", "forum") and at most ``chat_max_chars`` long is a chat
-line; any other post stands alone: ``prev_lines`` and ``next_lines`` are empty and so is
-``session_text`` (it belongs to no session); its ``line`` is "Speaker: text" for a post of a
-block of another type (a blog's: "What does Diego's coach tell him?" must find Diego's blog
-post as it finds his chat lines) and the text alone for a long chat line (a LongMemEval
-assistant's answer). The column ``chat`` says which posts are chat lines (a learned ranker
-may score the two shapes with two models) and ``chat_block`` which posts are in a block of a
-chat type, however long (a long chat line stands alone but is not a blog's post). The rule
-reads the block's type and the post's length, which the service knows, never which data set
-it came from.
+line; any other post stands alone: its ``line`` is its text, ``prev_lines`` and
+``next_lines`` are empty and so is ``session_text`` (it belongs to no session), and the
+column ``chat`` says which posts are chat lines (a learned ranker may score the two shapes
+with two models) and ``chat_block`` which posts are in a block of a chat type, however long
+(a long chat line stands alone but is not a blog's post). The rule reads the block's
+type and the post's length, which the service knows, never which data set it came from.
 Without ``chat_types`` every post is a chat line (what the encoder's training pairs use).
 Neighbours depend on the whole session: the service re-indexes the posts whose context
 changed when one of them changes (server/search/index.py).
@@ -48,9 +45,6 @@ import polars as pl
 from memkit.config_model import FromSpec, RepresentationSpec
 
 FIELDS = ("line", "prev_lines", "next_lines", "date", "session_text", "chat", "chat_block")
-# Which rules wrote the fields: raised when they change, so that an index saved by the older
-# rules is rebuilt, not loaded (server/search/index.py). 2: a blog's post is named.
-RULES = 2
 SESSION = ["block_id", "_day", "_run"]  # the posts that are each other's context
 
 
@@ -77,7 +71,7 @@ def _add_context(
         chat_block = pl.col("block_type").is_in(list(chat_types))
         chat = chat_block & (pl.col("text").str.len_chars() <= chat_max_chars)
     line = (
-        pl.when((chat | ~chat_block) & (speaker != ""))
+        pl.when(chat & (speaker != ""))
         .then(pl.concat_str([speaker, pl.lit(": "), pl.col("text")]))
         .otherwise(pl.col("text"))
     )
@@ -127,17 +121,10 @@ class Representation(FromSpec):
 
     def line(self, item) -> str:
         """One post's ``line`` as :func:`add_context` writes it (the same rule, for a post
-        as a dict or an Item, without a frame): "Speaker: text" for a chat line or a post of
-        a block of no chat type (a blog's), the text alone for a long chat line."""
+        as a dict or an Item, without a frame): "Speaker: text" for a chat line."""
         speaker = item.get("speaker") or ""
         text = item.get("text") or ""
-        named = self.is_chat_line(item) or not self.in_chat_block(item)
-        return f"{speaker}: {text}" if named and speaker else text
-
-    def in_chat_block(self, item) -> bool:
-        """Whether a post is in a block of a chat type (a long chat line too), as
-        :func:`add_context`'s ``chat_block`` column says."""
-        return self.chat_types is None or item.get("block_type") in self.chat_types
+        return f"{speaker}: {text}" if self.is_chat_line(item) and speaker else text
 
     def is_chat_line(self, item) -> bool:
         """Whether a post (a dict or an Item) is a chat line, as :func:`add_context`'s

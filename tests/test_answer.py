@@ -777,19 +777,3 @@ def test_a_decline_names_someone_else_s_post_only_where_it_was_closer():
     res = walk("stop58", ["Aisha", "Ben", "Chloe", "Diego"])("What went wrong at Ben's gig?")
     assert "Diego" not in res.answer
     assert all(i.speaker == "Ben" for i in res.items)
-
-
-@pytest.mark.slow
-def test_a_blog_post_is_found_by_its_author_s_name():
-    # Stop 58's walk: a blog post was indexed as its text alone, so a question naming its
-    # author matched that name on every chat line of theirs and not on the post: "What
-    # does Diego's coach tell him?" quoted "Planning a cycling week in Girona" (the blog
-    # post "My coach says to hold my line, ..." came third), and "what does Aisha do for
-    # work?" her stolen pumpkins (her blog post, "I work nights as a nurse", came eighth).
-    ask = walk("stop58", ["Aisha", "Ben", "Chloe", "Diego"])
-    for question, said in [
-        ("What does Diego's coach tell him?", "hold my line"),
-        ("What does Aisha do for work?", "nurse"),
-    ]:
-        res = ask(question)
-        assert res.items[0].block_type == "blog" and said in res.answer, res.answer

@@ -324,17 +324,8 @@ def test_a_bare_follow_up_refers_to_all_the_answer_showed_of_its_post():
     "first_question,follow_up,answer",
     [
         # the follow-up asks something new (its own word, "cost"), and the last answer's
-        # post holds the amount it asks for. Lost in stop 59 (it had won by 0.143 to 0.142):
-        # Jonas's blog post now carries his name, so on this ten-post floor "Jonas" is in
-        # half the posts and BM25 weighs it less; Priya's "shoes for 85 pounds" comes first
-        # (0.150 to 0.116). Boosting the last answer's post that holds the amount fixed it
-        # but cost the train suite (eval/RESULTS.md, stop 59): a known defect, not hidden.
-        pytest.param(
-            "What bike did Jonas buy?",
-            "How much did it cost?",
-            "e4",
-            marks=pytest.mark.xfail(strict=True, reason="stop 59: lost to the shoes' price"),
-        ),
+        # post holds the amount it asks for
+        ("What bike did Jonas buy?", "How much did it cost?", "e4"),
         # its own word ("commute") is in the last answer's chat line
         ("Where does Priya work?", "How long is her commute?", "e0"),
     ],
@@ -394,24 +385,17 @@ def test_a_follow_up_the_last_answers_post_still_answers_keeps_it(
 
 @pytest.mark.slow
 def test_a_short_blog_post_may_answer_the_next_question_too():
-    """Stop 59's replay of stop 58's walk: "What does Aisha do for work?" quoted her blog
-    post ("...I work nights as a nurse..."), and "Where did her grandfather keep bees?"
-    then took that post down as the last answer's (``repeat_weight``), though it says "My
-    grandfather kept twenty hives in Lahore": a blog post as short as a chat line holds a
-    few facts, and one holding the question's own words still answers. A document's passage
-    (longer than a chat line may be) is still taken down: a follow-up on it asks another."""
-    from memkit.evaluation.walks import ASKED, WALKS, walk_events
-    from tests.helpers import served_pipeline
+    """Stop 51's walk, replayed in stop 59: "What book are they reading?" quoted Omar's
+    blog post, and "What did Dana think of Stevens?" then took that post down as the last
+    answer's (``repeat_weight``), though it says "Dana found him infuriating", and declined:
+    a blog post as short as a chat line holds a few facts, and one holding the question's
+    own words still answers. A document's passage (longer than a chat line may be) is still
+    taken down: a follow-up on it asks another."""
+    from memkit.evaluation.walks import replay
 
-    p = served_pipeline().fit(walk_events(WALKS / "stop58-posts.txt"))
-    people = ["Aisha", "Ben", "Chloe", "Diego"]
-    ask = lambda q: p.query(q, user_id="u", floor_ids=["f"], now=ASKED, authors=people)  # noqa: E731
-    first = ask("What does Aisha do for work?")
-    blog = first.written.quoted[0]
-    assert "nurse" in first.answer and p.posts.items([blog])[0].block_type == "blog"
-    follow = ask("Where did her grandfather keep bees?")
-    assert follow.carried.kind == "follow-up" and follow.written.quoted == [blog]
-    assert "Lahore" in follow.answer
+    turns = {t["question"]: t for t in replay("stop51")}
+    turn = turns["What did Dana think of Stevens?"]
+    assert turn["read"] == "follow-up" and "infuriating" in turn["answer"], turn["answer"]
 
 
 def test_a_word_of_the_question_is_met_in_its_other_forms():

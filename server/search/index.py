@@ -66,7 +66,6 @@ import sqlalchemy as sa
 from memkit.encoders import cache_scope
 from memkit.pipeline import Pipeline
 from memkit.private import private_dir
-from memkit.representation import RULES
 from memkit.tables import events_frame
 from server.store.db import reading
 from server.store.schema import blocks, event_log, events, stored_tags, users
@@ -421,7 +420,6 @@ class SearchIndex:
         name = self.pipeline.encoder_name()
         made_by = {
             "params": self.pipeline.params(),
-            "documents": RULES,  # what a post's documents are made of
             "weights": get_encoder(name).name if isinstance(name, str) else None,
         }
         return hashlib.sha256(json.dumps(made_by, sort_keys=True, default=str).encode()).hexdigest()
