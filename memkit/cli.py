@@ -142,18 +142,18 @@ def _dataset_schema(url: str, name: str) -> str:
     return f"{base}{'&' if '?' in base else '?'}options={options}"
 
 
-def score_all(targets: list, configs: list[dict], args) -> list:
-    """Each dataset's (dataset, results), in the order of ``targets``: one after another,
-    or with ``--jobs`` above 1 in that many processes, the largest datasets first."""
+def score_all(targets: list, configs: list[dict], args):
+    """Each dataset's (index in ``targets``, dataset, results) as it is scored: one after
+    another, or with ``--jobs`` above 1 in that many processes, the largest datasets
+    first, each yielded as soon as its process has finished it (so its report and MLflow
+    runs are written while the others are still scored)."""
     jobs = min(args.jobs or 1, len(targets))
     if jobs <= 1:
-        out = []
-        for path, fields in targets:
-            ds, results = score_dataset(path, configs, fields, args)
-            out.append((ds, results))
-        return out
+        for i, (path, fields) in enumerate(targets):
+            yield (i, *score_dataset(path, configs, fields, args))
+        return
     import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures import ProcessPoolExecutor, as_completed
 
     from memkit.datasets import load_any
 
@@ -163,10 +163,11 @@ def score_all(targets: list, configs: list[dict], args) -> list:
         jobs, mp_context=multiprocessing.get_context("spawn"), initializer=_eval_worker
     ) as pool:
         futures = {
-            i: pool.submit(score_dataset, targets[i][0], configs, targets[i][1], args, True)
+            pool.submit(score_dataset, targets[i][0], configs, targets[i][1], args, True): i
             for i in order
         }
-        return [futures[i].result() for i in range(len(targets))]
+        for done in as_completed(futures):
+            yield (futures[done], *done.result())
 
 
 def _eval_worker() -> None:
@@ -179,13 +180,15 @@ def _eval_worker() -> None:
     remember_logits()
 
 
-def report_dataset(ds, results: list, args) -> list:
+def report_dataset(ds, results: list, args) -> str:
+    """A dataset's report (its heading, comparison tables and answer tables), written to
+    ``--out``; its plots, run files and answers written and its MLflow runs logged; the
+    report is returned for the caller to print."""
     from memkit.evaluation.compare import category_bars, comparison_table, recall_curve, to_markdown
 
-    print(
+    heading = (
         f"\n## {ds.name}: {ds.events.height:,} events, {ds.queries.height:,} queries "
-        f"({ds.qrels['query_id'].n_unique():,} with qrels)\n",
-        flush=True,
+        f"({ds.qrels['query_id'].n_unique():,} with qrels)\n"
     )
     out = Path(args.out) / ds.name
     out.mkdir(parents=True, exist_ok=True)
@@ -230,7 +233,6 @@ def report_dataset(ds, results: list, args) -> list:
         report += "\n" + answer_table(results)
     if any(r.turn_summary for r in results):
         report += "\n" + turn_table(results)
-    print(report, flush=True)
     (out / "report.md").write_text(f"# {ds.name}\n\n" + report)
     plots = [
         recall_curve(results, ds, out / "recall_at_k.png"),
@@ -259,7 +261,7 @@ def report_dataset(ds, results: list, args) -> list:
             from memkit.evaluation.tracking import log_result
 
             log_result(r, artifacts=[out / "report.md", *plots])
-    return results
+    return f"{heading}\n{report}"
 
 
 def answer_table(results) -> str:
@@ -369,9 +371,14 @@ def cmd_eval(args) -> int:
     if any(_needs_database(c) for c in configs) and os.environ.get("MEMKIT_DATABASE_URL"):
         _vector_in_public(os.environ["MEMKIT_DATABASE_URL"])
     targets = found_datasets() if args.all else [(Path(args.dataset), [args.query_field])]
+    done = {}
+    for i, ds, results in score_all(targets, configs, args):
+        done[i] = (results, report_dataset(ds, results, args))
     by_dataset = {}
-    for ds, results in score_all(targets, configs, args):
-        by_dataset[results[0].dataset] = report_dataset(ds, results, args)
+    for i in sorted(done):  # printed in the order of the datasets, whichever finished first
+        results, report = done[i]
+        print(report, flush=True)
+        by_dataset[results[0].dataset] = results
     if len(by_dataset) > 1:
         print(ledger(configs, by_dataset))
     print(
