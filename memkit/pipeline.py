@@ -711,8 +711,13 @@ class Pipeline:
 
         def split(run: pl.DataFrame) -> list[pl.DataFrame]:
             run = self._calibrated(run)
+            parts = (
+                {(ids[0],): run}  # one text: the whole run is its
+                if len(ids) == 1
+                else run.partition_by("query_id", as_dict=True, maintain_order=True)
+            )
             return [
-                run.filter(pl.col("query_id") == i).with_columns(pl.lit(query_id).alias("query_id"))
+                parts.get((i,), run.clear()).with_columns(pl.lit(query_id).alias("query_id"))
                 for i in ids
             ]
 

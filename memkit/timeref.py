@@ -334,8 +334,13 @@ def resolve(text: str, when: datetime | date, bare: bool = True) -> list[Mention
     time), in reading order; an expression inside a longer one counts once. ``bare``: also
     weekdays and days of the month with nothing saying which (a post's "on Saturday"; a
     question's "the Thursday runs" names no day). A month without a year is read only by
-    ``months_ahead``."""
-    ref = when.date() if isinstance(when, datetime) else when
+    ``months_ahead``. Remembered by day: the answer writer reads the same candidates'
+    sentences again for every question that reaches them."""
+    return list(_resolve(text, when.date() if isinstance(when, datetime) else when, bare))
+
+
+@lru_cache(maxsize=65536)
+def _resolve(text: str, ref: date, bare: bool) -> tuple[Mention, ...]:
     found: list[Mention] = []
     taken: list[tuple[int, int]] = []
     for pattern, make in _RULES:  # longer expressions come first in _RULES
@@ -357,7 +362,7 @@ def resolve(text: str, when: datetime | date, bare: bool = True) -> list[Mention
         if not any(m.start() < e and s < m.end() for s, e in taken):
             found.append(Mention(m.group(0), m.start(), span))
             taken.append((m.start(), m.end()))
-    return sorted(found, key=lambda x: x.start)
+    return tuple(sorted(found, key=lambda x: x.start))
 
 
 # -- reading written dates ------------------------------------------------------------------------
@@ -762,8 +767,13 @@ def question_window(text: str, now: datetime | date | None = None) -> Window | N
     """The time window a question names, or None. ``now``: the time of asking; without it
     only windows that name their year ("in May 2023", "on 7 May 2023", "in 2022") resolve.
     Relative ones ("yesterday", "two weeks ago", "last weekend", "this year", "last May",
-    "in March", "on Saturday", "last summer") point back from ``now``."""
-    ref = now.date() if isinstance(now, datetime) else now
+    "in March", "on Saturday", "last summer") point back from ``now``. Remembered by day:
+    a question is read for its window more than once on its way."""
+    return _question_window(text, now.date() if isinstance(now, datetime) else now)
+
+
+@lru_cache(maxsize=4096)
+def _question_window(text: str, ref: date | None) -> Window | None:
     found: list[Window] = []
     for pattern, make in _Q_RULES:
         for m in pattern.finditer(text):

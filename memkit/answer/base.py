@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import lru_cache
 from typing import Any, Protocol, TypedDict, Union, runtime_checkable
 
 from memkit.items import Item
@@ -106,17 +107,24 @@ LONG_TEXT_CHARS = 1000
 
 def sentences(text: str | None) -> list[str]:
     """The sentences of a post's text (split after . ! ? and at line breaks); in a long
-    text of tiny pieces, runs of them joined to at least ``SENTENCE_MIN_CHARS``."""
-    parts = [s.strip() for s in _SENTENCE.split(text or "") if s.strip()]
-    if len(text or "") <= LONG_TEXT_CHARS or len(parts) * SENTENCE_MIN_CHARS <= len(text):
-        return parts
+    text of tiny pieces, runs of them joined to at least ``SENTENCE_MIN_CHARS``.
+    Remembered: the writer splits the same candidates for every question that reaches
+    them."""
+    return list(_sentences(text or ""))
+
+
+@lru_cache(maxsize=65536)
+def _sentences(text: str) -> tuple[str, ...]:
+    parts = [s.strip() for s in _SENTENCE.split(text) if s.strip()]
+    if len(text) <= LONG_TEXT_CHARS or len(parts) * SENTENCE_MIN_CHARS <= len(text):
+        return tuple(parts)
     joined: list[str] = []
     for part in parts:
         if joined and len(joined[-1]) < SENTENCE_MIN_CHARS:
             joined[-1] = f"{joined[-1]} {part}"
         else:
             joined.append(part)
-    return joined
+    return tuple(joined)
 
 
 def as_datetime(value) -> datetime | None:

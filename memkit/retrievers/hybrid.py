@@ -231,7 +231,7 @@ class HybridRetriever(Retriever):
         frame = normalize_queries(queries)
         per = query_filters(frame, filters)
         depth = max(k, self.depth)
-        plain = frame.select("query_id", "text")
+        plain = frame if frame.columns == ["query_id", "text"] else frame.select("query_id", "text")
         runs = [r.search(plain, depth, per) for r in self.retrievers]
         return self.fuse(runs, k)
 
