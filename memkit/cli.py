@@ -171,13 +171,18 @@ def score_all(targets: list, configs: list[dict], args):
 
 
 def _eval_worker() -> None:
+    """What an eval process sets up before it scores: one query at a time
+    (memkit/threads.py); the questions' vectors kept in the cache (the next run asks the
+    same ones) and the reader's logits too; term indexes shared between configs."""
     from memkit.encoders import store_queries
     from memkit.reader import remember_logits
+    from memkit.retrievers.sparse import share_indexes
     from memkit.threads import single_threaded_blas
 
     single_threaded_blas()
     store_queries()
     remember_logits()
+    share_indexes()  # the configs' BM25 parts over the same documents: built once
 
 
 def report_dataset(ds, results: list, args) -> str:
@@ -356,13 +361,7 @@ def cmd_eval(args) -> int:
     if not args.dataset and not args.all:
         print("memkit eval: give --dataset DIR or --all", file=sys.stderr)
         return 2
-    from memkit.encoders import store_queries
-    from memkit.reader import remember_logits
-    from memkit.threads import single_threaded_blas
-
-    single_threaded_blas()  # one query at a time (memkit/threads.py)
-    store_queries()  # the next run asks the same questions: their vectors come from the cache
-    remember_logits()  # and the reader's pairs: their logits too
+    _eval_worker()  # this process scores too when --jobs is 1
     t = time.perf_counter()
     if args.jobs is None:
         args.jobs = min(2, os.cpu_count() or 1) if args.all else 1

@@ -372,3 +372,29 @@ def test_a_long_post_is_scored_by_its_best_part(exact_below, tmp_path):
     assert best.get_params()["passages"] == "best" and "passages" not in whole.get_params()
     with pytest.raises(ValidationError, match="passages"):
         DenseRetriever(passages="max")
+
+
+@pytest.mark.parametrize("kind", ["bm25", "tfidf"])
+def test_indexes_shared_between_fits_stay_apart(kind, events, monkeypatch):
+    """With ``share_indexes`` (the eval's), a second fit on the same texts starts as a copy
+    of the first: it scores the same, and a change to either leaves the other as it was."""
+    from memkit.retrievers import sparse
+
+    alone = all_kinds()[kind]().fit(events).search(QUERIES, k=20)
+    monkeypatch.setattr(sparse, "_SHARED", {})
+    first = all_kinds()[kind]().fit(events)
+    second = all_kinds()[kind]().fit(events)
+    assert len(sparse._SHARED) == 1
+    assert_same_results(kind, first.search(QUERIES, k=20), alone)
+    assert_same_results(kind, second.search(QUERIES, k=20), alone)
+    top = first.search("kitten from the shelter", k=1)["event_id"][0]
+    first.remove([top])
+    second.add(
+        make_events(1, seed=99, prefix="new").with_columns(
+            pl.lit("kitten kitten shelter shelter").alias("text")
+        )
+    )
+    third = all_kinds()[kind]().fit(events)  # from the shared copy, untouched by either
+    assert_same_results(kind, third.search(QUERIES, k=20), alone)
+    assert top not in first.search("kitten from the shelter", k=50)["event_id"].to_list()
+    assert second.search("kitten from the shelter", k=1)["event_id"][0] == "new0"
