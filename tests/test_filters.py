@@ -249,20 +249,24 @@ def test_bad_filters_name_the_field():
 
 @PROPS
 @given(q=st.sampled_from(QUERIES), k=st.integers(1, 30), w=st.floats(0.05, 0.95))
-def test_one_query_is_fused_as_the_frame_query_fuses_it(fitted, q, k, w):
-    """``convex`` fuses one query's runs in numpy (the service's path): the same run as the
-    polars query every batch takes, ties and match types included."""
-    from memkit.retrievers.hybrid import _convex_frames, _convex_one
+def test_a_few_queries_are_fused_as_the_frame_query_fuses_them(fitted, q, k, w):
+    """``convex`` fuses a few queries' runs in numpy (the service's path: a question and
+    its follow-up variants): the same run as the polars query a large batch takes, ties
+    and match types included, whether a run holds one query or several, in any order."""
+    from memkit.retrievers.hybrid import _convex_few, _convex_frames
 
+    other = QUERIES[(QUERIES.index(q) + 1) % len(QUERIES)]
+    both = pl.DataFrame({"query_id": ["b", "a"], "text": [q, other]})
     runs = [
-        fitted["bm25"].search(q, k=25),
-        fitted["dense"].search(q, k=25),
-        fitted["bm25"].search(q + " bread", k=10),
+        fitted["bm25"].search(both.head(1), k=25),
+        fitted["dense"].search(both, k=25).sample(fraction=1.0, shuffle=True, seed=k),
+        fitted["bm25"].search(both.with_columns(pl.col("text") + " bread"), k=10),
     ]
     got, want = (
-        _convex_one(runs, [w, 1 - w, 0.4], k),
+        _convex_few(runs, [w, 1 - w, 0.4], k),
         _convex_frames(runs, [w, 1 - w, 0.4], "minmax", k),
     )
+    assert got["query_id"].n_unique() == 2
     assert got.select("query_id", "event_id", "rank", "match_type").equals(
         want.select("query_id", "event_id", "rank", "match_type")
     )

@@ -77,8 +77,8 @@ def convex(
     weights = _check_weights(runs, weights)
     if norm not in ("minmax", "zscore", "none"):
         raise ValidationError("norm", f"expected 'minmax', 'zscore' or 'none', got {norm!r}")
-    if norm != "zscore" and sum(r.height for r in runs) <= ONE_QUERY_ROWS and _one_query(runs):
-        return _convex_one(runs, weights, top, norm)
+    if norm != "zscore" and sum(r.height for r in runs) <= FEW_ROWS:
+        return _convex_few(runs, weights, top, norm)
     return _convex_frames(runs, weights, norm, top)
 
 
@@ -103,52 +103,58 @@ def _convex_frames(
     return _fuse(parts, top)
 
 
-ONE_QUERY_ROWS = 5000  # runs of one query up to this many rows in all are fused by _convex_one
+FEW_ROWS = 5000  # runs up to this many rows in all are fused by _convex_few
 
 
-def _one_query(runs: Sequence[pl.DataFrame]) -> bool:
-    ids = {q for r in runs for q in r["query_id"].unique().to_list()}
-    return len(ids) == 1
-
-
-def _convex_one(
+def _convex_few(
     runs: Sequence[pl.DataFrame], weights: list[float], top: int | None, norm: str = "minmax"
 ) -> pl.DataFrame:
-    """``convex`` (min-max, or none) of one query's runs in numpy: what the service does for every
-    request (a question and its follow-up variant). The same numbers as the polars query
-    below, which costs about 1.7 ms in fixed overhead for a hundred rows, more than the
-    fusion itself; a test checks the two agree."""
-    keys, parts, used, kinds, qid = [], [], [], [], None
+    """``convex`` (min-max, or none) of a few queries' runs in numpy: what the service
+    does for every request (a question and its follow-up variants, one query id each).
+    The same numbers as ``_convex_frames``' polars query, which costs about 1.7 ms in fixed
+    overhead for a few hundred rows, more than the fusion itself; a test checks the two
+    agree."""
+    by_query: dict = {}  # query id -> ([keys], [parts], [weights], [kinds]), runs in order
     for r, w in zip(runs, weights):
         if not r.height:
             continue
-        qid = r["query_id"][0]
-        sc = r["score"].to_numpy()
-        keys.append(np.array(r["event_id"].to_list()))
-        parts.append(sc if norm == "none" else minmax(sc))
-        used.append(w)
-        kinds += r["match_type"].to_list()
-    if not keys:
+        qids = r["query_id"].to_list()
+        events = np.array(r["event_id"].to_list())
+        scores = r["score"].to_numpy()
+        kinds = np.array(r["match_type"].to_list())
+        rows: dict = {}
+        if qids[0] == qids[-1] and len(set(qids)) == 1:
+            rows[qids[0]] = slice(None)
+        else:
+            for i, q in enumerate(qids):
+                rows.setdefault(q, []).append(i)
+        for qid, at in rows.items():
+            keys, parts, used, seen = by_query.setdefault(qid, ([], [], [], []))
+            sc = scores[at]
+            keys.append(events[at])
+            parts.append(sc if norm == "none" else minmax(sc))
+            used.append(w)
+            seen += kinds[at].tolist()
+    if not by_query:
         return pl.DataFrame(schema=RUN_SCHEMA)
-    found, where, score = convex_sum(keys, parts, used)
-    seen: list[set] = [set() for _ in found]
-    for i, kind in zip(where.tolist(), kinds):
-        seen[i].add(kind)
-    order = np.lexsort((found, -score))[:top]
-    kind = [
-        "hybrid" if len(seen[i]) > 1 or "hybrid" in seen[i] else next(iter(seen[i]))
-        for i in order.tolist()
-    ]
-    return pl.DataFrame(
-        {
-            "query_id": [qid] * len(order),
-            "event_id": found[order].tolist(),
-            "score": score[order],
-            "rank": np.arange(1, len(order) + 1),
-            "match_type": kind,
-        },
-        schema=RUN_SCHEMA,
-    )
+    cols: dict[str, list] = {"query_id": [], "event_id": [], "score": [], "rank": []}
+    match_types: list[str] = []
+    for qid in sorted(by_query):
+        keys, parts, used, kinds = by_query[qid]
+        found, where, score = convex_sum(keys, parts, used)
+        seen: list[set] = [set() for _ in found]
+        for i, kind in zip(where.tolist(), kinds):
+            seen[i].add(kind)
+        order = np.lexsort((found, -score))[:top]
+        match_types += [
+            "hybrid" if len(seen[i]) > 1 or "hybrid" in seen[i] else next(iter(seen[i]))
+            for i in order.tolist()
+        ]
+        cols["query_id"] += [qid] * len(order)
+        cols["event_id"] += found[order].tolist()
+        cols["score"] += score[order].tolist()
+        cols["rank"] += range(1, len(order) + 1)
+    return pl.DataFrame({**cols, "match_type": match_types}, schema=RUN_SCHEMA)
 
 
 def minmax(scores: np.ndarray) -> np.ndarray:
