@@ -777,3 +777,13 @@ def test_a_decline_names_someone_else_s_post_only_where_it_was_closer():
     res = walk("stop58", ["Aisha", "Ben", "Chloe", "Diego"])("What went wrong at Ben's gig?")
     assert "Diego" not in res.answer
     assert all(i.speaker == "Ben" for i in res.items)
+
+
+@pytest.mark.slow
+def test_a_question_for_a_name_is_answered_by_a_post_that_gives_it_without_the_word():
+    # Stop 60's walk: "What is the name of Raj's band?" was declined ("nothing Raj posted
+    # says so") though Raj posted "Our band Night Ferry got a gig...": the decline model
+    # counted the question's "name" as a term no post holds. A question for a name gets
+    # its answer as a name, without the word "name" or "called".
+    res = walk("stop60", ["Amara", "Felix", "Ines", "Raj"])("What is the name of Raj's band?")
+    assert not res.written.declined and "Night Ferry" in res.answer, res.answer

@@ -27,6 +27,7 @@ from memkit.answer.questions import (
     HOLDS,
     SECOND_PERSON,
     VOCATIVE,
+    asks_name,
     base_forms,
     question_type,
     says_when,
@@ -289,11 +290,15 @@ def query_features(
 
 def missing(c: Candidates, analyzer: Analyzer) -> tuple[float, float]:
     """The share of the question's terms in none of its items, and whether a proper
-    name it uses (a capitalised word not first, not a known author) is in none."""
+    name it uses (a capitalised word not first, not a known author) is in none. The "name"
+    or "called" of a question for a name (``asks_name``) is never missing: a post gives a
+    name without them ("Our band Night Ferry")."""
     names = c.known
     name_terms = {t for n in names for t in analyzer(n)}
     pool = {t for it in {id(i): i for i in c.item}.values() for t in analyzer(it.get("text") or "")}
     terms = set(analyzer(c.query)) - name_terms
+    if asks_name(c.query):
+        pool |= set(analyzer("name call"))
     caps = [w for w in re.findall(r"(?<!^)\b[A-Z][a-z]+", c.query) if w not in names]
     cap_missing = any(t not in pool for w in caps for t in analyzer(w)[:1])
     return len(terms - pool) / max(len(terms), 1), float(cap_missing)

@@ -132,6 +132,13 @@ _NAME_ASKED = re.compile(
 )
 
 
+def asks_name(query: str) -> bool:
+    """The question asks for a name ("What is the name of Raj's band?", "What is Zoe's cat
+    called?"): its "name" or "called" says what kind of answer it wants, which a post
+    gives without those words ("Our band Night Ferry")."""
+    return bool(_NAME_ASKED.search(query))
+
+
 # a colour or a weight asked: "What colour is she?" is not answered by a post without one
 _COLOUR_ASKED = re.compile(r"\b(?:what|which) colou?rs?\b", re.I)
 _COLOUR = re.compile(
