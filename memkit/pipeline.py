@@ -74,7 +74,14 @@ from memkit.answer import Answer, build_answerer
 from memkit.answer.base import speaker
 from memkit.answer.questions import lacks_what_is_asked, question_type
 from memkit.calibration import Calibration
-from memkit.changes import changed_fact, newest_first, settles, stated_change_first
+from memkit.changes import (
+    ASKS_CHANGE,
+    CHANGED,
+    changed_fact,
+    newest_first,
+    settles,
+    stated_change_first,
+)
 from memkit.config import CONFIG_DIR, load_checked
 from memkit.config_model import (
     Config,
@@ -798,7 +805,33 @@ class Pipeline:
                 .sort(["score", "event_id"], descending=[True, False])
                 .with_columns(pl.int_range(1, pl.len() + 1, dtype=pl.Int64).alias("rank"))
             )
+        changed = self._change_just_quoted(reading, posts)
+        if changed is not None and changed in fused["event_id"]:  # first, with the top score
+            top = float(fused["score"].max())
+            fused = pl.concat(
+                [
+                    fused.filter(pl.col("event_id") == changed).with_columns(
+                        pl.lit(top).alias("score")
+                    ),
+                    fused.filter(pl.col("event_id") != changed),
+                ]
+            ).with_columns(pl.int_range(1, pl.len() + 1, dtype=pl.Int64).alias("rank"))
         return fused, reading, best
+
+    def _change_just_quoted(self, reading: Reading, posts) -> str | None:
+        """The last answer's post that states a change, when a follow-up asks about the
+        change by no other words than the change's ("When are Pepper's jabs?", quoting
+        "Pepper's jabs are postponed to 15 October, Dr Okafor is off sick", then "Why were
+        they moved?": Raj's "The Lexington gig moved to 24 October because..." shares
+        "moved" and ranked first)."""
+        if not reading.posts or not ASKS_CHANGE.search(reading.query):
+            return None
+        if any(not ASKS_CHANGE.fullmatch(w) for w in reading.own_words):
+            return None
+        for it in posts(list(reading.posts)):
+            if self._holds_few_facts(it) and CHANGED.search(it.text or ""):
+                return it.event_id
+        return None
 
     def _in_window(self, run: pl.DataFrame, reading: Reading) -> pl.DataFrame:
         """Only posts of the question's days: posted then, or saying something happened
@@ -913,8 +946,12 @@ def _still_answers(query: str, own_words: Sequence[str], text: str, chat: bool) 
     commute on the 19 bus is 40 minutes"; a document's passage holds many words, and a
     follow-up on it asks for another passage: CAsT 2021's MRR@10 -0.008 when documents were
     let through too), or a post holding the amount, name, number or address the question
-    asks for ("How much did it cost?" and "...for 350 euros")."""
+    asks for ("How much did it cost?" and "...for 350 euros"). A question about a change
+    ("Why were they moved?") is still answered by a chat line that states one in other
+    words ("Pepper's jabs are postponed to 15 October, Dr Okafor is off sick")."""
     if chat and _roots(own_words) & _roots(content_words(text or "")):
+        return True
+    if chat and ASKS_CHANGE.search(query) and CHANGED.search(text or ""):
         return True
     return lacks_what_is_asked(query, "") is not None and lacks_what_is_asked(query, text) is None
 

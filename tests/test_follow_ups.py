@@ -514,3 +514,17 @@ def test_a_walk_replayed_in_process_reads_back_to_as_a_new_topic():
     assert len(turns) == 37 and all(t["answer"] for t in turns)
     back = next(t for t in turns if t["question"].startswith("Back to Aisha"))
     assert (back["read"], back["searched"]) == ("new", back["question"])
+
+
+@pytest.mark.slow
+def test_a_question_about_the_change_just_quoted_is_answered_by_its_post():
+    """Stop 57's walk, replayed in stop 60: "When is Marcus's supper club?" quoted "The
+    supper club is moving to 14 November, my oven broke...", then "Why was it moved?" was
+    answered with Tom's race, "moved ... because of the bridge works", which shares
+    "moved". A follow-up that asks about a change by no other words than the change's is
+    answered by the change the last answer quoted."""
+    from memkit.evaluation.walks import replay
+
+    turns = {t["question"]: t for t in replay("stop57")}
+    turn = turns["Why was it moved?"]
+    assert turn["read"] == "follow-up" and "oven broke" in turn["answer"], turn["answer"]
