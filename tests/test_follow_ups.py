@@ -528,3 +528,16 @@ def test_a_question_about_the_change_just_quoted_is_answered_by_its_post():
     turns = {t["question"]: t for t in replay("stop57")}
     turn = turns["Why was it moved?"]
     assert turn["read"] == "follow-up" and "oven broke" in turn["answer"], turn["answer"]
+
+
+@pytest.mark.slow
+def test_a_change_asked_about_in_other_words_is_the_one_quoted():
+    """Stop 50's walk, replayed in stop 60: "When is Ines taking the ferry to Mull?" quoted
+    "Ferry moved! CalMac cancelled the 18th sailing...", then "Why did it change?" quoted
+    Ruben's "Change of plan, Olivo is closed...", whose "change" was the only word of the
+    question a post held. To the answer writer, a post that states a change holds the
+    question's change words ("changed", "moved", "postponed") in its own."""
+    from memkit.evaluation.walks import replay
+
+    turns = {t["question"]: t for t in replay("stop50")}
+    assert "CalMac cancelled" in turns["Why did it change?"]["answer"]

@@ -14,6 +14,7 @@ The query features read quotable sentences only, except the two about questions 
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ from memkit.answer.questions import (
     question_type,
     says_when,
 )
+from memkit.changes import ASKS_CHANGE, CHANGED
 from memkit.text import Analyzer
 
 SENTENCE = {  # one row per candidate sentence
@@ -154,6 +156,13 @@ def sentence_features(
     q_terms = set(analyzer(base_forms(query))) - name_terms
     s_terms = [set(analyzer(base_forms(s))) for s in sent]
     p_terms = {r: set(analyzer(base_forms(top[r].get("text") or ""))) for r in set(rank)}
+    if ASKS_CHANGE.search(query):  # "Why was it moved?": "postponed to 15 October" says it
+        said = q_terms & _change_terms(analyzer)
+        s_terms = [t | said if CHANGED.search(s) else t for s, t in zip(sent, s_terms)]
+        p_terms = {
+            r: t | said if CHANGED.search(top[r].get("text") or "") else t
+            for r, t in p_terms.items()
+        }
     qtype = question_type(query)
     n = len(rows)
 
@@ -302,6 +311,18 @@ def missing(c: Candidates, analyzer: Analyzer) -> tuple[float, float]:
     caps = [w for w in re.findall(r"(?<!^)\b[A-Z][a-z]+", c.query) if w not in names]
     cap_missing = any(t not in pool for w in caps for t in analyzer(w)[:1])
     return len(terms - pool) / max(len(terms), 1), float(cap_missing)
+
+
+@functools.cache
+def _change_terms(analyzer: Analyzer) -> frozenset[str]:
+    """The terms of the words a question about a change asks with (memkit.changes'
+    ``ASKS_CHANGE``): a post that states a change (``CHANGED``) holds them in its own words."""
+    return frozenset(
+        analyzer(
+            "move moved moving postpone postponed delay delayed reschedule rescheduled cancel "
+            "cancelled canceled change changed push pushed"
+        )
+    )
 
 
 def names_someone(sentence: str, name_terms: set[str], analyzer: Analyzer) -> bool:
