@@ -103,6 +103,7 @@ from memkit.conversation import (
 from memkit.items import Item, ItemSource, Posts
 from memkit.question import Question
 from memkit.reader import ReaderStage
+from memkit.replies import reply_first
 from memkit.representation import Representation
 from memkit.retrievers import (
     DenseRetriever,
@@ -556,6 +557,11 @@ class Pipeline:
             run = newest_first(run, change)
         elif relevant and not listing and self.changed_facts:
             run = stated_change_first(run, posts, req.query)
+        reply = None  # "Ines, can Pepper come to the gig?": Ines's reply answers
+        if relevant and not listing and not change and run.height:
+            replied = reply_first(run, posts)
+            if replied["event_id"][0] != run["event_id"][0]:
+                run, reply = replied, replied["event_id"][0]
         # When the reader finds no post likely to answer, the ranking is kept (eval scores it;
         # the declines are counted apart) but nothing is shown: the answer says so.
         floor = req.min_score if req.min_score is not None else self.min_score
@@ -585,7 +591,8 @@ class Pipeline:
             listing=listing,
             found=run.height if listing else None,
             decided=read and self.reader.overrule_writer,
-            settled=bool(change) and bool(read_items) and read_items[0].event_id == change[0],
+            settled=bool(read_items)
+            and read_items[0].event_id in ((change[0],) if change else (reply,) if reply else ()),
         )
         quoted = set(written.quoted)
         if written.declined and not listing:
@@ -690,6 +697,8 @@ class Pipeline:
                 part = newest_first(part, change)
             elif self.changed_facts:
                 part = stated_change_first(part, posts, text)
+            if not change:
+                part = reply_first(part, posts)
             parts.append(part)
         return pl.concat(parts)
 

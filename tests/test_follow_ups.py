@@ -541,3 +541,26 @@ def test_a_change_asked_about_in_other_words_is_the_one_quoted():
 
     turns = {t["question"]: t for t in replay("stop50")}
     assert "CalMac cancelled" in turns["Why did it change?"]["answer"]
+
+
+def test_the_name_a_question_is_asked_of():
+    from memkit.replies import addressee
+
+    assert addressee("Ines, can Pepper come to the gig? Dogs are allowed.") == "Ines"
+    assert addressee("Are you coming on Friday, Tom?") == "Tom"
+    assert addressee("Ines, the gig was great.") is None  # no question
+    assert addressee("Can anyone lend me a tent?") is None  # nobody named
+
+
+@pytest.mark.slow
+def test_a_question_asked_of_someone_is_answered_by_their_reply():
+    """Stop 60's walk: "Is Pepper going to the gig?" quoted Raj's "Ines, can Pepper come to
+    the gig? Dogs are allowed at the Lexington.", which shares its words, not Ines's reply
+    twenty minutes later, "No Raj, she hates loud music..." (stop 59's "Can Ivy learn at
+    the club?" quoted Marco's question, not Kwame's "Yes, the junior session is...")."""
+    from memkit.evaluation.walks import replay
+
+    turns = {t["question"]: t for t in replay("stop60")}
+    assert "hates loud music" in turns["Is Pepper going to the gig?"]["answer"]
+    turns = {t["question"]: t for t in replay("stop59")}
+    assert "junior session" in turns["Can Ivy learn at the club?"]["answer"]

@@ -1,0 +1,72 @@
+"""A question one person asks another in a feed, and the other's reply.
+
+"Ines, can Pepper come to the gig? Dogs are allowed at the Lexington." shares every word
+of "Is Pepper going to the gig?", so it ranks first; the answer is Ines's reply twenty
+minutes later, "No Raj, she hates loud music, I'll leave her with my sister Lucia", which
+shares fewer. When a question's first post asks someone by name, their reply (among the
+first posts: posted after it in the same block within a day, opening with a yes, a no or
+the asker's name) is put first and the question second.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+from typing import Callable, Sequence
+
+import polars as pl
+
+from memkit.changes import DEPTH, _first_and_later, newest_first
+
+REPLY_WITHIN = timedelta(days=1)
+# the question's addressee: a name opening the post ("Ines, can ...") or closing a question
+# in it ("... to the gig, Ines?")
+_ASKED_BY_NAME = re.compile(r"^\s*([A-Z][\w'’-]+),\s|,\s*([A-Z][\w'’-]+)\s*\?")
+_OPENS_A_REPLY = re.compile(
+    r"^\s*(?:yes|yeah|yep|no|nope|nah|sure|of course|definitely|absolutely|sorry|sadly"
+    r"|unfortunately|afraid not|not)\b",
+    re.IGNORECASE,
+)
+
+
+def addressee(text: str) -> str | None:
+    """The name a post asks a question of, if it asks one by name."""
+    if "?" not in text:
+        return None
+    m = _ASKED_BY_NAME.search(text)
+    return (m.group(1) or m.group(2)) if m else None
+
+
+def first_name(who: str | None) -> str:
+    return (who or "").split(" ")[0].casefold()
+
+
+def reply_first(
+    run: pl.DataFrame, items_of: Callable[[Sequence[str]], Sequence], depth: int = DEPTH
+) -> pl.DataFrame:
+    """``run`` with the reply to its first post first (and that post second), when the
+    first post asks someone by name and their reply is among the first ``depth`` posts;
+    else ``run`` as it was."""
+    found = _first_and_later(run, items_of, depth)
+    if found is None:
+        return run
+    first_id, first, later = found
+    asked = addressee(first.get("text") or "")
+    when, block = first.get("created_at"), first.get("block_id")
+    if asked is None or first_name(asked) == first_name(first.get("speaker")):
+        return run
+    asker = first_name(first.get("speaker"))
+    for e, it in later:
+        text = it.get("text") or ""
+        if (
+            first_name(it.get("speaker")) == first_name(asked)
+            and it.get("block_id") == block
+            and it.get("created_at") is not None
+            and when < it.get("created_at") <= when + REPLY_WITHIN
+            and (
+                _OPENS_A_REPLY.match(text)
+                or (asker and re.match(rf"\s*{re.escape(asker)}\b", text, re.IGNORECASE))
+            )
+        ):
+            return newest_first(run, (e, first_id))  # the reply first, the question second
+    return run
