@@ -412,15 +412,19 @@ class SearchIndex:
         return self
 
     def _digest(self) -> str:
-        """What the saved index was made by: the pipeline's settings and the dense model's
+        """What the saved index was made by: the pipeline's settings, the dense model's
         exact name, which changes with its weights under the same config name (int8
-        weights made 7-bit): a saved index of older vectors is rebuilt, not loaded."""
+        weights made 7-bit), and the analyzer's table of base forms (``memkit.text``'s
+        ``IRREGULAR``, read by the BM25 parts): a saved index of older vectors or terms is
+        rebuilt, not loaded."""
         from memkit.encoders import get_encoder
+        from memkit.text import IRREGULAR
 
         name = self.pipeline.encoder_name()
         made_by = {
             "params": self.pipeline.params(),
             "weights": get_encoder(name).name if isinstance(name, str) else None,
+            "base_forms": sorted(IRREGULAR.items()),
         }
         return hashlib.sha256(json.dumps(made_by, sort_keys=True, default=str).encode()).hexdigest()
 
