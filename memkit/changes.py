@@ -151,14 +151,19 @@ def newest_first(run: pl.DataFrame, change: tuple[str, str]) -> pl.DataFrame:
     with the first's score); the others keep their order. The service shows the replaced
     post no more (memkit.pipeline), so the answer quotes the new statement, though the old
     one shares more of the question's words."""
-    latest, replaced = change
+    return to_top(run, list(change))
+
+
+def to_top(run: pl.DataFrame, event_ids: Sequence[str]) -> pl.DataFrame:
+    """``run`` with these posts first, in this order, each with the run's top score; the
+    others keep their order (ranks renumbered)."""
     run = run.sort("rank") if "rank" in run.columns else run
     top = float(run["score"].max())
-    pair = pl.concat(
+    first = pl.concat(
         [run.filter(pl.col("event_id") == e).with_columns(pl.lit(top).alias("score"))
-         for e in (latest, replaced)]
+         for e in event_ids]
     )  # fmt: skip
-    out = pl.concat([pair, run.filter(~pl.col("event_id").is_in([latest, replaced]))])
+    out = pl.concat([first, run.filter(~pl.col("event_id").is_in(list(event_ids)))])
     if "rank" in out.columns:
         out = out.with_columns(pl.int_range(1, pl.len() + 1, dtype=out["rank"].dtype).alias("rank"))
     return out

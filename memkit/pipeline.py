@@ -81,6 +81,7 @@ from memkit.changes import (
     newest_first,
     settles,
     stated_change_first,
+    to_top,
 )
 from memkit.config import CONFIG_DIR, load_checked
 from memkit.config_model import (
@@ -815,16 +816,8 @@ class Pipeline:
                 .with_columns(pl.int_range(1, pl.len() + 1, dtype=pl.Int64).alias("rank"))
             )
         changed = self._change_just_quoted(reading, posts)
-        if changed is not None and changed in fused["event_id"]:  # first, with the top score
-            top = float(fused["score"].max())
-            fused = pl.concat(
-                [
-                    fused.filter(pl.col("event_id") == changed).with_columns(
-                        pl.lit(top).alias("score")
-                    ),
-                    fused.filter(pl.col("event_id") != changed),
-                ]
-            ).with_columns(pl.int_range(1, pl.len() + 1, dtype=pl.Int64).alias("rank"))
+        if changed is not None and changed in fused["event_id"]:
+            fused = to_top(fused, [changed])
         return fused, reading, best
 
     def _change_just_quoted(self, reading: Reading, posts) -> str | None:

@@ -47,13 +47,17 @@ def reply_first(
     """``run`` with the reply to its first post first (and that post second), when the
     first post asks someone by name and their reply is among the first ``depth`` posts;
     else ``run`` as it was."""
+    ranked = run.sort("rank") if "rank" in run.columns else run
+    first = items_of(ranked["event_id"].head(1).to_list())
+    asked = addressee(first[0].get("text") or "") if first else None
+    if asked is None:  # most questions: only the first post is read
+        return run
     found = _first_and_later(run, items_of, depth)
     if found is None:
         return run
     first_id, first, later = found
-    asked = addressee(first.get("text") or "")
     when, block = first.get("created_at"), first.get("block_id")
-    if asked is None or first_name(asked) == first_name(first.get("speaker")):
+    if first_name(asked) == first_name(first.get("speaker")):
         return run
     asker = first_name(first.get("speaker"))
     for e, it in later:
