@@ -32,7 +32,7 @@ import polars as pl
 from memkit.timeref import CALENDAR, dates_in
 
 CHANGED = re.compile(
-    r"\b(?:moved|moving|postponed|delayed|put off"
+    r"\b(?:moved|moving|postponed|delayed|deferred|put off"
     r"|(?:push|pushed|pushing|put|putting) (?:\w+ ){0,2}back"
     r"|brought forward|(?:has|have|had|needs?) to move"
     r"|(?:moves? (?:it |things |everything )?|(?:pushed|bumped) (?:out )?)to (?:next |the )?"
@@ -183,7 +183,7 @@ def _new_place(text: str, first: str) -> bool:
 # a question about a change itself ("Why did they cancel Lisbon?", "Why was it moved?")
 ASKS_CHANGE = re.compile(
     r"\b(?:cancel+(?:ed|ing)?|call(?:ed)? off|moved?|postponed?|rescheduled?"
-    r"|(?:put|push|pushed) back|pushed|delay(?:ed)?|changed?)\b",
+    r"|(?:put|push|pushed) back|pushed|delay(?:ed)?|defer(?:red)?|changed?)\b",
     re.IGNORECASE,
 )
 

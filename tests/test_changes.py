@@ -198,12 +198,23 @@ def test_the_served_default_answers_with_the_new_date(floor, changed_facts):
         ("We put off the trip until spring", True),
         ("I pushed to the front of the queue", False),  # "pushed to" a day, a month
         ("The launch went well", False),
+        # stop 61's walk: "When is Bea's half marathon?" was answered with the race she
+        # deferred from
+        ("I'm not running the Royal Parks half, I deferred my place to the Brighton half", True),
     ],
 )
 def test_the_words_that_say_a_plan_changed(text, says):
     from memkit.changes import CHANGED
 
     assert bool(CHANGED.search(text)) is says
+
+
+def test_a_question_about_a_deferral_asks_about_a_change():
+    from memkit.changes import ASKS_CHANGE
+
+    assert ASKS_CHANGE.search("Why did she defer?")
+    assert ASKS_CHANGE.search("Why was the race deferred?")
+    assert not ASKS_CHANGE.search("Why did she run?")
 
 
 def test_a_where_question_takes_only_a_change_that_names_a_new_place():
