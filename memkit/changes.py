@@ -27,6 +27,7 @@ from __future__ import annotations
 import re
 from typing import Callable, Sequence
 
+import numpy as np
 import polars as pl
 
 from memkit.timeref import CALENDAR, dates_in
@@ -122,6 +123,15 @@ def changed_fact(
     return (max(newer)[1], first_id) if newer else None
 
 
+def first_ids(run: pl.DataFrame, n: int) -> list[str]:
+    """The ids of ``run``'s first ``n`` posts by rank (in its order when it has none),
+    without sorting the whole run (an eval's runs hold a hundred posts or more)."""
+    if "rank" not in run.columns:
+        return run["event_id"].head(n).to_list()
+    order = np.argsort(run["rank"].to_numpy(), kind="stable")[:n]
+    return run["event_id"].gather(order).to_list()
+
+
 def _first_and_later(
     run: pl.DataFrame, items_of: Callable[[Sequence[str]], Sequence], depth: int
 ) -> tuple[str, object, list[tuple[str, object]]] | None:
@@ -130,7 +140,7 @@ def _first_and_later(
     when there are fewer than two posts or the first has no time."""
     if run.height < 2:
         return None
-    ids = (run.sort("rank") if "rank" in run.columns else run).head(depth)["event_id"].to_list()
+    ids = first_ids(run, depth)
     items = {it.get("event_id"): it for it in items_of(ids)}
     first = items.get(ids[0])
     when = first.get("created_at") if first is not None else None

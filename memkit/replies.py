@@ -16,9 +16,12 @@ from typing import Callable, Sequence
 
 import polars as pl
 
-from memkit.changes import DEPTH, _first_and_later, newest_first
+from memkit.changes import DEPTH, _first_and_later, first_ids, newest_first
 
 REPLY_WITHIN = timedelta(days=1)
+# questions (memkit.question's kinds) for a number, a length of time or a place: a reply that
+# opens with a yes, a no or a name rarely holds one (the question it answers holds the place)
+UNREPLIED = frozenset({"count", "duration", "where"})
 # the question's addressee: a name opening the post ("Ines, can ...") or closing a question
 # in it ("... to the gig, Ines?")
 _ASKED_BY_NAME = re.compile(r"^\s*([A-Z][\w'’-]+),\s|,\s*([A-Z][\w'’-]+)\s*\?")
@@ -42,13 +45,19 @@ def first_name(who: str | None) -> str:
 
 
 def reply_first(
-    run: pl.DataFrame, items_of: Callable[[Sequence[str]], Sequence], depth: int = DEPTH
+    run: pl.DataFrame,
+    items_of: Callable[[Sequence[str]], Sequence],
+    depth: int = DEPTH,
+    kind: str | None = None,
 ) -> pl.DataFrame:
     """``run`` with the reply to its first post first (and that post second), when the
     first post asks someone by name and their reply is among the first ``depth`` posts;
-    else ``run`` as it was."""
-    ranked = run.sort("rank") if "rank" in run.columns else run
-    first = items_of(ranked["event_id"].head(1).to_list())
+    else ``run`` as it was. A question of a ``kind`` a reply rarely answers (``UNREPLIED``:
+    "How many cups did Mei sell at the craft fair?" is not answered by "Yes Mei, I'll pick
+    you up at nine") keeps its ranking."""
+    if kind in UNREPLIED:
+        return run
+    first = items_of(first_ids(run, 1)) if run.height else []
     asked = addressee(first[0].get("text") or "") if first else None
     if asked is None:  # most questions: only the first post is read
         return run

@@ -564,3 +564,15 @@ def test_a_question_asked_of_someone_is_answered_by_their_reply():
     assert "hates loud music" in turns["Is Pepper going to the gig?"]["answer"]
     turns = {t["question"]: t for t in replay("stop59")}
     assert "junior session" in turns["Can Ivy learn at the club?"]["answer"]
+
+
+@pytest.mark.slow
+def test_a_reply_does_not_answer_how_many():
+    """Stop 61's walk: "How many cups did Mei sell at the craft fair?" quoted Tomas's "Yes
+    Mei, I'll pick you up at nine", the reply to her "Tomas, could you give me a lift to
+    the craft fair?"; a reply still answers who gives the lift."""
+    from memkit.evaluation.walks import replay
+
+    turns = {t["question"]: t for t in replay("stop61")}
+    assert "pick you up" not in turns["How many cups did Mei sell at the craft fair?"]["answer"]
+    assert "pick you up" in turns["Who is giving her a lift to the craft fair?"]["answer"]
