@@ -663,9 +663,6 @@ def key_cache_with(secret: str | None) -> None:
     )
 
 
-MMAP_BYTES = 1 << 30  # of the embedding cache's file read through a memory map
-
-
 class EmbeddingCache:
     """A SQLite table of vectors keyed by (model, text hash), and one of the namespaces
     each vector was made or found for (``cache_scope``). Safe across processes."""
@@ -689,9 +686,6 @@ class EmbeddingCache:
         if conn is None:
             conn = sqlite3.connect(self.path, timeout=60)
             conn.execute("PRAGMA journal_mode=WAL")
-            # Reads through a memory map, not copied through SQLite's page cache: a lookup of
-            # a few vectors (a question's posts' sentences) took 10 us a key against 20.
-            conn.execute(f"PRAGMA mmap_size={MMAP_BYTES}")
             self._local.conn = conn
         return conn
 
