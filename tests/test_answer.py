@@ -787,3 +787,17 @@ def test_a_question_for_a_name_is_answered_by_a_post_that_gives_it_without_the_w
     # its answer as a name, without the word "name" or "called".
     res = walk("stop60", ["Amara", "Felix", "Ines", "Raj"])("What is the name of Raj's band?")
     assert not res.written.declined and "Night Ferry" in res.answer, res.answer
+
+
+def test_a_day_that_comes_back_is_not_answered_with_the_posts_own_day():
+    """Stop 61's walk: "When do they train?" led with "On 1 November 2026 —", the day Bea
+    posted "Joined the Herne Hill Harriers, they train on Wednesday evenings at the track";
+    a weekly day gives no date, so the quote answers on its own."""
+    writer = lexical()
+    text = "Joined the Herne Hill Harriers, they train on Wednesday evenings."
+    post = {"event_id": "h", "created_at": "2026-11-01T08:20:00", "text": text}
+    assert writer.date_of(post["text"], post, "When do they train?") is None
+    for weekly in ("We meet on Tuesdays.", "Chess every Sunday at the library."):
+        assert writer.date_of(weekly, {**post, "text": weekly}, "When do they meet?") is None
+    once = {**post, "text": "Joined the Herne Hill Harriers."}  # no day named: the post's own
+    assert writer.date_of(once["text"], once, "When did she join?")[0].text == "1 November 2026"

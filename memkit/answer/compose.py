@@ -100,6 +100,13 @@ def around(text: str, at: int, before: int = 5, after: int = 4) -> str:
 # "When is the marathon?", "when does he start?": a question about a plan, whose date is
 # more likely one after the post than the post's own day ("ran 28 km today. The race is
 # on 6 December")
+# a day that comes back ("on Wednesday evenings", "Tuesdays", "every Sunday"): a when-question
+# it answers gets no date of its own (the post's day would read as the answer)
+_DAY = r"(?:mon|tues|wednes|thurs|fri|satur|sun)day"
+RECURRING = re.compile(
+    rf"\b(?:every|each) {_DAY}\b|\b{_DAY}s\b|\b{_DAY} (?:mornings|afternoons|evenings|nights)\b",
+    re.IGNORECASE,
+)
 ASKS_AHEAD = re.compile(r"\bwhen (?:is|are|will|does|do)\b|\bwhat (?:date|day) is\b", re.I)
 
 
@@ -373,6 +380,8 @@ class Composer:
         written = read_span(sentence, ref=posted)
         if written is not None:
             return written, "as written"
+        if RECURRING.search(sentence):
+            return None  # "they train on Wednesday evenings": no one day answers when
         if posted is not None:
             return Span(posted.date(), posted.date(), day_text(posted)), "the day it was posted"
         return None
