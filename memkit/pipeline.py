@@ -590,6 +590,7 @@ class Pipeline:
             authors,
             reading=reading,
             listing=listing,
+            ranked=listing and not window_only,
             found=run.height if listing else None,
             decided=read and self.reader.overrule_writer,
             settled=bool(read_items)

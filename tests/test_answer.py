@@ -350,6 +350,24 @@ WEDDING = (
 )
 
 
+def test_a_window_searched_for_a_subject_quotes_its_best_post_first():
+    """Stop 61's walk: "What happened to Kofi's kitchen in late October?" listed the
+    window's posts in the order they were posted, so Mei's glaze firing came before the
+    worktop Kofi's post says arrived cracked, the post the search put first."""
+    posts = [
+        {"event_id": "k", "speaker": "Kofi", "created_at": "2026-10-24T20:45:00",
+         "text": "The worktop arrived cracked, the supplier is sending a new one."},
+        {"event_id": "m", "speaker": "Mei", "created_at": "2026-10-19T18:30:00",
+         "text": "The glaze firing moved to 27 October, the kiln element burned out."},
+        {"event_id": "t", "speaker": "Tomas", "created_at": "2026-10-22T11:00:00",
+         "text": "We had the tasting at Smoke and Salt."},
+    ]  # fmt: skip
+    ranked = lexical().window_summary(posts, "late October 2026", query="kitchen", ranked=True)
+    assert [q["event_id"] for q in ranked.quotes] == ["k", "m", "t"]
+    listed = lexical().window_summary(posts, "late October 2026", query="kitchen")
+    assert [q["event_id"] for q in listed.quotes] == ["m", "t", "k"]
+
+
 @pytest.mark.parametrize(
     "question, says, never",
     [

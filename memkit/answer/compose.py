@@ -200,6 +200,7 @@ class Composer:
         found: int | None = None,
         query: str = "",
         ahead: bool = False,
+        ranked: bool = False,
     ) -> Answer:
         """What a question about a time window gets ("What happened last May?"): how many
         posts there are (``found``: all the window holds, default the items given) and the
@@ -207,10 +208,15 @@ class Composer:
         the one sharing most words with ``query`` ("What did Hana say she'll grow next
         year?": "Next year I am going to try onions"), a sentence naming the window's month
         first. ``ahead``: the window is still to come, so its posts are plans about it,
-        written before it ("1 post about January 2027")."""
+        written before it ("1 post about January 2027"). ``ranked``: the items were
+        searched for what else the question names ("What happened to Kofi's kitchen in late
+        October?"), so the first, the best match, is quoted first, the others after it in
+        the order they were posted."""
         top = sorted(
-            items[:shown], key=lambda i: (timestamp(i.get("created_at")), i.get("event_id"))
+            items[int(ranked) : shown],
+            key=lambda i: (timestamp(i.get("created_at")), i.get("event_id")),
         )
+        top = [items[0], *top] if ranked and items else top
         terms = set(self._analyzer(query))
         month = _month_named(window)
         lines, said = [], []

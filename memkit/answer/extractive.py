@@ -145,6 +145,7 @@ class ExtractiveAnswerer(FromSpec, Composer):
         authors=None,
         reading=None,
         listing: bool = False,
+        ranked: bool = False,
         found: int | None = None,
         decided: bool = False,
         settled: bool = False,
@@ -154,8 +155,10 @@ class ExtractiveAnswerer(FromSpec, Composer):
         None: every author ``prepare`` has seen. ``reading``: how the pipeline read the
         question (memkit.conversation.Reading): its time window, what it carried;
         ``listing``: the question asks what happened in its window, so the answer lists
-        the posts found there; ``decided``: the pipeline's reader has read the items and
-        found one likely to answer, so the writer quotes rather than declines; ``settled``:
+        the posts found there (``ranked``: searched for what else it names, "What
+        happened to Kofi's kitchen in late October?", so the best of them first);
+        ``decided``: the pipeline's reader has read the items and found one likely to
+        answer, so the writer quotes rather than declines; ``settled``:
         the first item is the newest statement of a changed fact (memkit.changes), so the
         answer quotes it."""
         if getattr(reading, "kind", None) == "unresolved":
@@ -167,6 +170,7 @@ class ExtractiveAnswerer(FromSpec, Composer):
                 items,
                 window_text(reading),
                 found=found,
+                ranked=ranked,
                 # the window's own words chose the posts ("last May": not "the last bit")
                 query=" ".join(getattr(reading, "own_words", None) or [query]),
                 ahead=_posted_before(items, getattr(reading, "days", None)),
