@@ -97,9 +97,6 @@ def around(text: str, at: int, before: int = 5, after: int = 4) -> str:
     return " ".join(text[:at].split()[-before:] + text[at:].split()[:after])
 
 
-# "When is the marathon?", "when does he start?": a question about a plan, whose date is
-# more likely one after the post than the post's own day ("ran 28 km today. The race is
-# on 6 December")
 # a day that comes back ("on Wednesday evenings", "Tuesdays", "every Sunday"): a when-question
 # it answers gets no date of its own (the post's day would read as the answer)
 _DAY = r"(?:mon|tues|wednes|thurs|fri|satur|sun)day"
@@ -107,6 +104,9 @@ RECURRING = re.compile(
     rf"\b(?:every|each) {_DAY}\b|\b{_DAY}s\b|\b{_DAY} (?:mornings|afternoons|evenings|nights)\b",
     re.IGNORECASE,
 )
+# "When is the marathon?", "when does he start?": a question about a plan, whose date is
+# more likely one after the post than the post's own day ("ran 28 km today. The race is
+# on 6 December")
 ASKS_AHEAD = re.compile(r"\bwhen (?:is|are|will|does|do)\b|\bwhat (?:date|day) is\b", re.I)
 
 
