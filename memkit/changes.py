@@ -85,7 +85,7 @@ def changed_fact(
     ``run`` (one question's ranking) states a change to the first one (see the module's
     text), else None. ``items_of(ids)``: the posts (memkit.items.Item or dicts); ``kind``:
     the question's (``settles``), "where" takes only a change to a new place."""
-    found = _first_and_later(run, items_of, depth)
+    found = first_and_later(run, items_of, depth)
     if found is None:
         return None
     first_id, first, later = found
@@ -132,7 +132,7 @@ def first_ids(run: pl.DataFrame, n: int) -> list[str]:
     return run["event_id"].gather(order).to_list()
 
 
-def _first_and_later(
+def first_and_later(
     run: pl.DataFrame, items_of: Callable[[Sequence[str]], Sequence], depth: int
 ) -> tuple[str, object, list[tuple[str, object]]] | None:
     """The first post of ``run``'s first ``depth`` (its id and the post) and those of the
@@ -209,7 +209,7 @@ def stated_change_first(
     (``CHANGED``) and has one of the question's own words besides the change's, when the
     first post says no change."""
     asked = _words(ASKS_CHANGE.sub(" ", query)) if ASKS_CHANGE.search(query) else set()
-    found = _first_and_later(run, items_of, depth) if asked else None
+    found = first_and_later(run, items_of, depth) if asked else None
     if found is None or CHANGED.search(found[1].get("text") or ""):
         return run
     first_id, _, later = found

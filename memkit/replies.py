@@ -16,7 +16,7 @@ from typing import Callable, Sequence
 
 import polars as pl
 
-from memkit.changes import DEPTH, _first_and_later, first_ids, newest_first
+from memkit.changes import DEPTH, first_and_later, first_ids, newest_first
 
 REPLY_WITHIN = timedelta(days=1)
 # questions (memkit.question's kinds) for a number, a length of time or a place: a reply that
@@ -61,7 +61,7 @@ def reply_first(
     asked = addressee(first[0].get("text") or "") if first else None
     if asked is None:  # most questions: only the first post is read
         return run
-    found = _first_and_later(run, items_of, depth)
+    found = first_and_later(run, items_of, depth)
     if found is None:
         return run
     first_id, first, later = found

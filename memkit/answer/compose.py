@@ -22,7 +22,16 @@ from memkit.answer.base import (
 from memkit.answer.questions import HOLDS, asks_when, question_type, says_when
 from memkit.changes import CHANGED
 from memkit.text import Analyzer
-from memkit.timeref import MONTHS, WRITTEN, Span, clause_bounds, day_text, read_span, resolve
+from memkit.timeref import (
+    MONTHS,
+    WEEKDAYS,
+    WRITTEN,
+    Span,
+    clause_bounds,
+    day_text,
+    read_span,
+    resolve,
+)
 
 Quote = tuple[str, AnswerItem, float]  # (sentence, its item, its similarity to the question)
 Lead = tuple[Span, str]  # the date a when-answer leads with, and how it was found
@@ -99,7 +108,7 @@ def around(text: str, at: int, before: int = 5, after: int = 4) -> str:
 
 # a day that comes back ("on Wednesday evenings", "Tuesdays", "every Sunday"): a when-question
 # it answers gets no date of its own (the post's day would read as the answer)
-_DAY = r"(?:mon|tues|wednes|thurs|fri|satur|sun)day"
+_DAY = f"(?:{'|'.join(WEEKDAYS)})"
 RECURRING = re.compile(
     rf"\b(?:every|each) {_DAY}\b|\b{_DAY}s\b|\b{_DAY} (?:mornings|afternoons|evenings|nights)\b",
     re.IGNORECASE,
