@@ -204,12 +204,16 @@ def stems(words) -> set[str]:
 def leans_on_context(query: str, short: int, names=()) -> bool:
     """A pronoun or "that", a cue phrase ("what about", "and ..."), or at most ``short``
     content words that are not people's names."""
-    words = [w.lower() for w in _WORD.findall(query)]
-    q = " " + query.lower().strip()
     named = {n.lower() for n in names}
     own = [w for w in content_words(query) if w.lower() not in named]
-    return (
-        any(w in CUES for w in words) or any(f" {p}" in q for p in CUE_PHRASES) or len(own) <= short
+    return cued(query) or len(own) <= short
+
+
+def cued(query: str) -> bool:
+    """A pronoun or "that", or a cue phrase ("what about", "and ..."): words that point back."""
+    q = " " + query.lower().strip()
+    return any(w.lower() in CUES for w in _WORD.findall(query)) or any(
+        f" {p}" in q for p in CUE_PHRASES
     )
 
 
@@ -341,7 +345,9 @@ class TopicContext(FromSpec):
             or _BACK_TO.search(text)  # "back to the hen weekend, which airport did they fly from?"
             or not leans_on_context(text, self.short, names)
             or (names_a_subject(text) and len(mine) > self.short)
-            or (other and mine and not _topic_pronoun(text, asked))
+            # "Where is Dev going?" after questions about Rosa's dog: someone else, asked
+            # about with no word pointing back ("What about Dev?" points back)
+            or (other and (mine or not cued(text)) and not _topic_pronoun(text, asked))
         ):
             # It names its own subject: the same topic, a return to an earlier one, or a new one.
             topic, kind = last.topic, "alone"

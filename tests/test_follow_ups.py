@@ -423,6 +423,10 @@ def test_a_question_about_someone_else_is_not_a_follow_up():
     )
     tom = c.read("When is Tom's race?", history, names=people)
     assert (tom.kind, tom.topic, tom.words) == ("new", 1, [])
+    # Stop 62's walk: nothing of its own but the name, and nothing pointing back either
+    # ("Where is Dev going?" was searched with Rosa's dog's toy and declined)
+    going = c.read("Where is Tom going?", history, names=people)
+    assert (going.kind, going.topic, going.words) == ("new", 1, [])
     # still follow-ups: nothing of its own but the name, or a pronoun for the topic's thing
     assert c.read("What about Tom?", history, names=people).kind == "follow-up"
     assert c.read("Did Tom see him race?", history, names=people).kind == "follow-up"

@@ -117,10 +117,14 @@ def main(argv=None) -> None:
         help="profile this many new events through the batch endpoint",
     )
     ap.add_argument("--batch", type=int, default=500)
+    ap.add_argument(
+        "--items-only", action="store_true", help='ask with summary_needed "0" (no answer written)'
+    )
     ap.add_argument("--top", type=int, default=30)
     ap.add_argument(
         "--callers", default="", help="also print who calls the functions matching this"
     )
+    ap.add_argument("--stats", default="", help="also save the profile here (pstats format)")
     args = ap.parse_args(argv)
     folder, meta, pg = open_store(args, "bench-service")
     from server import create_app
@@ -129,6 +133,8 @@ def main(argv=None) -> None:
     app.extensions["memkit"]["memory"].warm()
     client = app.test_client()
     bodies = query_bodies(args.queries + args.warmup, meta["floors"], meta["users"], seed=11)
+    if args.items_only:
+        bodies = [(token, {**body, "summary_needed": "0"}) for token, body in bodies]
 
     def ask(token, body):
         r = client.post(
@@ -189,6 +195,8 @@ def main(argv=None) -> None:
         n, unit = args.queries, "query"
     wall = time.perf_counter() - t
     stats = pstats.Stats(prof)
+    if args.stats:
+        stats.dump_stats(args.stats)
     print(f"{n} {unit}s in {wall:.1f} s under cProfile: {1000 * wall / n:.1f} ms per {unit}\n")
     print("\n".join(stage_table(stats, n, unit)))
     print(
