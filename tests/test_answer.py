@@ -282,6 +282,8 @@ def test_question_types_and_lists():
     assert question_type("Who organised the trip to Zion?") == "who"
     assert question_type("Would Caroline pursue writing as a career?") == "yesno"
     assert question_type("What colour is the jacket?") == "what"
+    assert question_type("What did the repair cost them?") == "count"
+    assert question_type("What does the allotment cost?") == "count"
     assert wants_list("What activities does Melanie partake in?") and wants_list(
         "Where has Melanie camped?"
     )
@@ -646,6 +648,14 @@ def test_a_month_still_to_come_is_listed_by_the_sentence_naming_it():
             "the name",
         ),
         ("What is the name of Nina's cat?", "We went to the vet on Monday", "the name"),
+        # "What did X cost?" asks how much (stop 62's walk quoted "her teeth need a clean")
+        (
+            "What did the teeth clean cost?",
+            "Biscuit weighs 29 kg, the vet says she is healthy but her teeth need a clean.",
+            "how much",
+        ),
+        ("What does the allotment cost?", "The society charges 85 pounds a year", None),
+        ("What did Tom think of the cost?", "He loved it", None),
         ("What's Mei's sister's name?", "My sister Ruth is visiting at Easter", None),
     ],
 )

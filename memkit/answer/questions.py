@@ -16,8 +16,16 @@ WHEN = re.compile(
     r"|\bwhich (?:year|month|day)\b",
     re.IGNORECASE,
 )
+# "What did the repair cost?" asks how much, as "How much did the repair cost?" does
+# (the verb at the end: "What did Tom think of the cost?" does not), and "What was the
+# price?" as "How much was it?"
+COST_ASKED = (
+    r"^\W*what (?:did|does|do|will|would|could)\b[^?]*(?<!\bthe )(?<!\bof )\bcost"
+    r"(?:\s+(?:them|him|her|you|us|me))?"
+    r"\W*$|^\W*what(?:'s| is| was| are| were) the (?:total )?(?:cost|price)\b"
+)
 TYPES = [  # first match wins
-    ("count", re.compile(r"\bhow (?:many|much|often)\b", re.I)),
+    ("count", re.compile(r"\bhow (?:many|much|often)\b|" + COST_ASKED, re.I)),
     ("duration", re.compile(r"\bhow long\b(?! ago)", re.I)),
     ("when", WHEN),
     ("where", re.compile(r"\bwhere\b", re.I)),
@@ -104,7 +112,9 @@ def says_when(sentence: str) -> bool:
 # What some questions cannot be answered without: a "how much" question (not of time) by
 # an amount, a question for a name by a name. A quote without one answers something else
 # ("What is the name of Nina's cat?" and "Thinking about getting a cat").
-_AMOUNT_ASKED = re.compile(r"\bhow much\b(?!\s+(?:time|longer|later|earlier|sooner|more)\b)", re.I)
+_AMOUNT_ASKED = re.compile(
+    r"\bhow much\b(?!\s+(?:time|longer|later|earlier|sooner|more)\b)|" + COST_ASKED, re.I
+)
 _AMOUNT = re.compile(
     r"[£$€]\s?\d|\d|\b(?:free|nothing|zero|one|two|three|four|five|six|seven|eight|nine|ten"
     r"|eleven|twelve|fifteen|twenty|thirty|forty|fifty|hundred|thousand|million|half|quid"
