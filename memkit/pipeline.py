@@ -121,6 +121,7 @@ from memkit.retrievers import (
 from memkit.retrievers.base import normalize_queries, query_filters
 from memkit.retrievers.registry import kind_of
 from memkit.tables import RUN_SCHEMA
+from memkit.text import IRREGULAR
 from memkit.timeref import dates_in, months_ahead, question_window
 from memkit.training import EncoderStage
 
@@ -621,7 +622,10 @@ class Pipeline:
             effective_query=reading.effective_query,
             event_ids=[i.event_id for i in items],
             answer=written.text,
-            quoted=written.quoted,
+            # a decline that names the closest post showed it: a follow-up asking something
+            # new of the topic looks past it, as past a quoted post ("What does the
+            # allotment cost?" declined on the shed's break-in, then "What ate her carrots?")
+            quoted=written.quoted or [i.event_id for i in items if written.declined],
             words=reading.own_words,
             answer_words=answer_words,
             people=list(
@@ -939,8 +943,9 @@ def _day_bounds(start: date, end: date, f: Filters) -> tuple[datetime | None, da
 
 
 def _roots(words) -> set[str]:
-    """Stems with a last "e" off too, so "move" meets "moved" and "commute" "commuting"."""
-    return {w.removesuffix("e") for w in stems(words)}
+    """Stems with a last "e" off too, so "move" meets "moved" and "commute" "commuting";
+    an irregular past is its verb ("sold" meets "sell")."""
+    return {w.removesuffix("e") for w in stems(IRREGULAR.get(w.lower(), w) for w in words)}
 
 
 def _still_answers(query: str, own_words: Sequence[str], text: str, chat: bool) -> bool:

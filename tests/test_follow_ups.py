@@ -408,6 +408,9 @@ def test_a_word_of_the_question_is_met_in_its_other_forms():
     assert _still_answers("Why did it move?", ["move"], post, chat=True)
     assert not _still_answers("Why did it move?", ["move"], post, chat=False)  # a document
     assert not _still_answers("Who is coming?", ["coming"], post, chat=True)
+    # an irregular past is its verb (stop 62: "How many did they sell?" and "we sold 60")
+    gig = "The gig last night was packed, we sold 60 tickets and all our T-shirts."
+    assert _still_answers("How many did they sell?", ["sell"], gig, chat=True)
 
 
 def test_a_question_about_someone_else_is_not_a_follow_up():
@@ -580,3 +583,18 @@ def test_a_reply_does_not_answer_how_many():
     turns = {t["question"]: t for t in replay("stop61")}
     assert "pick you up" not in turns["How many cups did Mei sell at the craft fair?"]["answer"]
     assert "pick you up" in turns["Who is giving her a lift to the craft fair?"]["answer"]
+
+
+@pytest.mark.slow
+def test_a_post_a_decline_named_is_looked_past_by_a_new_question():
+    """Stop 62's walk: "What does the allotment cost?" declined, naming the shed's break-in
+    as the closest post; "What ate her carrots?" then carried the topic's words and found
+    the shed again, where a quoted post would have been looked past. The post a decline
+    names is carried as a quoted one is; "Where is Dev going?", after questions about
+    Rosa's dog, is searched on its own."""
+    from memkit.evaluation.walks import replay
+
+    turns = {t["question"]: t for t in replay("stop62")}
+    assert "does not say how much" in turns["What does the allotment cost?"]["answer"]
+    assert "slugs" in turns["What ate her carrots?"]["answer"]
+    assert turns["Where is Dev going?"]["read"] == "new"
