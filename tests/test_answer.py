@@ -657,6 +657,13 @@ def test_a_month_still_to_come_is_listed_by_the_sentence_naming_it():
         ("What does the allotment cost?", "The society charges 85 pounds a year", None),
         ("What did Tom think of the cost?", "He loved it", None),
         ("What's Mei's sister's name?", "My sister Ruth is visiting at Easter", None),
+        # a place or body that goes by a name (stop 62's walk)
+        (
+            "Which airline is Dev flying with?",
+            "The airline cancelled my January flight, I rebooked for 11 March.",
+            "the name",
+        ),
+        ("Which club did she join?", "Joined the Herne Hill Harriers!", None),
     ],
 )
 def test_what_a_question_cannot_be_answered_without(question, quoted, lacking):

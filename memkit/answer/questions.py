@@ -137,7 +137,11 @@ _NAME_ASKED = re.compile(
     r"\bwhat(?:'s| is| was| are| were)? (?:the |their |his |her |its )?names?\b"
     r"|\bwhat(?:'s| is| was| are| were) (?:\w+'s? ){1,3}names?\b"  # "Mei's sister's name"
     r"|\bwhat (?:is|was|are|were) [\w']+(?: [\w']+){0,2} called\b"
-    r"|\bwhat did [\w']+ (?:call|name)\b",
+    r"|\bwhat did [\w']+ (?:call|name)\b"
+    # a place or body that goes by a name: "Which airline is Dev flying with?" is not
+    # answered by "The airline cancelled my January flight"
+    r"|\b(?:which|what) (?:airline|band|club|company|firm|hotel|restaurant|caf[eé]|pub|bar"
+    r"|school|university|college|team|shop|store|brand|venue|gym|hospital|church|bank)\b",
     re.I,
 )
 
