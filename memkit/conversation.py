@@ -80,7 +80,8 @@ class Turn:
     effective_query: str = ""
     event_ids: list[str] = field(default_factory=list)  # the items returned, best first
     answer: str | None = None
-    quoted: list[str] = field(default_factory=list)  # the posts the answer quoted
+    # the posts the answer quoted (when it declined: the closest post it named, if any)
+    quoted: list[str] = field(default_factory=list)
     words: list[str] = field(
         default_factory=list
     )  # the question's content words (its time phrase left out)

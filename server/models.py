@@ -724,7 +724,8 @@ class CarriedOut(Response):
     )
     words: list[str] = Field(description="words carried from earlier turns into the search")
     posts: list[str] = Field(
-        description="the posts the previous answer quoted (what a pronoun may refer to)"
+        description="the posts the previous answer quoted, or the one its decline named "
+        "(what a pronoun may refer to)"
     )
     window: CarriedWindowOut | None = Field(
         description="the days searched: named in the question or carried"
