@@ -625,7 +625,7 @@ class Pipeline:
             # a decline that names the closest post showed it: a follow-up asking something
             # new of the topic looks past it, as past a quoted post ("What does the
             # allotment cost?" declined on the shed's break-in, then "What ate her carrots?")
-            quoted=written.quoted or [i.event_id for i in items if written.declined],
+            quoted=written.quoted or ([written.closest] if written.closest else []),
             words=reading.own_words,
             answer_words=answer_words,
             people=list(

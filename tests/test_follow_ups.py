@@ -598,3 +598,22 @@ def test_a_post_a_decline_named_is_looked_past_by_a_new_question():
     assert "does not say how much" in turns["What does the allotment cost?"]["answer"]
     assert "slugs" in turns["What ate her carrots?"]["answer"]
     assert turns["Where is Dev going?"]["read"] == "new"
+
+
+@pytest.mark.slow
+def test_a_turn_carries_the_same_posts_with_or_without_a_summary():
+    """Stop 62's CI: the post a decline names was carried only when a summary was asked
+    for, so a conversation asked for items only (``summary_needed`` "0") read its next
+    follow-up differently (tests/test_query_locomo.py compares the two)."""
+    from memkit.evaluation.walks import ASKED, WALKS, served_pipeline, walk_events
+    from memkit.pipeline import Query
+
+    events = walk_events(WALKS / "stop62-posts.txt")
+    people = list(dict.fromkeys(events["user_id"].to_list()))
+    p = served_pipeline().fit(events)
+    asked = [
+        p.ask(Query("What did the teeth clean cost?", now=ASKED, authors=people, summary=s))
+        for s in (True, False)
+    ]
+    assert asked[0].written.declined and not asked[1].written.declined
+    assert asked[0].turn.quoted == asked[1].turn.quoted != []

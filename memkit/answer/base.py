@@ -49,7 +49,8 @@ class Answer:
     rival: float | None = None
     writer: str = "extractive"
     # a decline that names the closest post ("the closest post is Omar's, and it does not
-    # say the number"): that post's event id, the one item shown with the decline
+    # say the number"): that post's event id, the one item shown with the decline (also
+    # kept when no summary was asked for, which declines nothing: the turn carries it)
     closest: str | None = None
 
     @property

@@ -181,8 +181,10 @@ class ExtractiveAnswerer(FromSpec, Composer):
         if not summary:
             # the account of what was found, but the turn still knows what an answer would
             # quote, so a follow-up reads the same whether the question before it asked for
-            # a summary or not
-            return Answer(self.account(query, items), quotes=written.quotes)
+            # a summary or not (and the post a decline would have named: memkit.pipeline)
+            return Answer(
+                self.account(query, items), quotes=written.quotes, closest=written.closest
+            )
         return written
 
     def unresolved(self, query: str) -> str:
