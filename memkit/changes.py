@@ -55,6 +55,13 @@ TO_SOMEONES = re.compile(
     r"(?: (?:place|flat|house|home))?",
     re.IGNORECASE,
 )
+# or names the new place outright ("New venue for the concert is the Union Chapel"): then,
+# for a where-question, the thing it moves is enough to tie it to the plan (one shared
+# word, "concert")
+NEW_PLACE = re.compile(
+    r"\b(?:new|different) (?:venue|location|address)\b|\b(?:is|are|'s) now (?:at|in)\b",
+    re.IGNORECASE,
+)
 NAME = re.compile(r"(?<=[a-z,;:] )[A-Z][a-z'’-]+")  # a capitalised word inside a sentence
 DEPTH = 8  # the posts looked at: those the reader reads
 MIN_SHARED = 2
@@ -118,7 +125,9 @@ def changed_fact(
         else:
             continue
         shared = len(words & theirs)
-        if shared >= min_shared and shared >= overlap * len(words | theirs):
+        if kind == "where" and NEW_PLACE.search(text) and shared >= 1:
+            newer.append((it.get("created_at"), e))
+        elif shared >= min_shared and shared >= overlap * len(words | theirs):
             newer.append((it.get("created_at"), e))
     return (max(newer)[1], first_id) if newer else None
 
@@ -182,7 +191,7 @@ def to_top(run: pl.DataFrame, event_ids: Sequence[str]) -> pl.DataFrame:
 def _new_place(text: str, first: str) -> bool:
     """Whether a change names a place "instead" (or moves the plan to someone's) that the
     first post does not: a capitalised word inside a sentence, not a day or a month."""
-    if not (INSTEAD.search(text) or TO_SOMEONES.search(text)):
+    if not (INSTEAD.search(text) or TO_SOMEONES.search(text) or NEW_PLACE.search(text)):
         return False
     before = first.casefold()
     return any(

@@ -243,6 +243,34 @@ def test_a_where_question_takes_only_a_change_that_names_a_new_place():
     assert changed_fact(ranking(["plan", "day"], [0.8, 0.3]), of) == ("day", "plan")
 
 
+def test_a_new_venue_named_outright_settles_where():
+    """Stop 62's walk: "Where is it now?" (Olu's concert) quoted the first venue, though Olu
+    had posted "New venue for the concert is the Union Chapel in Islington, same date",
+    which shares one word with the plan ("concert"). A change naming the new place outright
+    needs only that word for a where-question; a when-question keeps the plan's post."""
+    posts = {
+        "plan": Item(
+            "plan", "Choir concert is on 21 November at St Mary's church, I'm singing the solo",
+            "Olu", created_at=at(1),
+        ),
+        "venue": Item(
+            "venue", "New venue for the concert is the Union Chapel in Islington, same date",
+            "Olu", created_at=at(5),
+        ),
+        "home": Item(
+            "home", "The new place is smaller, the concert hall is round the corner", "Dev",
+            created_at=at(6),
+        ),
+    }  # fmt: skip
+    of = lambda ids: [posts[i] for i in ids]  # noqa: E731
+    assert changed_fact(ranking(["plan", "venue"], [0.8, 0.3]), of, kind="where") == (
+        "venue",
+        "plan",
+    )
+    assert changed_fact(ranking(["plan", "venue"], [0.8, 0.3]), of, kind="when") is None
+    assert changed_fact(ranking(["plan", "home"], [0.8, 0.3]), of, kind="where") is None
+
+
 def test_a_plan_moved_to_someones_place_settles_where_but_not_when():
     """The newcomer's walk, stop 51: "Where is the book club meeting?" quoted Lucy's flat,
     though Lucy had posted that it moves to Omar's place. That post settles where; a
