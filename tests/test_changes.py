@@ -243,57 +243,42 @@ def test_a_where_question_takes_only_a_change_that_names_a_new_place():
     assert changed_fact(ranking(["plan", "day"], [0.8, 0.3]), of) == ("day", "plan")
 
 
-def test_a_new_venue_named_outright_settles_where():
-    """Stop 62's walk: "Where is it now?" (Olu's concert) quoted the first venue, though Olu
-    had posted "New venue for the concert is the Union Chapel in Islington, same date",
-    which shares one word with the plan ("concert"). A change naming the new place outright
-    needs only that word for a where-question; a when-question keeps the plan's post."""
+@pytest.mark.parametrize(
+    "plan, change, decoy",
+    [
+        # The newcomer's walk, stop 51: "Where is the book club meeting?" quoted Lucy's flat,
+        # though Lucy had posted that it moves to Omar's place.
+        (
+            ("Book club next: The Remains of the Day. Meeting at Lucy's flat on 9 April", "Dana"),
+            ("My boiler broke, so book club moves to Omar's place, same date", "Lucy"),
+            ("We move to Leeds in spring, book club will miss me", "Theo"),
+        ),
+        # Stop 62's walk: "Where is it now?" (Olu's concert) quoted the first venue; a change
+        # naming the new place outright needs to share only the plan's thing ("concert")
+        (
+            ("Choir concert is on 21 November at St Mary's church, I'm singing the solo", "Olu"),
+            ("New venue for the concert is the Union Chapel in Islington, same date", "Olu"),
+            ("The new place is smaller, the concert hall is round the corner", "Dev"),
+        ),
+    ],
+)
+def test_a_plan_moved_to_a_new_place_settles_where_but_not_when(plan, change, decoy):
+    """A later post that moves the plan to someone's place or names its new venue settles
+    a where-question; a when-question keeps the first post, which holds the date ("same
+    date"); a post that only mentions a move or a new place of someone's own does not."""
     posts = {
-        "plan": Item(
-            "plan", "Choir concert is on 21 November at St Mary's church, I'm singing the solo",
-            "Olu", created_at=at(1),
-        ),
-        "venue": Item(
-            "venue", "New venue for the concert is the Union Chapel in Islington, same date",
-            "Olu", created_at=at(5),
-        ),
-        "home": Item(
-            "home", "The new place is smaller, the concert hall is round the corner", "Dev",
-            created_at=at(6),
-        ),
-    }  # fmt: skip
+        name: Item(name, text, who, created_at=at(day))
+        for name, (text, who), day in zip(
+            ("plan", "change", "decoy"), (plan, change, decoy), (1, 4, 5)
+        )
+    }
     of = lambda ids: [posts[i] for i in ids]  # noqa: E731
-    assert changed_fact(ranking(["plan", "venue"], [0.8, 0.3]), of, kind="where") == (
-        "venue",
+    assert changed_fact(ranking(["plan", "change"], [0.8, 0.3]), of, kind="where") == (
+        "change",
         "plan",
     )
-    assert changed_fact(ranking(["plan", "venue"], [0.8, 0.3]), of, kind="when") is None
-    assert changed_fact(ranking(["plan", "home"], [0.8, 0.3]), of, kind="where") is None
-
-
-def test_a_plan_moved_to_someones_place_settles_where_but_not_when():
-    """The newcomer's walk, stop 51: "Where is the book club meeting?" quoted Lucy's flat,
-    though Lucy had posted that it moves to Omar's place. That post settles where; a
-    when-question keeps the first post, which holds the date ("same date")."""
-    posts = {
-        "plan": Item(
-            "plan", "Book club next: The Remains of the Day. Meeting at Lucy's flat on 9 April",
-            "Dana", created_at=at(1),
-        ),
-        "move": Item(
-            "move", "My boiler broke, so book club moves to Omar's place, same date", "Lucy",
-            created_at=at(4),
-        ),
-        "home": Item("home", "We move to Leeds in spring, book club will miss me", "Theo",
-                     created_at=at(5)),
-    }  # fmt: skip
-    of = lambda ids: [posts[i] for i in ids]  # noqa: E731
-    assert changed_fact(ranking(["plan", "move"], [0.8, 0.3]), of, kind="where") == (
-        "move",
-        "plan",
-    )
-    assert changed_fact(ranking(["plan", "move"], [0.8, 0.3]), of, kind="when") is None
-    assert changed_fact(ranking(["plan", "home"], [0.8, 0.3]), of, kind="where") is None
+    assert changed_fact(ranking(["plan", "change"], [0.8, 0.3]), of, kind="when") is None
+    assert changed_fact(ranking(["plan", "decoy"], [0.8, 0.3]), of, kind="where") is None
 
 
 def test_the_served_default_answers_where_with_the_new_place():
