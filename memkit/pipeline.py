@@ -72,7 +72,7 @@ import polars as pl
 
 from memkit.answer import Answer, build_answerer
 from memkit.answer.base import speaker
-from memkit.answer.questions import lacks_what_is_asked, question_type
+from memkit.answer.questions import base_forms, lacks_what_is_asked, question_type
 from memkit.calibration import Calibration
 from memkit.changes import (
     ASKS_CHANGE,
@@ -121,7 +121,6 @@ from memkit.retrievers import (
 from memkit.retrievers.base import normalize_queries, query_filters
 from memkit.retrievers.registry import kind_of
 from memkit.tables import RUN_SCHEMA
-from memkit.text import IRREGULAR
 from memkit.timeref import dates_in, months_ahead, question_window
 from memkit.training import EncoderStage
 
@@ -945,7 +944,7 @@ def _day_bounds(start: date, end: date, f: Filters) -> tuple[datetime | None, da
 def _roots(words) -> set[str]:
     """Stems with a last "e" off too, so "move" meets "moved" and "commute" "commuting";
     an irregular past is its verb ("sold" meets "sell")."""
-    return {w.removesuffix("e") for w in stems(IRREGULAR.get(w.lower(), w) for w in words)}
+    return {w.removesuffix("e") for w in stems(base_forms(w) for w in words)}
 
 
 def _still_answers(query: str, own_words: Sequence[str], text: str, chat: bool) -> bool:
