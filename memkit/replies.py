@@ -22,12 +22,14 @@ REPLY_WITHIN = timedelta(days=1)
 # questions (memkit.question's kinds) for a number, a length of time or a place: a reply that
 # opens with a yes, a no or a name rarely holds one (the question it answers holds the place)
 UNREPLIED = frozenset({"count", "duration", "where"})
-# the question's addressee: a name opening the post ("Ines, can ...") or closing a question
-# in it ("... to the gig, Ines?")
-_ASKED_BY_NAME = re.compile(r"^\s*([A-Z][\w'’-]+),\s|,\s*([A-Z][\w'’-]+)\s*\?")
+# the question's addressee: a name opening the post ("Ines, can ..."), closing a question
+# in it ("... to the gig, Ines?") or asked on its own after it ("... on Friday? Marek?")
+_ASKED_BY_NAME = re.compile(
+    r"^\s*([A-Z][\w'’-]+),\s|,\s*([A-Z][\w'’-]+)\s*\?|[?!.]\s+([A-Z][\w'’-]+)\s*\?\s*$"
+)
 _OPENS_A_REPLY = re.compile(
     r"^\s*(?:yes|yeah|yep|no|nope|nah|sure|of course|definitely|absolutely|sorry|sadly"
-    r"|unfortunately|afraid not|not)\b",
+    r"|unfortunately|afraid not|not|can't|cannot|can not|won't|count me in|i'm in)(?!\w)",
     re.IGNORECASE,
 )
 
@@ -37,7 +39,7 @@ def addressee(text: str) -> str | None:
     if "?" not in text:
         return None
     m = _ASKED_BY_NAME.search(text)
-    return (m.group(1) or m.group(2)) if m else None
+    return next(filter(None, m.groups())) if m else None
 
 
 def first_name(who: str | None) -> str:

@@ -664,6 +664,38 @@ def test_a_month_still_to_come_is_listed_by_the_sentence_naming_it():
             "the name",
         ),
         ("Which club did she join?", "Joined the Herne Hill Harriers!", None),
+        # pounds paid are not pounds weighed (stop 63's walk: "How heavy is Bayo's bike?")
+        (
+            "How heavy is Bayo's bike?",
+            "Bought a second-hand road bike, a Ribble Endurance, for 900 pounds.",
+            "the weight",
+        ),
+        ("How heavy was the turkey?", "The turkey was 14 pounds, it fed everyone", None),
+        # a time of day asked: a date does not say it (stop 63's walk)
+        (
+            "What time does the Brockley Market open?",
+            "The Brockley stall is pushed back to 14 November",
+            "what time",
+        ),
+        ("What time is the dinner?", "Dinner is on Saturday the 27th at Olivo, 7pm", None),
+        ("what time did they go up?", "We got up at 6am for the temple", None),
+        ("What time do they train?", "They train on Wednesday evenings", None),
+        ("What time of year is best?", "Spring, before the crowds", None),
+        # someone in a role asked: a post that never names the role (stop 63's walk; stop
+        # 61's "Who is Bea's coach at the Harriers?")
+        (
+            "Who is Hana's climbing coach?",
+            "Bought climbing shoes, La Sportiva Tarantulace, 85 pounds.",
+            "who Hana's climbing coach is",
+        ),
+        (
+            "Who is Bea's coach at the Harriers?",
+            "Joined the Herne Hill Harriers, they train on Wednesday evenings.",
+            "who Bea's coach at the Harriers is",
+        ),
+        ("Who is her physio?", "My physiotherapist, Priya, gave me calf raises", None),
+        ("Who is his tutor?", "Started Spanish with a tutor, Lucía, on Tuesdays", None),
+        ("Who is her best friend?", "Went to the cinema with Ana", None),  # no role named
     ],
 )
 def test_what_a_question_cannot_be_answered_without(question, quoted, lacking):

@@ -557,6 +557,9 @@ def test_the_name_a_question_is_asked_of():
     assert addressee("Are you coming on Friday, Tom?") == "Tom"
     assert addressee("Ines, the gig was great.") is None  # no question
     assert addressee("Can anyone lend me a tent?") is None  # nobody named
+    # the name asked on its own after the question (stop 63's walk)
+    assert addressee("Anyone want to come to the social on Friday? Marek?") == "Marek"
+    assert addressee("Who wants to come? Or not.") is None
 
 
 @pytest.mark.slow
@@ -571,6 +574,18 @@ def test_a_question_asked_of_someone_is_answered_by_their_reply():
     assert "hates loud music" in turns["Is Pepper going to the gig?"]["answer"]
     turns = {t["question"]: t for t in replay("stop59")}
     assert "junior session" in turns["Can Ivy learn at the club?"]["answer"]
+
+
+@pytest.mark.slow
+def test_a_reply_that_declines_answers_the_question_asked_by_name_after_it():
+    """Stop 63's walk: Hana asked "Anyone want to come to the climbing social at The Arch on
+    Friday? Marek?" and Marek answered "Can't Hana, I'll be baking all night for the
+    market"; "Is Marek coming to the climbing social?" was declined ("nothing Marek posted
+    says so"), the name after the question and a reply opening with "Can't" both unread."""
+    from memkit.evaluation.walks import replay
+
+    turns = {t["question"]: t for t in replay("stop63")}
+    assert "baking all night" in turns["Is Marek coming to the climbing social?"]["answer"]
 
 
 @pytest.mark.slow

@@ -166,6 +166,39 @@ _WEIGHT = re.compile(
     r"|tons?|ounces?|oz|weighs?|weighed|weighing)\b",
     re.I,
 )
+# "900 pounds" is money where the sentence buys, pays or sells: "Bought a road bike for 900
+# pounds" does not say how heavy the bike is
+_MONEY_TALK = re.compile(
+    r"\b(?:bought|buy|buying|paid|pay|paying|cost|costs|costing|price|priced|spent|spend|raised"
+    r"|raise|charged?|charges|sold|sell|selling|fee|fees|worth|earn|earned|donated)\b",
+    re.I,
+)
+# "What time does the market open?" asks a time of day: a date does not say it
+_TIME_ASKED = re.compile(r"\bwhat time\b(?! of (?:the )?(?:year|day|month|week)\b)", re.I)
+_CLOCK = re.compile(
+    r"\b\d{1,2}(?:[:.]\d\d)?\s?(?:am|pm|a\.m\.|p\.m\.|h)\b|\b\d{1,2}:\d\d\b"
+    r"|\b(?:noon|midday|midnight|o'clock|morning|mornings|afternoon|afternoons|evening"
+    r"|evenings|tonight|night|nights|overnight|dawn|sunrise|sunset|dusk|lunchtime|teatime)\b"
+    r"|\b(?:at|by|from|until|till|after|before|around|about) (?:one|two|three|four|five|six"
+    r"|seven|eight|nine|ten|eleven|twelve|half|quarter)\b",
+    re.I,
+)
+# "Who is Hana's climbing coach?" asks for someone in a role: a post that never names the
+# role ("Bought climbing shoes, La Sportiva") does not say who holds it. Roles a post names
+# by their own word (a partner or a parent goes by too many words to be listed).
+_ROLES = (
+    "coach|physio|physiotherapist|tutor|teacher|supervisor|examiner|boss|manager|landlord"
+    "|landlady|dentist|doctor|vet|mentor|therapist|trainer|instructor|lawyer|solicitor"
+    "|accountant|agent|nanny|babysitter|cleaner|plumber|builder|electrician|mechanic"
+    "|hairdresser|barber|captain|conductor|editor|surgeon|midwife|counsellor|counselor"
+    "|director|producer|guide|teammate|flatmate|housemate|roommate|neighbour|neighbor"
+)
+_ROLE_ASKED = re.compile(
+    r"^\W*who(?:'s| is| was| are| were| will be)\s+"
+    r"((?:[A-Z][\w'’-]*'s|his|her|their|its|my|your|our|the)\s+(?:[\w-]+\s+){0,2}?"
+    rf"({_ROLES})s?(?:\s+(?:at|in|for|on|from|of)\s+[^?]*)?)\s*\?*\s*$",
+    re.I,
+)
 _NUMBER_ASKED = re.compile(r"\b(?:phone|mobile|telephone|cell|contact) (?:number|no)\b", re.I)
 _NUMBER = re.compile(r"\+?\d[\d ()-]{4,}\d")
 _EMAIL_ASKED = re.compile(r"\be-?mail(?: address)?\b(?! (?:from|about|to|saying))", re.I)
@@ -187,7 +220,9 @@ def lacks_what_is_asked(query: str, quoted: str) -> str | None:
     unit, or "weighs"), "how much" (an amount; money when it asks what something cost, was
     paid or is) or
     "the name" (a capitalised word the question does not have, past the start of a
-    sentence); None when it holds it or the question needs none of these."""
+    sentence), "what time" (a time of day) or who holds a role the question names ("who
+    Hana's coach is": the role's word); None when it holds it or the question needs none
+    of these."""
     if _NUMBER_ASKED.search(query):
         return None if _NUMBER.search(quoted) else "the number"
     if _WHAT_IS.match(query) and _EMAIL_ASKED.search(query):
@@ -195,7 +230,15 @@ def lacks_what_is_asked(query: str, quoted: str) -> str | None:
     if _COLOUR_ASKED.search(query):
         return None if _COLOUR.search(quoted) else "the colour"
     if _WEIGHT_ASKED.search(query):
-        return None if _WEIGHT.search(quoted) else "the weight"
+        weighed = re.sub(r"\bpounds?\b", "", quoted) if _MONEY_TALK.search(quoted) else quoted
+        return None if _WEIGHT.search(weighed) else "the weight"
+    if _TIME_ASKED.search(query):
+        return None if _CLOCK.search(quoted) else "what time"
+    role = _ROLE_ASKED.match(query)
+    if role:
+        word = role.group(2).lower()
+        named = re.search(rf"\b{re.escape(word[:5] if len(word) > 5 else word)}", quoted, re.I)
+        return None if named else f"who {role.group(1)} is"
     if _AMOUNT_ASKED.search(query):
         amount = _MONEY if _MONEY_ASKED.search(query) else _AMOUNT
         return None if amount.search(quoted) else "how much"
