@@ -173,14 +173,16 @@ def score_all(targets: list, configs: list[dict], args):
 def _eval_worker() -> None:
     """What an eval process sets up before it scores: one query at a time
     (memkit/threads.py); the questions' vectors kept in the cache (the next run asks the
-    same ones) and the reader's logits too; term indexes shared between configs."""
-    from memkit.encoders import store_queries
+    same ones) and the reader's logits too; term indexes and vectors shared between
+    configs."""
+    from memkit.encoders import remember_vectors, store_queries
     from memkit.reader import remember_logits
     from memkit.retrievers.sparse import share_indexes
     from memkit.threads import single_threaded_blas
 
     single_threaded_blas()
     store_queries()
+    remember_vectors()  # each config reads the same posts' and sentences' vectors
     remember_logits()
     share_indexes()  # the configs' BM25 parts over the same documents: built once
 

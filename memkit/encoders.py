@@ -1015,6 +1015,20 @@ def store_queries() -> None:
 
 
 STORE_BELOW = 3  # CachedEncoder's default: calls with fewer texts (queries) are kept in memory only
+MEMORY = 4096  # CachedEncoder's default: vectors kept in memory (a service holds many floors)
+
+
+def remember_vectors(n: int = 1 << 20) -> None:
+    """From now on this process's encoders keep up to ``n`` vectors in memory, a call of
+    any size included. The eval fits a dozen configs on each data set's posts and
+    sentences (SciFact: 5,183 abstracts): each config read them back from SQLite, 5% of a
+    warm ``memkit eval --all``'s CPU; a service keeps the default, so its memory stays
+    bounded."""
+    global MEMORY
+    MEMORY = n
+    for enc in _ENCODERS.values():
+        if isinstance(enc, CachedEncoder):
+            enc.memory = n
 
 
 def get_encoder(name: str = "minilm", cache: bool = True) -> Encoder:
@@ -1044,5 +1058,7 @@ def get_encoder(name: str = "minilm", cache: bool = True) -> Encoder:
             base = MiniLMEncoder(
                 path=path, name=json.loads((path / "memkit.json").read_text())["name"]
             )
-        _ENCODERS[key] = CachedEncoder(base, store_below=STORE_BELOW) if cache else base
+        _ENCODERS[key] = (
+            CachedEncoder(base, store_below=STORE_BELOW, memory=MEMORY) if cache else base
+        )
     return _ENCODERS[key]

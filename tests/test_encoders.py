@@ -64,6 +64,42 @@ def test_queries_are_remembered_in_memory_not_written_to_disk(tmp_path):
     )
 
 
+class CountingCache(EmbeddingCache):
+    """The SQLite cache, counting the vectors read back from disk."""
+
+    read = 0
+
+    def get_many(self, keys, dim, within=None):
+        found = super().get_many(keys, dim, within)
+        self.read += len(found)
+        return found
+
+
+def test_a_process_that_remembers_vectors_reads_a_bulk_call_from_disk_once(tmp_path):
+    """The eval fits a dozen configs on one data set's posts: with ``remember_vectors`` a
+    bulk call's vectors stay in memory, where the service's default (4,096) lets a call
+    larger than that go back to disk each time."""
+    from memkit import encoders
+
+    docs = ["doc one", "doc two", "doc three"]
+    cache = CountingCache(tmp_path / "cache.sqlite")
+    small = CachedEncoder(MiniLMEncoder(), cache, memory=2)
+    first = small.encode(docs, store=True)
+    small.encode(docs, store=True)
+    assert cache.read == 3  # larger than its memory: read back from disk
+    shared = get_encoder("minilm")
+    before = shared.memory
+    try:
+        encoders.remember_vectors(10)
+        assert shared.memory == 10 and get_encoder("minilm").memory == 10
+        big = CachedEncoder(MiniLMEncoder(), cache, memory=shared.memory)
+        big.encode(docs, store=True)  # from disk once
+        again = big.encode(docs, store=True)
+        assert cache.read == 6 and np.array_equal(again, first) and big.encoded == 0
+    finally:
+        encoders.remember_vectors(before)
+
+
 TEXTS = [
     "ok",
     "I adopted a kitten from the shelter yesterday!",

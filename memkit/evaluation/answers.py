@@ -33,11 +33,9 @@ from functools import lru_cache
 from pathlib import Path
 
 import polars as pl
-from nltk.stem import PorterStemmer
 
 from memkit.timeref import read_span
 
-_STEM = PorterStemmer()
 # Categories whose right answer is a decline: LoCoMo's adversarial questions,
 # eval/train_answers.py's unknown facts, and the conversation suites' unknown facts and bare
 # follow-ups of a new user.
@@ -60,7 +58,17 @@ def tokens(s) -> list[str]:
 def _stem(word: str) -> str:
     """NLTK's Porter stem of a word, remembered (answers repeat their words; the stemmer is
     pure Python and was a twentieth of `make eval`)."""
-    return _STEM.stem(word)
+    return _porter().stem(word)
+
+
+@lru_cache(maxsize=1)
+def _porter():
+    """NLTK's Porter stemmer (LoCoMo's F1 stems with it; PyStemmer's "porter" differs on
+    words like "died"), imported when a gold answer is first scored: importing nltk takes
+    half a second and more (it pulls in scipy.stats), which every eval process paid."""
+    from nltk.stem import PorterStemmer
+
+    return PorterStemmer()
 
 
 def f1_score(prediction, gold) -> float:
