@@ -1,128 +1,18 @@
-"""The memkit service: ``create_app(config)`` builds the Flask app.
+"""The memkit service: ``create_app(config)`` builds the Flask app (server/app.py).
 
 Blueprints in ``server/api`` parse requests and shape responses; the rules live in
 ``server/services`` (no Flask there); the store in ``server/store``.
+
+Importing the package imports none of the app: the ``memkit`` command reads the service's
+subcommands from ``server/cli.py`` on every call (``memkit eval`` too), and the app's
+imports (Flask, the accounts' hashing and validators, SQLAlchemy) took 0.6 s of each.
 """
 
 from __future__ import annotations
 
-import logging
-import sys
-import time
 
-from flask import Flask, g, request
-from flask_limiter import Limiter
+def create_app(config: dict | None = None, *, sms=None):
+    """The Flask app (``server.app.create_app``)."""
+    from server.app import create_app as build
 
-from memkit.threads import single_threaded_blas
-from server import errors
-from server.api.strict_json import StrictJSONProvider, check_url
-from server.services.accounts import Accounts
-from server.services.delivery import OutboxSender, SmtpSender
-from server.services.events import Events
-from server.services.floors import Floors
-from server.services.memory import Memory
-from server.settings import Settings
-from server.store import connect
-
-requests_log = logging.getLogger("memkit.server.requests")
-
-
-def create_app(config: dict | None = None, *, sms=None) -> Flask:
-    """The service, with ``config`` over ``MEMKIT_*`` variables over the defaults
-    (server/settings.py). ``sms``: what sends text messages (a ``Sender``:
-    ``send(to, subject, text)``); by default they are written to the outbox folder, as
-    e-mail is when no SMTP host is set."""
-    # Requests run side by side; none gains from splitting its products (memkit/threads.py).
-    single_threaded_blas()
-    # A question's thread waiting for the GIL while writes' threads run Python between
-    # their runs of the model gets it within 1 ms, not CPython's 5 (SECURITY.md measures
-    # another user's median while four 1 MB writes run).
-    sys.setswitchinterval(0.001)
-    settings = Settings.load(config)
-    app = Flask(__name__)
-    app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
-    app.json = StrictJSONProvider(
-        app
-    )  # bodies: UTF-8, finite, shallow, storable text (server/api/strict_json.py)
-    app.json.sort_keys = False
-    engine = connect(settings.database_url)
-    mailer = (
-        SmtpSender(settings.smtp_host, settings.smtp_port, settings.mail_from)
-        if settings.smtp_host
-        else OutboxSender(settings.outbox_dir, "email")
-    )
-    sms = sms or OutboxSender(settings.outbox_dir, "sms")
-    memory = Memory(engine, settings)
-    app.extensions["memkit"] = {
-        "settings": settings,
-        "engine": engine,
-        "accounts": Accounts(engine, settings, mailer, sms, vectors=memory.vectors),
-        "floors": Floors(engine, settings),
-        "events": Events(
-            engine,
-            indexer=memory.indexer,
-            after_write=memory.catch_up,
-            before_write=memory.encode_ahead,
-            vectors=memory.vectors,
-        ),
-        "memory": memory,
-    }
-    from server.api.limits import (
-        STRATEGY,
-        FailedCredentials,
-        RefuseUnchecked,
-        client_network,
-        make_limits,
-        storage_uri,
-    )
-
-    # No X-RateLimit-*/Retry-After headers on every answer: Retry-After goes with a 429
-    # only (server/errors.py), where it says when to try again.
-    limiter = Limiter(
-        client_network,  # per client network: an IPv4 /24, an IPv6 /64 (server/api/limits.py)
-        app=app,
-        storage_uri=storage_uri(settings.rate_limit_storage),
-        strategy=STRATEGY,
-        headers_enabled=False,
-        key_prefix="memkit",
-    )
-    app.extensions["memkit"]["limiter"] = limiter
-    errors.register(app)
-
-    from server.api import auth, floors, memory, openapi
-
-    failed = app.extensions["memkit"]["failed_credentials"] = FailedCredentials(limiter, settings)
-    accounts = app.extensions["memkit"]["accounts"]
-    app.wsgi_app = RefuseUnchecked(
-        app.wsgi_app,
-        failed,
-        accounts.known_app,
-        settings.refused_delay,
-        app_registered=accounts.app_registered,
-    )
-    app.register_blueprint(auth.make_blueprint(make_limits(limiter, settings)))
-    app.register_blueprint(floors.bp)
-    app.register_blueprint(floors.events_bp)
-    app.register_blueprint(memory.bp)
-    app.register_blueprint(openapi.bp)
-
-    if settings.search_backend == "postgres" or settings.warm_index:
-        # postgres: cheap (the search tables and their foreign keys, no index to build);
-        # memory with warm_index (e.g. each gunicorn worker): ready before its first request.
-        app.extensions["memkit"]["memory"].warm(settle=settings.warm_index)
-
-    @app.before_request
-    def _started():
-        g.started = time.perf_counter()
-        check_url()
-
-    @app.after_request
-    def _log_request(response):
-        # Method, path (no query string, no headers, no body: nothing secret) and outcome.
-        took = (time.perf_counter() - g.get("started", time.perf_counter())) * 1000
-        requests_log.info(
-            "%s %s %s %.1f ms", request.method, request.path, response.status_code, took
-        )
-        return response
-
-    return app
+    return build(config, sms=sms)

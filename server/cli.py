@@ -119,7 +119,7 @@ def cmd_serve(args) -> int:
 
 
 def log_requests() -> None:
-    """The service's own line per request (method, path, status, time: server/__init__.py)
+    """The service's own line per request (method, path, status, time: server/app.py)
     on stderr, once, whatever else configures logging."""
     handler = logging.StreamHandler()
     handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))

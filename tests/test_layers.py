@@ -40,3 +40,22 @@ def test_the_service_commands_come_from_the_entry_point(capsys):
         pass
     usage = capsys.readouterr().out
     assert all(command in usage for command in ("eval", "serve", "app", "adapt"))
+
+
+def test_the_memkit_command_loads_the_service_commands_without_the_app():
+    """``memkit eval`` (and every other command) reads the service's subcommands from
+    server/cli.py; importing the package used to import the whole app (Flask, the accounts'
+    hashing and validators, SQLAlchemy: 0.6 s of every command)."""
+    probe = (
+        "import sys; from memkit.cli import main\n"
+        "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+        "print(sorted(m for m in ('flask', 'sqlalchemy', 'argon2', 'server.app') if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=Path(memkit.__file__).parents[1],
+    ).stdout.splitlines()
+    assert out[-1] == "[]"
