@@ -49,7 +49,8 @@ def test_the_memkit_command_loads_the_service_commands_without_the_app():
     probe = (
         "import sys; from memkit.cli import main\n"
         "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
-        "print(sorted(m for m in ('flask', 'sqlalchemy', 'argon2', 'server.app') if m in sys.modules))"
+        "app = ('flask', 'sqlalchemy', 'argon2', 'server.app')\n"
+        "print(sorted(m for m in app if m in sys.modules))"
     )
     out = subprocess.run(
         [sys.executable, "-c", probe],
