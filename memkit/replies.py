@@ -4,8 +4,8 @@
 of "Is Pepper going to the gig?", so it ranks first; the answer is Ines's reply twenty
 minutes later, "No Raj, she hates loud music, I'll leave her with my sister Lucia", which
 shares fewer. When a question's first post asks someone by name, their reply (among the
-first posts: posted after it in the same block within a day, opening with a yes, a no or
-the asker's name) is put first and the question second.
+first posts: posted after it in the same block within a day, opening with a yes, a no, a
+refusal ("Can't Hana, ...") or the asker's name) is put first and the question second.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ _ASKED_BY_NAME = re.compile(
 )
 _OPENS_A_REPLY = re.compile(
     r"^\s*(?:yes|yeah|yep|no|nope|nah|sure|of course|definitely|absolutely|sorry|sadly"
-    r"|unfortunately|afraid not|not|can't|cannot|can not|won't|count me in|i'm in)(?!\w)",
+    r"|unfortunately|afraid not|not|can[’']t|cannot|can not|won[’']t|count me in|i[’']m in)(?!\w)",
     re.IGNORECASE,
 )
 

@@ -576,6 +576,16 @@ def test_a_question_asked_of_someone_is_answered_by_their_reply():
     assert "junior session" in turns["Can Ivy learn at the club?"]["answer"]
 
 
+def test_a_refusal_opens_a_reply():
+    from memkit.replies import _OPENS_A_REPLY
+
+    assert _OPENS_A_REPLY.match("Can't Hana, I'll be baking all night")
+    assert _OPENS_A_REPLY.match("Can’t make it, sorry")  # a typographic apostrophe
+    assert _OPENS_A_REPLY.match("I'm in!")
+    assert not _OPENS_A_REPLY.match("Canterbury was lovely")
+    assert not _OPENS_A_REPLY.match("Imogen picked the music")
+
+
 @pytest.mark.slow
 def test_a_reply_that_declines_answers_the_question_asked_by_name_after_it():
     """Stop 63's walk: Hana asked "Anyone want to come to the climbing social at The Arch on
