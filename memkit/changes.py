@@ -134,11 +134,14 @@ def changed_fact(
 
 def first_ids(run: pl.DataFrame, n: int) -> list[str]:
     """The ids of ``run``'s first ``n`` posts by rank (in its order when it has none),
-    without sorting the whole run (an eval's runs hold a hundred posts or more)."""
+    without sorting the whole run (an eval's runs hold a hundred posts or more). Read one
+    by one: polars' ``gather`` costs 40 us a call, ten times this, and it is asked two or
+    three times a question."""
     if "rank" not in run.columns:
         return run["event_id"].head(n).to_list()
     order = np.argsort(run["rank"].to_numpy(), kind="stable")[:n]
-    return run["event_id"].gather(order).to_list()
+    ids = run["event_id"]
+    return [ids[int(i)] for i in order]
 
 
 def first_and_later(

@@ -727,16 +727,16 @@ class Pipeline:
         model call: memkit/retrievers/learned.py); with ``days``, the posts of those days the
         search did not reach are searched for again under a time filter and added (a text
         scores a post the same in both searches)."""
-        ids = [f"{query_id}/{i}" for i in range(len(texts))]
+        # one text (most questions): searched under the question's own id, its run is the
+        # whole run as it comes (no polars call to split or rename it)
+        ids = [query_id] if len(texts) == 1 else [f"{query_id}/{i}" for i in range(len(texts))]
         frame = pl.DataFrame({"query_id": ids, "text": texts})
 
         def split(run: pl.DataFrame) -> list[pl.DataFrame]:
             run = self._calibrated(run)
-            parts = (
-                {(ids[0],): run}  # one text: the whole run is its
-                if len(ids) == 1
-                else run.partition_by("query_id", as_dict=True, maintain_order=True)
-            )
+            if len(ids) == 1:
+                return [run]
+            parts = run.partition_by("query_id", as_dict=True, maintain_order=True)
             return [
                 parts.get((i,), run.clear()).with_columns(pl.lit(query_id).alias("query_id"))
                 for i in ids

@@ -271,3 +271,31 @@ def test_a_few_queries_are_fused_as_the_frame_query_fuses_them(fitted, q, k, w):
         want.select("query_id", "event_id", "rank", "match_type")
     )
     assert np.allclose(got["score"].to_numpy(), want["score"].to_numpy(), atol=1e-9)
+
+
+@PROPS
+@given(q=st.sampled_from(QUERIES), k=st.integers(1, 30), w=st.floats(0.05, 0.95))
+def test_a_few_queries_are_fused_by_rrf_as_the_frame_query_fuses_them(fitted, q, k, w):
+    """``rrf`` of a few queries' runs in numpy (``_convex_few``'s "rrf" parts): the run its
+    polars query gives, ties and match types included."""
+    from memkit.retrievers import hybrid
+
+    other = QUERIES[(QUERIES.index(q) + 1) % len(QUERIES)]
+    both = pl.DataFrame({"query_id": ["b", "a"], "text": [q, other]})
+    runs = [
+        fitted["bm25"].search(both.head(1), k=25),
+        fitted["dense"].search(both, k=25).sample(fraction=1.0, shuffle=True, seed=k),
+        fitted["bm25"].search(both.with_columns(pl.col("text") + " bread"), k=10),
+    ]
+    got = hybrid.rrf(runs, k=60, weights=[w, 1 - w, 0.4], top=k)
+    few, hybrid.FEW_ROWS = hybrid.FEW_ROWS, 0  # every run through the polars query
+    try:
+        want = hybrid.rrf(runs, k=60, weights=[w, 1 - w, 0.4], top=k)
+    finally:
+        hybrid.FEW_ROWS = few
+    assert got["query_id"].n_unique() == 2
+    assert got.select("query_id", "event_id", "rank", "match_type").equals(
+        want.select("query_id", "event_id", "rank", "match_type")
+    )
+    # summed in another order than polars' group-by sums: equal but for the last bit
+    assert np.allclose(got["score"].to_numpy(), want["score"].to_numpy(), rtol=1e-12, atol=0)
