@@ -299,3 +299,28 @@ def test_a_few_queries_are_fused_by_rrf_as_the_frame_query_fuses_them(fitted, q,
     )
     # summed in another order than polars' group-by sums: equal but for the last bit
     assert np.allclose(got["score"].to_numpy(), want["score"].to_numpy(), rtol=1e-12, atol=0)
+
+
+@PROPS
+@given(
+    f=filters(),
+    q=st.sampled_from(QUERIES),
+    k=st.integers(1, 30),
+    w=st.floats(0.05, 0.95),
+    how=st.sampled_from([("convex", "minmax"), ("convex", "none"), ("rrf", "minmax")]),
+)
+def test_a_hybrid_fuses_its_parts_hits_as_it_fuses_their_runs(fitted, f, q, k, w, how):
+    """A hybrid of leaf retrievers fuses a few queries' hits without a run table per part
+    (``HybridRetriever._fuse_few``): the run its parts' runs, fused by ``fuse``, give."""
+    from memkit.retrievers.hybrid import HybridRetriever
+
+    method, norm = how
+    hybrid = HybridRetriever(
+        [fitted["bm25"], fitted["dense"]], method=method, norm=norm, weights=[w, 1 - w], depth=25
+    )
+    hybrid.catalog = fitted["bm25"].catalog
+    other = QUERIES[(QUERIES.index(q) + 1) % len(QUERIES)]
+    both = pl.DataFrame({"query_id": ["b", "a"], "text": [q, other]})
+    got = hybrid.search(both, k=k, filters=f)
+    runs = [r.search(both, 25, f) for r in hybrid.retrievers]
+    assert got.equals(hybrid.fuse(runs, k))

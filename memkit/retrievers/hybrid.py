@@ -23,7 +23,13 @@ import polars as pl
 
 from memkit.config_model import HybridSpec
 from memkit.errors import ValidationError
-from memkit.retrievers.base import Catalog, Retriever, normalize_queries, query_filters
+from memkit.retrievers.base import (
+    Catalog,
+    Retriever,
+    make_run,
+    normalize_queries,
+    query_filters,
+)
 from memkit.retrievers.registry import build, register
 from memkit.tables import RUN_SCHEMA
 
@@ -121,14 +127,14 @@ def _convex_few(
     overhead for a few hundred rows, more than the fusion itself; a test checks the two
     agree. ``norm="rrf"``: ``rrf``'s parts, ``1 / (rrf_k + rank)``, as its polars query
     sums them."""
-    by_query: dict = {}  # query id -> ([keys], [parts], [weights], [kinds]), runs in order
+    parts = _Parts(norm, rrf_k)
     for r, w in zip(runs, weights):
         if not r.height:
             continue
         qids = r["query_id"].to_list()
         events = np.array(r["event_id"].to_list())
         scores = r["score"].to_numpy()
-        ranks = r["rank"].to_numpy() if norm == "rrf" else None
+        ranks = r["rank"].to_numpy()
         kinds = np.array(r["match_type"].to_list())
         rows: dict = {}
         if qids[0] == qids[-1] and len(set(qids)) == 1:
@@ -137,35 +143,49 @@ def _convex_few(
             for i, q in enumerate(qids):
                 rows.setdefault(q, []).append(i)
         for qid, at in rows.items():
-            keys, parts, used, seen = by_query.setdefault(qid, ([], [], [], []))
-            sc = scores[at]
-            keys.append(events[at])
-            if norm == "rrf":  # weighted as rrf's polars query weighs it
-                parts.append(w / (rrf_k + ranks[at]))
-            else:
-                parts.append(sc if norm == "none" else minmax(sc))
-            used.append(1.0 if norm == "rrf" else w)
-            seen += kinds[at].tolist()
-    if not by_query:
-        return pl.DataFrame(schema=RUN_SCHEMA)
-    cols: dict[str, list] = {"query_id": [], "event_id": [], "score": [], "rank": []}
-    match_types: list[str] = []
-    for qid in sorted(by_query):
-        keys, parts, used, kinds = by_query[qid]
-        found, where, score = convex_sum(keys, parts, used)
-        seen: list[set] = [set() for _ in found]
-        for i, kind in zip(where.tolist(), kinds):
-            seen[i].add(kind)
-        order = np.lexsort((found, -score))[:top]
-        match_types += [
-            "hybrid" if len(seen[i]) > 1 or "hybrid" in seen[i] else next(iter(seen[i]))
-            for i in order.tolist()
-        ]
-        cols["query_id"] += [qid] * len(order)
-        cols["event_id"] += found[order].tolist()
-        cols["score"] += score[order].tolist()
-        cols["rank"] += range(1, len(order) + 1)
-    return pl.DataFrame({**cols, "match_type": match_types}, schema=RUN_SCHEMA)
+            parts.add(qid, events[at], scores[at], ranks[at], kinds[at].tolist(), w)
+    return parts.fused(top)
+
+
+class _Parts:
+    """A few queries' runs gathered for ``_convex_few``'s fusion: per query id, each run's
+    keys (event ids), normalised and weighted parts, and match types, runs in order."""
+
+    def __init__(self, norm: str, rrf_k: int):
+        self.norm, self.rrf_k = norm, rrf_k
+        self.by_query: dict = {}  # query id -> ([keys], [parts], [weights], [kinds])
+
+    def add(self, qid, events: np.ndarray, scores, ranks, kinds: list[str], w: float) -> None:
+        keys, parts, used, seen = self.by_query.setdefault(qid, ([], [], [], []))
+        keys.append(events)
+        if self.norm == "rrf":  # weighted as rrf's polars query weighs it
+            parts.append(w / (self.rrf_k + ranks))
+        else:
+            parts.append(scores if self.norm == "none" else minmax(scores))
+        used.append(1.0 if self.norm == "rrf" else w)
+        seen += kinds
+
+    def fused(self, top: int | None) -> pl.DataFrame:
+        if not self.by_query:
+            return pl.DataFrame(schema=RUN_SCHEMA)
+        cols: dict[str, list] = {"query_id": [], "event_id": [], "score": [], "rank": []}
+        match_types: list[str] = []
+        for qid in sorted(self.by_query):
+            keys, parts, used, kinds = self.by_query[qid]
+            found, where, score = convex_sum(keys, parts, used)
+            seen: list[set] = [set() for _ in found]
+            for i, kind in zip(where.tolist(), kinds):
+                seen[i].add(kind)
+            order = np.lexsort((found, -score))[:top]
+            match_types += [
+                "hybrid" if len(seen[i]) > 1 or "hybrid" in seen[i] else next(iter(seen[i]))
+                for i in order.tolist()
+            ]
+            cols["query_id"] += [qid] * len(order)
+            cols["event_id"] += found[order].tolist()
+            cols["score"] += score[order].tolist()
+            cols["rank"] += range(1, len(order) + 1)
+        return pl.DataFrame({**cols, "match_type": match_types}, schema=RUN_SCHEMA)
 
 
 def minmax(scores: np.ndarray) -> np.ndarray:
@@ -249,8 +269,47 @@ class HybridRetriever(Retriever):
         per = query_filters(frame, filters)
         depth = max(k, self.depth)
         plain = frame if frame.columns == ["query_id", "text"] else frame.select("query_id", "text")
-        runs = [r.search(plain, depth, per) for r in self.retrievers]
-        return self.fuse(runs, k)
+        if not all(type(r).search is Retriever.search for r in self.retrievers):
+            runs = [r.search(plain, depth, per) for r in self.retrievers]  # PostgreSQL's own
+            return self.fuse(runs, k)
+        qids, texts = plain["query_id"].to_list(), plain["text"].to_list()
+        hits = [
+            r.search_batch(
+                texts, depth, [r.catalog.mask(f) for f in per], [r.catalog.scope(f) for f in per]
+            )
+            for r in self.retrievers
+        ]
+        rows = sum(len(pos) for found in hits for pos, _ in found)
+        if rows > FEW_ROWS or (self.method == "convex" and self.norm == "zscore"):
+            runs = [
+                make_run(qids, found, r.catalog.event_ids, r.match_type)
+                for found, r in zip(hits, self.retrievers)
+            ]
+            return self.fuse(runs, k)
+        return self._fuse_few(qids, hits, k)
+
+    def _fuse_few(self, qids: list[str], hits: list, k: int) -> pl.DataFrame:
+        """``fuse`` of a few queries' leaf hits (catalog positions and scores, best first)
+        without a run table per part: the rows ``_convex_few`` reads from them, in the
+        same order, so the same run (a test checks it)."""
+        rrf_ = self.method == "rrf"
+        default = [1.0] * len(hits) if rrf_ and self.weights is None else self.weights
+        weights = _check_weights(hits, default)
+        parts = _Parts("rrf" if rrf_ else self.norm, self.rrf_k)
+        for found, r, w in zip(hits, self.retrievers, weights):
+            ids = r.catalog.event_ids
+            for qid, (pos, sc) in zip(qids, found):
+                if len(pos):
+                    events = np.array([ids[p] for p in pos])
+                    parts.add(
+                        qid,
+                        events,
+                        np.asarray(sc, np.float64),  # as the run table holds them
+                        np.arange(1, len(pos) + 1),
+                        [r.match_type] * len(pos),
+                        w,
+                    )
+        return parts.fused(k)
 
     def fuse(self, runs: list[pl.DataFrame], k: int | None) -> pl.DataFrame:
         if self.method == "rrf":
