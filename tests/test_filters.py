@@ -247,6 +247,18 @@ def test_bad_filters_name_the_field():
         Filters.from_dict({"colour": ["red"]})
 
 
+def three_runs(fitted, q: str, k: int) -> list[pl.DataFrame]:
+    """Runs of two queries to fuse: one holding only the first query, one with the rows
+    shuffled, one of other texts."""
+    other = QUERIES[(QUERIES.index(q) + 1) % len(QUERIES)]
+    both = pl.DataFrame({"query_id": ["b", "a"], "text": [q, other]})
+    return [
+        fitted["bm25"].search(both.head(1), k=25),
+        fitted["dense"].search(both, k=25).sample(fraction=1.0, shuffle=True, seed=k),
+        fitted["bm25"].search(both.with_columns(pl.col("text") + " bread"), k=10),
+    ]
+
+
 @PROPS
 @given(q=st.sampled_from(QUERIES), k=st.integers(1, 30), w=st.floats(0.05, 0.95))
 def test_a_few_queries_are_fused_as_the_frame_query_fuses_them(fitted, q, k, w):
@@ -255,13 +267,7 @@ def test_a_few_queries_are_fused_as_the_frame_query_fuses_them(fitted, q, k, w):
     and match types included, whether a run holds one query or several, in any order."""
     from memkit.retrievers.hybrid import _convex_few, _convex_frames
 
-    other = QUERIES[(QUERIES.index(q) + 1) % len(QUERIES)]
-    both = pl.DataFrame({"query_id": ["b", "a"], "text": [q, other]})
-    runs = [
-        fitted["bm25"].search(both.head(1), k=25),
-        fitted["dense"].search(both, k=25).sample(fraction=1.0, shuffle=True, seed=k),
-        fitted["bm25"].search(both.with_columns(pl.col("text") + " bread"), k=10),
-    ]
+    runs = three_runs(fitted, q, k)
     got, want = (
         _convex_few(runs, [w, 1 - w, 0.4], k),
         _convex_frames(runs, [w, 1 - w, 0.4], "minmax", k),
@@ -280,13 +286,7 @@ def test_a_few_queries_are_fused_by_rrf_as_the_frame_query_fuses_them(fitted, q,
     polars query gives, ties and match types included."""
     from memkit.retrievers import hybrid
 
-    other = QUERIES[(QUERIES.index(q) + 1) % len(QUERIES)]
-    both = pl.DataFrame({"query_id": ["b", "a"], "text": [q, other]})
-    runs = [
-        fitted["bm25"].search(both.head(1), k=25),
-        fitted["dense"].search(both, k=25).sample(fraction=1.0, shuffle=True, seed=k),
-        fitted["bm25"].search(both.with_columns(pl.col("text") + " bread"), k=10),
-    ]
+    runs = three_runs(fitted, q, k)
     got = hybrid.rrf(runs, k=60, weights=[w, 1 - w, 0.4], top=k)
     few, hybrid.FEW_ROWS = hybrid.FEW_ROWS, 0  # every run through the polars query
     try:

@@ -18,15 +18,20 @@ print(sorted(m for m in sys.modules if m == "server" or m.startswith("server."))
 """
 
 
-def test_no_memkit_module_imports_the_service():
-    # A fresh interpreter: this test process may already hold server modules from other tests.
-    out = subprocess.run(
-        [sys.executable, "-c", IMPORT_ALL],
+def fresh_interpreter(code: str) -> list[str]:
+    """The lines ``code`` prints in a fresh interpreter: this test process may already hold
+    server modules from other tests."""
+    return subprocess.run(
+        [sys.executable, "-c", code],
         capture_output=True,
         text=True,
         check=True,
         cwd=Path(memkit.__file__).parents[1],
     ).stdout.splitlines()
+
+
+def test_no_memkit_module_imports_the_service():
+    out = fresh_interpreter(IMPORT_ALL)
     assert int(out[0]) > 20  # every module was walked (cli, config, retrievers, evaluation, ...)
     assert out[1] == "[]"
 
@@ -52,11 +57,4 @@ def test_the_memkit_command_loads_the_service_commands_without_the_app():
         "app = ('flask', 'sqlalchemy', 'argon2', 'server.app')\n"
         "print(sorted(m for m in app if m in sys.modules))"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", probe],
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd=Path(memkit.__file__).parents[1],
-    ).stdout.splitlines()
-    assert out[-1] == "[]"
+    assert fresh_interpreter(probe)[-1] == "[]"
