@@ -10,7 +10,7 @@ from datetime import datetime, timedelta, timezone
 import numpy as np
 import polars as pl
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from memkit.errors import ValidationError
@@ -309,6 +309,7 @@ def test_a_few_queries_are_fused_by_rrf_as_the_frame_query_fuses_them(fitted, q,
     w=st.floats(0.05, 0.95),
     how=st.sampled_from([("convex", "minmax"), ("convex", "none"), ("rrf", "minmax")]),
 )
+@example(f=None, q=QUERIES[0], k=30, w=0.5, how=("convex", "minmax"))  # deeper than its depth
 def test_a_hybrid_fuses_its_parts_hits_as_it_fuses_their_runs(fitted, f, q, k, w, how):
     """A hybrid of leaf retrievers fuses a few queries' hits without a run table per part
     (``HybridRetriever._fuse_few``): the run its parts' runs, fused by ``fuse``, give."""
@@ -322,5 +323,5 @@ def test_a_hybrid_fuses_its_parts_hits_as_it_fuses_their_runs(fitted, f, q, k, w
     other = QUERIES[(QUERIES.index(q) + 1) % len(QUERIES)]
     both = pl.DataFrame({"query_id": ["b", "a"], "text": [q, other]})
     got = hybrid.search(both, k=k, filters=f)
-    runs = [r.search(both, 25, f) for r in hybrid.retrievers]
+    runs = [r.search(both, max(k, 25), f) for r in hybrid.retrievers]  # its depth
     assert got.equals(hybrid.fuse(runs, k))
