@@ -63,11 +63,16 @@ def _check_weights(runs: Sequence[pl.DataFrame], weights) -> list[float]:
     return [float(w) for w in weights]
 
 
+def _rrf_weights(runs: Sequence, weights) -> list[float]:
+    """RRF's weights: as given, else 1 for every run."""
+    return _check_weights(runs, weights if weights is not None else [1.0] * len(runs))
+
+
 def rrf(
     runs: Sequence[pl.DataFrame], k: int = 60, weights=None, top: int | None = None
 ) -> pl.DataFrame:
     """Reciprocal rank fusion of runs: ``sum_i w_i / (k + rank_i)``."""
-    weights = _check_weights(runs, weights if weights is not None else [1.0] * len(runs))
+    weights = _rrf_weights(runs, weights)
     if sum(r.height for r in runs) <= FEW_ROWS:
         return _convex_few(runs, weights, top, norm="rrf", rrf_k=k)
     parts = [
@@ -293,8 +298,7 @@ class HybridRetriever(Retriever):
         without a run table per part: the rows ``_convex_few`` reads from them, in the
         same order, so the same run (a test checks it)."""
         rrf_ = self.method == "rrf"
-        default = [1.0] * len(hits) if rrf_ and self.weights is None else self.weights
-        weights = _check_weights(hits, default)
+        weights = (_rrf_weights if rrf_ else _check_weights)(hits, self.weights)
         parts = _Parts("rrf" if rrf_ else self.norm, self.rrf_k)
         for found, r, w in zip(hits, self.retrievers, weights):
             ids = r.catalog.event_ids
