@@ -560,7 +560,7 @@ class Pipeline:
             run = stated_change_first(run, posts, req.query)
         reply = None  # "Ines, can Pepper come to the gig?": Ines's reply answers
         if relevant and not listing and not change and run.height:
-            replied = reply_first(run, posts, kind=question.kind)
+            replied = reply_first(run, posts, kind=question.kind, query=req.query)
             if replied["event_id"][0] != run["event_id"][0]:
                 run, reply = replied, replied["event_id"][0]
         # When the reader finds no post likely to answer, the ranking is kept (eval scores it;
@@ -703,7 +703,7 @@ class Pipeline:
             elif self.changed_facts:
                 part = stated_change_first(part, posts, text)
             if not change:
-                part = reply_first(part, posts, kind=kind)
+                part = reply_first(part, posts, kind=kind, query=text)
             parts.append(part)
         return pl.concat(parts)
 

@@ -34,12 +34,12 @@ _OPENS_A_REPLY = re.compile(
 )
 
 
-def addressee(text: str) -> str | None:
-    """The name a post asks a question of, if it asks one by name."""
+def addressees(text: str) -> list[str]:
+    """The names a post asks a question of, in order ("Kemi, are you free on Saturday?
+    Ravi?": Kemi and Ravi); none when it asks nobody by name."""
     if "?" not in text:
-        return None
-    m = _ASKED_BY_NAME.search(text)
-    return next(filter(None, m.groups())) if m else None
+        return []
+    return [name for m in _ASKED_BY_NAME.finditer(text) for name in m.groups() if name]
 
 
 def first_name(who: str | None) -> str:
@@ -51,30 +51,34 @@ def reply_first(
     items_of: Callable[[Sequence[str]], Sequence],
     depth: int = DEPTH,
     kind: str | None = None,
+    query: str = "",
 ) -> pl.DataFrame:
     """``run`` with the reply to its first post first (and that post second), when the
     first post asks someone by name and their reply is among the first ``depth`` posts;
-    else ``run`` as it was. A question of a ``kind`` a reply rarely answers (``UNREPLIED``:
-    "How many cups did Mei sell at the craft fair?" is not answered by "Yes Mei, I'll pick
-    you up at nine") keeps its ranking."""
+    else ``run`` as it was. Of a post that asks several people, the reply of the one the
+    ``query`` names counts ("And Ravi?" after Kemi's yes), else any of theirs. A question
+    of a ``kind`` a reply rarely answers (``UNREPLIED``: "How many cups did Mei sell at the
+    craft fair?" is not answered by "Yes Mei, I'll pick you up at nine") keeps its
+    ranking."""
     if kind in UNREPLIED:
         return run
     first = items_of(first_ids(run, 1)) if run.height else []
-    asked = addressee(first[0].get("text") or "") if first else None
-    if asked is None:  # most questions: only the first post is read
+    asked = addressees(first[0].get("text") or "") if first else []
+    if not asked:  # most questions: only the first post is read
         return run
     found = first_and_later(run, items_of, depth)
     if found is None:
         return run
     first_id, first, later = found
     when, block = first.get("created_at"), first.get("block_id")
-    if first_name(asked) == first_name(first.get("speaker")):
-        return run
     asker = first_name(first.get("speaker"))
+    repliers = {first_name(a) for a in asked} - {asker}
+    named = {n for n in repliers if re.search(rf"\b{re.escape(n)}\b", query, re.IGNORECASE)}
+    repliers = named or repliers
     for e, it in later:
         text = it.get("text") or ""
         if (
-            first_name(it.get("speaker")) == first_name(asked)
+            first_name(it.get("speaker")) in repliers
             and it.get("block_id") == block
             and it.get("created_at") is not None
             and when < it.get("created_at") <= when + REPLY_WITHIN

@@ -550,16 +550,62 @@ def test_a_change_asked_about_in_other_words_is_the_one_quoted():
     assert "CalMac cancelled" in turns["Why did it change?"]["answer"]
 
 
-def test_the_name_a_question_is_asked_of():
-    from memkit.replies import addressee
+def test_the_names_a_question_is_asked_of():
+    from memkit.replies import addressees
 
-    assert addressee("Ines, can Pepper come to the gig? Dogs are allowed.") == "Ines"
-    assert addressee("Are you coming on Friday, Tom?") == "Tom"
-    assert addressee("Ines, the gig was great.") is None  # no question
-    assert addressee("Can anyone lend me a tent?") is None  # nobody named
+    assert addressees("Ines, can Pepper come to the gig? Dogs are allowed.") == ["Ines"]
+    assert addressees("Are you coming on Friday, Tom?") == ["Tom"]
+    assert addressees("Ines, the gig was great.") == []  # no question
+    assert addressees("Can anyone lend me a tent?") == []  # nobody named
     # the name asked on its own after the question (stop 63's walk)
-    assert addressee("Anyone want to come to the social on Friday? Marek?") == "Marek"
-    assert addressee("Who wants to come? Or not.") is None
+    assert addressees("Anyone want to come to the social on Friday? Marek?") == ["Marek"]
+    assert addressees("Who wants to come? Or not.") == []
+    # two people asked (stop 64's walk)
+    assert addressees("Kemi, are you free for a sail on Saturday? Ravi?") == ["Kemi", "Ravi"]
+
+
+def test_of_two_people_asked_the_reply_of_the_one_a_question_names_comes_first():
+    """Stop 64's walk: Ines asked "Kemi, are you free for a sail on the Thames on Saturday?
+    Ravi?"; Kemi said "Count me in!", Ravi "Can't, Ines, I'm in Leeds". "And Ravi?" quoted
+    Kemi's yes: only the first name asked was read."""
+    from datetime import datetime, timedelta
+
+    import polars as pl
+
+    from memkit.replies import reply_first
+
+    at = datetime(2026, 11, 1, 11, 15)
+    posts = {
+        "ask": ("Ines", 0, "Kemi, are you free for a sail on the Thames on Saturday? Ravi?"),
+        "no": ("Ravi", 25, "Can't, Ines, I'm in Leeds for my cousin's wedding."),
+        "yes": ("Kemi", 50, "Count me in! I've never been on a boat."),
+        "seal": ("Kemi", 600, "Sailing with Ines was wonderful, we saw a seal."),
+    }
+    items = {
+        e: {
+            "event_id": e,
+            "speaker": who,
+            "block_id": "chat",
+            "created_at": at + timedelta(minutes=m),
+            "text": text,
+        }
+        for e, (who, m, text) in posts.items()
+    }
+    run = pl.DataFrame(
+        {
+            "query_id": ["q"] * 4,
+            "event_id": ["ask", "yes", "seal", "no"],
+            "score": [0.9, 0.8, 0.7, 0.6],
+        }
+    )
+
+    def first_of(query):
+        ranked = reply_first(run, lambda ids: [items[e] for e in ids], query=query)
+        return ranked["event_id"].to_list()[:2]
+
+    assert first_of("And Ravi?") == ["no", "ask"]
+    assert first_of("Is Kemi coming sailing?") == ["yes", "ask"]
+    assert first_of("Who is coming sailing?") == ["yes", "ask"]  # nobody named: any reply
 
 
 @pytest.mark.slow
@@ -642,3 +688,18 @@ def test_a_turn_carries_the_same_posts_with_or_without_a_summary():
     ]
     assert asked[0].written.declined and not asked[1].written.declined
     assert asked[0].turn.quoted == asked[1].turn.quoted != []
+
+
+@pytest.mark.slow
+def test_stop64_walk_a_named_reply_a_named_fee_a_date_said_and_a_charge_not_posted():
+    """Stop 64's walk, replayed: "And Ravi?" after Kemi's yes to Ines's invitation quoted
+    Kemi again; "How much does Ms Sato charge?" was declined though Ravi's blog says "35
+    pounds an hour"; "When is Ravi's exam?" gave the day of his mock exam; "What did the
+    plumber charge?" (never posted) quoted the plumber's leak."""
+    from memkit.evaluation.walks import replay
+
+    turns = {t["question"]: t for t in replay("stop64")}
+    assert "Leeds" in turns["And Ravi?"]["answer"]
+    assert "35 pounds an hour" in turns["How much does Ms Sato charge?"]["answer"]
+    assert turns["When is Ravi's exam?"]["answer"].startswith("On 6 December 2026")
+    assert "does not say how much" in turns["What did the plumber charge?"]["answer"]
