@@ -656,6 +656,14 @@ def test_a_month_still_to_come_is_listed_by_the_sentence_naming_it():
         ),
         ("What does the allotment cost?", "The society charges 85 pounds a year", None),
         ("What did Tom think of the cost?", "He loved it", None),
+        # so does "What did X charge?" (stop 64's walk quoted the plumber's leak)
+        (
+            "What did the plumber charge?",
+            "Bad news, the plumber found a leak under the floorboards.",
+            "how much",
+        ),
+        ("What does Ms Sato charge?", "A weekly lesson with Ms Sato, 35 pounds an hour.", None),
+        ("What did they pay for?", "They paid for the drinks", None),
         ("What's Mei's sister's name?", "My sister Ruth is visiting at Easter", None),
         # a place or body that goes by a name (stop 62's walk)
         (
@@ -717,6 +725,64 @@ def test_a_quote_without_the_amount_or_name_asked_for_is_declined(trained):
     assert cat.closest == "c"  # the post the decline names: the one item the service shows
     dog = trained.write("What is Ravi's dog called?", posts[1:], authors=["Nina", "Ravi"])
     assert not dog.declined and "Bolt" in dog.text
+
+
+def test_a_sentence_that_names_whom_a_question_asks_about_holds_what_the_best_lacks(trained):
+    """Stop 64's walk: "How much does Ms Sato charge?" was declined: its best sentence,
+    "Ms Sato moved our lesson to Thursdays at 7pm", says no amount, while Ravi's blog had "A
+    weekly lesson with Ms Sato on Zoom, 35 pounds an hour". A sentence with another word
+    the question asks with does not stand in ("what does a bag of the Gristwood flour
+    cost?" and a croissant made with Gristwood flour at £2.80)."""
+    posts = [
+        {"event_id": "m", "speaker": "Ravi", "created_at": "2026-11-22T10:00:00",
+         "text": "Ms Sato moved our lesson to Thursdays at 7pm from next week."},
+        {"event_id": "b", "speaker": "Ravi", "created_at": "2026-11-24T18:00:00",
+         "text": "How I study Japanese. Anki for 30 minutes every morning. A weekly lesson "
+         "with Ms Sato on Zoom, 35 pounds an hour. The exam is on 6 December."},
+        {"event_id": "g", "speaker": "Soraya", "created_at": "2026-03-20T10:00:00",
+         "text": "We moved our flour order to Gristwood this month. It is milled 18 miles "
+         "away. The new croissant is made with Gristwood flour, 2.80 pounds each."},
+    ]  # fmt: skip
+    trained.prepare(posts)
+    fee = trained.write("How much does Ms Sato charge?", posts[:2], authors=["Ravi", "Soraya"])
+    assert not fee.declined and "35 pounds an hour" in fee.text
+    from memkit.answer.extractive import _holding_what_is_asked
+
+    for query, held in [
+        ("what does a bag of the Gristwood flour cost?", None),
+        ("what does the croissant with Gristwood flour cost?", 2),
+    ]:
+        cands = trained.candidates(query, posts[2:], authors=["Ravi", "Soraya"])
+        assert cands.sentence[0].startswith("We moved") and "2.80" in cands.sentence[2]
+        every = list(range(len(cands.sentence)))
+        assert _holding_what_is_asked(cands, every, cands.sims, 0, trained._analyzer) == held
+
+
+def test_a_when_question_without_a_date_in_its_best_sentence_looks_for_one(trained):
+    """Stop 64's walk: "When is Ravi's exam?" was answered with the day of "Mock exam score
+    112 out of 180" (it says no date, so its post's day led) where his blog said "The exam
+    is on 6 December in Bloomsbury". The writer looks for a sentence of the same author
+    that says when and holds the question's words; a class "on Tuesday evenings" says when
+    in its own words, and someone else's dated sentence does not stand in."""
+    from memkit.answer.extractive import _dated, _dated_instead
+
+    posts = [
+        {"event_id": "m", "speaker": "Ravi", "created_at": "2026-10-30T19:00:00",
+         "text": "Mock exam score 112 out of 180, pass mark is 90."},
+        {"event_id": "k", "speaker": "Hana", "created_at": "2026-10-04T18:00:00",
+         "text": "My exam is on 2 December."},
+        {"event_id": "b", "speaker": "Ravi", "created_at": "2026-11-24T18:00:00",
+         "text": "Podcasts on the commute. The exam is on 6 December in Bloomsbury."},
+    ]  # fmt: skip
+    trained.prepare(posts)
+    cands = trained.candidates("When is Ravi's exam?", posts, authors=["Ravi", "Hana"])
+    assert cands.sentence[0].startswith("Mock") and cands.sentence[3].startswith("The exam")
+    every = list(range(len(cands.sentence)))
+    assert _dated_instead(cands, every, cands.sims, 0, trained._analyzer) == 3
+    assert _dated_instead(cands, every[:3], cands.sims, 0, trained._analyzer) is None
+    assert not _dated(cands.sentence[0])
+    assert _dated("Started a pottery class on Tuesday evenings")
+    assert _dated("Dinner at Olivo, 7pm") and _dated("Back on 3 May")
 
 
 def test_a_when_answer_leads_with_the_date_a_post_gives_instead():

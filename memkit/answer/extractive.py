@@ -8,6 +8,7 @@ writer without models in memkit.answer.rules.
 
 from __future__ import annotations
 
+import functools
 import re
 from itertools import groupby
 
@@ -31,12 +32,19 @@ from memkit.answer.features import (
     Candidates,
     readable_model,
 )
-from memkit.answer.questions import lacks_what_is_asked
+from memkit.answer.questions import (
+    ANSWER_TYPE_TERMS,
+    asks_when,
+    base_forms,
+    lacks_what_is_asked,
+    says_when,
+)
 from memkit.answer.rules import summarize_by_rules
 from memkit.config_model import ExtractiveSpec, FromSpec
 from memkit.encoders import encode_documents
 from memkit.linear import check_linear
 from memkit.text import Analyzer
+from memkit.timeref import CALENDAR
 
 
 class ExtractiveAnswerer(FromSpec, Composer):
@@ -277,6 +285,9 @@ class ExtractiveAnswerer(FromSpec, Composer):
                 closest=near.get("event_id") if by else None,
             )
         chosen = selection.chosen(cands, quotable, scores, query, self.max_list)
+        if asks_when(query) and not (decided or settled) and not _dated(cands.sentence[best]):
+            dated = _dated_instead(cands, quotable, scores, best, self._analyzer)
+            chosen = [dated] if dated is not None else chosen
         if self.within is not None:
             chosen = selection.within_post(self.within, cands, quotable, chosen)
         written = self.compose(
@@ -290,6 +301,13 @@ class ExtractiveAnswerer(FromSpec, Composer):
             else lacks_what_is_asked(query, " ".join(q["shown"] for q in written.quotes))
         )
         if lacking:  # "What is the name of Nina's cat?" and "Thinking about getting a cat"
+            other = _holding_what_is_asked(cands, quotable, scores, chosen[0], self._analyzer)
+            if other is not None:
+                return self.compose(
+                    query,
+                    [(cands.sentence[other], cands.item[other], float(cands.sims[other]))],
+                    strength=strength,
+                )
             near = cands.item[chosen[0]]
             return Answer(
                 lacking_text(speaker(near) or "someone", lacking),
@@ -346,6 +364,75 @@ class ExtractiveAnswerer(FromSpec, Composer):
             else set(authors)
         )
         return names | set(filter(None, map(speaker, items)))
+
+
+def _holding_what_is_asked(
+    cands: Candidates, quotable, scores: np.ndarray, best: int, analyzer: Analyzer
+) -> int | None:
+    """Of the sentences read, the likeliest that holds what the best one lacks, names every
+    name the question does that is not an author's and holds every other word it asks with
+    ("How much does Ms Sato charge?": "Ms Sato moved our lesson to Thursdays" is the best,
+    "A weekly lesson with Ms Sato on Zoom, 35 pounds an hour" holds the amount; "what does a
+    bag of the Gristwood flour cost?" is not answered by "a new croissant, made with
+    Gristwood flour ... at £2.80 each"); None when the question names no one else or no
+    sentence holds it all."""
+    names = [
+        w
+        for w in re.findall(r"(?<!^)\b[A-Z][a-z]+", cands.query)
+        if not any(w in n.split() for n in cands.known)
+    ]
+    if not names:
+        return None
+    asked = set(analyzer(base_forms(cands.query))) - ANSWER_TYPE_TERMS - _money_terms(analyzer)
+    held = [
+        i
+        for i in quotable
+        if i != best
+        and all(re.search(rf"\b{w}\b", cands.sentence[i]) for w in names)
+        and asked <= set(analyzer(base_forms(cands.sentence[i])))
+        and lacks_what_is_asked(cands.query, cands.sentence[i]) is None
+    ]
+    return max(held, key=lambda i: scores[i]) if held else None
+
+
+def _dated(sentence: str) -> bool:
+    """The sentence says when in its own words: a date, a relative time, a day of the week
+    or a month ("a pottery class on Tuesday evenings"), or a time of day."""
+    return says_when(sentence) or bool(_DAY_OR_CLOCK.search(sentence))
+
+
+_DAY_OR_CLOCK = re.compile(
+    r"\b(?:" + "|".join(sorted(CALENDAR)) + r")s?\b|\b\d{1,2}(?::\d\d)?\s?(?:am|pm)\b", re.I
+)
+
+
+def _dated_instead(
+    cands: Candidates, quotable, scores: np.ndarray, best: int, analyzer: Analyzer
+) -> int | None:
+    """For a when-question whose best sentence says no date (its post's day would be the
+    answer), the likeliest other sentence by the same author that says one and holds every
+    word the question asks with but the authors' names ("When is Ravi's exam?": "Mock exam
+    score 112 out of 180" gave the day of the mock; "The exam is on 6 December in
+    Bloomsbury" says when)."""
+    names = {t for n in cands.known for t in analyzer(n)}
+    asked = set(analyzer(base_forms(cands.query))) - ANSWER_TYPE_TERMS - names
+    if not asked:
+        return None
+    held = [
+        i
+        for i in quotable
+        if i != best
+        and speaker(cands.item[i]) == speaker(cands.item[best])
+        and says_when(cands.sentence[i])
+        and asked <= set(analyzer(base_forms(cands.sentence[i])))
+    ]
+    return max(held, key=lambda i: scores[i]) if held else None
+
+
+@functools.cache
+def _money_terms(analyzer: Analyzer) -> frozenset[str]:
+    """The terms a question asks a price with ("What does Ms Sato charge?")."""
+    return frozenset(analyzer("charge charges charged pay paid spend spent fee fees"))
 
 
 def _posted_before(items: list[AnswerItem], days) -> bool:

@@ -17,10 +17,12 @@ WHEN = re.compile(
     re.IGNORECASE,
 )
 # "What did the repair cost?" asks how much, as "How much did the repair cost?" does
-# (the verb at the end: "What did Tom think of the cost?" does not), and "What was the
-# price?" as "How much was it?"
+# (the verb at the end: "What did Tom think of the cost?" does not; nor does "What did
+# they pay for?"), so do "What did the plumber charge?" and "What did she spend?", and
+# "What was the price?" as "How much was it?"
 COST_ASKED = (
-    r"^\W*what (?:did|does|do|will|would|could)\b[^?]*(?<!\bthe )(?<!\bof )\bcost"
+    r"^\W*what (?:did|does|do|will|would|could)\b[^?]*(?<!\bthe )(?<!\bof )"
+    r"\b(?:cost|charge|pay|spend)"
     r"(?:\s+(?:them|him|her|you|us|me))?"
     r"\W*$|^\W*what(?:'s| is| was| are| were) the (?:total )?(?:cost|price)\b"
 )
