@@ -764,7 +764,8 @@ def test_a_when_question_without_a_date_in_its_best_sentence_looks_for_one(train
     is on 6 December in Bloomsbury". The writer looks for a sentence of the same author
     that says when and holds the question's words; a class "on Tuesday evenings" says when
     in its own words, and someone else's dated sentence does not stand in."""
-    from memkit.answer.extractive import _dated, _dated_instead
+    from memkit.answer.extractive import _dated, _instead
+    from memkit.answer.questions import says_when
 
     posts = [
         {"event_id": "m", "speaker": "Ravi", "created_at": "2026-10-30T19:00:00",
@@ -778,11 +779,49 @@ def test_a_when_question_without_a_date_in_its_best_sentence_looks_for_one(train
     cands = trained.candidates("When is Ravi's exam?", posts, authors=["Ravi", "Hana"])
     assert cands.sentence[0].startswith("Mock") and cands.sentence[3].startswith("The exam")
     every = list(range(len(cands.sentence)))
-    assert _dated_instead(cands, every, cands.sims, 0, trained._analyzer) == 3
-    assert _dated_instead(cands, every[:3], cands.sims, 0, trained._analyzer) is None
+    assert _instead(cands, every, cands.sims, 0, trained._analyzer, says_when) == 3
+    assert _instead(cands, every[:3], cands.sims, 0, trained._analyzer, says_when) is None
     assert not _dated(cands.sentence[0])
     assert _dated("Started a pottery class on Tuesday evenings")
     assert _dated("Dinner at Olivo, 7pm") and _dated("Back on 3 May")
+
+
+def test_a_who_question_whose_best_sentence_names_no_one_looks_for_a_name(trained):
+    """Stop 64's walk: "Who was the skipper?" quoted "Storm warning for the Solent, the
+    school moved my course to 21 November. Same boat, same skipper." (the Solent is no
+    one) where "Skipper Gareth let me helm into Cowes" names him; stop 61's "Who is her
+    physio?" quoted "Pulled my calf on the Thursday run, physio says rest for a week"
+    where her blog names Priya. A sentence that says "I" keeps its place ("Who baked the
+    cake?", "I baked it")."""
+    from memkit.answer.extractive import _instead, _names_a_person
+
+    ines = {"ines"}
+    assert not _names_a_person("Storm warning for the Solent, the school moved it.", ines)
+    assert not _names_a_person("Pulled my calf on the Thursday run, physio says rest.", ines)
+    assert not _names_a_person("Sailing with Ines was wonderful near Greenwich.", ines)
+    assert _names_a_person("Skipper Gareth let me helm into Cowes.", ines)
+    assert _names_a_person("My physio, Priya, gave me calf raises.", ines)
+    posts = [
+        {"event_id": "s", "speaker": "Ines", "created_at": "2026-10-27T18:00:00",
+         "text": "Storm warning for the Solent, the school moved my course. Same skipper."},
+        {"event_id": "c", "speaker": "Ines", "created_at": "2026-11-26T19:00:00",
+         "text": "Course done! Skipper Gareth let me helm into Cowes."},
+        {"event_id": "k", "speaker": "Ines", "created_at": "2026-11-27T19:00:00",
+         "text": "I baked the cake for the crew."},
+    ]  # fmt: skip
+    trained.prepare(posts)
+    for query, best, wanted in [
+        ("Who was the skipper?", "Storm", "Gareth"),
+        ("Who baked the cake?", "I baked", None),
+    ]:
+        cands = trained.candidates(query, posts, authors=["Ines"])
+        first = cands.sentence.index(next(x for x in cands.sentence if x.startswith(best)))
+        holds = trained._holds_instead(query, cands, first)
+        assert (holds is None) == (wanted is None)
+        if holds is not None:
+            every = list(range(len(cands.sentence)))
+            other = _instead(cands, every, cands.sims, first, trained._analyzer, holds)
+            assert wanted in cands.sentence[other]
 
 
 def test_a_when_answer_leads_with_the_date_a_post_gives_instead():

@@ -691,11 +691,12 @@ def test_a_turn_carries_the_same_posts_with_or_without_a_summary():
 
 
 @pytest.mark.slow
-def test_stop64_walk_a_named_reply_a_named_fee_a_date_said_and_a_charge_not_posted():
+def test_stop64_walk_a_named_reply_a_named_fee_a_date_a_name_and_a_charge_not_posted():
     """Stop 64's walk, replayed: "And Ravi?" after Kemi's yes to Ines's invitation quoted
     Kemi again; "How much does Ms Sato charge?" was declined though Ravi's blog says "35
-    pounds an hour"; "When is Ravi's exam?" gave the day of his mock exam; "What did the
-    plumber charge?" (never posted) quoted the plumber's leak."""
+    pounds an hour"; "When is Ravi's exam?" gave the day of his mock exam; "Who was the
+    skipper?" quoted "Same boat, same skipper"; "What did the plumber charge?" (never
+    posted) quoted the plumber's leak."""
     from memkit.evaluation.walks import replay
 
     turns = {t["question"]: t for t in replay("stop64")}
@@ -703,3 +704,4 @@ def test_stop64_walk_a_named_reply_a_named_fee_a_date_said_and_a_charge_not_post
     assert "35 pounds an hour" in turns["How much does Ms Sato charge?"]["answer"]
     assert turns["When is Ravi's exam?"]["answer"].startswith("On 6 December 2026")
     assert "does not say how much" in turns["What did the plumber charge?"]["answer"]
+    assert "Gareth" in turns["Who was the skipper?"]["answer"]

@@ -37,6 +37,7 @@ from memkit.answer.questions import (
     asks_when,
     base_forms,
     lacks_what_is_asked,
+    question_type,
     says_when,
 )
 from memkit.answer.rules import summarize_by_rules
@@ -285,9 +286,9 @@ class ExtractiveAnswerer(FromSpec, Composer):
                 closest=near.get("event_id") if by else None,
             )
         chosen = selection.chosen(cands, quotable, scores, query, self.max_list)
-        if asks_when(query) and not (decided or settled) and not _dated(cands.sentence[best]):
-            dated = _dated_instead(cands, quotable, scores, best, self._analyzer)
-            chosen = [dated] if dated is not None else chosen
+        holds = None if decided or settled else self._holds_instead(query, cands, best)
+        other = _instead(cands, quotable, scores, best, self._analyzer, holds) if holds else None
+        chosen = [other] if other is not None else chosen
         if self.within is not None:
             chosen = selection.within_post(self.within, cands, quotable, chosen)
         written = self.compose(
@@ -316,6 +317,19 @@ class ExtractiveAnswerer(FromSpec, Composer):
                 closest=near.get("event_id"),
             )
         return written
+
+    def _holds_instead(self, query: str, cands: Candidates, best: int):
+        """What another sentence must hold to be quoted instead of the best one (``_instead``):
+        a date for a when-question whose best sentence says none, a name for a who-question
+        whose best sentence names no one and does not say "I" or "we"; else None."""
+        sentence = cands.sentence[best]
+        if asks_when(query):
+            return None if _dated(sentence) else says_when
+        if question_type(query) == "who" and not _SUBJECT_I.search(sentence):
+            known = {w.casefold() for n in cands.known for w in n.split()}
+            if not _names_a_person(sentence, known):
+                return lambda s: _names_a_person(s, known)
+        return None
 
     def declines(self, cands: Candidates, scores: np.ndarray, items: list[AnswerItem]) -> bool:
         """Whether memory holds nothing that answers the question (selection.declines)."""
@@ -406,14 +420,35 @@ _DAY_OR_CLOCK = re.compile(
 )
 
 
-def _dated_instead(
-    cands: Candidates, quotable, scores: np.ndarray, best: int, analyzer: Analyzer
+def _names_a_person(sentence: str, known: set[str]) -> bool:
+    """A capitalised word past the first that is not an author's name (``known``, lower
+    case), a day or a month, nor a place or thing after "the" or a preposition ("for the
+    Solent", "into Cowes")."""
+    return any(
+        m.group().casefold() not in known
+        and m.group().casefold() not in CALENDAR
+        and not _THE_OR_PLACE_BEFORE.search(sentence, 0, m.start())
+        for m in re.finditer(r"(?<!^)(?<![.!?:]\s)\b(?!I\b)[A-Z][a-z]+", sentence)
+    )
+
+
+# the author as the one who did it ("I baked the cake"): "the school moved my course" is not
+_SUBJECT_I = re.compile(r"\b(?:I|I'm|I've|I'll|I'd|we|we're|we've)\b", re.IGNORECASE)
+_THE_OR_PLACE_BEFORE = re.compile(
+    r"\b(?:the|in|at|to|from|near|on|into|around|via|of)\s+$", re.IGNORECASE
+)
+
+
+def _instead(
+    cands: Candidates, quotable, scores: np.ndarray, best: int, analyzer: Analyzer, holds
 ) -> int | None:
-    """For a when-question whose best sentence says no date (its post's day would be the
-    answer), the likeliest other sentence by the same author that says one and holds every
-    word the question asks with but the authors' names ("When is Ravi's exam?": "Mock exam
-    score 112 out of 180" gave the day of the mock; "The exam is on 6 December in
-    Bloomsbury" says when)."""
+    """The likeliest sentence other than ``best``, by the same author, for which
+    ``holds(sentence)`` and that holds every word the question asks with but the authors'
+    names: for a when-question whose best sentence says no date (its post's day would be
+    the answer: "When is Ravi's exam?" and "Mock exam score 112 out of 180", where his blog
+    says "The exam is on 6 December in Bloomsbury"), or a who-question whose best sentence
+    names no one ("Who was the skipper?" and "Same boat, same skipper.", where "Skipper
+    Gareth let me helm into Cowes")."""
     names = {t for n in cands.known for t in analyzer(n)}
     asked = set(analyzer(base_forms(cands.query))) - ANSWER_TYPE_TERMS - names
     if not asked:
@@ -423,7 +458,7 @@ def _dated_instead(
         for i in quotable
         if i != best
         and speaker(cands.item[i]) == speaker(cands.item[best])
-        and says_when(cands.sentence[i])
+        and holds(cands.sentence[i])
         and asked <= set(analyzer(base_forms(cands.sentence[i])))
     ]
     return max(held, key=lambda i: scores[i]) if held else None
