@@ -786,6 +786,28 @@ def test_a_when_question_without_a_date_in_its_best_sentence_looks_for_one(train
     assert _dated("Dinner at Olivo, 7pm") and _dated("Back on 3 May")
 
 
+def test_a_habit_asked_is_answered_by_the_days_it_keeps(trained):
+    """Stop 64's walk: "When do they rehearse?" quoted "First rehearsal tonight" (11
+    October) where Kemi's blog said "we rehearse on Wednesday evenings"."""
+    from memkit.answer.extractive import _instead
+
+    posts = [
+        {"event_id": "f", "speaker": "Kemi", "created_at": "2026-10-11T21:40:00",
+         "text": "First rehearsal tonight. We are learning a Fauré piece."},
+        {"event_id": "b", "speaker": "Kemi", "created_at": "2026-11-20T21:00:00",
+         "text": "Joining a choir at forty. We rehearse on Wednesday evenings in Dalston."},
+    ]  # fmt: skip
+    trained.prepare(posts)
+    cands = trained.candidates("When do they rehearse?", posts, authors=["Kemi"])
+    holds = trained._holds_instead("When do they rehearse?", cands, 0)
+    every = list(range(len(cands.sentence)))
+    other = _instead(cands, every, cands.sims, 0, trained._analyzer, holds)
+    assert "Wednesday evenings" in cands.sentence[other]
+    # one day asked keeps the day's sentence; a sentence that keeps days needs no other
+    assert trained._holds_instead("When is the first rehearsal?", cands, 0) is None
+    assert trained._holds_instead("When do they rehearse?", cands, other) is None
+
+
 def test_a_who_question_whose_best_sentence_names_no_one_looks_for_a_name(trained):
     """Stop 64's walk: "Who was the skipper?" quoted "Storm warning for the Solent, the
     school moved my course to 21 November. Same boat, same skipper." (the Solent is no

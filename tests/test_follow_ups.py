@@ -695,7 +695,8 @@ def test_stop64_walk_a_named_reply_a_named_fee_a_date_a_name_and_a_charge_not_po
     """Stop 64's walk, replayed: "And Ravi?" after Kemi's yes to Ines's invitation quoted
     Kemi again; "How much does Ms Sato charge?" was declined though Ravi's blog says "35
     pounds an hour"; "When is Ravi's exam?" gave the day of his mock exam; "Who was the
-    skipper?" quoted "Same boat, same skipper"; "What did the plumber charge?" (never
+    skipper?" quoted "Same boat, same skipper"; "When do they rehearse?" quoted "First
+    rehearsal tonight", not "we rehearse on Wednesday evenings"; "What did the plumber charge?" (never
     posted) quoted the plumber's leak."""
     from memkit.evaluation.walks import replay
 
@@ -705,3 +706,4 @@ def test_stop64_walk_a_named_reply_a_named_fee_a_date_a_name_and_a_charge_not_po
     assert turns["When is Ravi's exam?"]["answer"].startswith("On 6 December 2026")
     assert "does not say how much" in turns["What did the plumber charge?"]["answer"]
     assert "Gareth" in turns["Who was the skipper?"]["answer"]
+    assert "Wednesday evenings" in turns["When do they rehearse?"]["answer"]

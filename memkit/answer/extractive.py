@@ -323,6 +323,8 @@ class ExtractiveAnswerer(FromSpec, Composer):
         a date for a when-question whose best sentence says none, a name for a who-question
         whose best sentence names no one and does not say "I" or "we"; else None."""
         sentence = cands.sentence[best]
+        if _HABIT_ASKED.search(query) and not _RECURRING.search(sentence):
+            return _RECURRING.search  # "When do they rehearse?": "on Wednesday evenings"
         if asks_when(query):
             return None if _dated(sentence) else says_when
         if question_type(query) == "who" and not _SUBJECT_I.search(sentence):
@@ -432,6 +434,16 @@ def _names_a_person(sentence: str, known: set[str]) -> bool:
     )
 
 
+# a habit asked ("When do they rehearse?", "when does she train?") is answered by the days it
+# keeps ("we rehearse on Wednesday evenings"), not by one day ("First rehearsal tonight")
+_HABIT_ASKED = re.compile(r"^\W*when (?:do|does)\b", re.IGNORECASE)
+_WEEKDAY = r"(?:mon|tues|wednes|thurs|fri|satur|sun)day"
+_RECURRING = re.compile(
+    rf"\b{_WEEKDAY}s\b|\b{_WEEKDAY} (?:mornings|afternoons|evenings|nights)\b"
+    rf"|\b(?:every|each) (?:day|week|month|morning|evening|night|weekend|other|{_WEEKDAY})"
+    r"|\b(?:daily|weekly|fortnightly|monthly)\b|\b(?:once|twice) a (?:day|week|month)\b",
+    re.IGNORECASE,
+)
 # the author as the one who did it ("I baked the cake"): "the school moved my course" is not
 _SUBJECT_I = re.compile(r"\b(?:I|I'm|I've|I'll|I'd|we|we're|we've)\b", re.IGNORECASE)
 _THE_OR_PLACE_BEFORE = re.compile(
