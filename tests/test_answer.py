@@ -648,6 +648,13 @@ def test_a_month_still_to_come_is_listed_by_the_sentence_naming_it():
             "the name",
         ),
         ("What is the name of Nina's cat?", "We went to the vet on Monday", "the name"),
+        # nor is a thing after "the" (stop 64's walk: "What is the boat called?")
+        (
+            "What is the boat called?",
+            "Storm warning for the Solent, the school moved my course. Same boat.",
+            "the name",
+        ),
+        ("What is the boat called?", "Five days on a yacht called Wren", None),
         # "What did X cost?" asks how much (stop 62's walk quoted "her teeth need a clean")
         (
             "What did the teeth clean cost?",

@@ -210,10 +210,10 @@ _WHAT_IS = re.compile(
 )  # "what did Kim's email say?" asks no address
 
 
-# A capitalised word after one of these names a place or a time ("my sister's hen do in
-# Brighton", "on Friday"), not what a question for a name asks; nor do days and months
-# (memkit.timeref.CALENDAR).
-_PLACE_OR_TIME_BEFORE = re.compile(r"\b(?:in|at|to|from|near|on|into|around)\s+(?:the\s+)?$", re.I)
+# A capitalised word after one of these names a place, a time or a thing ("my sister's hen
+# do in Brighton", "on Friday", "a storm warning for the Solent"), not what a question for a
+# name asks; nor do days and months (memkit.timeref.CALENDAR).
+_PLACE_OR_TIME_BEFORE = re.compile(r"\b(?:the|in|at|to|from|near|on|into|around)\s+$", re.I)
 
 
 def lacks_what_is_asked(query: str, quoted: str) -> str | None:
