@@ -808,11 +808,34 @@ def test_a_habit_asked_is_answered_by_the_days_it_keeps(trained):
     cands = trained.candidates("When do they rehearse?", posts, authors=["Kemi"])
     holds = trained._holds_instead("When do they rehearse?", cands, 0)
     every = list(range(len(cands.sentence)))
-    other = _instead(cands, every, cands.sims, 0, trained._analyzer, holds)
+    other = _instead(cands, every, cands.sims, 0, trained._analyzer, *holds)
     assert "Wednesday evenings" in cands.sentence[other]
     # one day asked keeps the day's sentence; a sentence that keeps days needs no other
     assert trained._holds_instead("When is the first rehearsal?", cands, 0) is None
     assert trained._holds_instead("When do they rehearse?", cands, other) is None
+
+
+def test_the_length_of_a_thing_asked_is_a_measure_a_post_may_give_after_naming_it(trained):
+    """Stop 63's walk: "How long is the thesis?" quoted "Printing three bound copies of the
+    thesis cost me 96 pounds" where Zoe had posted "Thesis submitted! 212 pages on coral
+    bleaching in the Red Sea": the measure is in the sentence after the one naming it."""
+    from memkit.answer.extractive import _instead
+
+    posts = [
+        {"event_id": "p", "speaker": "Zoe", "created_at": "2026-11-02T10:00:00",
+         "text": "Printing three bound copies of the thesis cost me 96 pounds."},
+        {"event_id": "t", "speaker": "Zoe", "created_at": "2026-10-02T21:00:00",
+         "text": "Thesis submitted! 212 pages on coral bleaching in the Red Sea."},
+    ]  # fmt: skip
+    trained.prepare(posts)
+    cands = trained.candidates("How long is the thesis?", posts, authors=["Zoe"])
+    holds = trained._holds_instead("How long is the thesis?", cands, 0)
+    every = list(range(len(cands.sentence)))
+    other = _instead(cands, every, cands.sims, 0, trained._analyzer, *holds)
+    assert cands.sentence[other].startswith("212 pages")
+    # without the sentence before it, "212 pages on coral bleaching" names no thesis
+    assert _instead(cands, every, cands.sims, 0, trained._analyzer, holds[0], False) is None
+    assert trained._holds_instead("How long is the thesis?", cands, other) is None
 
 
 def test_a_who_question_whose_best_sentence_names_no_one_looks_for_a_name(trained):
@@ -849,7 +872,7 @@ def test_a_who_question_whose_best_sentence_names_no_one_looks_for_a_name(traine
         assert (holds is None) == (wanted is None)
         if holds is not None:
             every = list(range(len(cands.sentence)))
-            other = _instead(cands, every, cands.sims, first, trained._analyzer, holds)
+            other = _instead(cands, every, cands.sims, first, trained._analyzer, *holds)
             assert wanted in cands.sentence[other]
 
 

@@ -642,6 +642,8 @@ def test_a_reply_that_declines_answers_the_question_asked_by_name_after_it():
 
     turns = {t["question"]: t for t in replay("stop63")}
     assert "baking all night" in turns["Is Marek coming to the climbing social?"]["answer"]
+    # stop 64: the length of a thing is a measure ("212 pages"), not the printing's cost
+    assert "212 pages" in turns["How long is the thesis?"]["answer"]
 
 
 @pytest.mark.slow

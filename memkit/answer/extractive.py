@@ -287,7 +287,7 @@ class ExtractiveAnswerer(FromSpec, Composer):
             )
         chosen = selection.chosen(cands, quotable, scores, query, self.max_list)
         holds = None if decided or settled else self._holds_instead(query, cands, best)
-        other = _instead(cands, quotable, scores, best, self._analyzer, holds) if holds else None
+        other = _instead(cands, quotable, scores, best, self._analyzer, *holds) if holds else None
         chosen = [other] if other is not None else chosen
         if self.within is not None:
             chosen = selection.within_post(self.within, cands, quotable, chosen)
@@ -319,18 +319,24 @@ class ExtractiveAnswerer(FromSpec, Composer):
         return written
 
     def _holds_instead(self, query: str, cands: Candidates, best: int):
-        """What another sentence must hold to be quoted instead of the best one (``_instead``):
-        a date for a when-question whose best sentence says none, a name for a who-question
-        whose best sentence names no one and does not say "I" or "we"; else None."""
+        """What another sentence must hold to be quoted instead of the best one (``_instead``),
+        and whether the sentence before it may hold the question's words: days kept for a
+        habit asked, a date for a when-question whose best sentence says none, a measure for
+        the length of a thing (facts a post may state over two sentences: "Thesis
+        submitted! 212 pages on coral bleaching"); a name for a who-question whose best
+        sentence names no one and does not say "I" or "we" (in the sentence itself); else
+        None."""
         sentence = cands.sentence[best]
         if _HABIT_ASKED.search(query) and not _RECURRING.search(sentence):
-            return _RECURRING.search  # "When do they rehearse?": "on Wednesday evenings"
+            return _RECURRING.search, True  # "When do they rehearse?": "on Wednesday evenings"
         if asks_when(query):
-            return None if _dated(sentence) else says_when
+            return None if _dated(sentence) else (says_when, True)
+        if _LENGTH_ASKED.search(query) and not _MEASURE.search(sentence):
+            return _MEASURE.search, True  # "How long is the thesis?": "212 pages"
         if question_type(query) == "who" and not _SUBJECT_I.search(sentence):
             known = {w.casefold() for n in cands.known for w in n.split()}
             if not _names_a_person(sentence, known):
-                return lambda s: _names_a_person(s, known)
+                return (lambda s: _names_a_person(s, known)), False
         return None
 
     def declines(self, cands: Candidates, scores: np.ndarray, items: list[AnswerItem]) -> bool:
@@ -444,6 +450,20 @@ _RECURRING = re.compile(
     r"|\b(?:daily|weekly|fortnightly|monthly)\b|\b(?:once|twice) a (?:day|week|month)\b",
     re.IGNORECASE,
 )
+# the length of a thing asked ("How long is the thesis?", "how long was the route?") is a
+# measure ("212 pages", "480 km over four days")
+_LENGTH_ASKED = re.compile(
+    r"^\W*how long (?:is|was|are|were) (?:the|his|her|their|its|my|your|our|[A-Z]\w*'s)\b",
+    re.IGNORECASE,
+)
+_MEASURE = re.compile(
+    r"\b\d[\d,.]*\s?(?:pages?|words?|chapters?|km|kilometres?|kilometers?|miles?|metres?"
+    r"|meters?|m|minutes?|mins?|hours?|hrs?|days?|nights?|weeks?|months?|years?|laps?|bars?)\b"
+    r"|\b(?:an?|one|two|three|four|five|six|seven|eight|nine|ten|twelve|twenty|thirty|forty"
+    r"|fifty|hundred) (?:pages?|words?|chapters?|miles?|minutes?|hours?|days?|nights?|weeks?"
+    r"|months?|years?|laps?|bars?)\b",
+    re.IGNORECASE,
+)
 # the author as the one who did it ("I baked the cake"): "the school moved my course" is not
 _SUBJECT_I = re.compile(r"\b(?:I|I'm|I've|I'll|I'd|we|we're|we've)\b", re.IGNORECASE)
 _THE_OR_PLACE_BEFORE = re.compile(
@@ -451,16 +471,30 @@ _THE_OR_PLACE_BEFORE = re.compile(
 )
 
 
+def _with_the_one_before(cands: Candidates, i: int) -> str:
+    """Sentence ``i`` with the sentence before it in its post ("Thesis submitted! 212 pages
+    on coral bleaching")."""
+    same = i > 0 and cands.item[i - 1] is cands.item[i]
+    return f"{cands.sentence[i - 1]} {cands.sentence[i]}" if same else cands.sentence[i]
+
+
 def _instead(
-    cands: Candidates, quotable, scores: np.ndarray, best: int, analyzer: Analyzer, holds
+    cands: Candidates,
+    quotable,
+    scores: np.ndarray,
+    best: int,
+    analyzer: Analyzer,
+    holds,
+    context: bool = True,
 ) -> int | None:
     """The likeliest sentence other than ``best``, by the same author, for which
-    ``holds(sentence)`` and that holds every word the question asks with but the authors'
-    names: for a when-question whose best sentence says no date (its post's day would be
-    the answer: "When is Ravi's exam?" and "Mock exam score 112 out of 180", where his blog
-    says "The exam is on 6 December in Bloomsbury"), or a who-question whose best sentence
-    names no one ("Who was the skipper?" and "Same boat, same skipper.", where "Skipper
-    Gareth let me helm into Cowes")."""
+    ``holds(sentence)`` and that holds (with the sentence before it, with ``context``) every
+    word the question asks with but the authors' names (``ExtractiveAnswerer._holds_instead`` says
+    when): "When is Ravi's exam?" was answered by "Mock exam score 112 out of 180" with the
+    day of its post, where his blog says "The exam is on 6 December in Bloomsbury"; "Who
+    was the skipper?" by "Same boat, same skipper.", where "Skipper Gareth let me helm into
+    Cowes"; "How long is the thesis?" by its printing's cost, where "Thesis submitted! 212
+    pages on coral bleaching"."""
     names = {t for n in cands.known for t in analyzer(n)}
     asked = set(analyzer(base_forms(cands.query))) - ANSWER_TYPE_TERMS - names
     if not asked:
@@ -471,7 +505,10 @@ def _instead(
         if i != best
         and speaker(cands.item[i]) == speaker(cands.item[best])
         and holds(cands.sentence[i])
-        and asked <= set(analyzer(base_forms(cands.sentence[i])))
+        and asked
+        <= set(
+            analyzer(base_forms(_with_the_one_before(cands, i) if context else cands.sentence[i]))
+        )
     ]
     return max(held, key=lambda i: scores[i]) if held else None
 
