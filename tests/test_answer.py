@@ -793,26 +793,35 @@ def test_a_when_question_without_a_date_in_its_best_sentence_looks_for_one(train
     assert _dated("Dinner at Olivo, 7pm") and _dated("Back on 3 May")
 
 
+def quoted_instead(writer, query: str, posts: list, best: str) -> str | None:
+    """The sentence the writer quotes instead of the one starting with ``best`` (its
+    ``_holds_instead`` and ``_instead``), every sentence of ``posts`` read; None when it
+    keeps ``best``."""
+    from memkit.answer.extractive import _instead
+
+    writer.prepare(posts)
+    cands = writer.candidates(query, posts, authors=sorted({p["speaker"] for p in posts}))
+    first = next(i for i, x in enumerate(cands.sentence) if x.startswith(best))
+    holds = writer._holds_instead(query, cands, first)
+    every = list(range(len(cands.sentence)))
+    other = _instead(cands, every, cands.sims, first, writer._analyzer, *holds) if holds else None
+    return None if other is None else cands.sentence[other]
+
+
 def test_a_habit_asked_is_answered_by_the_days_it_keeps(trained):
     """Stop 64's walk: "When do they rehearse?" quoted "First rehearsal tonight" (11
     October) where Kemi's blog said "we rehearse on Wednesday evenings"."""
-    from memkit.answer.extractive import _instead
-
     posts = [
         {"event_id": "f", "speaker": "Kemi", "created_at": "2026-10-11T21:40:00",
          "text": "First rehearsal tonight. We are learning a Fauré piece."},
         {"event_id": "b", "speaker": "Kemi", "created_at": "2026-11-20T21:00:00",
          "text": "Joining a choir at forty. We rehearse on Wednesday evenings in Dalston."},
     ]  # fmt: skip
-    trained.prepare(posts)
-    cands = trained.candidates("When do they rehearse?", posts, authors=["Kemi"])
-    holds = trained._holds_instead("When do they rehearse?", cands, 0)
-    every = list(range(len(cands.sentence)))
-    other = _instead(cands, every, cands.sims, 0, trained._analyzer, *holds)
-    assert "Wednesday evenings" in cands.sentence[other]
+    habit = quoted_instead(trained, "When do they rehearse?", posts, "First")
+    assert "Wednesday evenings" in habit
     # one day asked keeps the day's sentence; a sentence that keeps days needs no other
-    assert trained._holds_instead("When is the first rehearsal?", cands, 0) is None
-    assert trained._holds_instead("When do they rehearse?", cands, other) is None
+    assert quoted_instead(trained, "When is the first rehearsal?", posts, "First") is None
+    assert quoted_instead(trained, "When do they rehearse?", posts, "We rehearse") is None
 
 
 def test_the_length_of_a_thing_asked_is_a_measure_a_post_may_give_after_naming_it(trained):
@@ -827,15 +836,14 @@ def test_the_length_of_a_thing_asked_is_a_measure_a_post_may_give_after_naming_i
         {"event_id": "t", "speaker": "Zoe", "created_at": "2026-10-02T21:00:00",
          "text": "Thesis submitted! 212 pages on coral bleaching in the Red Sea."},
     ]  # fmt: skip
-    trained.prepare(posts)
-    cands = trained.candidates("How long is the thesis?", posts, authors=["Zoe"])
-    holds = trained._holds_instead("How long is the thesis?", cands, 0)
-    every = list(range(len(cands.sentence)))
-    other = _instead(cands, every, cands.sims, 0, trained._analyzer, *holds)
-    assert cands.sentence[other].startswith("212 pages")
+    length = quoted_instead(trained, "How long is the thesis?", posts, "Printing")
+    assert length.startswith("212 pages")
+    assert quoted_instead(trained, "How long is the thesis?", posts, "212 pages") is None
     # without the sentence before it, "212 pages on coral bleaching" names no thesis
-    assert _instead(cands, every, cands.sims, 0, trained._analyzer, holds[0], False) is None
-    assert trained._holds_instead("How long is the thesis?", cands, other) is None
+    cands = trained.candidates("How long is the thesis?", posts, authors=["Zoe"])
+    every = list(range(len(cands.sentence)))
+    measure = trained._holds_instead("How long is the thesis?", cands, 0)[0]
+    assert _instead(cands, every, cands.sims, 0, trained._analyzer, measure, False) is None
 
 
 def test_a_who_question_whose_best_sentence_names_no_one_looks_for_a_name(trained):
@@ -845,7 +853,7 @@ def test_a_who_question_whose_best_sentence_names_no_one_looks_for_a_name(traine
     physio?" quoted "Pulled my calf on the Thursday run, physio says rest for a week"
     where her blog names Priya. A sentence that says "I" keeps its place ("Who baked the
     cake?", "I baked it")."""
-    from memkit.answer.extractive import _instead, _names_a_person
+    from memkit.answer.extractive import _names_a_person
 
     ines = {"ines"}
     assert not _names_a_person("Storm warning for the Solent, the school moved it.", ines)
@@ -861,19 +869,8 @@ def test_a_who_question_whose_best_sentence_names_no_one_looks_for_a_name(traine
         {"event_id": "k", "speaker": "Ines", "created_at": "2026-11-27T19:00:00",
          "text": "I baked the cake for the crew."},
     ]  # fmt: skip
-    trained.prepare(posts)
-    for query, best, wanted in [
-        ("Who was the skipper?", "Storm", "Gareth"),
-        ("Who baked the cake?", "I baked", None),
-    ]:
-        cands = trained.candidates(query, posts, authors=["Ines"])
-        first = cands.sentence.index(next(x for x in cands.sentence if x.startswith(best)))
-        holds = trained._holds_instead(query, cands, first)
-        assert (holds is None) == (wanted is None)
-        if holds is not None:
-            every = list(range(len(cands.sentence)))
-            other = _instead(cands, every, cands.sims, first, trained._analyzer, *holds)
-            assert wanted in cands.sentence[other]
+    assert "Gareth" in quoted_instead(trained, "Who was the skipper?", posts, "Storm")
+    assert quoted_instead(trained, "Who baked the cake?", posts, "I baked") is None
 
 
 def test_a_when_answer_leads_with_the_date_a_post_gives_instead():
