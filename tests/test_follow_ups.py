@@ -698,8 +698,8 @@ def test_stop64_walk_a_named_reply_a_named_fee_a_date_a_name_and_a_charge_not_po
     Kemi again; "How much does Ms Sato charge?" was declined though Ravi's blog says "35
     pounds an hour"; "When is Ravi's exam?" gave the day of his mock exam; "Who was the
     skipper?" quoted "Same boat, same skipper"; "When do they rehearse?" quoted "First
-    rehearsal tonight", not "we rehearse on Wednesday evenings"; "What did the plumber charge?" (never
-    posted) quoted the plumber's leak."""
+    rehearsal tonight", not "we rehearse on Wednesday evenings"; "What did the plumber
+    charge?" (never posted) quoted the plumber's leak."""
     from memkit.evaluation.walks import replay
 
     turns = {t["question"]: t for t in replay("stop64")}
