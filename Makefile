@@ -9,13 +9,16 @@ export TOKENIZERS_PARALLELISM := false
 
 .PHONY: install test test-heavy test-all eval bench bench-retrievers serve lint notebooks reader clean
 
+# pip -qq: its errors only (its warnings here were about the machine's pip configuration,
+# an index folder that does not exist: "Location ... is ignored"); and setuptools warns on
+# every editable install of a flat layout (memkit/, server/) that a folder named like a
+# package in the working directory could shadow it: expected, so not shown.
 $(STAMP): pyproject.toml
 	@command -v $(PY) >/dev/null || { echo "need $(PY) on PATH (or make PY=/path/to/python3.11)"; exit 1; }
 	test -d $(VENV) || $(PY) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	# setuptools warns on every editable install of a flat layout (memkit/, server/) that a folder
-	# named like a package in the working directory could shadow it: expected, so not shown.
-	PYTHONWARNINGS='ignore:Editable installation' $(BIN)/pip install -q -e '.[dev]'
+	@echo "installing memkit and its dependencies into $(VENV) (a few minutes the first time)"
+	$(BIN)/pip install -qq --upgrade pip
+	PYTHONWARNINGS='ignore:Editable installation' $(BIN)/pip install -qq -e '.[dev]'
 	touch $(STAMP)
 
 install: $(STAMP)
