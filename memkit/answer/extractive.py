@@ -286,11 +286,15 @@ class ExtractiveAnswerer(FromSpec, Composer):
                 closest=near.get("event_id") if by else None,
             )
         chosen = selection.chosen(cands, quotable, scores, query, self.max_list)
-        holds = None if decided or settled else self._holds_instead(query, cands, best)
-        other = _instead(cands, quotable, scores, best, self._analyzer, *holds) if holds else None
-        chosen = [other] if other is not None else chosen
         if self.within is not None:
             chosen = selection.within_post(self.within, cands, quotable, chosen)
+        # the one sentence to quote, if it lacks the kind of answer asked: a stand-in
+        alone = len(chosen) == 1 and not (decided or settled)
+        holds = self._holds_instead(query, cands, chosen[0]) if alone else None
+        other = (
+            _instead(cands, quotable, scores, chosen[0], self._analyzer, *holds) if holds else None
+        )
+        chosen = [other] if other is not None else chosen
         written = self.compose(
             query,
             [(cands.sentence[i], cands.item[i], float(cands.sims[i])) for i in chosen],
