@@ -648,6 +648,13 @@ def test_a_month_still_to_come_is_listed_by_the_sentence_naming_it():
             "the name",
         ),
         ("What is the name of Nina's cat?", "We went to the vet on Monday", "the name"),
+        # a surname is a name too (stop 64's second walk)
+        (
+            "What is Sam's surname?",
+            "First lesson with my teacher Sam today. Saturday mornings at 10.",
+            "the name",
+        ),
+        ("What is Sam's surname?", "Sam Okafor teaches on Saturdays", None),
         # nor is a thing after "the" (stop 64's walk: "What is the boat called?")
         (
             "What is the boat called?",

@@ -136,8 +136,9 @@ _MONEY = re.compile(
     re.I,
 )
 _NAME_ASKED = re.compile(
-    r"\bwhat(?:'s| is| was| are| were)? (?:the |their |his |her |its )?names?\b"
-    r"|\bwhat(?:'s| is| was| are| were) (?:\w+'s? ){1,3}names?\b"  # "Mei's sister's name"
+    r"\bwhat(?:'s| is| was| are| were)? (?:the |their |his |her |its )?(?:sur|nick)?names?\b"
+    # "Mei's sister's name", "Sam's surname"
+    r"|\bwhat(?:'s| is| was| are| were) (?:\w+'s? ){1,3}(?:sur|nick)?names?\b"
     r"|\bwhat (?:is|was|are|were) [\w']+(?: [\w']+){0,2} called\b"
     r"|\bwhat did [\w']+ (?:call|name)\b"
     # a place or body that goes by a name: "Which airline is Dev flying with?" is not
@@ -245,7 +246,7 @@ def lacks_what_is_asked(query: str, quoted: str) -> str | None:
         amount = _MONEY if _MONEY_ASKED.search(query) else _AMOUNT
         return None if amount.search(quoted) else "how much"
     if _NAME_ASKED.search(query):
-        asked = {w.lower() for w in re.findall(r"[\w']+", query)}
+        asked = {w.lower().removesuffix("'s") for w in re.findall(r"[\w']+", query)}
         names = [
             m.group(1)
             for m in re.finditer(r"(?<![.!?:]\s)(?<!^)\b([A-Z][\w'-]+)", quoted)
