@@ -829,6 +829,15 @@ def test_a_habit_asked_is_answered_by_the_days_it_keeps(trained):
     # one day asked keeps the day's sentence; a sentence that keeps days needs no other
     assert quoted_instead(trained, "When is the first rehearsal?", posts, "First") is None
     assert quoted_instead(trained, "When do they rehearse?", posts, "We rehearse") is None
+    # stop 64's second walk: "When are his lessons?" led with the day of the first one
+    lessons = [
+        {"event_id": "l", "speaker": "Chidi", "created_at": "2026-10-10T12:30:00",
+         "text": "First lesson with my teacher Sam today. Saturday mornings at 10."},
+    ]  # fmt: skip
+    days = quoted_instead(trained, "When are his lessons?", lessons, "First")
+    assert days == "Saturday mornings at 10."
+    assert trained.date_of(days, lessons[0], "When are his lessons?") is None
+    assert trained.date_of("First lesson with my teacher Sam today.", lessons[0]) is not None
 
 
 def test_the_length_of_a_thing_asked_is_a_measure_a_post_may_give_after_naming_it(trained):

@@ -358,7 +358,12 @@ class Composer:
                 return len(terms & set(self._analyzer(text)))
 
             chosen = None
-            for text in (sentence, item.get("text") or ""):
+            # a sentence that keeps days ("Saturday mornings at 10") answers a when without
+            # the rest of its post's dates ("First lesson with my teacher today")
+            texts = (
+                (sentence,) if RECURRING.search(sentence) else (sentence, item.get("text") or "")
+            )
+            for text in texts:
                 found = [(m.start, m.span, f"“{m.phrase}”") for m in resolve(text, posted)]
                 if not found:
                     continue

@@ -17,6 +17,7 @@ import numpy as np
 from memkit.answer import features, selection
 from memkit.answer.base import Answer, AnswerItem, as_datetime, sentences, speaker
 from memkit.answer.compose import (
+    RECURRING,
     Composer,
     account_text,
     decline_text,
@@ -444,13 +445,18 @@ def _names_a_person(sentence: str, known: set[str]) -> bool:
     )
 
 
-# a habit asked ("When do they rehearse?", "when does she train?") is answered by the days it
-# keeps ("we rehearse on Wednesday evenings"), not by one day ("First rehearsal tonight")
-_HABIT_ASKED = re.compile(r"^\W*when (?:do|does)\b", re.IGNORECASE)
-_WEEKDAY = r"(?:mon|tues|wednes|thurs|fri|satur|sun)day"
+# a habit asked ("When do they rehearse?", "when does she train?", "When are his lessons?")
+# is answered by the days it keeps ("we rehearse on Wednesday evenings"), not by one day
+# ("First rehearsal tonight")
+_HABIT_ASKED = re.compile(
+    r"^\W*when (?:do|does)\b"
+    # "When are his lessons?": things that come back
+    r"|^\W*when (?:are|were) (?:his|her|their|the|my|your|our|[A-Z]\w*'s) \w+s\W*$",
+    re.IGNORECASE,
+)
 _RECURRING = re.compile(
-    rf"\b{_WEEKDAY}s\b|\b{_WEEKDAY} (?:mornings|afternoons|evenings|nights)\b"
-    rf"|\b(?:every|each) (?:day|week|month|morning|evening|night|weekend|other|{_WEEKDAY})"
+    RECURRING.pattern
+    + r"|\b(?:every|each) (?:day|week|month|morning|evening|night|weekend|other)\b"
     r"|\b(?:daily|weekly|fortnightly|monthly)\b|\b(?:once|twice) a (?:day|week|month)\b",
     re.IGNORECASE,
 )
