@@ -35,6 +35,7 @@ from memkit.answer.features import (
 )
 from memkit.answer.questions import (
     ANSWER_TYPE_TERMS,
+    PLACE_OR_THING_BEFORE,
     asks_when,
     base_forms,
     lacks_what_is_asked,
@@ -440,7 +441,7 @@ def _names_a_person(sentence: str, known: set[str]) -> bool:
     return any(
         m.group().casefold() not in known
         and m.group().casefold() not in CALENDAR
-        and not _THE_OR_PLACE_BEFORE.search(sentence, 0, m.start())
+        and not PLACE_OR_THING_BEFORE.search(sentence, 0, m.start())
         for m in re.finditer(r"(?<!^)(?<![.!?:]\s)\b(?!I\b)[A-Z][a-z]+", sentence)
     )
 
@@ -476,9 +477,6 @@ _MEASURE = re.compile(
 )
 # the author as the one who did it ("I baked the cake"): "the school moved my course" is not
 _SUBJECT_I = re.compile(r"\b(?:I|I'm|I've|I'll|I'd|we|we're|we've)\b", re.IGNORECASE)
-_THE_OR_PLACE_BEFORE = re.compile(
-    r"\b(?:the|in|at|to|from|near|on|into|around|via|of)\s+$", re.IGNORECASE
-)
 
 
 def _with_the_one_before(cands: Candidates, i: int) -> str:

@@ -214,7 +214,7 @@ _WHAT_IS = re.compile(
 # A capitalised word after one of these names a place, a time or a thing ("my sister's hen
 # do in Brighton", "on Friday", "a storm warning for the Solent"), not what a question for a
 # name asks; nor do days and months (memkit.timeref.CALENDAR).
-_PLACE_OR_TIME_BEFORE = re.compile(r"\b(?:the|in|at|to|from|near|on|into|around)\s+$", re.I)
+PLACE_OR_THING_BEFORE = re.compile(r"\b(?:the|in|at|to|from|near|on|into|around)\s+$", re.I)
 
 
 def lacks_what_is_asked(query: str, quoted: str) -> str | None:
@@ -250,7 +250,7 @@ def lacks_what_is_asked(query: str, quoted: str) -> str | None:
         names = [
             m.group(1)
             for m in re.finditer(r"(?<![.!?:]\s)(?<!^)\b([A-Z][\w'-]+)", quoted)
-            if not _PLACE_OR_TIME_BEFORE.search(quoted, 0, m.start())
+            if not PLACE_OR_THING_BEFORE.search(quoted, 0, m.start())
         ]
         named = any(
             n.lower().removesuffix("'s") not in asked
