@@ -38,7 +38,8 @@ CHANGED = re.compile(
     r"|brought forward|(?:has|have|had|needs?) to move"
     r"|(?:moves? (?:it |things |everything )?|(?:pushed|bumped) (?:out )?)to (?:next |the )?"
     r"(?:mon|tue|wed|thu|fri|sat|sun|jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec|\d)"
-    r"|rescheduled|change of plan|changed (?:to|the (?:date|day|time|plan|venue))"
+    r"|rescheduled|re-?booked|re-?arranged|change of plan"
+    r"|changed (?:to|the (?:date|day|time|plan|venue))"
     r"|changed(?=[.,;:!]|$)"
     r"|cancel+ed|called off|instead|no longer|now on"
     r"|(?:is|are|'s) off(?= this| for| now| until|[.,;!]|$))",
@@ -87,25 +88,32 @@ def changed_fact(
     min_shared: int = MIN_SHARED,
     overlap: float = OVERLAP,
     kind: str = "when",
+    query: str = "",
 ) -> tuple[str, str] | None:
     """(the newer post, the first post it replaces) when one of the first ``depth`` posts of
     ``run`` (one question's ranking) states a change to the first one (see the module's
     text), else None. ``items_of(ids)``: the posts (memkit.items.Item or dicts); ``kind``:
-    the question's (``settles``), "where" takes only a change to a new place."""
+    the question's (``settles``), "where" takes only a change to a new place; ``query``: the
+    question, whose sentences of the first post are what a change must be about."""
     found = first_and_later(run, items_of, depth)
     if found is None:
         return None
     first_id, first, later = found
     when = first.get("created_at")
     words = _words(first.get("text") or "")
+    asked, other = _asked_in(first.get("text") or "", query)
     # a plan for a day is changed before that day, not after it ("Book club is off this
-    # month", in May, does not change "Book club moved to Tuesday 10 February")
+    # month", in May, does not change "Book club moved to Tuesday 10 February"), unless the
+    # change names a later day for it ("Rebooked the test for 1 December", after the test
+    # of 3 November was failed)
     planned = [s.end for s in dates_in(first.get("text") or "", when) if s.end >= when.date()]
     until = max(planned) if planned else None
     newer = []
     for e, it in later:
         if until is not None and it.get("created_at").date() > until:
-            continue
+            days = dates_in(it.get("text") or "", it.get("created_at"))
+            if not any(s.start > it.get("created_at").date() for s in days):
+                continue
         text = it.get("text") or ""
         if kind in ("where", "who"):  # a new place, or a new person ("taking Jo instead")
             if not _new_place(text, first.get("text") or ""):
@@ -124,12 +132,41 @@ def changed_fact(
             theirs = _words(text)
         else:
             continue
-        shared = len(words & theirs)
+        # of a post that says several things, the change is to another of its sentences
+        # than the question asks about when it names none of the question's words and
+        # shares more with those sentences
+        mine = theirs | {w[2:].lstrip("-") for w in theirs}
+        if other and not mine & _words(query) and len(mine & other) > len(mine & asked):
+            continue
+        shared = len(words & theirs) + len(_redone(theirs, words))
         if kind == "where" and NEW_PLACE.search(text) and shared >= 1:
             newer.append((it.get("created_at"), e))
         elif shared >= min_shared and shared >= overlap * len(words | theirs):
             newer.append((it.get("created_at"), e))
     return (max(newer)[1], first_id) if newer else None
+
+
+def _asked_in(text: str, query: str) -> tuple[set[str], set[str]]:
+    """The words of ``text``'s sentences that hold a word of the question and those of its
+    other sentences (none when every sentence or none holds one). "When are her lessons?"
+    asks of "Lessons with Bernie every Tuesday and Thursday at 5." in "Booked my driving test
+    for 3 November. Lessons with ...", and "Rebooked the test for 1 December" changes the
+    other sentence."""
+    from memkit.answer.base import sentences
+
+    question = _words(query)
+    asked: set[str] = set()
+    other: set[str] = set()
+    for s in sentences(text):
+        words = _words(s)
+        (asked if question & words else other).update(words)
+    return (asked, other) if asked and other else (set(), set())
+
+
+def _redone(theirs: set[str], words: set[str]) -> set[str]:
+    """The words of ``theirs`` that redo one of ``words``: "rebooked" the first post's
+    "booked" ("Booked my driving test for 3 November", "Rebooked the test for 1 December")."""
+    return {w for w in theirs if w[:2] == "re" and w[2:].lstrip("-") in words}
 
 
 def first_ids(run: pl.DataFrame, n: int) -> list[str]:

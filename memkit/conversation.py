@@ -348,7 +348,12 @@ class TopicContext(FromSpec):
             or (names_a_subject(text) and len(mine) > self.short)
             # "Where is Dev going?" after questions about Rosa's dog: someone else, asked
             # about with no word pointing back ("What about Dev?" points back)
-            or (other and (mine or not cued(text)) and not _topic_pronoun(text, asked))
+            or (
+                other
+                and (mine or not cued(text))
+                and not _topic_pronoun(text, asked)
+                and not _GOING_WHERE_SAID.match(text)
+            )
         ):
             # It names its own subject: the same topic, a return to an earlier one, or a new one.
             topic, kind = last.topic, "alone"
@@ -390,7 +395,8 @@ class TopicContext(FromSpec):
         # "what about the puppy?": an ellipsis naming something the topic never mentioned may
         # be a new subject; the pipeline checks it against the posts found (confirms_topic).
         asked = {_stem(w) for t in turns for w in t.words if w.lower() not in named}
-        new_subject = sorted(mine - asked) if not _PRONOUN.search(text) else []
+        elliptic = _PRONOUN.search(text) or _GOING_WHERE_SAID.match(text)
+        new_subject = sorted(mine - asked) if not elliptic else []
         return Reading(
             query,
             variants,
@@ -486,6 +492,14 @@ def _named_in(history: list[Turn], topic: int, names) -> set[str]:
 
 
 _PERSONAL = re.compile(r"\b(?:he|she|his|him|her|hers)\b", re.IGNORECASE)
+# "Is Noor coming?" after "Where is his birthday dinner?": coming to what the topic is about
+# (someone else asked about with no word pointing back is otherwise a new subject)
+_GOING_WHERE_SAID = re.compile(
+    r"^\W*(?:is|are|was|were|will|would|can|could|did|does|do)\s+(?-i:[A-Z])[\w'’-]*"
+    r"(?:\s+(?-i:[A-Z])[\w'’-]*)?\s+(?:be\s+)?(?:coming|going|joining|come|go|join|make it"
+    r"|attending|there)(?:\s+(?:us|them|too|as well))?\s*\?*\s*$",
+    re.IGNORECASE,
+)
 _BACK_TO = re.compile(r"^\W*(?:and\s+)?(?:back to|now to|as for|over to)\b", re.IGNORECASE)
 
 

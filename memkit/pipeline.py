@@ -550,7 +550,7 @@ class Pipeline:
         if not relevant and not read:
             run = run.clear()
         change = (
-            self._changed_fact(run, posts, question.kind)
+            self._changed_fact(run, posts, question.kind, req.query)
             if relevant and not listing and settles(question.kind)
             else None
         )
@@ -696,7 +696,7 @@ class Pipeline:
             if self.reader is not None and self.reader.applies(text):
                 part = self.reader.rerank(text, part, posts)
             kind = question_type(text)
-            change = self._changed_fact(part, posts, kind) if settles(kind) else None
+            change = self._changed_fact(part, posts, kind, text) if settles(kind) else None
             if change:
                 self.replaced[qid] = change
                 part = newest_first(part, change)
@@ -707,11 +707,13 @@ class Pipeline:
             parts.append(part)
         return pl.concat(parts)
 
-    def _changed_fact(self, run: pl.DataFrame, posts, kind: str) -> tuple[str, str] | None:
+    def _changed_fact(
+        self, run: pl.DataFrame, posts, kind: str, query: str
+    ) -> tuple[str, str] | None:
         """(newer post, the post it replaces) among a question's first posts
-        (memkit.changes), when ``changed_facts`` is on; ``posts``: ids -> posts; ``kind``:
-        the question's."""
-        return changed_fact(run, posts, kind=kind) if self.changed_facts else None
+        (memkit.changes), when ``changed_facts`` is on; ``posts``: ids -> posts; ``kind``
+        and ``query``: the question's."""
+        return changed_fact(run, posts, kind=kind, query=query) if self.changed_facts else None
 
     def _calibrated(self, run: pl.DataFrame) -> pl.DataFrame:
         if self.calibration is None or run.height == 0:

@@ -16,20 +16,24 @@ from typing import Callable, Sequence
 
 import polars as pl
 
-from memkit.changes import DEPTH, first_and_later, first_ids, newest_first
+from memkit.changes import DEPTH, first_and_later, first_ids, newest_first, to_top
+from memkit.conversation import content_words
 
 REPLY_WITHIN = timedelta(days=1)
 # questions (memkit.question's kinds) for a number, a length of time or a place: a reply that
 # opens with a yes, a no or a name rarely holds one (the question it answers holds the place)
 UNREPLIED = frozenset({"count", "duration", "where"})
-# the question's addressee: a name opening the post ("Ines, can ..."), closing a question
-# in it ("... to the gig, Ines?") or asked on its own after it ("... on Friday? Marek?")
+# the question's addressee: a name opening the post ("Ines, can ...") or a question in it
+# ("... at 7.30. Noor, can you still come?"), closing a question ("... to the gig, Ines?")
+# or asked on its own after it ("... on Friday? Marek?")
 _ASKED_BY_NAME = re.compile(
-    r"^\s*([A-Z][\w'’-]+),\s|,\s*([A-Z][\w'’-]+)\s*\?|[?!.]\s+([A-Z][\w'’-]+)\s*\?\s*$"
+    r"^\s*([A-Z][\w'’-]+),\s|(?<=[.!?])\s+([A-Z][\w'’-]+),\s(?=[^.!?]*\?)"
+    r"|,\s*([A-Z][\w'’-]+)\s*\?|[?!.]\s+([A-Z][\w'’-]+)\s*\?\s*$"
 )
 _OPENS_A_REPLY = re.compile(
     r"^\s*(?:yes|yeah|yep|no|nope|nah|sure|of course|definitely|absolutely|sorry|sadly"
-    r"|unfortunately|afraid not|not|can[’']t|cannot|can not|won[’']t|count me in|i[’']m in)(?!\w)",
+    r"|unfortunately|afraid not|not|can[’']t|cannot|can not|won[’']t|count me in|i[’']m in"
+    r"|wouldn[’']t miss it|would not miss it|i[’']ll be there|see you there|love to)(?!\w)",
     re.IGNORECASE,
 )
 
@@ -65,27 +69,55 @@ def reply_first(
     first = items_of(first_ids(run, 1)) if run.height else []
     asked = addressees(first[0].get("text") or "") if first else []
     if not asked:  # most questions: only the first post is read
-        return run
+        return _reply_of_the_one_named(run, items_of, depth, query)
     found = first_and_later(run, items_of, depth)
     if found is None:
         return run
     first_id, first, later = found
-    when, block = first.get("created_at"), first.get("block_id")
     asker = first_name(first.get("speaker"))
     repliers = {first_name(a) for a in asked} - {asker}
     named = {n for n in repliers if re.search(rf"\b{re.escape(n)}\b", query, re.IGNORECASE)}
     repliers = named or repliers
     for e, it in later:
-        text = it.get("text") or ""
-        if (
-            first_name(it.get("speaker")) in repliers
-            and it.get("block_id") == block
-            and it.get("created_at") is not None
-            and when < it.get("created_at") <= when + REPLY_WITHIN
-            and (
-                _OPENS_A_REPLY.match(text)
-                or (asker and re.match(rf"\s*{re.escape(asker)}\b", text, re.IGNORECASE))
-            )
-        ):
+        if _replies(it, first, repliers):
             return newest_first(run, (e, first_id))  # the reply first, the question second
     return run
+
+
+def _reply_of_the_one_named(
+    run: pl.DataFrame, items_of: Callable[[Sequence[str]], Sequence], depth: int, query: str
+) -> pl.DataFrame:
+    """For a question that asks nothing but a name ("And Mateo?", after Noor's refusal of
+    Felix's "Noor, can you still come? Mateo?" was quoted): that person's reply to a post
+    among the first ``depth`` that asks them by name, first, and the post second."""
+    names = content_words(query)
+    if not names or any(not n[:1].isupper() for n in names):
+        return run
+    wanted = {first_name(n) for n in names}
+    ids = first_ids(run, depth)
+    items = [it for it in items_of(ids) if it.get("created_at") is not None]
+    for question in items:
+        asked = {first_name(a) for a in addressees(question.get("text") or "")} & wanted
+        asked -= {first_name(question.get("speaker"))}
+        for it in items if asked else ():
+            if _replies(it, question, asked):
+                return to_top(run, [it.get("event_id"), question.get("event_id")])
+    return run
+
+
+def _replies(it, question, repliers: set[str]) -> bool:
+    """Whether post ``it`` is one of ``repliers``' reply to ``question``: in its block,
+    within ``REPLY_WITHIN`` after it, opening with a yes, a no, a refusal or the asker's
+    name."""
+    text, when = it.get("text") or "", question.get("created_at")
+    asker = first_name(question.get("speaker"))
+    return (
+        first_name(it.get("speaker")) in repliers
+        and it.get("block_id") == question.get("block_id")
+        and it.get("created_at") is not None
+        and when < it.get("created_at") <= when + REPLY_WITHIN
+        and bool(
+            _OPENS_A_REPLY.match(text)
+            or (asker and re.match(rf"\s*{re.escape(asker)}\b", text, re.IGNORECASE))
+        )
+    )

@@ -772,6 +772,34 @@ def test_a_sentence_that_names_whom_a_question_asks_about_holds_what_the_best_la
         assert _holding_what_is_asked(cands, every, cands.sims, 0, trained._analyzer) == held
 
 
+def test_a_sentence_of_the_same_author_with_what_the_best_lacks_stands_in(trained):
+    """Stop 65's walk: "How heavy was his pumpkin?" was declined ("it does not say the
+    weight"): its best post, "The pumpkin on my allotment is enormous", says none, where
+    Felix's next post said "My pumpkin weighed 62 kilos" (stop 58's "How much are
+    tickets?" and stop 62's "How much were the flights?" alike). The sentence itself must
+    hold the question's words: train's never-posted "how much did the road closure cost?"
+    is not answered by the grant in the sentence after the closure's."""
+    posts = [
+        {"event_id": "e", "speaker": "Felix", "created_at": "2026-09-29T08:15:00",
+         "text": "The pumpkin on my allotment is enormous. Aiming for the show on 10 October."},
+        {"event_id": "w", "speaker": "Felix", "created_at": "2026-10-10T16:40:00",
+         "text": "Second place at the show! My pumpkin weighed 62 kilos. Mr Dobbs won with 71."},
+        {"event_id": "r", "speaker": "Wren", "created_at": "2026-06-15T10:00:00",
+         "text": "Street party: the details. Good news first: the council has approved the road "
+         "closure from 11am to 7pm on Saturday 26 July. We've also been given a 300 pounds "
+         "community grant from the ward fund, which will cover bunting and a bouncy castle. "
+         "What we still need are volunteers to marshal the two ends of the road. Please "
+         "bring a dish to share and your own chairs."},
+    ]  # fmt: skip
+    trained.prepare(posts)
+    heavy = trained.write("How heavy was his pumpkin?", posts[:2], authors=["Felix", "Wren"])
+    assert not heavy.declined and "62 kilos" in heavy.text, heavy.text
+    closure = trained.write(
+        "how much did the road closure cost?", posts[2:], authors=["Felix", "Wren"]
+    )
+    assert closure.declined and "300" not in closure.text, closure.text
+
+
 def test_a_when_question_without_a_date_in_its_best_sentence_looks_for_one(trained):
     """Stop 64's walk: "When is Ravi's exam?" was answered with the day of "Mock exam score
     112 out of 180" (it says no date, so its post's day led) where his blog said "The exam

@@ -110,6 +110,53 @@ def test_a_change_posted_after_the_planned_day_is_about_another_time():
     assert changed_fact(ranking(["feb", "may", "soon"], [0.8, 0.7, 0.6]), of) == ("soon", "feb")
 
 
+def test_a_later_day_booked_again_after_the_planned_one_is_a_change():
+    """Stop 65's walk: "when is her driving test?" was answered with the failed test of 3
+    November, where "Rebooked the test for 1 December" came two days after it. A change
+    posted after the planned day counts when it names a later day, and "rebooked" redoes
+    the first post's "booked"."""
+    posts = {
+        "test": Item("test", "Booked my driving test for 3 November. Lessons with Bernie "
+                     "every Tuesday and Thursday at 5.", "Grace",
+                     created_at=datetime(2026, 9, 30, 17)),
+        "again": Item("again", "Rebooked the test for 1 December. Bernie says I'm ready, it "
+                      "was nerves.", "Grace", created_at=datetime(2026, 11, 5, 10)),
+        "after": Item("after", "Rebooked the test, sadly it was nerves.", "Grace",
+                      created_at=datetime(2026, 11, 5, 10)),
+    }  # fmt: skip
+    of = lambda ids: [posts[i] for i in ids]  # noqa: E731
+    run = ranking(["test", "again"], [0.8, 0.4])
+    assert changed_fact(run, of, query="when is her driving test?") == ("again", "test")
+    # no later day named: a post after the planned day is about another time
+    run = ranking(["test", "after"], [0.8, 0.4])
+    assert changed_fact(run, of, query="when is her driving test?") is None
+
+
+def test_a_change_to_another_sentence_of_the_post_does_not_answer():
+    """ "When are her lessons?" asks of the first post's second sentence; the rebooked test
+    changes its first. A change naming none of the question's words that shares more with
+    the sentences the question does not ask of is not its answer; one naming the thing
+    asked, or sharing more with its sentence, is ("Cardiff half" for "marathon")."""
+    posts = {
+        "test": Item("test", "Booked my driving test for 3 November. Lessons with Bernie "
+                     "every Tuesday and Thursday at 5.", "Grace",
+                     created_at=datetime(2026, 9, 30, 17)),
+        "again": Item("again", "Rebooked the test for 1 December. Bernie says I'm ready.",
+                      "Grace", created_at=datetime(2026, 10, 5, 10)),
+        "half": Item("half", "Signed up for the Cardiff half marathon on 15 November. "
+                     "Training starts Monday.", "Tom", created_at=datetime(2026, 10, 5, 9)),
+        "moved": Item("moved", "The race organisers moved the Cardiff half to 22 November "
+                      "because of the bridge works.", "Tom",
+                      created_at=datetime(2026, 10, 26, 9)),
+    }  # fmt: skip
+    of = lambda ids: [posts[i] for i in ids]  # noqa: E731
+    lessons = ranking(["test", "again"], [0.8, 0.4])
+    assert changed_fact(lessons, of, query="When are her lessons?") is None
+    assert changed_fact(lessons, of, query="When is the test?") == ("again", "test")
+    race = ranking(["half", "moved"], [0.8, 0.4])
+    assert changed_fact(race, of, query="When is Tom's marathon?") == ("moved", "half")
+
+
 def test_an_earlier_change_or_an_undated_first_post_changes_nothing():
     posts = {
         "a": Item("a", "Mum's dinner moved to Thursday 26 March", "Ann", created_at=at(1)),
@@ -201,6 +248,8 @@ def test_the_served_default_answers_with_the_new_date(floor, changed_facts):
         # stop 61's walk: "When is Bea's half marathon?" was answered with the race she
         # deferred from
         ("I'm not running the Royal Parks half, I deferred my place to the Brighton half", True),
+        ("Rebooked the test for 1 December", True),  # stop 65's walk
+        ("I booked the test for 1 December", False),
     ],
 )
 def test_the_words_that_say_a_plan_changed(text, says):

@@ -562,6 +562,63 @@ def test_the_names_a_question_is_asked_of():
     assert addressees("Who wants to come? Or not.") == []
     # two people asked (stop 64's walk)
     assert addressees("Kemi, are you free for a sail on Saturday? Ravi?") == ["Kemi", "Ravi"]
+    # a question opened by a name after a sentence of news (stop 65's walk)
+    invitation = "My birthday dinner is at Lalibela at 7.30. Noor, can you still come? Mateo?"
+    assert addressees(invitation) == ["Noor", "Mateo"]
+    assert addressees("Dinner is at 7.30. Noor, it was great.") == []
+
+
+def test_a_name_asked_alone_is_answered_by_their_reply_to_a_question_among_the_first():
+    """Stop 65's walk: "Is Noor coming?" quoted Noor's "Sorry Felix, I'll be in Edinburgh by
+    then", her reply to Felix's "... Noor, can you still come? Mateo?"; "And Mateo?" then
+    carried her refusal's words and quoted Mateo's podcast, where his reply "Wouldn't miss
+    it" came 30 minutes after the question, which no longer ranked first."""
+    from datetime import datetime, timedelta
+
+    import polars as pl
+
+    from memkit.replies import _OPENS_A_REPLY, reply_first
+
+    assert _OPENS_A_REPLY.match("Wouldn't miss it. I'll bring Luis if that's ok.")
+    at = datetime(2026, 10, 30, 19)
+    posts = {
+        "ask": ("Felix", 0, "My birthday dinner is at Lalibela. Noor, can you still come? Mateo?"),
+        "yes": ("Mateo", 30, "Wouldn't miss it. I'll bring Luis if that's ok."),
+        "no": ("Noor", 65, "Sorry Felix, I'll be in Edinburgh by then."),
+        "pod": ("Mateo", 900, "Episode one is out. We'll release a new one every Friday."),
+    }
+    items = {
+        e: {"event_id": e, "speaker": who, "block_id": "chat",
+            "created_at": at + timedelta(minutes=m), "text": text}
+        for e, (who, m, text) in posts.items()
+    }  # fmt: skip
+    run = pl.DataFrame(
+        {"query_id": "q", "event_id": ["pod", "no", "ask", "yes"], "score": [0.9, 0.8, 0.7, 0.6]}
+    )
+
+    def first_of(query):
+        ranked = reply_first(run, lambda ids: [items[e] for e in ids], query=query)
+        return ranked["event_id"].to_list()[:2]
+
+    assert first_of("And Mateo?") == ["yes", "ask"]
+    assert first_of("What about Noor?") == ["no", "ask"]
+    # a question that asks more than a name keeps its ranking
+    assert first_of("What does Mateo release?") == ["pod", "no"]
+
+
+def test_coming_with_nothing_after_it_follows_the_topic_up():
+    """ "Is Noor coming?" after "Where is his birthday dinner?" asks whether she comes to the
+    dinner: someone else asked about with no word pointing back is otherwise a new subject
+    ("Where is Dev going?" asks where)."""
+    c = TopicContext()
+    history = topic_turns(
+        ("Where is his birthday dinner?", 0, "My birthday dinner is at Lalibela, 20 November"),
+    )
+    history[0].people = ["Felix"]  # who wrote what the answer quoted
+    assert c.read("Is Noor coming?", history, names=("Noor", "Felix")).kind == "follow-up"
+    assert c.read("Will Noor come too?", history, names=("Noor", "Felix")).kind == "follow-up"
+    assert c.read("Where is Noor going?", history, names=("Noor", "Felix")).kind == "new"
+    assert c.read("Is Noor coming to the gig?", history, names=("Noor", "Felix")).kind == "new"
 
 
 def test_of_two_people_asked_the_reply_of_the_one_a_question_names_comes_first():
@@ -709,3 +766,17 @@ def test_stop64_walk_a_named_reply_a_named_fee_a_date_a_name_and_a_charge_not_po
     assert "does not say how much" in turns["What did the plumber charge?"]["answer"]
     assert "Gareth" in turns["Who was the skipper?"]["answer"]
     assert "Wednesday evenings" in turns["When do they rehearse?"]["answer"]
+
+
+@pytest.mark.slow
+def test_stop65_walk_a_rebooked_test_an_invitation_and_a_weight():
+    """Stop 65's walk, replayed: the test rebooked after the day it was failed, the replies
+    of the two people an invitation named, and a weight in the author's next post."""
+    from memkit.evaluation.walks import replay
+
+    turns = {t["question"]: t for t in replay("stop65")}
+    assert "1 December" in turns["Switching to Grace: when is her driving test?"]["answer"]
+    assert "Rebooked" not in turns["When are her lessons?"]["answer"]
+    assert "Edinburgh by then" in turns["Is Noor coming?"]["answer"]
+    assert "Wouldn't miss it" in turns["And Mateo?"]["answer"]
+    assert "62 kilos" in turns["Now Felix: how heavy was his pumpkin?"]["answer"]

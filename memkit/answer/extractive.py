@@ -309,6 +309,11 @@ class ExtractiveAnswerer(FromSpec, Composer):
         )
         if lacking:  # "What is the name of Nina's cat?" and "Thinking about getting a cat"
             other = _holding_what_is_asked(cands, quotable, scores, chosen[0], self._analyzer)
+            if other is None and alone:  # "how heavy was his pumpkin?": "It weighed 62 kilos"
+                other = _instead(
+                    cands, quotable, scores, chosen[0], self._analyzer,
+                    lambda s: lacks_what_is_asked(query, s) is None, context=False,
+                )  # fmt: skip
             if other is not None:
                 return self.compose(
                     query,
