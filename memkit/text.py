@@ -50,7 +50,12 @@ IRREGULAR = dict(
         "knew:know known:know became:become sold:sell built:build chose:choose chosen:choose "
         "drank:drink drunk:drink forgot:forget hid:hide hit:hit hurt:hurt lent:lend read:read "
         "shook:shake slept:sleep spoke:speak stole:steal stolen:steal taught:teach "
-        "threw:throw wore:wear woke:wake"
+        "threw:throw wore:wear woke:wake fed:feed grew:grow grown:grow dug:dig drew:draw "
+        "drawn:draw fought:fight froze:freeze frozen:freeze hung:hang rang:ring "
+        "shot:shoot sank:sink sunk:sink stuck:stick swept:sweep understood:understand "
+        "fled:flee sought:seek bent:bend bled:bleed burnt:burn learnt:learn blew:blow "
+        "blown:blow forgave:forgive forgiven:forgive bitten:bite hidden:hide "
+        "ridden:ride risen:rise"
     ).split()
 )
 # A token is a run of letters or digits (any script); an apostrophe inside a word is kept

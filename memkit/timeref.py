@@ -243,6 +243,12 @@ _BARE_WEEKDAY = re.compile(
     r"(?!\s+(?:group|class|club|crew|team)s?\b)",  # "the Wednesday group" is a group
     re.IGNORECASE,
 )
+# days that come back listed before a weekday ("every Tuesday and Thursday", "each Monday,
+# Wednesday or Friday"): the weekday is one of them
+_KEPT_BEFORE = re.compile(
+    r"\b(?:every|each)\s+(?:(?:" + "|".join(WEEKDAYS) + r")\s*(?:,|and|or|&)\s*)+$",
+    re.IGNORECASE,
+)
 _MONTH_WORDS = "|".join(MONTHS) + r"|jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec"
 _BARE_DAY = re.compile(
     r"\b(?:on\s+)?the\s+(\d{1,2})(?:st|nd|rd|th)\b(?!\s+(?:of\s+)?(?:" + _MONTH_WORDS + r")\b)",
@@ -297,6 +303,8 @@ _BARE_MONTH = re.compile(
 def _bare(text: str, ref: date) -> list[tuple[re.Match, Span]]:
     out = []
     for m in _BARE_WEEKDAY.finditer(text):
+        if _KEPT_BEFORE.search(text, 0, m.start()):
+            continue  # "every Tuesday and Thursday": both come back
         wd, back = WEEKDAYS.index(m[1].lower()), _tensed(text, m.start(), m.end())
         d = weekday_before(ref, wd).start if back else weekday_after(ref, wd).start
         out.append((m, Span(d, d, f"{WEEKDAYS[wd].title()} {day_text(d)}")))

@@ -866,6 +866,12 @@ def test_a_habit_asked_is_answered_by_the_days_it_keeps(trained):
     assert days == "Saturday mornings at 10."
     assert trained.date_of(days, lessons[0], "When are his lessons?") is None
     assert trained.date_of("First lesson with my teacher Sam today.", lessons[0]) is not None
+    # stop 65's walk: a post of a plan and of a habit ("When are her lessons?") led with the
+    # plan's day; a habit asked of a sentence that keeps days has no one day
+    both = {"event_id": "g", "speaker": "Grace", "created_at": "2026-09-30T17:30:00",
+            "text": "Booked my test for 3 November. Lessons every Tuesday at 5."}  # fmt: skip
+    assert trained.date_of(both["text"], both, "When are her lessons?") is None
+    assert trained.date_of(both["text"], both, "When is her test?") is not None
 
 
 def test_the_length_of_a_thing_asked_is_a_measure_a_post_may_give_after_naming_it(trained):

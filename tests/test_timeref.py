@@ -109,6 +109,14 @@ def test_vague_or_absent_expressions_resolve_to_nothing():
     for text in ["he buys a crime novel every Friday", "each Tuesday morning we run"]:
         assert resolve(text, THU) == []  # what happens every week happened on no one day
     assert resolve("The Wednesday group is smaller", THU) == []  # a group, not a day
+    # stop 65's walk: "every Tuesday and Thursday at 5" glossed "Thursday = Thursday 24
+    # September"; days listed after "every" all come back, days of a past weekend do not
+    for text in ["Lessons every Tuesday and Thursday at 5", "each Monday, Wednesday or Friday"]:
+        assert resolve(text, THU) == []
+    assert [m.phrase for m in resolve("We went on Saturday and Sunday", THU)] == [
+        "on Saturday",
+        "Sunday",
+    ]
     assert [m.phrase for m in resolve("Yesterday was fine, but last week was rough", THU)] == [
         "Yesterday",
         "last week",

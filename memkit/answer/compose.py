@@ -113,6 +113,15 @@ RECURRING = re.compile(
     rf"\b(?:every|each) {_DAY}\b|\b{_DAY}s\b|\b{_DAY} (?:mornings|afternoons|evenings|nights)\b",
     re.IGNORECASE,
 )
+# a habit asked ("When do they rehearse?", "when does she train?", "When are his lessons?")
+# is answered by the days it keeps ("we rehearse on Wednesday evenings"), not by one day
+# ("First rehearsal tonight")
+HABIT_ASKED = re.compile(
+    r"^\W*when (?:do|does)\b"
+    # "When are his lessons?": things that come back
+    r"|^\W*when (?:are|were) (?:his|her|their|the|my|your|our|[A-Z]\w*'s) \w+s\W*$",
+    re.IGNORECASE,
+)
 # "When is the marathon?", "when does he start?": a question about a plan, whose date is
 # more likely one after the post than the post's own day ("ran 28 km today. The race is
 # on 6 December")
@@ -350,6 +359,8 @@ class Composer:
         instead = _date_instead(item.get("text") or "", posted)
         if instead is not None:
             return instead
+        if HABIT_ASKED.search(query) and RECURRING.search(sentence):
+            return None  # "When are her lessons?": "every Tuesday and Thursday", no one day
         if posted is not None:
             terms = set(self._analyzer(query))
             ahead = ASKS_AHEAD.search(query) is not None

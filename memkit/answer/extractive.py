@@ -17,6 +17,7 @@ import numpy as np
 from memkit.answer import features, selection
 from memkit.answer.base import Answer, AnswerItem, as_datetime, sentences, speaker
 from memkit.answer.compose import (
+    HABIT_ASKED,
     RECURRING,
     Composer,
     account_text,
@@ -338,7 +339,7 @@ class ExtractiveAnswerer(FromSpec, Composer):
         sentence names no one and does not say "I" or "we" (in the sentence itself); else
         None."""
         sentence = cands.sentence[best]
-        if _HABIT_ASKED.search(query) and not _RECURRING.search(sentence):
+        if HABIT_ASKED.search(query) and not _RECURRING.search(sentence):
             return _RECURRING.search, True  # "When do they rehearse?": "on Wednesday evenings"
         if asks_when(query):
             return None if _dated(sentence) else (says_when, True)
@@ -451,15 +452,6 @@ def _names_a_person(sentence: str, known: set[str]) -> bool:
     )
 
 
-# a habit asked ("When do they rehearse?", "when does she train?", "When are his lessons?")
-# is answered by the days it keeps ("we rehearse on Wednesday evenings"), not by one day
-# ("First rehearsal tonight")
-_HABIT_ASKED = re.compile(
-    r"^\W*when (?:do|does)\b"
-    # "When are his lessons?": things that come back
-    r"|^\W*when (?:are|were) (?:his|her|their|the|my|your|our|[A-Z]\w*'s) \w+s\W*$",
-    re.IGNORECASE,
-)
 _RECURRING = re.compile(
     RECURRING.pattern
     + r"|\b(?:every|each) (?:day|week|month|morning|evening|night|weekend|other)\b"
