@@ -95,10 +95,12 @@ def changed_fact(
     text), else None. ``items_of(ids)``: the posts (memkit.items.Item or dicts); ``kind``:
     the question's (``settles``), "where" takes only a change to a new place; ``query``: the
     question, whose sentences of the first post are what a change must be about."""
-    found = first_and_later(run, items_of, depth)
+    found = first_and_later(run, items_of, depth, dated=kind == "when")
     if found is None:
         return None
     first_id, first, later = found
+    # a plan read past the first post (which names no day) is changed by a post naming one
+    passed = first_id != first_ids(run, 1)[0]
     when = first.get("created_at")
     words = _words(first.get("text") or "")
     asked, other = _asked_in(first.get("text") or "", query)
@@ -110,6 +112,8 @@ def changed_fact(
     until = max(planned) if planned else None
     newer = []
     for e, it in later:
+        if passed and not dates_in(it.get("text") or "", it.get("created_at")):
+            continue
         if until is not None and it.get("created_at").date() > until:
             days = dates_in(it.get("text") or "", it.get("created_at"))
             if not any(s.start > it.get("created_at").date() for s in days):
@@ -182,27 +186,52 @@ def first_ids(run: pl.DataFrame, n: int) -> list[str]:
 
 
 def first_and_later(
-    run: pl.DataFrame, items_of: Callable[[Sequence[str]], Sequence], depth: int
+    run: pl.DataFrame,
+    items_of: Callable[[Sequence[str]], Sequence],
+    depth: int,
+    dated: bool = False,
 ) -> tuple[str, object, list[tuple[str, object]]] | None:
     """The first post of ``run``'s first ``depth`` (its id and the post) and those of the
     others posted after it, in rank order (a change is posted after what it changes); None
-    when there are fewer than two posts or the first has no time."""
+    when there are fewer than two posts or the first has no time. ``dated``: the first post
+    that names a day and shares ``MIN_SHARED`` words with the first, where the first names
+    none (a when-question's "The hen do. Fourteen of us went to Bath in the end", posted
+    after the plan "hen do booked: Bath, 7 November" and its change)."""
     if run.height < 2:
         return None
     ids = first_ids(run, depth)
     items = {it.get("event_id"): it for it in items_of(ids)}
-    first = items.get(ids[0])
+    head = ids[0]
+    if dated and items.get(head) is not None and not _names_a_day(items[head]):
+        about = _words(items[head].get("text") or "")
+        head = next(
+            (
+                e
+                for e in ids
+                if e in items
+                and _names_a_day(items[e])
+                and len(about & _words(items[e].get("text") or "")) >= MIN_SHARED
+            ),
+            head,
+        )
+    first = items.get(head)
     when = first.get("created_at") if first is not None else None
     if when is None:
         return None
     later = [
         (e, items[e])
-        for e in ids[1:]
-        if e in items
+        for e in ids
+        if e != head
+        and e in items
         and items[e].get("created_at") is not None
         and items[e].get("created_at") > when
     ]
-    return ids[0], first, later
+    return head, first, later
+
+
+def _names_a_day(post) -> bool:
+    when = post.get("created_at")
+    return when is not None and bool(dates_in(post.get("text") or "", when))
 
 
 def newest_first(run: pl.DataFrame, change: tuple[str, str]) -> pl.DataFrame:

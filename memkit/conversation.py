@@ -171,7 +171,8 @@ FILLER = frozenset(
     "happened happen happening going tell know say said post posted mention mentioned talk talked "
     "much many write wrote get got thing things stuff people anyone someone go goes went gone "
     "come came "
-    "make made take took give gave put different question another okay anyway also now".split()
+    "make made take took give gave put different question another okay anyway also now "
+    "let's lets".split()
 )
 
 
@@ -245,8 +246,9 @@ class NoContext:
 
 
 def _own_words(query: str, window: Window | None) -> list[str]:
-    """The question's content words, its time phrase left out."""
-    return content_words(window.rest(query) if window is not None else query)
+    """The question's content words, its time phrase and the words that change the subject
+    ("Back to Bram: ...") left out."""
+    return content_words(_BACK_TO.sub(" ", window.rest(query) if window is not None else query))
 
 
 def _searched(query: str, window: Window | None) -> str:
@@ -500,7 +502,13 @@ _GOING_WHERE_SAID = re.compile(
     r"|attending|there)(?:\s+(?:us|them|too|as well))?\s*\?*\s*$",
     re.IGNORECASE,
 )
-_BACK_TO = re.compile(r"^\W*(?:and\s+)?(?:back to|now to|as for|over to)\b", re.IGNORECASE)
+# words that change the subject to what follows them ("back to the hen weekend, ...", "Let's
+# talk about the quiz night. When is it?")
+_BACK_TO = re.compile(
+    r"^\W*(?:and\s+)?(?:back to|now to|as for|over to|on to|moving on to|switching to"
+    r"|(?:let's|let us|can we|now) talk about|talking (?:of|about)|speaking of)\b",
+    re.IGNORECASE,
+)
 
 
 def _topic_pronoun(text: str, asked: set[str]) -> bool:

@@ -23,12 +23,14 @@ REPLY_WITHIN = timedelta(days=1)
 # questions (memkit.question's kinds) for a number, a length of time or a place: a reply that
 # opens with a yes, a no or a name rarely holds one (the question it answers holds the place)
 UNREPLIED = frozenset({"count", "duration", "where"})
-# the question's addressee: a name opening the post ("Ines, can ...") or a question in it
-# ("... at 7.30. Noor, can you still come?"), closing a question ("... to the gig, Ines?")
-# or asked on its own after it ("... on Friday? Marek?")
+# the question's addressees: names opening the post ("Ines, can ...", "Sadie, Olek, you
+# in?") or a question in it ("... at 7.30. Noor, can you still come?"), closing a question
+# ("... to the gig, Ines?") or asked on their own after it ("... on Friday? Marek?")
+_NAME = r"[A-Z][\w'’-]+"
+_NAMES = rf"{_NAME}(?:(?:,\s*|\s+and\s+|\s*&\s*){_NAME})*"
 _ASKED_BY_NAME = re.compile(
-    r"^\s*([A-Z][\w'’-]+),\s|(?<=[.!?])\s+([A-Z][\w'’-]+),\s(?=[^.!?]*\?)"
-    r"|,\s*([A-Z][\w'’-]+)\s*\?|[?!.]\s+([A-Z][\w'’-]+)\s*\?\s*$"
+    rf"^\s*({_NAMES}),\s|(?<=[.!?])\s+({_NAMES}),\s(?=[^.!?]*\?)"
+    rf"|,\s*({_NAME})\s*\?|[?!.]\s+({_NAME})\s*\?\s*$"
 )
 _OPENS_A_REPLY = re.compile(
     r"^\s*(?:yes|yeah|yep|no|nope|nah|sure|of course|definitely|absolutely|sorry|sadly"
@@ -43,7 +45,13 @@ def addressees(text: str) -> list[str]:
     Ravi?": Kemi and Ravi); none when it asks nobody by name."""
     if "?" not in text:
         return []
-    return [name for m in _ASKED_BY_NAME.finditer(text) for name in m.groups() if name]
+    return [
+        name
+        for m in _ASKED_BY_NAME.finditer(text)
+        for names in m.groups()
+        if names
+        for name in re.split(r",\s*|\s+and\s+|\s*&\s*", names)
+    ]
 
 
 def first_name(who: str | None) -> str:

@@ -157,6 +157,34 @@ def test_a_change_to_another_sentence_of_the_post_does_not_answer():
     assert changed_fact(race, of, query="When is Tom's marathon?") == ("moved", "half")
 
 
+def test_a_when_question_whose_first_post_names_no_day_reads_the_first_that_does():
+    """Stop 65's second walk: "When is it?" (the hen do) ranked Sadie's account "The hen do.
+    Fourteen of us went to Bath in the end" first, posted after the plan "hen do booked:
+    Bath, 7 November" and its change "Jess moved the hen do to 14 November": a change is
+    looked for after the first post that names a day and is about the same thing (stop
+    52's "When is the parkrun?" keeps its blog, which shares nothing with a concert)."""
+    posts = {
+        "blog": Item("blog", "The hen do. Fourteen of us went to Bath in the end, a week later "
+                     "than planned.", "Sadie", created_at=datetime(2026, 11, 16, 12)),
+        "plan": Item("plan", "hen do booked: Bath, 7 November, spa day then cocktails. my "
+                     "sister Jess is organising", "Sadie", created_at=datetime(2026, 10, 2, 19)),
+        "moved": Item("moved", "Jess moved the hen do to 14 November, the spa double booked us",
+                      "Sadie", created_at=datetime(2026, 10, 25, 10)),
+        "concert": Item("concert", "Choir concert on Saturday 23 May at St Giles", "Nina",
+                        created_at=datetime(2026, 5, 1, 10)),
+        "moves": Item("moves", "Bad news: the choir concert moves to Sunday 31 May", "Nina",
+                      created_at=datetime(2026, 5, 12, 10)),
+        "parkrun": Item("parkrun", "My goal is the Meadows parkrun in the summer.", "Priya",
+                        created_at=datetime(2026, 5, 22, 10)),
+    }  # fmt: skip
+    of = lambda ids: [posts[i] for i in ids]  # noqa: E731
+    hen = ranking(["blog", "plan", "moved"], [0.5, 0.1, 0.07])
+    assert changed_fact(hen, of, query="When is it?") == ("moved", "plan")
+    assert changed_fact(hen, of, kind="who", query="Who organised it?") is None
+    run = ranking(["parkrun", "concert", "moves"], [0.5, 0.2, 0.1])
+    assert changed_fact(run, of, query="When is the parkrun?") is None
+
+
 def test_an_earlier_change_or_an_undated_first_post_changes_nothing():
     posts = {
         "a": Item("a", "Mum's dinner moved to Thursday 26 March", "Ann", created_at=at(1)),

@@ -510,6 +510,22 @@ def test_back_to_leaves_the_current_topic():
     assert c.read("which airport did they fly from?", history).kind == "follow-up"
 
 
+def test_words_that_change_the_subject_start_a_topic_and_are_not_carried():
+    """Stop 65's second walk: "Let's talk about the quiz night. When is it?" followed up the
+    topic of Olek's house, so the next six turns carried "survey find" and two quoted his
+    survey; "Back to Bram: where does he swim?" carried "Back" into every follow-up."""
+    c = TopicContext()
+    history = topic_turns(
+        ("Now Olek: where is the house?", 0, "Offer accepted on the house in Kingsdown"),
+        ("What did the survey find?", 1, "survey found damp in the back bedroom"),
+    )
+    quiz = c.read("Let's talk about the quiz night. When is it?", history, names=("Olek",))
+    assert quiz.kind == "new" and quiz.own_words == ["quiz", "night"]
+    back = c.read("Back to Bram: where does he swim?", history, names=("Bram", "Olek"))
+    assert back.kind == "new" and back.own_words == ["Bram", "swim"]
+    assert c.read("When is it?", history).kind == "follow-up"
+
+
 @pytest.mark.slow
 def test_a_walk_replayed_in_process_reads_back_to_as_a_new_topic():
     # eval/walks.py's replay of stop 58's walk: every question asked in order by one user;
@@ -566,6 +582,10 @@ def test_the_names_a_question_is_asked_of():
     invitation = "My birthday dinner is at Lalibela at 7.30. Noor, can you still come? Mateo?"
     assert addressees(invitation) == ["Noor", "Mateo"]
     assert addressees("Dinner is at 7.30. Noor, it was great.") == []
+    # names listed ("Sadie, Olek, you in?": stop 65's second walk)
+    assert addressees("Quiz night on 12 November. Sadie, Olek, you in?") == ["Sadie", "Olek"]
+    assert addressees("Sadie and Olek, are you coming?") == ["Sadie", "Olek"]
+    assert addressees("Ines, Pepper can come to the gig?") == ["Ines"]
 
 
 def test_a_name_asked_alone_is_answered_by_their_reply_to_a_question_among_the_first():
@@ -780,3 +800,18 @@ def test_stop65_walk_a_rebooked_test_an_invitation_and_a_weight():
     assert "Edinburgh by then" in turns["Is Noor coming?"]["answer"]
     assert "Wouldn't miss it" in turns["And Mateo?"]["answer"]
     assert "62 kilos" in turns["Now Felix: how heavy was his pumpkin?"]["answer"]
+
+
+@pytest.mark.slow
+def test_stop65b_walk_a_subject_changed_a_listed_invitation_and_a_plan_told_after():
+    """Stop 65's second walk, replayed: the quiz night asked about after "Let's talk about",
+    the reply of the second person an invitation listed, and the hen do's new day though an
+    account of it ranked first."""
+    from memkit.evaluation.walks import replay
+
+    turns = {t["question"]: t for t in replay("stop65b")}
+    assert "19 November" in turns["Let's talk about the quiz night. When is it?"]["answer"]
+    assert "3 entry" in turns["How much is entry?"]["answer"]
+    assert "Can't promise" in turns["And Olek?"]["answer"]
+    assert "240" in turns["How much did it raise?"]["answer"]
+    assert "14 November" in turns["When is it?"]["answer"]
