@@ -112,13 +112,11 @@ def changed_fact(
     until = max(planned) if planned else None
     newer = []
     for e, it in later:
-        if passed and not dates_in(it.get("text") or "", it.get("created_at")):
+        text, posted = it.get("text") or "", it.get("created_at")
+        late = until is not None and posted.date() > until
+        days = dates_in(text, posted) if passed or late else []
+        if (passed and not days) or (late and not any(s.start > posted.date() for s in days)):
             continue
-        if until is not None and it.get("created_at").date() > until:
-            days = dates_in(it.get("text") or "", it.get("created_at"))
-            if not any(s.start > it.get("created_at").date() for s in days):
-                continue
-        text = it.get("text") or ""
         if kind in ("where", "who"):  # a new place, or a new person ("taking Jo instead")
             if not _new_place(text, first.get("text") or ""):
                 continue
@@ -139,10 +137,10 @@ def changed_fact(
         # of a post that says several things, the change is to another of its sentences
         # than the question asks about when it names none of the question's words and
         # shares more with those sentences
-        mine = theirs | {w[2:].lstrip("-") for w in theirs}
+        mine = _with_redone(theirs)
         if other and not mine & _words(query) and len(mine & other) > len(mine & asked):
             continue
-        shared = len(words & theirs) + len(_redone(theirs, words))
+        shared = len(words & mine)
         if kind == "where" and NEW_PLACE.search(text) and shared >= 1:
             newer.append((it.get("created_at"), e))
         elif shared >= min_shared and shared >= overlap * len(words | theirs):
@@ -167,10 +165,10 @@ def _asked_in(text: str, query: str) -> tuple[set[str], set[str]]:
     return (asked, other) if asked and other else (set(), set())
 
 
-def _redone(theirs: set[str], words: set[str]) -> set[str]:
-    """The words of ``theirs`` that redo one of ``words``: "rebooked" the first post's
+def _with_redone(words: set[str]) -> set[str]:
+    """``words`` and what their "re-" verbs redo: "rebooked" shares the first post's
     "booked" ("Booked my driving test for 3 November", "Rebooked the test for 1 December")."""
-    return {w for w in theirs if w[:2] == "re" and w[2:].lstrip("-") in words}
+    return words | {w[2:].lstrip("-") for w in words if w[:2] == "re" and len(w) > 5}
 
 
 def first_ids(run: pl.DataFrame, n: int) -> list[str]:
