@@ -17,7 +17,7 @@ from typing import Callable, Sequence
 import polars as pl
 
 from memkit.changes import DEPTH, first_and_later, first_ids, newest_first, to_top
-from memkit.conversation import content_words
+from memkit.conversation import content_words, stems
 
 REPLY_WITHIN = timedelta(days=1)
 # questions (memkit.question's kinds) for a number, a length of time or a place: a reply that
@@ -95,19 +95,28 @@ def reply_first(
 def _reply_of_the_one_named(
     run: pl.DataFrame, items_of: Callable[[Sequence[str]], Sequence], depth: int, query: str
 ) -> pl.DataFrame:
-    """For a question that asks nothing but a name ("And Mateo?", after Noor's refusal of
-    Felix's "Noor, can you still come? Mateo?" was quoted): that person's reply to a post
-    among the first ``depth`` that asks them by name, first, and the post second."""
-    names = content_words(query)
-    if not names or any(not n[:1].isupper() for n in names):
+    """For a question that names someone: their reply to a post among the first ``depth``
+    that asks them by name and holds the question's other words, first, and the post
+    second, unless the first post holds those words. "And Mateo?", after Noor's refusal of
+    Felix's "Noor, can you still come? Mateo?" was quoted; "What did Wen recommend?",
+    asked of "Wen, can you recommend a restaurant in Reykjavik?", which Wen answered "Yes!
+    Dill, it has a Michelin star" (her first shift ranked first)."""
+    words = content_words(query)
+    wanted = {first_name(w) for w in words if w[:1].isupper()}
+    rest = stems(w for w in words if not w[:1].isupper())
+    if not wanted:
         return run
-    wanted = {first_name(n) for n in names}
     ids = first_ids(run, depth)
     items = [it for it in items_of(ids) if it.get("created_at") is not None]
+    if rest and items and rest <= stems(content_words(items[0].get("text") or "")):
+        return run  # the first post holds what is asked ("Did Kemi go sailing with Ines?")
     for question in items:
-        asked = {first_name(a) for a in addressees(question.get("text") or "")} & wanted
+        text = question.get("text") or ""
+        asked = {first_name(a) for a in addressees(text)} & wanted
         asked -= {first_name(question.get("speaker"))}
-        for it in items if asked else ():
+        if not asked or not rest <= stems(content_words(text)):
+            continue
+        for it in items:
             if _replies(it, question, asked):
                 return to_top(run, [it.get("event_id"), question.get("event_id")])
     return run

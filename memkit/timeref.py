@@ -281,11 +281,23 @@ def clause_bounds(text: str, start: int, end: int | None = None) -> tuple[int, i
     return lo, min(ends) if ends else len(text)
 
 
+# a day something was booked or moved for, right before it: "rebooked us for the 21st",
+# "moved it to Friday", "pushed back to the 14th"
+_BOOKED_FOR = re.compile(
+    r"\b(?:re-?)?(?:booked|scheduled|arranged|moved|postponed|pushed|bumped|delayed|put)"
+    r"(?:\s+(?:us|it|them|him|her|me|back|off|out|everything|things))*\s+(?:for|to|until|till)"
+    r"\s+(?:on\s+)?$",
+    re.IGNORECASE,
+)
+
+
 def _tensed(text: str, start: int, end: int) -> bool:
     """Whether the clause around ``text[start:end]`` speaks of the past: a past tense in
     it, or, with no tense of its own ("The boat trip on Saturday!!!") and nothing of the
     future (a will, a from, an until, an -ing: "moving in on the 1st"), in the post."""
     lo, hi = clause_bounds(text, start, end)
+    if _BOOKED_FOR.search(text, lo, start):
+        return False  # "They rebooked us for the 21st": the day booked is ahead
     sentence = text[lo:start] + " " + text[end:hi]  # "Sunday morning" itself says nothing
     if _PAST.search(sentence):
         return True

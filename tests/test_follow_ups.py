@@ -626,6 +626,40 @@ def test_a_name_asked_alone_is_answered_by_their_reply_to_a_question_among_the_f
     assert first_of("What does Mateo release?") == ["pod", "no"]
 
 
+def test_a_reply_answers_a_question_that_asks_what_the_post_asked_of_them():
+    """Stop 65's third walk: "What did Wen recommend?" quoted her first shift, where Dara had
+    asked "Wen, can you recommend a restaurant in Reykjavik?" and Wen answered "Yes! Dill,
+    it has a Michelin star". Her reply to a post that asks her by name and holds the
+    question's other words goes first, unless the first post holds them (stop 64's "Did
+    Kemi go sailing with Ines?" keeps "Sailing with Ines was wonderful")."""
+    from datetime import datetime, timedelta
+
+    import polars as pl
+
+    from memkit.replies import reply_first
+
+    at = datetime(2026, 11, 3, 18)
+    posts = {
+        "shift": ("Wen", -30000, "First shift done. Head chef Sophie is terrifying."),
+        "ask": ("Dara", 0, "Wen, can you recommend a restaurant in Reykjavik? Hamid, tips?"),
+        "dill": ("Wen", 40, "Yes! Dill, it has a Michelin star. Book early."),
+        "seal": ("Wen", 9000, "Recommend the Dill tasting menu to anyone, it was wonderful."),
+    }
+    items = {
+        e: {"event_id": e, "speaker": who, "block_id": "chat",
+            "created_at": at + timedelta(minutes=m), "text": text}
+        for e, (who, m, text) in posts.items()
+    }  # fmt: skip
+
+    def first_of(query, order):
+        run = pl.DataFrame({"query_id": "q", "event_id": order, "score": [0.9, 0.8, 0.7]})
+        return reply_first(run, lambda ids: [items[e] for e in ids], query=query)["event_id"][0]
+
+    assert first_of("What did Wen recommend?", ["shift", "ask", "dill"]) == "dill"
+    assert first_of("What did Wen recommend?", ["seal", "ask", "dill"]) == "seal"
+    assert first_of("What did Wen cook?", ["shift", "ask", "dill"]) == "shift"
+
+
 def test_coming_with_nothing_after_it_follows_the_topic_up():
     """ "Is Noor coming?" after "Where is his birthday dinner?" asks whether she comes to the
     dinner: someone else asked about with no word pointing back is otherwise a new subject
@@ -815,3 +849,15 @@ def test_stop65b_walk_a_subject_changed_a_listed_invitation_and_a_plan_told_afte
     assert "Can't promise" in turns["And Olek?"]["answer"]
     assert "240" in turns["How much did it raise?"]["answer"]
     assert "14 November" in turns["When is it?"]["answer"]
+
+
+@pytest.mark.slow
+def test_stop65c_walk_a_day_rebooked_and_a_recommendation_asked_by_name():
+    """Stop 65's third walk, replayed: "rebooked us for the 21st" is 21 November, and Wen's
+    and Hamid's replies to Dara's questions answer what they recommended."""
+    from memkit.evaluation.walks import replay
+
+    turns = {t["question"]: t for t in replay("stop65c")}
+    assert turns["When was the northern lights tour?"]["answer"].startswith("On 21 November")
+    assert "Dill" in turns["What did Wen recommend?"]["answer"]
+    assert "thermal leggings" in turns["And Hamid?"]["answer"]

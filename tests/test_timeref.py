@@ -329,6 +329,14 @@ def test_a_day_without_a_year_belongs_to_the_year_around_the_post():
             date(2026, 11, 17),
         ),
         ("The twins land at Heathrow on Friday", date(2026, 11, 24), date(2026, 11, 27)),
+        (  # stop 65's third walk: read as 21 October ("rebooked" is past)
+            "Northern lights tour cancelled, too cloudy. They rebooked us for the 21st.",
+            date(2026, 11, 19),
+            date(2026, 11, 21),
+        ),
+        ("The landlord moved it to Friday.", date(2026, 11, 18), date(2026, 11, 20)),
+        ("We saw them on the 21st!", date(2026, 11, 22), date(2026, 11, 21)),
+        ("I booked it on Friday.", date(2026, 11, 18), date(2026, 11, 13)),  # booked then
     ],
 )
 def test_a_bare_weekday_or_day_points_back_in_the_past_tense_and_forward_otherwise(
