@@ -15,6 +15,17 @@ def turns(*queries):
     return [Turn(query=q, effective_query=q) for q in queries]
 
 
+def chat_items(at, posts: dict) -> dict:
+    """Posts of one chat block, by id, from {id: (speaker, minutes after ``at``, text)}."""
+    from datetime import timedelta
+
+    return {
+        e: {"event_id": e, "speaker": who, "block_id": "chat",
+            "created_at": at + timedelta(minutes=m), "text": text}
+        for e, (who, m, text) in posts.items()
+    }  # fmt: skip
+
+
 def topic_turns(*specs):
     """Turns from (question, topic, words the answer quoted)."""
     from memkit.conversation import content_words
@@ -593,7 +604,7 @@ def test_a_name_asked_alone_is_answered_by_their_reply_to_a_question_among_the_f
     then", her reply to Felix's "... Noor, can you still come? Mateo?"; "And Mateo?" then
     carried her refusal's words and quoted Mateo's podcast, where his reply "Wouldn't miss
     it" came 30 minutes after the question, which no longer ranked first."""
-    from datetime import datetime, timedelta
+    from datetime import datetime
 
     import polars as pl
 
@@ -607,11 +618,7 @@ def test_a_name_asked_alone_is_answered_by_their_reply_to_a_question_among_the_f
         "no": ("Noor", 65, "Sorry Felix, I'll be in Edinburgh by then."),
         "pod": ("Mateo", 900, "Episode one is out. We'll release a new one every Friday."),
     }
-    items = {
-        e: {"event_id": e, "speaker": who, "block_id": "chat",
-            "created_at": at + timedelta(minutes=m), "text": text}
-        for e, (who, m, text) in posts.items()
-    }  # fmt: skip
+    items = chat_items(at, posts)
     run = pl.DataFrame(
         {"query_id": "q", "event_id": ["pod", "no", "ask", "yes"], "score": [0.9, 0.8, 0.7, 0.6]}
     )
@@ -632,7 +639,7 @@ def test_a_reply_answers_a_question_that_asks_what_the_post_asked_of_them():
     it has a Michelin star". Her reply to a post that asks her by name and holds the
     question's other words goes first, unless the first post holds them (stop 64's "Did
     Kemi go sailing with Ines?" keeps "Sailing with Ines was wonderful")."""
-    from datetime import datetime, timedelta
+    from datetime import datetime
 
     import polars as pl
 
@@ -645,11 +652,7 @@ def test_a_reply_answers_a_question_that_asks_what_the_post_asked_of_them():
         "dill": ("Wen", 40, "Yes! Dill, it has a Michelin star. Book early."),
         "seal": ("Wen", 9000, "Recommend the Dill tasting menu to anyone, it was wonderful."),
     }
-    items = {
-        e: {"event_id": e, "speaker": who, "block_id": "chat",
-            "created_at": at + timedelta(minutes=m), "text": text}
-        for e, (who, m, text) in posts.items()
-    }  # fmt: skip
+    items = chat_items(at, posts)
 
     def first_of(query, order):
         run = pl.DataFrame({"query_id": "q", "event_id": order, "score": [0.9, 0.8, 0.7]})
@@ -679,7 +682,7 @@ def test_of_two_people_asked_the_reply_of_the_one_a_question_names_comes_first()
     """Stop 64's walk: Ines asked "Kemi, are you free for a sail on the Thames on Saturday?
     Ravi?"; Kemi said "Count me in!", Ravi "Can't, Ines, I'm in Leeds". "And Ravi?" quoted
     Kemi's yes: only the first name asked was read."""
-    from datetime import datetime, timedelta
+    from datetime import datetime
 
     import polars as pl
 
@@ -692,16 +695,7 @@ def test_of_two_people_asked_the_reply_of_the_one_a_question_names_comes_first()
         "yes": ("Kemi", 50, "Count me in! I've never been on a boat."),
         "seal": ("Kemi", 600, "Sailing with Ines was wonderful, we saw a seal."),
     }
-    items = {
-        e: {
-            "event_id": e,
-            "speaker": who,
-            "block_id": "chat",
-            "created_at": at + timedelta(minutes=m),
-            "text": text,
-        }
-        for e, (who, m, text) in posts.items()
-    }
+    items = chat_items(at, posts)
     run = pl.DataFrame(
         {
             "query_id": ["q"] * 4,
