@@ -103,7 +103,8 @@ def changed_fact(
     passed = first_id != first_ids(run, 1)[0]
     when = first.get("created_at")
     words = _words(first.get("text") or "")
-    asked, other = _asked_in(first.get("text") or "", query)
+    question = _words(query)
+    asked, other = _asked_in(first.get("text") or "", question)
     # a plan for a day is changed before that day, not after it ("Book club is off this
     # month", in May, does not change "Book club moved to Tuesday 10 February"), unless the
     # change names a later day for it ("Rebooked the test for 1 December", after the test
@@ -138,7 +139,7 @@ def changed_fact(
         # than the question asks about when it names none of the question's words and
         # shares more with those sentences
         mine = _with_redone(theirs)
-        if other and not mine & _words(query) and len(mine & other) > len(mine & asked):
+        if other and not mine & question and len(mine & other) > len(mine & asked):
             continue
         shared = len(words & mine)
         if kind == "where" and NEW_PLACE.search(text) and shared >= 1:
@@ -148,15 +149,14 @@ def changed_fact(
     return (max(newer)[1], first_id) if newer else None
 
 
-def _asked_in(text: str, query: str) -> tuple[set[str], set[str]]:
-    """The words of ``text``'s sentences that hold a word of the question and those of its
-    other sentences (none when every sentence or none holds one). "When are her lessons?"
-    asks of "Lessons with Bernie every Tuesday and Thursday at 5." in "Booked my driving test
-    for 3 November. Lessons with ...", and "Rebooked the test for 1 December" changes the
-    other sentence."""
+def _asked_in(text: str, question: set[str]) -> tuple[set[str], set[str]]:
+    """The words of ``text``'s sentences that hold a word of the ``question`` (its
+    ``_words``) and those of its other sentences (none when every sentence or none holds
+    one). "When are her lessons?" asks of "Lessons with Bernie every Tuesday and Thursday
+    at 5." in "Booked my driving test for 3 November. Lessons with ...", and "Rebooked the
+    test for 1 December" changes the other sentence."""
     from memkit.answer.base import sentences
 
-    question = _words(query)
     asked: set[str] = set()
     other: set[str] = set()
     for s in sentences(text):
