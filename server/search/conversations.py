@@ -121,6 +121,59 @@ def still_readable(conn, user_id: str, history: list[Turn]) -> list[Turn]:
     return out
 
 
+def forget_quoted(conn, posts: dict[str, str]) -> int:
+    """In ``conn``'s transaction, before these posts (event id -> text) are deleted or
+    rewritten: every stored turn of anyone's that returned or quoted one of them loses it;
+    a turn that quoted one loses its answer, the words it quoted and their authors (as
+    ``still_readable`` drops a post its asker can no longer read); and that user's later
+    turns whose effective query carried the post's words are left with their question as
+    asked. So no stored row keeps words their author took back. Returns how many turns
+    changed. A turn holds ids in JSON lists; they are found by their text (``LIKE``, the
+    same on SQLite and PostgreSQL) and checked exactly."""
+    gone = set(posts)
+    if not gone:
+        return 0
+    text = lambda column: sa.cast(column, sa.Text)  # noqa: E731
+    like = [
+        text(column).like(f'%"{eid}"%')
+        for eid in gone
+        for column in (turns.c.quoted, turns.c.event_ids)
+    ]
+    rows = conn.execute(
+        sa.select(turns.c.id, turns.c.user_id, turns.c.quoted, turns.c.event_ids).where(
+            sa.or_(*like)
+        )
+    ).all()
+    values: dict[int, dict] = {}
+    since: dict[str, int] = {}  # user -> the first turn that quoted one
+    for tid, user, quoted, returned in rows:
+        quoted, returned = _strings(quoted), _strings(returned)
+        lost = bool(gone & set(quoted))
+        if not lost and not gone & set(returned):
+            continue  # a LIKE match that is not one of the ids ("_" matches any character)
+        values[tid] = {
+            "quoted": [i for i in quoted if i not in gone],
+            "event_ids": [i for i in returned if i not in gone],
+        }
+        if lost:
+            values[tid].update(answer=None, answer_words=[], people=[])
+            since[user] = min(since.get(user, tid), tid)
+    words = {w.lower() for t in posts.values() for w in content_words(t or "")}
+    for user, first in since.items():
+        for tid, query, effective in conn.execute(
+            sa.select(turns.c.id, turns.c.query, turns.c.effective_query).where(
+                turns.c.user_id == user, turns.c.id >= first
+            )
+        ).all():
+            carried = {w.lower() for w in content_words(effective or "")}
+            carried -= {w.lower() for w in content_words(query or "")}
+            if effective != query and carried & words:
+                values.setdefault(tid, {})["effective_query"] = query
+    for tid, change in values.items():
+        conn.execute(turns.update().where(turns.c.id == tid).values(**change))
+    return len(values)
+
+
 def _strings(value) -> list[str]:
     return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
 

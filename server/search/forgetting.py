@@ -8,7 +8,9 @@ made for the sessions the change touches, as the store holds them then
 (``memkit.encoders.naming_cache_keys``: the same code that encodes them, with no model run);
 after the commit, ``Pending.forget`` names them again from what the store holds now and
 deletes those no longer named, under the floor's namespace. A vector the same text made in
-another floor stays, recorded for that floor. A deleted floor's namespace goes whole.
+another floor stays, recorded for that floor. A deleted floor's namespace goes whole. A
+write refused after its posts were encoded (``CachedVectors.unwritten``) forgets what
+they made the same way.
 
 Not covered: vectors an earlier encoder version made (`memkit adapt` switched since), and
 other processes' in-memory copies of recent vectors (kept at most until they restart).
@@ -85,6 +87,11 @@ class CachedVectors:
             log.exception("naming a post's cached vectors failed")
             return Pending(None, sessions, {})
 
+    def unwritten(self, sessions: list[tuple], named: dict[str, set[str]]) -> Pending:
+        """For a write that was refused after its posts were encoded: ``named`` (per floor)
+        is what their encoding made; ``forget`` deletes what the store does not name."""
+        return Pending(self, list(dict.fromkeys(sessions)), named)
+
 
 NOTHING = Pending(None, [], {})
 
@@ -93,6 +100,9 @@ class NoVectors:
     """For services built without a search (tests of accounts): a change forgets nothing."""
 
     def pending(self, conn, rows) -> Pending:
+        return NOTHING
+
+    def unwritten(self, sessions, named) -> Pending:
         return NOTHING
 
 

@@ -1,7 +1,8 @@
 """Events: posts in a block of a floor. Create (text, tags, media metadata, optional reply
 to an event of the same floor, optional re-post of an event from another floor, which keeps
 that floor as ``from_floor_uid``), recent events of a floor (newest first, paginated),
-edit (by the author) and delete (by the author or the floor's owner).
+edit (by the author) and delete (by the author or the floor's owner). An author may delete
+their posts in a floor that has since turned private (they are their words), not edit them.
 
 Who may post: the owner into any of their floors, any signed-in user into the blocks of a
 public floor. Events are stored durably (committed) before the response.
@@ -10,15 +11,18 @@ public floor. Events are stored durably (committed) before the response.
 from __future__ import annotations
 
 import base64
-from datetime import datetime
+from datetime import datetime, timezone
 
 import sqlalchemy as sa
 
+from memkit.encoders import naming_cache_keys
 from memkit.tables import parse_time
 from server import models as m
 from server.errors import BadRequest, Forbidden, NotFound
 from server.models import BLOCK_TYPES
+from server.search.conversations import forget_quoted
 from server.search.forgetting import NO_VECTORS
+from server.search.index import session_of
 from server.services.common import new_id, now
 from server.services.floors import readable_floor
 from server.store.changes import log_event_changes
@@ -41,6 +45,19 @@ def event_response(e, b) -> dict:
         "created_at": e["created_at"].isoformat(),
         "updated_at": e["updated_at"].isoformat(),
     }
+
+
+def _ahead(posts: list[tuple[str, datetime, m.PostAdd]]) -> list[dict]:
+    """The posts of a create as ``before_write`` takes them."""
+    return [
+        {"event_id": eid, "text": item.text, "tags": item.tags, "created_at": at}
+        for eid, at, item in posts
+    ]
+
+
+def utc(at: datetime) -> datetime:
+    """A time as the store holds it: in UTC (a naive one is UTC already)."""
+    return at if at.tzinfo is None else at.astimezone(timezone.utc)
 
 
 class Events:
@@ -81,15 +98,28 @@ class Events:
             return
         with self.engine.connect() as conn:  # nothing is encoded for someone who may not post here
             self._postable(conn, user_id, floor_id, block_id)
-        self.before_write(
-            floor_id,
-            block_id,
-            user_id,
-            [
-                {"event_id": eid, "text": item.text, "tags": item.tags, "created_at": at}
-                for eid, at, item in posts
-            ],
-        )
+        self.before_write(floor_id, block_id, user_id, _ahead(posts))
+
+    def _refused(
+        self,
+        user_id: str,
+        floor_id: str,
+        block_id: str,
+        posts: list[tuple[str, datetime, m.PostAdd]],
+    ) -> None:
+        """A write refused inside its transaction (a reply to a post deleted meanwhile, a
+        floor turned private) stored nothing, so the vectors ``before_write`` made for it
+        go: what it encoded is named again (no model runs) and what the store does not name
+        now is deleted from the floor's cache namespace."""
+        if self.before_write is None:
+            return
+        with naming_cache_keys() as keys:
+            self.before_write(floor_id, block_id, user_id, _ahead(posts))
+        sessions = [
+            session_of({"floor_id": floor_id, "block_id": block_id, "created_at": utc(at)})
+            for _, at, _ in posts
+        ]
+        self.vectors.unwritten(sessions, {floor_id: keys}).forget()
 
     def _written(self, conn, event_ids: list[str]) -> None:
         log_event_changes(conn, event_ids)  # the search index catches up from the log
@@ -128,20 +158,24 @@ class Events:
     ) -> list[dict]:
         posts = [(new_id("e"), item.created_at or now(), item) for item in items]
         self._before(user_id, floor_id, block_id, posts)
-        with self.engine.begin() as conn:
-            b = self._postable(conn, user_id, floor_id, block_id)
-            rows = []
-            for i, post in enumerate(posts):
-                try:
-                    rows.append(self._row(conn, user_id, floor_id, b, *post))
-                except NotFound as exc:
-                    if batch:
-                        exc.field = f"events[{i}].{exc.field}"
-                        exc.message = f"events[{i}]: {exc.message}"
-                    raise
-            conn.execute(events.insert(), rows)  # one statement for the batch
-            ids = [r["id"] for r in rows]
-            self._written(conn, ids)
+        try:
+            with self.engine.begin() as conn:
+                b = self._postable(conn, user_id, floor_id, block_id)
+                rows = []
+                for i, post in enumerate(posts):
+                    try:
+                        rows.append(self._row(conn, user_id, floor_id, b, *post))
+                    except NotFound as exc:
+                        if batch:
+                            exc.field = f"events[{i}].{exc.field}"
+                            exc.message = f"events[{i}]: {exc.message}"
+                        raise
+                conn.execute(events.insert(), rows)  # one statement for the batch
+                ids = [r["id"] for r in rows]
+                self._written(conn, ids)
+        except Exception:
+            self._refused(user_id, floor_id, block_id, posts)
+            raise
         self._committed(floor_id, ids, encoded=self.before_write is not None)
         return [event_response(r, b) for r in rows]
 
@@ -238,7 +272,8 @@ class Events:
     def _editable(self, conn, user_id: str, event_id: str, rewrite: bool = False):
         """The event if this user may delete it (its author, or the floor's owner) or, with
         ``rewrite``, edit it (its author alone: a post's words are its author's, and answers
-        quote them as theirs)."""
+        quote them as theirs). In a private floor of someone else's only its author may
+        delete it: whoever else asks is answered as for an event that never existed."""
         e = (
             conn.execute(
                 sa.select(events, floors.c.is_private, floors.c.owner_id)
@@ -249,7 +284,9 @@ class Events:
             .first()
         )
         if e is None or (
-            e["is_private"] and e["owner_id"] != user_id
+            e["is_private"]
+            and e["owner_id"] != user_id
+            and (rewrite or e["user_id"] != user_id)  # their own post: theirs to delete
         ):  # someone else's private floor: missing
             raise NotFound("no such event", field="event_id")
         if user_id not in (e["user_id"], e["owner_id"]):
@@ -281,6 +318,7 @@ class Events:
             b = conn.execute(sa.select(blocks).where(blocks.c.id == e["block_id"])).mappings().one()
             out = event_response(row, b)
             self._written(conn, [event_id])
+            forget_quoted(conn, {event_id: e["text"]})  # the old words, as turns quoted them
         self._committed(e["floor_id"], [event_id])
         old.forget(rows=[row])  # the old text's vectors
         return out
@@ -290,6 +328,7 @@ class Events:
             e = self._editable(conn, user_id, event_id)
             old = self.vectors.pending(conn, [e])
             log_event_changes(conn, [event_id])
+            forget_quoted(conn, {event_id: e["text"]})  # its words, as turns quoted them
             conn.execute(events.delete().where(events.c.id == event_id))
         self._committed(e["floor_id"], [event_id])
         old.forget()  # its vectors, and its neighbours' documents that held it
