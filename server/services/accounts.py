@@ -24,6 +24,12 @@ work on validated accounts only; a change of address needs the password when its
 is asked for, revokes every other token and tells the old address. A sign-up nobody
 validates within ``signup_ttl_hours`` is as good as gone.
 
+A token works only while the credentials it was issued on are the account's: it records
+``users.credential_version`` (which every password change or reset and every change of
+address counts up), as read with the password hash argon2 checked, and ``authenticate``
+refuses it once they differ. So a sign-in whose check ran while the owner changed the
+password or moved the account gets no working token, whichever commits first.
+
 Whether an address has an account is not told by any answer but sign-up's 409 (rate
 limited): asking for a change-of-address code answers the same, after the same work,
 for a taken address (its holder gets a notice, and a code nobody receives is stored), and
@@ -36,6 +42,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
 import secrets
 import threading
 import time
@@ -50,13 +57,16 @@ from email_validator import EmailNotValidError, validate_email
 from server import models as m
 from server.errors import ApiError, BadRequest, Conflict, Forbidden, NotFound, Unauthorized
 from server.models import MODES
+from server.search.conversations import forget_quoted
 from server.search.forgetting import NO_VECTORS
 from server.services.common import new_id, now
-from server.services.delivery import Sender
+from server.services.delivery import Deliveries, Sender
 from server.settings import Settings
 from server.store.changes import log_event_changes
 from server.store.db import reading
-from server.store.schema import apps, blocks, codes, events, floors, tokens, users
+from server.store.schema import TS, apps, blocks, codes, events, floors, tokens, users
+
+log = logging.getLogger(__name__)
 
 DEFAULT_BLOCKS = [("feed", "Feed"), ("blog", "Blog"), ("forum", "Forum"), ("quiz", "Quiz")]
 BAD_APP_CREDENTIALS = "unknown application or wrong secret"  # also answered by RefuseUnchecked
@@ -64,14 +74,16 @@ APP_RECHECK = 600.0  # seconds an application secret argon2 accepted is known (A
 # argon2 runs at once in a process, per kind of check (_Argon2). Each takes 64 MiB, so their
 # sum bounds the memory a burst can take; a kind's own slots cannot be taken by another's
 # flood, so wrong application secrets or password checks of signed-in users never make an
-# honest sign-in wait (SECURITY.md).
-ARGON2_SLOTS = {"sign_in": 2, "app": 1, "other": 1}
+# honest sign-in wait, and sign-ups (anyone may send them) never make a password change or
+# reset wait (SECURITY.md).
+ARGON2_SLOTS = {"sign_in": 2, "app": 1, "sign_up": 1, "other": 1}
 
 
 class _Argon2:
     """argon2 with at most ``ARGON2_SLOTS[kind]`` hashes or checks of each kind running at
     once: ``sign_in`` (signing in, validating a sign-up), ``app`` (application secrets),
-    ``other`` (new passwords, password checks of a signed-in user). A burst of one kind
+    ``sign_up`` (a sign-up's password), ``other`` (the new password of a change or reset,
+    password checks of a signed-in user). A burst of one kind
     (32 wrong secrets sent together would take 2 GiB) cannot take the process's
     memory, nor the slots of another kind; on two cores more at once would not finish
     sooner."""
@@ -133,6 +145,8 @@ class Accounts:
     ):
         self.engine, self.settings, self.mailer, self.sms = engine, settings, mailer, sms
         self.vectors = vectors  # server.search.forgetting.CachedVectors: what a deletion forgets
+        # Sends the codes whose sending must not show in the answer (send_code)
+        self.deliveries = Deliveries()
         self._apps_checked: dict[
             str, tuple[str, float]
         ] = {}  # app id -> (SHA-256 of its secret, when argon2 said so)
@@ -200,14 +214,35 @@ class Accounts:
         }
 
     # -- tokens -----------------------------------------------------------------------------
-    def _issue_token(self, conn, user_id: str) -> dict:
+    def _issue_token(self, conn, user_id: str, version: int | None = None) -> dict | None:
+        """A new token for the user, recording the credentials it was issued on: ``version``,
+        the ``credential_version`` read with the password that was checked (None: the
+        account's current one). None, and nothing written, if the account is gone or its
+        password or address changed since that read: such a token would be refused anyway
+        (``authenticate``), and the request is answered as a wrong password would be."""
         token = secrets.token_urlsafe(32)
-        expires = now() + timedelta(hours=self.settings.token_ttl_hours)
-        conn.execute(
-            tokens.insert().values(
-                hash=_sha(token), user_id=user_id, created_at=now(), expires_at=expires
-            )
-        )
+        at = now()
+        expires = at + timedelta(hours=self.settings.token_ttl_hours)
+        account = sa.select(
+            sa.literal(_sha(token), sa.String(64)),
+            users.c.id,
+            sa.literal(at, TS),
+            sa.literal(expires, TS),
+            users.c.credential_version,
+        ).where(users.c.id == user_id)
+        if version is not None:
+            account = account.where(users.c.credential_version == version)
+        columns = ["hash", "user_id", "created_at", "expires_at", "credential_version"]
+        try:
+            conn.execute(tokens.insert().from_select(columns, account))
+        except sa.exc.IntegrityError:  # PostgreSQL: the account's deletion committed meanwhile
+            return None
+        # Whether a row went in, read back: psycopg reports no row count for INSERT ... SELECT.
+        if (
+            conn.execute(sa.select(tokens.c.hash).where(tokens.c.hash == _sha(token))).first()
+            is None
+        ):
+            return None
         return {"token": token, "token_type": "Bearer", "expires_at": expires.isoformat()}
 
     def authenticate(self, header: str | None) -> str:
@@ -215,9 +250,20 @@ class Accounts:
         token = bearer_token(header)
         if token is None:
             raise Unauthorized("a bearer token is required", code="missing_token")
+        # One query: the token, if its credentials are still the account's. A token written
+        # by a sign-in that checked the password just before the owner changed it (its
+        # insert may commit after the change revoked the tokens it could see) is refused.
+        current = sa.and_(
+            users.c.id == tokens.c.user_id,
+            users.c.credential_version == tokens.c.credential_version,
+        )
         with reading(self.engine) as conn:
             row = (
-                conn.execute(sa.select(tokens).where(tokens.c.hash == _sha(token)))
+                conn.execute(
+                    sa.select(tokens.c.user_id, tokens.c.revoked_at, tokens.c.expires_at)
+                    .select_from(tokens.join(users, current))
+                    .where(tokens.c.hash == _sha(token))
+                )
                 .mappings()
                 .first()
             )
@@ -401,7 +447,7 @@ class Accounts:
         name = data.name
         email = normalize_email(data.email) if data.email else None
         mobile = normalize_mobile(data.mobile, self.settings.phone_region) if data.mobile else None
-        password_hash = _hasher.hash(data.password)
+        password_hash = _hasher.hash(data.password, "sign_up")
         with self.engine.begin() as conn:
             self._forget_stale_sign_ups(conn)
             stale = []
@@ -424,7 +470,12 @@ class Accounts:
                     )
                 if held is not None:
                     stale.append(held[0])
+            # The replaced registrations' codes of the last hour go to the new one (used):
+            # the hourly bound on checks of an address's codes holds across sign-ups, which
+            # would otherwise restart it with each new user id.
+            checked = []
             for old in dict.fromkeys(stale):
+                checked += self._recent_codes(conn, old)
                 _delete_user(conn, old)
             uid = new_id("u")
             try:
@@ -450,6 +501,11 @@ class Accounts:
                     code="address_in_use",
                 ) from None
             self._create_own_floor(conn, uid, name)
+            if checked:
+                conn.execute(
+                    codes.insert(),
+                    [{**c, "user_id": uid, "used_at": c["used_at"] or now()} for c in checked],
+                )
             if email:
                 self._issue_code(conn, uid, "signup", email, self.mailer)
             else:
@@ -466,6 +522,17 @@ class Accounts:
                     else ""
                 ),
             }
+
+    def _recent_codes(self, conn, user_id: str) -> list[dict]:
+        """The user's codes of the last hour (what ``_count_check`` counts), as rows."""
+        return [
+            dict(row)
+            for row in conn.execute(
+                sa.select(codes).where(
+                    codes.c.user_id == user_id, codes.c.created_at > now() - timedelta(hours=1)
+                )
+            ).mappings()
+        ]
 
     def _create_own_floor(self, conn, user_id: str, name: str) -> None:
         fid = new_id("f")
@@ -538,9 +605,12 @@ class Accounts:
             _delete_user(conn, old)
 
     def send_code(self, data: m.SendCodeRequest, user_id: str | None) -> dict:
-        """Send a code for ``mode``. For signup and reset_password the answer is the same
-        whether or not the account exists (it echoes the address as normalised from what
-        was typed), so it cannot be used to find accounts. A change of e-mail or mobile
+        """Send a code for ``mode``. For signup and reset_password the answer is the same,
+        after the same work, whether or not the account exists (it echoes the address as
+        normalised from what was typed), so it cannot be used to find accounts: finding the
+        account, writing its code and sending it are left to the delivery thread
+        (``_send_if_account``), so neither their time nor a mail server's failure shows in
+        the answer. A change of e-mail or mobile
         number needs the account's password as well as the token: a stolen token alone
         cannot move the account to another address."""
         mode = data.mode
@@ -548,11 +618,12 @@ class Accounts:
             self.check_app(conn, data.app_id)
             if mode in ("signup", "reset_password"):
                 kind, dest = self._address(data)
-                user = self._holder(conn, kind, dest)
-                # signup: only an account still to be validated; reset: only a validated one
-                if user is not None and user["validated"] == (mode == "reset_password"):
-                    self._issue_code(
-                        conn, user["id"], mode, dest, self.mailer if kind == "email" else self.sms
+                if not self.deliveries.submit(lambda: self._send_if_account(mode, kind, dest)):
+                    raise ApiError(
+                        "too many messages are waiting to be sent; nothing was changed, try "
+                        "again later",
+                        code="delivery_failed",
+                        status=503,
                     )
                 return {
                     "mode": mode,
@@ -613,6 +684,21 @@ class Accounts:
                 self._issue_code(conn, user_id, mode, dest, channel)
             return {"mode": mode, "message": f"a code was sent to {dest}"}
 
+    def _send_if_account(self, mode: str, kind: str, dest: str) -> None:
+        """On the delivery thread: a ``mode`` code to ``dest`` if an account there may have
+        one. A code that cannot be sent is not kept (its transaction rolls back); the failure
+        is logged without the address."""
+        try:
+            with self.engine.begin() as conn:
+                user = self._holder(conn, kind, dest)
+                # signup: only an account still to be validated; reset: only a validated one
+                if user is not None and user["validated"] == (mode == "reset_password"):
+                    self._issue_code(
+                        conn, user["id"], mode, dest, self.mailer if kind == "email" else self.sms
+                    )
+        except ApiError as exc:  # delivery_failed
+            log.warning("a %s code was not sent (%s); none was stored", mode, exc.code)
+
     def _account_code(
         self, data: m.ValidateRequest | m.ResetPasswordRequest, mode: str
     ) -> tuple[dict, str]:
@@ -659,31 +745,38 @@ class Accounts:
                 .where(users.c.id == user["id"])
                 .values({"validated": True, unproved: None})
             )
-            return {
-                "user_id": user["id"],
-                "profile": self.profile(conn, user["id"]),
-                **self._issue_token(conn, user["id"]),
-            }
+            issued = self._issue_token(conn, user["id"], user["credential_version"])
+            if issued is None:
+                raise BadRequest(
+                    "the code is wrong, expired or already used; ask for a new one",
+                    field="code",
+                    code="code_invalid",
+                )
+            return {"user_id": user["id"], "profile": self.profile(conn, user["id"]), **issued}
 
     def sign_in(self, data: m.SignInEmailRequest | m.SignInMobileRequest, by: str) -> dict:
+        refused = Unauthorized(
+            f"wrong {'e-mail address' if by == 'email' else 'mobile number'} or password",
+            code="bad_credentials",
+        )
         with self.engine.begin() as conn:
             user = self._find_user(conn, data)
             if not verify_password(
                 user["password_hash"] if user else None, data.password, "sign_in"
             ):
-                raise Unauthorized(
-                    f"wrong {'e-mail address' if by == 'email' else 'mobile number'} or password",
-                    code="bad_credentials",
-                )
+                raise refused
             if not user["validated"]:
                 raise Forbidden(
                     "validate the account first (POST /auth-service/validate)", code="not_validated"
                 )
-            return {
-                "user_id": user["id"],
-                "profile": self.profile(conn, user["id"]),
-                **self._issue_token(conn, user["id"]),
-            }
+            # Under the credentials read with the hash argon2 checked: if the password or the
+            # address changed, or the account was deleted, while it ran, no token (the answer
+            # of a wrong password or a missing account). The token first: once it is written
+            # the account cannot go before this transaction ends, so the profile is there.
+            issued = self._issue_token(conn, user["id"], user["credential_version"])
+            if issued is None:
+                raise refused
+            return {"user_id": user["id"], "profile": self.profile(conn, user["id"]), **issued}
 
     def change_password(self, user_id: str, data: m.ChangePasswordRequest) -> dict:
         with self.engine.begin() as conn:
@@ -697,18 +790,25 @@ class Accounts:
             return self._set_password(conn, user_id, data.new_password)
 
     def _set_password(self, conn, user_id: str, password: str) -> dict:
+        # A new credential version: tokens of sign-ins that checked the old password and
+        # write their token after this commits are refused too (``authenticate``).
         conn.execute(
-            users.update().where(users.c.id == user_id).values(password_hash=_hasher.hash(password))
+            users.update()
+            .where(users.c.id == user_id)
+            .values(
+                password_hash=_hasher.hash(password),
+                credential_version=users.c.credential_version + 1,
+            )
         )
         conn.execute(
             tokens.update()
             .where(tokens.c.user_id == user_id, tokens.c.revoked_at.is_(None))
             .values(revoked_at=now())
         )  # every old token stops working at once
-        return {
-            "message": "password changed; every earlier token is revoked",
-            **self._issue_token(conn, user_id),
-        }
+        issued = self._issue_token(conn, user_id)  # under the new version
+        if issued is None:  # the account was deleted meanwhile
+            raise NotFound("no such user")
+        return {"message": "password changed; every earlier token is revoked", **issued}
 
     def reset_password(self, data: m.ResetPasswordRequest) -> dict:
         user, code_id = self._account_code(data, "reset_password")
@@ -789,9 +889,18 @@ class Accounts:
             ):  # a sign-up nobody validated: whoever holds the address just proved it
                 _delete_user(conn, holder[0])
             try:
-                conn.execute(users.update().where(users.c.id == user_id).values({kind: value}))
+                conn.execute(
+                    users.update()
+                    .where(users.c.id == user_id)
+                    .values({kind: value, "credential_version": users.c.credential_version + 1})
+                )
             except sa.exc.IntegrityError:  # another account took it since the check above
                 raise in_use from None
+            # The new version (this transaction holds the row until it commits): sign-ins
+            # that read the account before the change get no working token.
+            version = conn.execute(
+                sa.select(users.c.credential_version).where(users.c.id == user_id)
+            ).scalar_one()
             keep = [] if token is None else [_sha(token)]
             conn.execute(
                 tokens.update()
@@ -802,6 +911,17 @@ class Accounts:
                 )
                 .values(revoked_at=now())
             )
+            if token is not None:  # the caller's own token moves to the new version
+                conn.execute(
+                    tokens.update()
+                    .where(
+                        tokens.c.hash == _sha(token),
+                        tokens.c.user_id == user_id,
+                        tokens.c.revoked_at.is_(None),
+                        tokens.c.credential_version == version - 1,
+                    )
+                    .values(credential_version=version)
+                )
             # the old address of that kind, else the account's other one
             to = next(
                 (
@@ -901,13 +1021,16 @@ class Accounts:
                         self._create_own_floor(conn, uid, name)
                     else:
                         uid = row[0]
+                    issued = self._issue_token(conn, uid)
+                    if issued is None:  # the user was deleted meanwhile
+                        raise NotFound("no such user")
                     return {
                         "user_id": uid,
                         "created": created,
                         "app_id": app_id,
                         "profile": self.profile(conn, uid),
                         "pod_info": self.pod_info(conn, uid),
-                        **self._issue_token(conn, uid),
+                        **issued,
                     }
             except sa.exc.IntegrityError:  # the same external id registered at once: find that one
                 if attempt:
@@ -934,6 +1057,14 @@ class Accounts:
                 .all()
             )
             old = self.vectors.pending(conn, elsewhere)
+            # their words leave other users' stored turns with them (posts anywhere, and
+            # every post of their floors)
+            posts = conn.execute(
+                sa.select(events.c.id, events.c.text).where(
+                    sa.or_(events.c.user_id == user_id, events.c.floor_id.in_(owned))
+                )
+            ).all()
+            forget_quoted(conn, dict(posts))
             gone = _delete_user(conn, user_id)
         old.forget(floors=owned)  # their floors' vectors, and their posts' in others' floors
         return {"deleted": user_id, "events_deleted": gone}

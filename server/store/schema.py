@@ -48,6 +48,9 @@ users = sa.Table(
     sa.Column("floor_quota", sa.Integer, nullable=False),
     sa.Column("block_quota", sa.Integer, nullable=False),
     sa.Column("created_at", TS, nullable=False),
+    # Counts the account's password and address changes; a token records the count it was
+    # issued under and works only while it is the account's (revision 0005).
+    sa.Column("credential_version", sa.Integer, nullable=False, default=0, server_default="0"),
     sa.UniqueConstraint("app_id", "external_id"),
 )
 
@@ -74,6 +77,8 @@ tokens = sa.Table(
     sa.Column("created_at", TS, nullable=False),
     sa.Column("expires_at", TS, nullable=False),
     sa.Column("revoked_at", TS),
+    # users.credential_version when the password or address it was issued on was checked.
+    sa.Column("credential_version", sa.Integer, nullable=False, default=0, server_default="0"),
 )
 
 codes = sa.Table(
