@@ -12,6 +12,7 @@ import time
 
 from flask import Flask, g, request
 from flask_limiter import Limiter
+from werkzeug.middleware.proxy_fix import ProxyFix
 
 from memkit.threads import single_threaded_blas
 from server import errors
@@ -69,7 +70,9 @@ def create_app(config: dict | None = None, *, sms=None) -> Flask:
     }
     from server.api.limits import (
         STRATEGY,
+        ChunkedBody,
         FailedCredentials,
+        Questions,
         RefuseUnchecked,
         client_network,
         make_limits,
@@ -92,7 +95,10 @@ def create_app(config: dict | None = None, *, sms=None) -> Flask:
     from server.api import auth, floors, memory, openapi
 
     failed = app.extensions["memkit"]["failed_credentials"] = FailedCredentials(limiter, settings)
+    app.extensions["memkit"]["questions"] = Questions(limiter, settings)
     accounts = app.extensions["memkit"]["accounts"]
+    # A chunked body is read, bounded, into one of known length before Flask sees it.
+    app.wsgi_app = ChunkedBody(app.wsgi_app, settings.max_body_bytes)
     app.wsgi_app = RefuseUnchecked(
         app.wsgi_app,
         failed,
@@ -100,6 +106,12 @@ def create_app(config: dict | None = None, *, sms=None) -> Flask:
         settings.refused_delay,
         app_registered=accounts.app_registered,
     )
+    if settings.trusted_proxies:
+        # Outermost, so that every count (RefuseUnchecked's too) sees the client's address,
+        # as the first trusted proxy saw it, not the proxy's own (every client would share
+        # one count).
+        n = settings.trusted_proxies
+        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=n, x_proto=n, x_host=n)
     app.register_blueprint(auth.make_blueprint(make_limits(limiter, settings)))
     app.register_blueprint(floors.bp)
     app.register_blueprint(floors.events_bp)

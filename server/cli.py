@@ -9,12 +9,14 @@ simply has fewer commands.
 from __future__ import annotations
 
 import argparse
+import io
 import logging
 import os
 import re
 import socket
 import sys
 import threading
+import time
 from collections import Counter
 
 from werkzeug.serving import ThreadedWSGIServer, WSGIRequestHandler
@@ -40,8 +42,10 @@ def register(sub) -> None:
         help="run the service on http://127.0.0.1:8080 (SQLite store in ./instance by default)",
         description="Run the service on Werkzeug's server, for trying the API (production:\n"
         "gunicorn server.wsgi:app behind a proxy, see README). One log line per request on\n"
-        "stderr. A connection that sends nothing for 5 s is closed; at most 64 are served at\n"
-        "once, 16 from one client network (an IPv4 /24, an IPv6 /64).",
+        "stderr. A connection that sends nothing for 5 s, or not its request line and headers\n"
+        "within 10 s, is closed; at most 64 are served at once, 16 from one client network\n"
+        "(an IPv4 /24, an IPv6 /64); when all 64 are taken, a new connection takes the place\n"
+        "of one waiting for its client from the network that holds the most.",
         epilog=SERVE_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -108,6 +112,9 @@ def cmd_serve(args) -> int:
     print(encoder_line(app.extensions["memkit"]["memory"]))
     log_requests()
     server = BoundedServer(args.host, args.port, app)
+    if settings.trusted_proxies:
+        # Every connection comes from the proxy, which holds its clients apart itself.
+        server.per_network = server.max_threads
     print("Press CTRL+C to quit", flush=True)
     try:
         server.serve_forever()
@@ -129,6 +136,38 @@ def log_requests() -> None:
     log.propagate = False
 
 
+class _Reads(io.RawIOBase):
+    """A handler's socket as the raw stream under its ``rfile``: each read waits at most the
+    handler's ``timeout`` and at most what is left of its ``deadline`` (a TimeoutError once
+    it has passed), and the server knows while a read waits for the client
+    (``BoundedServer.waiting``)."""
+
+    def __init__(self, handler: QuietHandler) -> None:
+        super().__init__()
+        self.handler = handler
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        handler, sock = self.handler, self.handler.connection
+        wait = handler.timeout
+        if handler.deadline is not None:
+            left = handler.deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("the request line and headers took too long")
+            wait = left if wait is None else min(wait, left)
+        sock.settimeout(wait)
+        waiting = getattr(handler.server, "waiting", None)
+        if waiting is not None:
+            waiting(sock, True)
+        try:
+            return sock.recv_into(buffer)
+        finally:
+            if waiting is not None:
+                waiting(sock, False)
+
+
 class QuietHandler(WSGIRequestHandler):
     """Werkzeug's request handler without its access log, which would log every request a
     second time, query string included (where a client may have put a token). What it
@@ -136,9 +175,30 @@ class QuietHandler(WSGIRequestHandler):
 
     A connection that sends nothing for ``timeout`` seconds is dropped, whether it stalls in
     its headers, in a body shorter than its Content-Length, or while Werkzeug reads the rest
-    of a body it answered 413 (which it does, so that the client sees the answer)."""
+    of a body it answered 413 (which it does, so that the client sees the answer). Its
+    request line and headers must all arrive within ``header_deadline`` seconds: the
+    timeout is per read, so a client sending a byte every few seconds was never dropped."""
 
     timeout = 5.0
+    header_deadline: float | None = 10.0
+    deadline: float | None = None  # when the request line and headers are due (monotonic)
+
+    def setup(self) -> None:
+        super().setup()
+        self.rfile = io.BufferedReader(_Reads(self), io.DEFAULT_BUFFER_SIZE)
+
+    def handle_one_request(self) -> None:
+        if self.header_deadline is not None:
+            self.deadline = time.monotonic() + self.header_deadline
+        try:
+            super().handle_one_request()
+        finally:
+            self.deadline = None
+
+    def parse_request(self) -> bool:
+        parsed = super().parse_request()  # reads the headers
+        self.deadline = None  # the body's reads wait up to ``timeout`` each
+        return parsed
 
     def log_request(self, code="-", size="-") -> None:
         pass
@@ -150,10 +210,17 @@ class QuietHandler(WSGIRequestHandler):
 
 class BoundedServer(ThreadedWSGIServer):
     """Werkzeug's threaded server with a bound: at most ``max_threads`` connections are
-    served at once (a thread each), the next wait in the listen queue; and at most
-    ``per_network`` of them from one client network (an IPv4 /24, an IPv6 /64, as rate
-    limits count), so that one client's half-sent requests cannot take every thread. A
-    connection past that bound is closed at once."""
+    served at once (a thread each), and at most ``per_network`` of them from one client
+    network (an IPv4 /24, an IPv6 /64, as rate limits count), so that one client's
+    half-sent requests cannot take every thread; a connection past that bound is closed at
+    once.
+
+    When every thread is taken, a new connection takes the place of one that is waiting for
+    its client (a read of its request line, headers or body), from the network that holds
+    the most connections, if that network holds more than the new connection's: the longest
+    waiting of them is closed. So clients that trickle their requests from a few networks
+    cannot keep others out (64 of them, 16 from each of four networks, did). Otherwise the
+    new connection waits in the listen queue for a thread."""
 
     max_threads = 64
     per_network = 16
@@ -163,6 +230,16 @@ class BoundedServer(ThreadedWSGIServer):
         self._slots = threading.BoundedSemaphore(self.max_threads)
         self._lock = threading.Lock()
         self._open: Counter[str] = Counter()
+        self._network_of: dict[socket.socket, str] = {}
+        self._waiting: dict[socket.socket, float] = {}  # since when, for a read of its client
+
+    def waiting(self, connection: socket.socket, yes: bool) -> None:
+        """A read of ``connection`` starts (``yes``) or ends waiting for its client."""
+        with self._lock:
+            if not yes:
+                self._waiting.pop(connection, None)
+            elif connection in self._network_of:
+                self._waiting[connection] = time.monotonic()
 
     def process_request(self, request: socket.socket, client_address) -> None:
         net = _network(client_address)
@@ -171,21 +248,44 @@ class BoundedServer(ThreadedWSGIServer):
                 self.shutdown_request(request)
                 return
             self._open[net] += 1
-        self._slots.acquire()
+            self._network_of[request] = net
+        if not self._slots.acquire(blocking=False):
+            self._evict_for(net)
+            self._slots.acquire()
         try:
             super().process_request(request, client_address)
         except BaseException:
-            self._done(net)
+            self._done(request)
             raise
+
+    def _evict_for(self, net: str) -> None:
+        """Close the connection a newcomer from ``net`` takes the place of, if any."""
+        with self._lock:
+            if not self._waiting:
+                return
+            most = max(self._open[self._network_of[c]] for c in self._waiting)
+            if most <= self._open[net]:
+                return
+            victim = min(
+                (c for c in self._waiting if self._open[self._network_of[c]] == most),
+                key=self._waiting.__getitem__,
+            )
+            del self._waiting[victim]
+        try:
+            victim.shutdown(socket.SHUT_RDWR)  # its read returns: its thread ends, freeing a slot
+        except OSError:  # it ended meanwhile (its slot is free, or about to be)
+            pass
 
     def process_request_thread(self, request: socket.socket, client_address) -> None:
         try:
             super().process_request_thread(request, client_address)
         finally:
-            self._done(_network(client_address))
+            self._done(request)
 
-    def _done(self, net: str) -> None:
+    def _done(self, request: socket.socket) -> None:
         with self._lock:
+            net = self._network_of.pop(request)
+            self._waiting.pop(request, None)
             self._open[net] -= 1
             if self._open[net] <= 0:
                 del self._open[net]

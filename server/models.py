@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from datetime import datetime
 from typing import Annotated, Literal
 
@@ -80,6 +81,34 @@ def _unique(values: list) -> list:
     return list(dict.fromkeys(values))
 
 
+_JOINERS = "\u200c\u200d"  # zero-width non-joiner and joiner: spelling in Persian, emoji
+
+
+def _shown_plainly(value: str) -> str:
+    """A name or a title holds no control or format character, nor a line or paragraph
+    separator: answers show them as who wrote a quote and where (memkit.answer.render), and
+    a zero-width space, a bidi override or a line break makes one read as another ("Oli\u200b"
+    for "Oli", an override that turns a name around, a name that starts a line of its own).
+    A joiner between two characters is spelling, not a trick, and is taken."""
+    for at, c in enumerate(value):
+        if unicodedata.category(c) not in ("Cc", "Cf", "Cs", "Zl", "Zp"):
+            continue
+        if c in _JOINERS and 0 < at < len(value) - 1:
+            if not (value[at - 1].isspace() or value[at + 1].isspace()):
+                continue
+        raise PydanticCustomError(
+            "invalid_characters",
+            "expected letters, digits, spaces and punctuation, with no control or format "
+            "character (line break, tab, zero-width or bidi character); found {char} at "
+            "position {at}",
+            {"char": f"U+{ord(c):04X} {unicodedata.name(c, '(unnamed)')}", "at": at},
+        )
+    return value
+
+
+PLAIN = "no control or format characters (line breaks, tabs, zero-width or bidi characters)"
+
+
 def _time(value, end_of_day: bool = False):
     """ISO 8601 text to an aware UTC datetime (a naive time is UTC; a date alone is the start
     of that day, or with ``end_of_day`` its last instant)."""
@@ -112,10 +141,27 @@ NonBlank = Annotated[str, StringConstraints(min_length=1), AfterValidator(_not_b
 Title = Annotated[
     str,
     StringConstraints(strip_whitespace=True, min_length=1, max_length=200),
-    Field(description="1 to 200 characters once outer spaces are trimmed"),
+    AfterValidator(_shown_plainly),
+    Field(description=f"1 to 200 characters once outer spaces are trimmed; {PLAIN}"),
+]
+Name = Annotated[
+    str,
+    StringConstraints(strip_whitespace=True, min_length=1, max_length=200),
+    AfterValidator(_shown_plainly),
+    Field(
+        description=f"the name answers show: 1 to 200 characters once outer spaces are "
+        f"trimmed; {PLAIN}"
+    ),
 ]
 Details = Annotated[str, StringConstraints(max_length=MAX_DETAILS)]
 Password = Annotated[str, StringConstraints(min_length=8, max_length=256)]
+# Addresses are bounded before anything reads them: the rate limiter's account key and the
+# services normalise them (NFKC, email_validator, phonenumbers), work that grows with the
+# length (a 990 kB address took 0.6 s). 254 characters is RFC 5321's path limit without its
+# angle brackets; a mobile number in any spelling (spaces, an extension) fits in 32.
+MAX_EMAIL, MAX_MOBILE = 254, 32
+EmailAddress = Annotated[str, StringConstraints(max_length=MAX_EMAIL)]
+MobileNumber = Annotated[str, StringConstraints(max_length=MAX_MOBILE)]
 Time = Annotated[
     datetime,
     BeforeValidator(_time),
@@ -236,9 +282,11 @@ def errors_to_api(exc: ValidationError, error_class):
 
 # -- requests: accounts -------------------------------------------------------------------
 class SignUpRequest(Request):
-    name: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
-    email: str | None = Field(None, description="an e-mail address or a mobile number is required")
-    mobile: str | None = Field(None, description="international form, e.g. +447911123456")
+    name: Name
+    email: EmailAddress | None = Field(
+        None, description="an e-mail address or a mobile number is required"
+    )
+    mobile: MobileNumber | None = Field(None, description="international form, e.g. +447911123456")
     password: Password
 
 
@@ -246,10 +294,10 @@ class SendCodeRequest(Request):
     mode: Literal["signup", "reset_password", "change_email", "change_mobile"] = Field(
         description="; ".join(f"{k}: {v}" for k, v in MODES.items())
     )
-    email: str | None = None
-    mobile: str | None = None
-    new_email_id: str | None = None
-    new_mobile: str | None = None
+    email: EmailAddress | None = None
+    mobile: MobileNumber | None = None
+    new_email_id: EmailAddress | None = None
+    new_mobile: MobileNumber | None = None
     user_id: str | None = None
     app_id: str | None = Field(None, description="a registered application's id (else invalid_app)")
     password: str | None = Field(
@@ -258,19 +306,19 @@ class SendCodeRequest(Request):
 
 
 class ValidateRequest(Request):
-    email: str | None = None
-    mobile: str | None = None
+    email: EmailAddress | None = None
+    mobile: MobileNumber | None = None
     code: str
     password: str = Field(description="the password chosen at sign-up")
 
 
 class SignInEmailRequest(Request):
-    email: str
+    email: EmailAddress
     password: str
 
 
 class SignInMobileRequest(Request):
-    mobile: str
+    mobile: MobileNumber
     password: str
 
 
@@ -280,8 +328,8 @@ class ChangePasswordRequest(Request):
 
 
 class ResetPasswordRequest(Request):
-    email: str | None = None
-    mobile: str | None = None
+    email: EmailAddress | None = None
+    mobile: MobileNumber | None = None
     code: str
     new_password: Password
 
@@ -291,7 +339,7 @@ class ChangeEmailRequest(Request):
     ``new_email_id`` and ``activation_code``)."""
 
     user_id: str | None = Field(None, description="if given, the bearer token's user")
-    new_email_id: str
+    new_email_id: EmailAddress
     activation_code: str
     app_id: str | None = Field(
         None,
@@ -301,15 +349,18 @@ class ChangeEmailRequest(Request):
 
 
 class ChangeMobileRequest(Request):
-    new_mobile: str
+    new_mobile: MobileNumber
     code: str
 
 
 class ExternalRegisterRequest(Request):
     external_id: Annotated[
-        str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)
+        str,
+        StringConstraints(strip_whitespace=True, min_length=1, max_length=200),
+        AfterValidator(_shown_plainly),
+        Field(description=f"the user's name where no name is given; {PLAIN}"),
     ]
-    name: str | None = None
+    name: Name | None = None
 
 
 class DeleteAccountRequest(Request):

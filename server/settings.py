@@ -60,6 +60,12 @@ class Settings(BaseSettings):
     # Writes (posts, batches, edits): kilobytes of request bodies per user (per client network:
     # times rate_limit_address_factor). A megabyte of posts is tens of core-seconds of encoding.
     rate_limit_write: str = "2000 per minute;20000 per hour"
+    # Questions (POST /agent/memory/query) per user (per client network: times
+    # rate_limit_address_factor); and how many of one user's may be answered at once in a
+    # process (0: no bound). Past either, 429 with Retry-After. A benchmark asking as a few
+    # users sets "1000000000 per minute" and 0.
+    rate_limit_query: str = "60 per minute;1000 per hour"
+    queries_in_flight: Annotated[int, Field(ge=0)] = 2
     # Seconds before a refused application-secret request's 429 (server/api/limits.py
     # RefuseUnchecked): `memkit serve`, a thread per connection, sets 1; keep 0 under a pool of
     # threads (gunicorn), where a waiting answer would hold a thread.
@@ -69,6 +75,11 @@ class Settings(BaseSettings):
     # last minute and hour, never 2N across the edge of a window opened by a first hit.
     rate_limit_storage: str = "memory://"
     max_body_bytes: int = 1_000_000
+    # How many proxies in front of the service (nginx: README) set X-Forwarded-For, -Proto and
+    # -Host: the client address the limits count is the one the first of them saw (the n-th
+    # from the right of X-Forwarded-For). 0: the headers are ignored, so that no client can
+    # name its own address.
+    trusted_proxies: Annotated[int, Field(ge=0)] = 0
     # Where the search index is saved after a build and loaded at start; empty: rebuilt.
     index_dir: str = ""
     # Build (or load) the search index when the app starts, not on the first query.

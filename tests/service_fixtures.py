@@ -51,6 +51,12 @@ BACKENDS = {  # fixture param -> settings beyond the database URL
 }
 
 
+# Questions are limited per user and per network, and two of one user's at a time
+# (tests/test_request_bounds.py tests that); elsewhere a test asks as often and as many at
+# once as what it checks needs (64 questions of one user at once, say).
+OPEN_QUESTIONS = {"rate_limit_query": "1000000000 per minute", "queries_in_flight": 0}
+
+
 def make_app(kind: str, tmp_path, tmp_path_factory, **extra):
     url = (
         f"sqlite:///{tmp_path / 'memkit.db'}"
@@ -62,6 +68,7 @@ def make_app(kind: str, tmp_path, tmp_path_factory, **extra):
         "outbox_dir": str(tmp_path / "outbox"),
         "secret_key": "test-secret",
         **BACKENDS[kind],
+        **OPEN_QUESTIONS,
         **extra,
     }
     application = create_app(overrides)
@@ -118,8 +125,15 @@ def open_app(request, tmp_path, tmp_path_factory):
     yield make_app(request.param, tmp_path, tmp_path_factory, **NO_LIMITS)
 
 
+def delivered(app) -> None:
+    """Wait until the codes the app sends in the background (reset codes, sign-up codes asked
+    for again: server/services/delivery.py ``Deliveries``) have been sent."""
+    assert app.extensions["memkit"]["accounts"].deliveries.wait(30), "codes still unsent"
+
+
 def outbox_message(app, to: str) -> str:
     """The newest message sent to ``to`` (an e-mail address or a mobile number)."""
+    delivered(app)
     folder = Path(app.extensions["memkit"]["settings"].outbox_dir)
     files = sorted(p for p in folder.glob("*.txt") if p.read_text().startswith(f"To: {to}\n"))
     assert files, f"no message to {to} in {folder}"
@@ -166,6 +180,7 @@ def all_rows(app, skip: tuple[str, ...] = ()) -> dict[str, list[tuple]]:
     nothing; ``skip`` names columns ("table.column") left out of the comparison."""
     from server.store.schema import metadata
 
+    delivered(app)  # what a request handed to the background is part of what it changed
     with app.extensions["memkit"]["engine"].connect() as conn:
         return {
             t.name: sorted(

@@ -139,3 +139,22 @@ def test_a_deleted_or_rewritten_post_leaves_no_words_in_anyones_stored_turns(
         "Who said that?",
         "Where is the rowing boat moored?",
     }
+
+
+def test_a_deleted_account_leaves_no_words_in_other_users_stored_turns(tmp_path, tmp_path_factory):
+    from tests.service_fixtures import PW
+
+    app = sqlite_app(tmp_path, tmp_path_factory, **NO_LIMITS)
+    c = app.test_client()
+    ann, fid, blocks = user(c, app, "Ann")
+    bo, _, _ = user(c, app, "Bo")
+    assert c.post(f"/floors/{fid}/public", headers=ann).status_code == 200
+    feed = f"/floors/{fid}/blocks/{blocks['feed']}/events"
+    text = "The ferry to Skye leaves from Mallaig pier at 06:40 on Sunday."
+    assert c.post(feed, headers=ann, json={"text": text}).status_code == 200
+    _ask(c, bo, fid, "When does the ferry to Skye leave?")
+    assert "Mallaig" in str(_turn_rows(app))
+    r = c.delete("/auth-service/account", headers=ann, json={"password": PW})
+    assert r.status_code == 200, r.get_json()
+    rows = _turn_rows(app)
+    assert len(rows) == 1 and "Mallaig" not in str(rows)  # Bo's turn, without her words

@@ -65,6 +65,7 @@ def test_api_rankings_equal_eval_rankings(tmp_path):
             "secret_key": "test",
             "pipeline_config": str(DEFAULT_CONFIG),
             "block_quota": 100,
+            "rate_limit_query": "1000000000 per minute",  # every question of the conversation
         }
     )
     c = app.test_client()

@@ -49,6 +49,11 @@ def settings(backend: str, folder: Path) -> dict[str, str]:
         # every user signs up from this one address: the per-address limits are not what is measured
         "RATE_LIMIT_SIGN_UP": "1000 per minute",
         "RATE_LIMIT_CHECK_CODE": "1000 per minute",
+        # Bo and each reader ask back to back for minutes (thousands of questions, one at a
+        # time): what is measured is how a question is answered beside other work, not the
+        # count of one user's questions; two at once per user still hold (flood.py --attack
+        # query: one account asking on many connections)
+        "RATE_LIMIT_QUERY": "1000000000 per minute",
     }
     if backend == "pgvector":
         env.update(

@@ -17,11 +17,13 @@ account).
 ``limits`` counts every request, before it runs. :class:`FailedCredentials` counts only
 wrong passwords and application secrets, for operations an honest caller repeats at will
 (an application signs every query with its secret), and refuses past the limit before the
-argon2 check runs, so a flood of wrong secrets costs no argon2 work.
+argon2 check runs, so a flood of wrong secrets costs no argon2 work. :class:`Questions`
+counts questions per asker and network, and bounds how many of one asker's run at once.
 """
 
 from __future__ import annotations
 
+import io
 import ipaddress
 import json
 import math
@@ -39,6 +41,7 @@ from limits import parse_many
 from limits.storage import MemoryStorage
 
 from server.errors import ApiError, body
+from server.models import MAX_EMAIL, MAX_MOBILE
 from server.services.accounts import (
     BAD_APP_CREDENTIALS,
     bearer_token,
@@ -52,6 +55,9 @@ ADDRESS_FIELDS = {
     "mobile": "mobile",
     "new_mobile": "mobile",
 }
+# The longest address of each kind a request may name (the models refuse longer ones): a
+# longer one is not normalised here, where its cost would come before any limit.
+LONGEST = {"email": MAX_EMAIL, "mobile": MAX_MOBILE}
 
 
 STRATEGY = "moving-window"  # at most N in any window's length, not 2N across a window's edge
@@ -123,8 +129,10 @@ def identity(kind: str, value: str, region: str = "") -> str:
     """The account an e-mail address or mobile number names, as the limits count it: an
     address in Unicode compatibility form (NFKC: full-width letters are the plain ones),
     normalised as accounts are and in lower case; a number in E.164 (an extension is not
-    part of it). A value that is neither is counted as its NFKC, case-folded text."""
-    text = unicodedata.normalize("NFKC", value).strip()
+    part of it). A value that is neither is counted as its NFKC, case-folded text; one
+    longer than an address may be (``LONGEST``, which the request is refused for) as its
+    first characters, so that what this costs is bounded."""
+    text = unicodedata.normalize("NFKC", value[: LONGEST[kind] + 1]).strip()
     try:
         return f"{kind}:" + (
             normalize_email(text) if kind == "email" else normalize_mobile(text, region)
@@ -185,6 +193,8 @@ def _account(fields) -> str:
         region = current_app.extensions["memkit"]["settings"].phone_region
         for name in fields:
             value = data.get(name)
+            if isinstance(value, str) and len(value) > LONGEST[ADDRESS_FIELDS[name]]:
+                break  # refused for its length: counted against its network, never read
             if isinstance(value, str) and value.strip():
                 return identity(ADDRESS_FIELDS[name], value, region)
     return f"address:{client_network()}"
@@ -228,12 +238,17 @@ def seconds_left(stats) -> int:
 def spend_write_budget(user_id: str) -> None:
     """A write (a post, a batch, an edit) spends the writer's budget: its body's kilobytes
     against ``rate_limit_write`` per user and, times ``rate_limit_address_factor``, per client
-    network. Past either, 429 with Retry-After before anything is read or stored (encoding a
-    megabyte of posts takes tens of core-seconds)."""
+    network. Past either, 429 with Retry-After before anything is parsed or stored (encoding
+    a megabyte of posts takes tens of core-seconds).
+
+    The bytes charged are those read, not what a header says (a chunked body, which has no
+    Content-Length, was charged 1 kB whatever it carried; ``ChunkedBody`` now gives it one).
+    The body is read whole here, at most ``max_body_bytes`` of it (past that, 413), and kept
+    for the request's parse."""
     ext = current_app.extensions["memkit"]
     settings, strategy = ext["settings"], ext["limiter"].limiter
     limit = settings.rate_limit_write
-    kilobytes = max(1, math.ceil((request.content_length or 0) / 1000))
+    kilobytes = max(1, math.ceil(len(request.get_data(cache=True)) / 1000))
     counts = layered(
         limit, settings.rate_limit_address_factor, "write", f"user:{user_id}", get_remote_address()
     )
@@ -250,6 +265,62 @@ def spend_write_budget(user_id: str) -> None:
         )
     for item, key in counts:
         strategy.hit(item, key, cost=kilobytes)
+
+
+class Questions:
+    """Questions counted per asker (a signed-in user; an application's user, counted apart
+    from the same user's own questions) and per client network: ``rate_limit_query``, per
+    network times ``rate_limit_address_factor``; and at most ``queries_in_flight`` of one
+    asker's answered at once (in this process). A question costs the cores a write's
+    encoding does, so one account asking on many connections would otherwise slow every
+    other user's. ``admitted(who)`` wraps a question: past either bound, 429 with Retry-After
+    before anything is read; a refused question is not counted."""
+
+    def __init__(self, limiter: Limiter, settings):
+        self.limiter, self.settings = limiter, settings
+        self._in_flight: Counter[str] = Counter()
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def admitted(self, who: str):
+        strategy, settings = self.limiter.limiter, self.settings
+        most = settings.queries_in_flight
+        counts = layered(
+            settings.rate_limit_query,
+            settings.rate_limit_address_factor,
+            "query",
+            who,
+            get_remote_address(),
+        )
+        with self._lock:  # the test and the count at once: concurrent questions cannot slip past
+            if most and self._in_flight[who] >= most:
+                raise ApiError(
+                    f"at most {most} questions of one user are answered at once; wait for an "
+                    "answer before asking again",
+                    code="rate_limited",
+                    status=429,
+                    headers={"Retry-After": "1"},
+                )
+            over = [(item, key) for item, key in counts if not strategy.test(item, key)]
+            if over:
+                wait = max(seconds_left(strategy.get_window_stats(*c)) for c in over)
+                raise ApiError(
+                    f"too many questions in too short a time (the limit is "
+                    f"{settings.rate_limit_query}); try again later",
+                    code="rate_limited",
+                    status=429,
+                    headers={"Retry-After": str(wait)},
+                )
+            for item, key in counts:
+                strategy.hit(item, key)
+            self._in_flight[who] += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._in_flight[who] -= 1
+                if not self._in_flight[who]:
+                    del self._in_flight[who]
 
 
 class FailedCredentials:
@@ -328,6 +399,41 @@ class FailedCredentials:
                     self._running[busy] -= 1
                     if not self._running[busy]:
                         del self._running[busy]
+
+
+class ChunkedBody:
+    """WSGI middleware: a body sent without a length (``Transfer-Encoding: chunked``) is read
+    here, at most ``max_bytes`` of it, and handed on as a body of that length; one longer is
+    answered 413, as a body whose Content-Length is too large is. Without this, what counts
+    a body by its length (the write budget) saw none, and werkzeug cut a body past
+    ``max_body_bytes`` at that length without a word (a 400 for broken JSON, not a 413)."""
+
+    BODY = json.dumps(body("too_large", "request body too large")).encode()
+
+    def __init__(self, wsgi_app, max_bytes: int) -> None:
+        self.wsgi_app, self.max_bytes = wsgi_app, max_bytes
+
+    def __call__(self, environ, start_response):
+        if "chunked" not in environ.get("HTTP_TRANSFER_ENCODING", "").lower():
+            return self.wsgi_app(environ, start_response)
+        stream, parts, size = environ["wsgi.input"], [], 0
+        while size <= self.max_bytes:
+            part = stream.read(min(1 << 16, self.max_bytes + 1 - size))
+            if not part:
+                break
+            parts.append(part)
+            size += len(part)
+        if size > self.max_bytes:
+            start_response(
+                "413 REQUEST ENTITY TOO LARGE",
+                [("Content-Type", "application/json"), ("Content-Length", str(len(self.BODY)))],
+            )
+            return [self.BODY]
+        environ["wsgi.input"] = io.BytesIO(b"".join(parts))
+        environ["CONTENT_LENGTH"] = str(size)
+        environ.pop("HTTP_TRANSFER_ENCODING")
+        environ.pop("wsgi.input_terminated", None)
+        return self.wsgi_app(environ, start_response)
 
 
 class RefuseUnchecked:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from contextlib import ExitStack
+
 from flask import Blueprint, current_app, request
 
 from memkit.encoders import asking
@@ -39,16 +41,29 @@ def query():
     # The question's first reads (the caller's token, its history, its floors) share one
     # connection, back in the pool before the question waits for the index or the model:
     # a request that holds a connection never waits for another (no pool deadlock).
-    with one_connection(ext["engine"]):
-        caller = _caller()
-        if not request.is_json:
-            raise ApiError(
-                "send the query as a JSON body (Content-Type: application/json); multipart and "
-                f"form bodies are not accepted (got {request.mimetype or 'no content type'})",
-                code="unsupported_media_type",
-                status=415,
-            )
-        req = body()
-        prepared = ext["memory"].prepare(caller, req)
-    with asking():  # the model's runs for writes yield to it (memkit.encoders.Lanes)
-        return ext["memory"].answer(req, prepared)
+    with ExitStack() as held:
+        with one_connection(ext["engine"]):
+            caller = _caller()
+            if not request.is_json:
+                got = request.mimetype or "no content type"
+                raise ApiError(
+                    "send the query as a JSON body (Content-Type: application/json); multipart "
+                    f"and form bodies are not accepted (got {got})",
+                    code="unsupported_media_type",
+                    status=415,
+                )
+            req = body()
+            # Counted per asker before the question reads anything more, and held as one of
+            # the asker's questions in flight until it is answered (server/api/limits.py).
+            held.enter_context(ext["questions"].admitted(_asker(caller, req)))
+            prepared = ext["memory"].prepare(caller, req)
+        with asking():  # the model's runs for writes yield to it (memkit.encoders.Lanes)
+            return ext["memory"].answer(req, prepared)
+
+
+def _asker(caller: Caller, req: m.QueryRequest) -> str:
+    """Whose count a question spends: the signed-in user's, or the application's for the
+    user it names (an application spends no one's count but its own users')."""
+    if caller.user_id is not None:
+        return f"user:{caller.user_id}"
+    return f"app:{caller.app_id}/user:{req.user_id[:200]}"
