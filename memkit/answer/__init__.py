@@ -38,7 +38,10 @@ conversation):
    clause past ``max_words``), attributed ("On 8 May 2023 Caroline wrote in “Session 1”:
    “...”"); several posts only when the question asks for several (``wants_list``: "What
    activities ...", "Where has ..."). A when-question leads with the date, relative times
-   ("yesterday") resolved against the post's own time (memkit.timeref).
+   ("yesterday") resolved against the post's own time (memkit.timeref). Whatever users
+   typed (the quoted text, names, block titles) is shown through memkit.answer.render, so
+   that none of it can close the answer's “ ” marks, and two authors of one name (or of
+   look-alike names) are named apart by their user ids ("Oli (u_1a2b3c)").
 
 Without models it answers by rules alone (memkit.answer.rules: for configs with no models,
 and the baseline in eval/RESULTS.md).

@@ -28,6 +28,8 @@ class ItemDict(TypedDict, total=False):
     block_title: str | None
     block_type: str | None  # feed, blog, forum, quiz
     block_type_name: str | None  # as ``block_type``, the name eval's items use
+    user_id: str | None  # the author's id: two authors of one name are told apart by it
+    shown_as: str | None  # the author as the answer names them (memkit.answer.render.labelled)
 
 
 # What a writer reads: the pipeline's memkit.items.Item (read with ``.get`` like a dict)

@@ -16,10 +16,10 @@ from memkit.answer.base import (
     as_datetime,
     day_of,
     sentences,
-    speaker,
     timestamp,
 )
 from memkit.answer.questions import HOLDS, asks_when, question_type, says_when
+from memkit.answer.render import render, render_name, shown_name
 from memkit.changes import CHANGED
 from memkit.text import Analyzer
 from memkit.timeref import (
@@ -59,7 +59,7 @@ def _date_instead(text: str, posted) -> Lead | None:
         clause = re.split(r"[,;.!?]", text[: m.start()])[-1]
         span = _first_date(clause, posted)
         if span is not None:
-            return span, f"“{clause.strip()} instead”"
+            return span, f"“{render(clause.strip())} instead”"
     return None
 
 
@@ -131,7 +131,7 @@ ASKS_AHEAD = re.compile(r"\bwhen (?:is|are|will|does|do)\b|\bwhat (?:date|day) i
 # -- the fixed texts ------------------------------------------------------------------------
 def unresolved_text(query: str) -> str:
     return (
-        f"I'm not sure what “{query.strip()}” refers to: this is the start of our "
+        f"I'm not sure what “{render(query)}” refers to: this is the start of our "
         "conversation. Ask me about something first, or say what you mean."
     )
 
@@ -139,18 +139,18 @@ def unresolved_text(query: str) -> str:
 def fallback_text(query: str, window: str | None = None) -> str:
     when = f" from {window}" if window else ""
     return (
-        f"I couldn't find anything{when} about “{query.strip()}” in the floors you asked "
+        f"I couldn't find anything{when} about “{render(query)}” in the floors you asked "
         "about. You could try other words, a wider time range or fewer filters."
     )
 
 
 def decline_text(people: set[str], closest_by: str | None = None) -> str:
     if people:
-        names = " or ".join(sorted(people))
+        names = " or ".join(render_name(p) for p in sorted(people))
         if closest_by:
             return (
-                f"{DECLINE}: the closest post is {closest_by}'s, and nothing {names} posted "
-                "says so."
+                f"{DECLINE}: the closest post is {render(closest_by)}'s, and nothing {names} "
+                "posted says so."
             )
         return f"{DECLINE}: nothing {names} posted in these floors says so."
     return f"{DECLINE}: nothing in these floors answers it closely enough."
@@ -159,7 +159,7 @@ def decline_text(people: set[str], closest_by: str | None = None) -> str:
 def lacking_text(closest_by: str, lacking: str) -> str:
     """The decline of a question whose closest post lacks what it asks for ("how much",
     "the name", "the number", "the address": memkit.answer.questions.lacks_what_is_asked)."""
-    return f"{DECLINE}: the closest post is {closest_by}'s, and it does not say {lacking}."
+    return f"{DECLINE}: the closest post is {render(closest_by)}'s, and it does not say {lacking}."
 
 
 def account_text(query: str, items: list[AnswerItem]) -> str:
@@ -168,9 +168,10 @@ def account_text(query: str, items: list[AnswerItem]) -> str:
     parts = ", ".join(plural(n, f"{kind} post") for kind, n in kinds.most_common())
     top = items[0]
     when = day_of(top.get("created_at"))
-    where = f" in “{top['block_title']}”" if top.get("block_title") else ""
+    title = render(top.get("block_title"))
+    where = f" in “{title}”" if title else ""
     return (
-        f"Found {plural(len(items), 'item')} for “{query.strip()}” ({parts}); "
+        f"Found {plural(len(items), 'item')} for “{render(query)}” ({parts}); "
         f"the best match was posted{where}{f' on {when}' if when else ''}."
     )
 
@@ -189,7 +190,7 @@ class Composer:
         """The answer text from (sentence, item, similarity) quotes, best first; a
         when-question leads with the date the first quote gives."""
         lead = self.date_of(quotes[0][0], quotes[0][1], query) if asks_when(query) else None
-        shown = [self.quote(query, sentence, item) for sentence, item, _ in quotes]
+        shown = [render(self.quote(query, sentence, item)) for sentence, item, _ in quotes]
         lines = [
             self.attributed(text, item, lead=lead if n == 0 else None)
             for n, (text, (_, item, _)) in enumerate(zip(shown, quotes))
@@ -354,7 +355,7 @@ class Composer:
                 continue  # "we moved here four years ago", "Change of plan:": no new date here
             span = _first_date(clause, posted)
             if span is not None:
-                return span, f"“{said}{clause.rstrip()}”"
+                return span, f"“{render(said + clause.rstrip())}”"
         # "Book club is off tomorrow ... We'll do it on 12 November instead"
         instead = _date_instead(item.get("text") or "", posted)
         if instead is not None:
@@ -375,7 +376,7 @@ class Composer:
                 (sentence,) if RECURRING.search(sentence) else (sentence, item.get("text") or "")
             )
             for text in texts:
-                found = [(m.start, m.span, f"“{m.phrase}”") for m in resolve(text, posted)]
+                found = [(m.start, m.span, f"“{render(m.phrase)}”") for m in resolve(text, posted)]
                 if not found:
                     continue
                 # a date written beside them competes too ("Promoted to senior designer
@@ -418,17 +419,25 @@ class Composer:
         return None
 
     def attributed(self, sentence: str, item: AnswerItem, lead: Lead | None) -> str:
-        """The quote with who wrote it, when and where (a when-answer: its date first)."""
+        """The quote with who wrote it, when and where (a when-answer: its date first). What
+        the post's author and the floor's owner wrote (the quote, the name, the block's
+        title) is ``render``ed: none of it can close the answer's “ ” marks."""
+        sentence = render(sentence)
         quote = (
             sentence
             if len(sentence) <= self.max_quote_chars
             else sentence[: self.max_quote_chars - 1] + "…"
         )
-        who = speaker(item) or "someone"
+        who = shown_name(item) or "someone"
         when = day_of(item.get("created_at"))
-        where = f" in “{item['block_title']}”" if item.get("block_title") else ""
+        title = render(item.get("block_title"))
+        where = f" in “{title}”" if title else ""
         posted = as_datetime(item.get("created_at"))
-        notes = [f"{m.phrase} = {m.span.text}" for m in resolve(sentence, posted)] if posted else []
+        notes = (
+            [f"{render(m.phrase)} = {m.span.text}" for m in resolve(sentence, posted)]
+            if posted
+            else []
+        )
         note = f" ({'; '.join(notes)})" if notes and lead is None else ""
         if lead is not None:
             span, how = lead

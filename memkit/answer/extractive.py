@@ -43,6 +43,7 @@ from memkit.answer.questions import (
     question_type,
     says_when,
 )
+from memkit.answer.render import labelled, shown_name
 from memkit.answer.rules import summarize_by_rules
 from memkit.config_model import ExtractiveSpec, FromSpec
 from memkit.encoders import encode_documents
@@ -177,6 +178,8 @@ class ExtractiveAnswerer(FromSpec, Composer):
             return Answer(self.unresolved(query), declined=True)
         if not items:
             return Answer(self.fallback(query, window_text(reading)), declined=True)
+        # two authors of one name (or of look-alike names) are named apart in the text
+        items = labelled(items, self._known_authors() if authors is None else authors)
         written = (
             self.window_summary(
                 items,
@@ -281,7 +284,7 @@ class ExtractiveAnswerer(FromSpec, Composer):
             near = (
                 cands.item[max(rival, key=lambda i: scores[i])] if rival and cands.people else None
             )
-            by = speaker(near) if near is not None else None
+            by = shown_name(near) if near is not None else None
             return Answer(
                 self.decline_message(query, cands.people, by),
                 declined=True,
@@ -323,7 +326,7 @@ class ExtractiveAnswerer(FromSpec, Composer):
                 )
             near = cands.item[chosen[0]]
             return Answer(
-                lacking_text(speaker(near) or "someone", lacking),
+                lacking_text(shown_name(near) or "someone", lacking),
                 declined=True,
                 strength=strength,
                 closest=near.get("event_id"),
@@ -390,6 +393,10 @@ class ExtractiveAnswerer(FromSpec, Composer):
     def query_features(self, c: Candidates, scores: np.ndarray) -> np.ndarray:
         """QUERY_FEATURES of one question from its candidates and their selection scores."""
         return features.query_features(c, scores, self.max_items, self._analyzer)
+
+    def _known_authors(self) -> list[str]:
+        """Every author's name ``prepare`` has seen."""
+        return [n for group in self._by_first.values() for n in group]
 
     def _known_names(self, items: list[AnswerItem], authors=None) -> set[str]:
         names = (

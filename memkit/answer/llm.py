@@ -16,8 +16,9 @@ import re
 import urllib.error
 import urllib.request
 
-from memkit.answer.base import DECLINE, Answer, AnswerItem, day_of, speaker
+from memkit.answer.base import DECLINE, Answer, AnswerItem, day_of
 from memkit.answer.extractive import ExtractiveAnswerer
+from memkit.answer.render import labelled, render, shown_name
 from memkit.config_model import FromSpec, LLMSpec
 
 log = logging.getLogger(__name__)
@@ -54,18 +55,17 @@ class LLMAnswerer(FromSpec):
         return self.write(query, items, summary).text
 
     def messages(self, query: str, items: list[AnswerItem]) -> list[dict]:
+        # each post on one line of its own, as ``render`` shows it: no name, title or text
+        # can start a line that reads as another numbered post, nor close a quote
         lines = []
         for n, item in enumerate(items[: self.max_items], 1):
+            title = render(item.get("block_title"))
             meta = ", ".join(
                 p
-                for p in (
-                    speaker(item),
-                    day_of(item.get("created_at")),
-                    f"in {item['block_title']}" if item.get("block_title") else None,
-                )
+                for p in (shown_name(item), day_of(item.get("created_at")), title and f"in {title}")
                 if p
             )
-            lines.append(f"[{n}] ({meta}) {item.get('text') or ''}")
+            lines.append(f"[{n}] ({meta}) {render(item.get('text'))}")
         system = (
             "You answer questions about a person's memory using only the numbered posts "
             'given. Say who wrote what and when; resolve relative times ("yesterday") '
@@ -94,6 +94,7 @@ class LLMAnswerer(FromSpec):
             return self.extractive.write(
                 query, items, summary, authors, reading, listing, found, decided, settled
             )
+        items = labelled(items, authors)  # two authors of one name are told apart
         body = json.dumps(
             {
                 "model": self.model,

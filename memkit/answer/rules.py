@@ -18,6 +18,7 @@ import numpy as np
 
 from memkit.answer.base import Answer, AnswerItem, sentences, speaker
 from memkit.answer.questions import asks_when, says_when
+from memkit.answer.render import shown_name
 
 if TYPE_CHECKING:
     from memkit.answer.extractive import ExtractiveAnswerer
@@ -64,7 +65,7 @@ def summarize_by_rules(
         or someone_else
         or (writer.min_score is not None and strongest < writer.min_score)
     ):
-        by = speaker(cands[closest][3]) if someone_else else None
+        by = shown_name(cands[closest][3]) if someone_else else None
         return Answer(
             writer.decline_message(query, people, by),
             declined=True,

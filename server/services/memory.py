@@ -71,12 +71,15 @@ def _bad(field: str, message: str, code: str = "invalid") -> Unprocessable:
 
 
 def floor_authors(conn, floor_ids: list[str]) -> list[str]:
-    """The names of the people who posted in these floors: the authors the answer writer
-    knows of (who a question may be about, which capitalised words are names). Only these
-    floors' authors, so whether someone posted elsewhere (privately, say) changes no answer."""
+    """The names of the people who posted in these floors, one for each person: the authors
+    the answer writer knows of (who a question may be about, which capitalised words are
+    names). Two people of one name give it twice, so that the writer names them apart
+    ("Oli (u_1a2b3c)": memkit.answer.render.labelled) even where only one of them is
+    quoted. Only these floors' authors, so whether someone posted elsewhere (privately,
+    say) changes no answer."""
     posted = sa.select(events.c.user_id).where(events.c.floor_id.in_(floor_ids)).distinct()
     names = conn.execute(sa.select(users.c.name).where(users.c.id.in_(posted))).scalars()
-    return sorted({n.strip() for n in names if isinstance(n, str) and n.strip()})
+    return sorted(n.strip() for n in names if isinstance(n, str) and n.strip())
 
 
 class Memory:
