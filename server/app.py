@@ -74,6 +74,7 @@ def create_app(config: dict | None = None, *, sms=None) -> Flask:
         FailedCredentials,
         Questions,
         RefuseUnchecked,
+        Tarpit,
         client_network,
         make_limits,
         storage_uri,
@@ -98,7 +99,9 @@ def create_app(config: dict | None = None, *, sms=None) -> Flask:
     app.extensions["memkit"]["questions"] = Questions(limiter, settings)
     accounts = app.extensions["memkit"]["accounts"]
     # A chunked body is read, bounded, into one of known length before Flask sees it.
-    app.wsgi_app = ChunkedBody(app.wsgi_app, settings.max_body_bytes)
+    app.wsgi_app = ChunkedBody(app.wsgi_app, settings.max_body_bytes, settings.auth_body_bytes)
+    # Account operations' refusals and code requests answered late under memkit serve.
+    app.wsgi_app = Tarpit(app.wsgi_app, settings.refused_delay)
     app.wsgi_app = RefuseUnchecked(
         app.wsgi_app,
         failed,

@@ -67,14 +67,19 @@ class Settings(BaseSettings):
     rate_limit_query: str = "60 per minute;1000 per hour"
     queries_in_flight: Annotated[int, Field(ge=0)] = 2
     # Seconds before a refused application-secret request's 429 (server/api/limits.py
-    # RefuseUnchecked): `memkit serve`, a thread per connection, sets 1; keep 0 under a pool of
-    # threads (gunicorn), where a waiting answer would hold a thread.
+    # RefuseUnchecked), an account operation's refusal and a code request's answer (Tarpit):
+    # `memkit serve`, a thread per connection, sets 1; keep 0 under a pool of threads
+    # (gunicorn), where a waiting answer would hold a thread.
     refused_delay: float = 0.0
     # Where the limits count: memory:// (this process), or a store every process shares that
     # keeps a moving window (redis://, mongodb://; not memcached://): the limits count the
     # last minute and hour, never 2N across the edge of a window opened by a first hit.
     rate_limit_storage: str = "memory://"
     max_body_bytes: int = 1_000_000
+    # The most an account operation's body (/auth-service/...: sign-up, sign-in, codes) may
+    # have: its longest fields (an address of 254 characters, a password of 256, a name of
+    # 200) fit many times over; a larger one is a 413 before anything reads it.
+    auth_body_bytes: Annotated[int, Field(ge=1024)] = 16_000
     # How many proxies in front of the service (nginx: README) set X-Forwarded-For, -Proto and
     # -Host: the client address the limits count is the one the first of them saw (the n-th
     # from the right of X-Forwarded-For). 0: the headers are ignored, so that no client can

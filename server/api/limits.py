@@ -410,30 +410,83 @@ class ChunkedBody:
 
     BODY = json.dumps(body("too_large", "request body too large")).encode()
 
-    def __init__(self, wsgi_app, max_bytes: int) -> None:
+    def __init__(self, wsgi_app, max_bytes: int, auth_bytes: int | None = None) -> None:
         self.wsgi_app, self.max_bytes = wsgi_app, max_bytes
+        self.auth_bytes = max_bytes if auth_bytes is None else min(auth_bytes, max_bytes)
+
+    def bound(self, environ) -> int:
+        """The most bytes this request's body may have: an account operation's (sign-up,
+        sign-in, codes: anyone may send them, with no account) ``auth_bytes``, which is far
+        more than any of their fields can hold, so a megabyte of them is refused unread."""
+        path = environ.get("PATH_INFO", "")
+        return self.auth_bytes if path.startswith("/auth-service/") else self.max_bytes
 
     def __call__(self, environ, start_response):
+        bound = self.bound(environ)
         if "chunked" not in environ.get("HTTP_TRANSFER_ENCODING", "").lower():
+            try:
+                length = int(environ.get("CONTENT_LENGTH") or 0)
+            except ValueError:
+                length = 0  # Flask answers a malformed length itself
+            if length > bound:
+                return self._too_large(start_response)
             return self.wsgi_app(environ, start_response)
         stream, parts, size = environ["wsgi.input"], [], 0
-        while size <= self.max_bytes:
-            part = stream.read(min(1 << 16, self.max_bytes + 1 - size))
+        while size <= bound:
+            part = stream.read(min(1 << 16, bound + 1 - size))
             if not part:
                 break
             parts.append(part)
             size += len(part)
-        if size > self.max_bytes:
-            start_response(
-                "413 REQUEST ENTITY TOO LARGE",
-                [("Content-Type", "application/json"), ("Content-Length", str(len(self.BODY)))],
-            )
-            return [self.BODY]
+        if size > bound:
+            return self._too_large(start_response)
         environ["wsgi.input"] = io.BytesIO(b"".join(parts))
         environ["CONTENT_LENGTH"] = str(size)
         environ.pop("HTTP_TRANSFER_ENCODING")
         environ.pop("wsgi.input_terminated", None)
         return self.wsgi_app(environ, start_response)
+
+    def _too_large(self, start_response):
+        start_response(
+            "413 REQUEST ENTITY TOO LARGE",
+            [("Content-Type", "application/json"), ("Content-Length", str(len(self.BODY)))],
+        )
+        return [self.BODY]
+
+
+class Tarpit:
+    """WSGI middleware for servers with a thread per connection (``memkit serve``): every
+    429, an account operation's refusal (any 4xx of an ``/auth-service/`` request) and every
+    answer to a request for a code are sent ``delay`` seconds late (less what the request
+    took). Anyone may send account operations with no account, from as many networks as
+    they hold, so no count refuses a spread flood of them, and a refused request costs
+    Flask's work again at once if its client may send the next one at once; waiting for
+    each answer slows such a flood to a request a second per connection, while an honest
+    user waits a second once. 0 (under a pool of threads, where a waiting answer would hold
+    a thread): off."""
+
+    CODES = "/auth-service/send/validation/code"
+
+    def __init__(self, wsgi_app, delay: float) -> None:
+        self.wsgi_app, self.delay = wsgi_app, delay
+
+    def __call__(self, environ, start_response):
+        path = environ.get("PATH_INFO", "")
+        if self.delay <= 0:
+            return self.wsgi_app(environ, start_response)
+        account = path.startswith("/auth-service/")
+        began = time.monotonic()
+        seen = {}
+
+        def noted(status, headers, exc_info=None):
+            seen["status"] = status
+            return start_response(status, headers, exc_info)
+
+        out = self.wsgi_app(environ, noted)
+        status = seen.get("status", "")
+        if status[:3] == "429" or account and (path == self.CODES or status[:1] == "4"):
+            time.sleep(max(0.0, self.delay - (time.monotonic() - began)))
+        return out
 
 
 class RefuseUnchecked:

@@ -77,6 +77,10 @@ APP_RECHECK = 600.0  # seconds an application secret argon2 accepted is known (A
 # honest sign-in wait, and sign-ups (anyone may send them) never make a password change or
 # reset wait (SECURITY.md).
 ARGON2_SLOTS = {"sign_in": 2, "app": 1, "sign_up": 1, "other": 1}
+# A kind's slot stays held this many times a hash's own time after it: sign-ups (anyone may
+# send them, from any number of networks, so no count refuses a spread flood) then take at
+# most a quarter of a core, and an honest sign-up waits a fraction of a second more.
+ARGON2_PACE = {"sign_up": 3.0}
 
 
 class _Argon2:
@@ -86,7 +90,7 @@ class _Argon2:
     password checks of a signed-in user). A burst of one kind
     (32 wrong secrets sent together would take 2 GiB) cannot take the process's
     memory, nor the slots of another kind; on two cores more at once would not finish
-    sooner."""
+    sooner. A kind in ``ARGON2_PACE`` keeps its slot a while after each hash."""
 
     def __init__(self, hasher: PasswordHasher | None = None):
         self._hasher = hasher or PasswordHasher()  # argon2-cffi's defaults
@@ -94,7 +98,10 @@ class _Argon2:
 
     def hash(self, password: str, kind: str = "other") -> str:
         with self._slots[kind]:
-            return self._hasher.hash(password)
+            began = time.monotonic()
+            hashed = self._hasher.hash(password)
+            time.sleep(ARGON2_PACE.get(kind, 0.0) * (time.monotonic() - began))
+            return hashed
 
     def verify(self, stored: str, password: str, kind: str = "other") -> bool:
         with self._slots[kind]:
