@@ -33,6 +33,7 @@ from tests.service_fixtures import (
 from tests.test_attacks import SEND, SIGNUP, VALIDATE, bearer, signed_up
 from tests.test_attacks3 import Argon2Calls
 from tests.test_smtp_delivery import smtp as smtp  # the fixture: a real SMTP server
+from tests.test_smtp_delivery import smtp_app
 
 SIGNIN, PROFILE = "/auth-service/signin/email", "/auth-service/profile"
 RESET, CHANGE_PW = "/auth-service/reset/password", "/auth-service/change/password"
@@ -411,15 +412,7 @@ def test_a_failing_mail_server_does_not_tell_whether_the_account_exists(
 
 def test_reset_codes_sent_in_the_background_arrive_over_real_smtp(smtp, tmp_path):
     inbox, port = smtp
-    app = create_app(
-        {
-            "database_url": f"sqlite:///{tmp_path / 'm.db'}",
-            "smtp_host": "127.0.0.1",
-            "smtp_port": port,
-            "outbox_dir": str(tmp_path / "outbox"),
-            "secret_key": "k",
-        }
-    )
+    app = smtp_app(port, tmp_path)
     try:
         c = app.test_client()
         assert c.post(SIGNUP, json={"name": "Ann", "email": ANN, "password": PW}).status_code == 200

@@ -54,14 +54,20 @@ def _all_keys() -> set[str]:
         return {k for (k,) in db.execute("SELECT key FROM emb")}
 
 
-def test_an_author_may_delete_their_posts_after_the_floor_turns_private(tmp_path, tmp_path_factory):
+def _public_floor(tmp_path, tmp_path_factory):
+    """Ann's floor, made public, and Bo and Cy signed up: (app, client, (the three's auth
+    headers), the floor's id, its feed's events URL)."""
     app = sqlite_app(tmp_path, tmp_path_factory, **NO_LIMITS)
     c = app.test_client()
     ann, fid, blocks = user(c, app, "Ann")
     bo, _, _ = user(c, app, "Bo")
     cy, _, _ = user(c, app, "Cy")
     assert c.post(f"/floors/{fid}/public", headers=ann).status_code == 200
-    feed = f"/floors/{fid}/blocks/{blocks['feed']}/events"
+    return app, c, (ann, bo, cy), fid, f"/floors/{fid}/blocks/{blocks['feed']}/events"
+
+
+def test_an_author_may_delete_their_posts_after_the_floor_turns_private(tmp_path, tmp_path_factory):
+    app, c, (ann, bo, cy), fid, feed = _public_floor(tmp_path, tmp_path_factory)
     mine = c.post(feed, headers=bo, json={"text": "My new number is 0770 900 123."})
     theirs = c.post(feed, headers=cy, json={"text": "Cy was here."})
     mine, theirs = mine.get_json()["event_id"], theirs.get_json()["event_id"]
@@ -92,13 +98,7 @@ def test_a_deleted_or_rewritten_post_leaves_no_words_in_anyones_stored_turns(
     """Cy asked about Bo's post in Ann's public floor; her stored turn held the answer that
     quoted it and the words it quoted. Once Bo deletes the post (or rewrites it), no stored
     row of anyone's holds its id or its words."""
-    app = sqlite_app(tmp_path, tmp_path_factory, **NO_LIMITS)
-    c = app.test_client()
-    ann, fid, blocks = user(c, app, "Ann")
-    bo, _, _ = user(c, app, "Bo")
-    cy, _, _ = user(c, app, "Cy")
-    assert c.post(f"/floors/{fid}/public", headers=ann).status_code == 200
-    feed = f"/floors/{fid}/blocks/{blocks['feed']}/events"
+    app, c, (ann, bo, cy), fid, feed = _public_floor(tmp_path, tmp_path_factory)
     posts = {
         "safe": "The code for the bike shed is 7391, please keep it to yourselves.",
         "boat": "The rowing boat is moored at the Quayside pontoon until Friday.",

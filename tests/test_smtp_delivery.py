@@ -38,9 +38,9 @@ def smtp():
     controller.stop()
 
 
-def test_change_email_with_codes_read_from_a_real_smtp_server(smtp, tmp_path):
-    inbox, port = smtp
-    app = create_app(
+def smtp_app(port: int, tmp_path):
+    """The service on a fresh SQLite file, sending e-mail to the SMTP server on ``port``."""
+    return create_app(
         {
             "database_url": f"sqlite:///{tmp_path / 'm.db'}",
             "smtp_host": "127.0.0.1",
@@ -49,6 +49,11 @@ def test_change_email_with_codes_read_from_a_real_smtp_server(smtp, tmp_path):
             "secret_key": "k",
         }
     )
+
+
+def test_change_email_with_codes_read_from_a_real_smtp_server(smtp, tmp_path):
+    inbox, port = smtp
+    app = smtp_app(port, tmp_path)
     c = app.test_client()
     assert (
         c.post(
