@@ -1,7 +1,9 @@
 """The ``memkit`` command.
 
-    memkit eval --dataset DIR [--config FILE ...] [--run-out FILE] [--answers-out FILE]
-                [--answers] [--no-mlflow]
+    memkit eval --dataset DIR [--config NAME|FILE ...] [--set KEY=VALUE ...]
+                [--plugin MODULE ...] [--run-out FILE] [--answers-out FILE] [--answers]
+                [--out DIR] [--tracking-uri URI] [--experiment NAME] [--no-mlflow]
+                [--stat-test student|wilcoxon|fisher|permutation|tukey]
     memkit eval --all                       # every dataset found (what `make eval` runs)
     memkit convert locomo FILE OUT
     memkit convert beir DIR OUT --split test
@@ -68,13 +70,61 @@ def _has_rewrites(path: Path) -> bool:
         return any('"rewrite"' in line for line in fh)
 
 
-def _configs(paths):
-    from memkit.config import CONFIG_DIR, load_config
+def _configs(paths, settings=()):
+    """The configs to score (files or shipped names; ``["ALL"]``: every shipped one), each
+    with the ``--set KEY=VALUE`` settings applied."""
+    from memkit.config import CONFIG_DIR, load_config, parse_override
     from memkit.pipeline import DEFAULT_CONFIG
 
+    overrides = dict(parse_override(text) for text in settings or ())
     if paths == ["ALL"]:
         paths = sorted(CONFIG_DIR.glob("*.toml"))
-    return [load_config(p) for p in (paths or [DEFAULT_CONFIG])]
+    return [load_config(p, overrides) for p in (paths or [DEFAULT_CONFIG])]
+
+
+PLUGIN_GROUP = "memkit.plugins"
+
+
+def load_plugins(names=()) -> list[str]:
+    """Import every module of the ``memkit.plugins`` entry point group, then each module
+    ``--plugin`` names (a module name, found from the current folder too, or a ``.py``
+    file), so the retrievers, contextualizers and answer writers they register can be
+    named by a config. Returns what was imported; a module that fails to import is a
+    ValidationError naming it."""
+    import importlib
+    import importlib.util
+
+    from memkit.errors import ValidationError
+
+    loaded = []
+    for ep in entry_points(group=PLUGIN_GROUP):
+        try:
+            ep.load()
+        except Exception as exc:  # a broken plugin package: say which, not a traceback
+            raise ValidationError(
+                PLUGIN_GROUP, f"entry point {ep.name!r} ({ep.value}) failed to load: {exc!r}"
+            ) from exc
+        loaded.append(ep.value)
+    if names and os.getcwd() not in sys.path:  # `memkit` is a script: its path is its own
+        sys.path.insert(0, os.getcwd())
+    for name in names or ():
+        try:
+            if name.endswith(".py"):
+                path = Path(name).resolve()
+                if not path.is_file():
+                    raise ValidationError("--plugin", f"no such file: {name}")
+                spec = importlib.util.spec_from_file_location(path.stem, path)
+                module = importlib.util.module_from_spec(spec)
+                sys.modules[path.stem] = module
+                spec.loader.exec_module(module)
+            else:
+                importlib.import_module(name)
+        except ValidationError:
+            raise
+        except Exception as exc:  # the module's own error, named with the flag that asked
+            raise ValidationError("--plugin", f"{name!r} could not be imported: {exc!r}") from exc
+        loaded.append(name)
+    return loaded
 
 
 def score_dataset(path: Path, configs: list[dict], fields: list[str], args, label: bool = False):
@@ -160,7 +210,10 @@ def score_all(targets: list, configs: list[dict], args):
     size = [load_any(p, args.split).queries.height * len(f) for p, f in targets]
     order = sorted(range(len(targets)), key=lambda i: -size[i])
     with ProcessPoolExecutor(
-        jobs, mp_context=multiprocessing.get_context("spawn"), initializer=_eval_worker
+        jobs,
+        mp_context=multiprocessing.get_context("spawn"),
+        initializer=_eval_worker,
+        initargs=(getattr(args, "plugin", None) or [],),  # a fresh process imports them again
     ) as pool:
         futures = {
             pool.submit(score_dataset, targets[i][0], configs, targets[i][1], args, True): i
@@ -170,11 +223,11 @@ def score_all(targets: list, configs: list[dict], args):
             yield (futures[done], *done.result())
 
 
-def _eval_worker() -> None:
+def _eval_worker(plugins=None) -> None:
     """What an eval process sets up before it scores: one query at a time
     (memkit/threads.py); the questions' vectors kept in the cache (the next run asks the
     same ones) and the reader's logits too; term indexes and vectors shared between
-    configs."""
+    configs; in a process of its own (``plugins`` not None), the plugins imported."""
     from memkit.encoders import remember_vectors, store_queries
     from memkit.reader import remember_logits
     from memkit.retrievers.sparse import share_indexes
@@ -185,13 +238,47 @@ def _eval_worker() -> None:
     remember_vectors()  # each config reads the same posts' and sentences' vectors
     remember_logits()
     share_indexes()  # the configs' BM25 parts over the same documents: built once
+    if plugins is not None:
+        load_plugins(plugins)
 
 
-def report_dataset(ds, results: list, args) -> str:
+IN_SAMPLE_NOTE = (
+    "Marked *: in-sample: its models were trained on this data set (the config's `trained_on`)."
+)
+
+
+def _marked(result) -> str:
+    """A config's name as a table shows it: ``default*`` when scored in-sample."""
+    return f"{result.name}*" if result.in_sample else result.name
+
+
+def run_file_for(target: str | Path, dataset: str, config: str, one: bool, suffix: str) -> Path:
+    """Where ``--run-out`` / ``--answers-out`` FILE writes a result: FILE itself when one
+    data set is scored with one config; else one file per data set and config beside it,
+    ``FILE-stem.<dataset>.<config><suffix>`` (``cast.run`` -> ``cast.cast2021.bm25.run``)."""
+    target = Path(target)
+    if one:
+        return target
+    return target.with_name(f"{target.stem}.{dataset}.{config}{target.suffix or suffix}")
+
+
+def report_dataset(ds, results: list, args, alone: bool = True) -> str:
     """A dataset's report (its heading, comparison tables and answer tables), written to
     ``--out``; its plots, run files and answers written and its MLflow runs logged; the
-    report is returned for the caller to print."""
-    from memkit.evaluation.compare import category_bars, comparison_table, recall_curve, to_markdown
+    report is returned for the caller to print. ``alone``: the only data set scored (then
+    ``--run-out FILE`` with one config writes FILE itself)."""
+    from memkit.evaluation.compare import (
+        category_bars,
+        category_markdown,
+        category_table,
+        comparison_table,
+        pairwise_markdown,
+        recall_curve,
+        to_markdown,
+    )
+
+    stat_test = getattr(args, "stat_test", None) or "student"
+    in_sample = {r.name for r in results if r.in_sample}
 
     heading = (
         f"\n## {ds.name}: {ds.events.height:,} events, {ds.queries.height:,} queries "
@@ -200,8 +287,10 @@ def report_dataset(ds, results: list, args) -> str:
     out = Path(args.out) / ds.name
     out.mkdir(parents=True, exist_ok=True)
     baseline = args.baseline if args.baseline in {r.name for r in results} else results[0].name
-    table = comparison_table(results, ds, baseline=baseline)
-    report = to_markdown(table, baseline)
+    table = comparison_table(results, ds, baseline=baseline, stat_test=stat_test)
+    report = to_markdown(table, baseline, stat_test, in_sample=in_sample)
+    if len(results) > 2:  # with two, the p-values against the baseline are all the pairs
+        report += "\n" + pairwise_markdown(results, stat_test=stat_test, in_sample=in_sample)
     cats = sorted(
         {k.split(":", 1)[1] for r in results for k in r.summary if k.startswith("category:")}
     )
@@ -221,21 +310,12 @@ def report_dataset(ds, results: list, args) -> str:
             cells = [f"{r.summary['headline'][k]:.4f}" for k in ks] + [
                 f"{adv.get(k, float('nan')):.4f}" for k in ks
             ]
-            lines.append(f"| {r.name} | " + " | ".join(cells) + " |")
+            lines.append(f"| {_marked(r)} | " + " | ".join(cells) + " |")
         report += "\nRecall@k, categories 1-4 and adversarial apart:\n\n" + "\n".join(lines) + "\n"
     if cats:
-        lines = [
-            "| config | " + " | ".join(f"R@5/R@10 {c}" for c in cats) + " |",
-            "|---|" + "---:|" * len(cats),
-        ]
-        for r in results:
-            cells = [
-                f"{r.summary[f'category:{c}']['recall@5']:.3f} / "
-                f"{r.summary[f'category:{c}']['recall@10']:.3f}"
-                for c in cats
-            ]
-            lines.append(f"| {r.name} | " + " | ".join(cells) + " |")
-        report += "\nRecall by category:\n\n" + "\n".join(lines) + "\n"
+        report += "\n" + category_markdown(category_table(results), in_sample=in_sample)
+    if in_sample:
+        report += "\n" + IN_SAMPLE_NOTE + "\n"
     if any(r.answer_summary for r in results):
         report += "\n" + answer_table(results)
     if any(r.turn_summary for r in results):
@@ -246,28 +326,29 @@ def report_dataset(ds, results: list, args) -> str:
         category_bars(results, out / "categories.png"),
     ]
     plots = [p for p in plots if p]
+    one = alone and len(results) == 1
     for r in results:
         if args.run_out:
-            target = Path(args.run_out)
-            if len(results) > 1:
-                target = target.with_name(
-                    f"{target.stem}.{ds.name}.{r.name}{target.suffix or '.run'}"
-                )
+            target = run_file_for(args.run_out, ds.name, r.name, one, ".run")
+            target.parent.mkdir(parents=True, exist_ok=True)
             r.write_run(target)
+            if not one:
+                print(f"  run: {target}", file=sys.stderr)
         if args.answers_out and r.answers is not None:
             from memkit.evaluation.answers import write_answers_jsonl
 
-            target = Path(args.answers_out)
-            if len(results) > 1:
-                target = target.with_name(
-                    f"{target.stem}.{ds.name}.{r.name}{target.suffix or '.jsonl'}"
-                )
+            target = run_file_for(args.answers_out, ds.name, r.name, one, ".jsonl")
             write_answers_jsonl(r.answers, target)
             print(f"  answers: {target}", file=sys.stderr)
         if not args.no_mlflow:
             from memkit.evaluation.tracking import log_result
 
-            log_result(r, artifacts=[out / "report.md", *plots])
+            log_result(
+                r,
+                artifacts=[out / "report.md", *plots],
+                experiment=getattr(args, "experiment", None),
+                uri=getattr(args, "tracking_uri", None),
+            )
     return f"{heading}\n{report}"
 
 
@@ -290,7 +371,7 @@ def answer_table(results) -> str:
         for group, values in r.answer_summary.items():
             label = group.split(":", 1)[-1]
             lines.append(
-                f"| {r.name} | {label} | {cell(values, 'evidence_quoted')} "
+                f"| {_marked(r)} | {label} | {cell(values, 'evidence_quoted')} "
                 f"| {cell(values, 'declined')} | "
                 f"{cell(values, 'words', '.0f')} | {cell(values, 'date_ok')} "
                 f"| {cell(values, 'f1')} | "
@@ -313,7 +394,7 @@ def turn_table(results) -> str:
         for group, values in r.turn_summary.items():
             cells = [f"{values[c]:.3f} ({values[c + '_n']})" if c in values else "" for c in cols]
             lines.append(
-                f"| {r.name} | {group.replace('category:', '')} | " + " | ".join(cells) + " |"
+                f"| {_marked(r)} | {group.replace('category:', '')} | " + " | ".join(cells) + " |"
             )
     return "\n".join(lines) + "\n"
 
@@ -348,15 +429,18 @@ def ledger(configs: list[dict], by_dataset: dict) -> str:
         "| config | " + " | ".join(c[0] for c in cols) + " |",
         "|---|" + "---:|" * len(cols),
     ]
+    marked = False
     for config in configs:
         cells = []
         for _, ds, suffix, key in cols:
             group, metric = key.rsplit("/", 1)
             res = {r.name: r for r in by_dataset[ds]}.get(config["name"] + suffix)
             value = res.summary.get(group, {}).get(metric) if res else None
-            cells.append("—" if value is None else f"{value:.4f}")
+            star = "*" if res is not None and res.in_sample else ""
+            marked = marked or bool(star)
+            cells.append("—" if value is None else f"{value:.4f}{star}")
         lines.append(f"| {config['name']} | " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n" + (f"\n{IN_SAMPLE_NOTE}\n" if marked else "")
 
 
 def cmd_eval(args) -> int:
@@ -367,14 +451,15 @@ def cmd_eval(args) -> int:
     t = time.perf_counter()
     if args.jobs is None:
         args.jobs = min(2, os.cpu_count() or 1) if args.all else 1
-    configs = _configs(args.config or (["ALL"] if args.all else None))
+    load_plugins(args.plugin)  # before the configs: they may name what a plugin registers
+    configs = _configs(args.config or (["ALL"] if args.all else None), args.set)
     _ensure_database(configs)
     if any(_needs_database(c) for c in configs) and os.environ.get("MEMKIT_DATABASE_URL"):
         _vector_in_public(os.environ["MEMKIT_DATABASE_URL"])
     targets = found_datasets() if args.all else [(Path(args.dataset), [args.query_field])]
     done = {}
     for i, ds, results in score_all(targets, configs, args):
-        done[i] = (results, report_dataset(ds, results, args))
+        done[i] = (results, report_dataset(ds, results, args, alone=len(targets) == 1))
     by_dataset = {}
     for i in sorted(done):  # printed in the order of the datasets, whichever finished first
         results, report = done[i]
@@ -386,10 +471,11 @@ def cmd_eval(args) -> int:
         f"\nTotal: {time.perf_counter() - t:.1f} s for {len(configs)} config(s) "
         f"on {len(targets)} dataset(s)"
     )
+    print(f"Reports and plots: {Path(args.out).resolve()}")
     if not args.no_mlflow:
         from memkit.evaluation.tracking import tracking_uri
 
-        print(f"MLflow runs: mlflow ui --backend-store-uri {tracking_uri()}")
+        print(f"MLflow runs: mlflow ui --backend-store-uri {tracking_uri(args.tracking_uri)}")
     return 0
 
 
@@ -534,12 +620,61 @@ def main(argv=None) -> int:
     p.add_argument(
         "--config",
         action="append",
-        help="TOML config (repeatable; default: eval/configs/default.toml, "
-        "with --all: every config in eval/configs)",
+        metavar="NAME|FILE",
+        help="a TOML config file, or a shipped config by name (bm25, default, ...: "
+        "memkit/configs) (repeatable; default: default, with --all: every shipped config)",
     )
-    p.add_argument("--run-out", help="write the TREC run file here")
+    p.add_argument(
+        "--set",
+        action="append",
+        metavar="KEY=VALUE",
+        help="change one setting of every config scored, after its `from` is merged "
+        "(repeatable): a dotted TOML key and a TOML value, e.g. retriever.candidates=30, "
+        "'retriever.retrievers.0.k1=0.9', 'contextualizer.type=\"carry\"' (a string in "
+        "quotes); a key no config knows is refused",
+    )
+    p.add_argument(
+        "--plugin",
+        action="append",
+        metavar="MODULE",
+        help="import this module (a name importable from the current folder, or a .py file) "
+        "before the configs are read, so a retriever it registers (@register) can be named "
+        "in a config (repeatable); modules of the memkit.plugins entry point group are "
+        "imported always",
+    )
+    p.add_argument(
+        "--run-out",
+        metavar="FILE",
+        help="write the TREC run file: FILE itself for one data set and one config (and one "
+        "query field); with several, one file each beside it, FILE-stem.<dataset>.<config>"
+        "<suffix> (cast.run: cast.cast2021.bm25.run, ...)",
+    )
     p.add_argument("--no-mlflow", action="store_true", help="do not log to MLflow")
+    p.add_argument(
+        "--tracking-uri",
+        metavar="URI",
+        help="the MLflow tracking store (default: $MLFLOW_TRACKING_URI, else "
+        "sqlite:///mlflow.db in the current folder); a new experiment's artifacts go beside "
+        "a SQLite store's file (mlartifacts/)",
+    )
+    p.add_argument(
+        "--experiment",
+        metavar="NAME",
+        help="the MLflow experiment of every run (default: memkit/<dataset>)",
+    )
     p.add_argument("--baseline", help="config name to test the others against (default: the first)")
+    p.add_argument(
+        "--stat-test",
+        default="student",
+        choices=["student", "wilcoxon", "fisher", "permutation", "tukey"],
+        help="the significance test of the comparison tables, on the same queries' scores: "
+        "student (paired t-test, the default), wilcoxon (signed-rank), fisher or "
+        "permutation (the same: Fisher's paired randomisation test, 10,000 sign flips, "
+        "seeded), tukey (Tukey's HSD over all configs at once). The p-values against the "
+        "baseline are each comparison's own; with three configs or more a table of all "
+        "pairs follows, Holm-Bonferroni-corrected over the pairs of each metric (tukey "
+        "corrects itself)",
+    )
     p.add_argument("--query-field", default="text", help="ask this query field (e.g. rewrite)")
     p.add_argument("--split", default="test", help="BEIR split")
     p.add_argument(
@@ -551,7 +686,9 @@ def main(argv=None) -> int:
     p.add_argument("--k", type=int, default=100, help="run depth")
     p.add_argument(
         "--answers-out",
-        help="write each query's answer here as JSON lines (query_id, answer, quoted, declined)",
+        metavar="FILE",
+        help="write each query's answer here as JSON lines (query_id, answer, quoted, "
+        "declined): FILE itself, or one file per data set and config as for --run-out",
     )
     p.add_argument(
         "--answers",
@@ -560,7 +697,13 @@ def main(argv=None) -> int:
         "(declines, evidence quoted, length)",
     )
     p.add_argument("--no-answers", action="store_true", help="skip writing and scoring answers")
-    p.add_argument("--out", default=str(PROJECT / "eval" / "out"), help="reports and plots")
+    p.add_argument(
+        "--out",
+        metavar="DIR",
+        default=str(Path("eval") / "out"),
+        help="reports and plots, one folder per data set (default: eval/out in the current "
+        "folder, as `make eval` in the repository has always written)",
+    )
     p.add_argument(
         "--jobs",
         type=int,

@@ -4,13 +4,22 @@ both load it, so what eval measured is what the service serves.
 The configs ship inside the package (``memkit/configs``, package data), found through
 ``importlib.resources``, so a wheel or ``pip install .`` carries its own default;
 ``eval/configs`` in the repository is a symlink to them, so paths in the README and
-eval/RESULTS.md keep working."""
+eval/RESULTS.md keep working.
+
+A whole config may start from another (``from = "default"`` at the top: a shipped config's
+name or a path relative to the file), deep-merged: a table written here is merged key by
+key into the other's, any other value (a list included) replaces the other's. A single
+table may still come from another file (``from`` inside the table). ``overrides``
+(``memkit eval --set retriever.candidates=30``) change single settings after the merge."""
 
 from __future__ import annotations
 
+import copy
+import re
 import tomllib
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from memkit.config_model import Config, validate_config
 from memkit.errors import ValidationError
@@ -21,41 +30,167 @@ from memkit.retrievers import Retriever, build
 CONFIG_DIR = Path(str(resources.files("memkit") / "configs"))
 
 
-def load_config(path: str | Path) -> dict:
-    """The config at ``path`` as a plain dict, its values as written, with ``from = "..."``
-    tables merged in and ``name`` defaulting to the file's stem; checked against
+def shipped_configs() -> list[str]:
+    """The names of the configs that ship with memkit (``bm25``, ``default``, ...)."""
+    return sorted(p.stem for p in CONFIG_DIR.glob("*.toml"))
+
+
+def resolve_config(name: str | Path, base: Path | None = None) -> Path:
+    """The file a config reference names: a path (relative to ``base``, a config's folder,
+    when given; else to the current folder), else a shipped config by its name, with or
+    without ``.toml`` (``"bm25"``). A ValidationError lists the shipped names otherwise."""
+    path = Path(name)
+    candidate = base / path if base is not None else path
+    if candidate.is_file():
+        return candidate
+    if path.parent == Path(".") and path.name:
+        shipped = CONFIG_DIR / (path.name if path.suffix == ".toml" else f"{path.name}.toml")
+        if shipped.is_file():
+            return shipped
+    shown = base / path if base is not None else path
+    raise ValidationError(
+        "config",
+        f"no such file: {shown} (nor a shipped config of that name; shipped: "
+        f"{', '.join(shipped_configs())})",
+    )
+
+
+def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> dict:
+    """The config at ``path`` (a file, or a shipped config's name: ``"bm25"``) as a plain
+    dict, its values as written, with ``from = "..."`` (the whole config's, and each
+    table's) merged in, ``overrides`` applied (dotted keys: ``{"retriever.k1": 0.9}``) and
+    ``name`` defaulting to the file's stem; checked against
     ``memkit.config_model.Config`` (a ValidationError names the TOML path of a problem)."""
-    return load_checked(path)[0]
+    return load_checked(path, overrides)[0]
 
 
-def load_checked(path: str | Path) -> tuple[dict, Config]:
+def load_checked(path: str | Path, overrides: dict[str, Any] | None = None) -> tuple[dict, Config]:
     """``load_config``'s dict and the typed ``Config`` it was checked into."""
-    path = Path(path)
+    path = resolve_config(path)
+    config = _merged(path, ())
+    for key, value in (overrides or {}).items():
+        set_key(config, key, value)
     try:
-        config = tomllib.loads(path.read_text())
+        checked = validate_config(config)  # every table, once: errors name the TOML path
+    except ValidationError as exc:
+        if overrides and any(exc.field == k or exc.field.startswith(k + ".") for k in overrides):
+            raise ValidationError(exc.field, f"{exc.message} (set by --set {exc.field})") from None
+        raise ValidationError(exc.field, f"{exc.message} (in {path})") from None
+    return config, checked
+
+
+def _read(path: Path) -> dict:
+    try:
+        return tomllib.loads(path.read_text())
     except FileNotFoundError:
         raise ValidationError("config", f"no such file: {path}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ValidationError("config", f"{path}: {exc}") from None
+
+
+def _merged(path: Path, seen: tuple[Path, ...]) -> dict:
+    """The file's config with the config its top-level ``from`` names merged under it and
+    each table's ``from`` filled in; ``seen``: the files inheriting it (a loop is refused)."""
+    if path.resolve() in seen:
+        chain = " -> ".join(str(p) for p in (*seen, path.resolve()))
+        raise ValidationError("from", f"a config cannot inherit itself: {chain}")
+    seen = (*seen, path.resolve())
+    config = _read(path)
+    parent = config.pop("from", None)
+    if parent is not None:
+        if not isinstance(parent, str) or not parent:
+            raise ValidationError(
+                "from", f"expected a config's name or path (a string), got {parent!r} (in {path})"
+            )
+        base = _merged(resolve_config(parent, path.parent), seen)
+        base.pop("name", None)  # a config is named by its own file unless it says otherwise
+        config = deep_merge(base, config)
     for section, table in list(config.items()):
         if (
             isinstance(table, dict) and "from" in table
         ):  # the same table of another config, e.g. its trained models
-            source = path.parent / table["from"]
+            source = resolve_config(table["from"], path.parent)
             if source.resolve() == path.resolve():
                 raise ValidationError(
                     f"{section}.from", f"{path}: a table cannot come from its own file"
                 )
-            base = load_config(source).get(section)
-            if not isinstance(base, dict):
+            other = load_config(source).get(section)
+            if not isinstance(other, dict):
                 raise ValidationError(f"{section}.from", f"{source} has no [{section}] table")
-            config[section] = {**base, **{k: v for k, v in table.items() if k != "from"}}
+            config[section] = {**other, **{k: v for k, v in table.items() if k != "from"}}
     config.setdefault("name", path.stem)
+    return config
+
+
+def deep_merge(base: dict, over: dict) -> dict:
+    """``over`` merged into a copy of ``base``: tables key by key (recursively), anything
+    else (a value, a list, a list of tables) replaced by ``over``'s. A table written with
+    its own ``from`` is taken whole from there, so it replaces ``base``'s."""
+    out = copy.deepcopy(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict) and "from" not in value:
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+_KEY = re.compile(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$")
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """``"retriever.candidates=30"`` as ``("retriever.candidates", 30)``: the value is a
+    TOML literal (a number, true/false, a quoted string, a list, an inline table)."""
+    key, sep, raw = text.partition("=")
+    key, raw = key.strip(), raw.strip()
+    if not sep or not _KEY.match(key):
+        raise ValidationError(
+            "--set", f"expected KEY=VALUE with a dotted key (retriever.candidates=30), got {text!r}"
+        )
     try:
-        checked = validate_config(config)  # every table, once: errors name the TOML path
-    except ValidationError as exc:
-        raise ValidationError(exc.field, f"{exc.message} (in {path})") from None
-    return config, checked
+        value = tomllib.loads(f"value = {raw}")["value"]
+    except tomllib.TOMLDecodeError:
+        raise ValidationError(
+            "--set",
+            f'{key}: expected a TOML value (30, 0.5, true, "text" in quotes, [1, 2]), got {raw!r}',
+        ) from None
+    return key, value
+
+
+def set_key(config: dict, key: str, value: Any) -> None:
+    """Set a dotted key in a config dict (``retriever.retrievers.1.k1``: a list's item by
+    its index), making tables that are missing. A key the config model does not know is
+    refused when the config is checked, naming the key."""
+    parts = key.split(".")
+    node: Any = config
+    for i, part in enumerate(parts[:-1]):
+        where = ".".join(parts[: i + 1])
+        if isinstance(node, list):
+            node = _item(node, part, where)
+        elif isinstance(node, dict):
+            node = node.setdefault(part, {})
+        else:
+            raise ValidationError(where, f"--set {key}: {where} is a value, not a table")
+        if not isinstance(node, (dict, list)):
+            raise ValidationError(where, f"--set {key}: {where} is a value, not a table")
+    last = parts[-1]
+    if isinstance(node, list):
+        index = _index(node, last, key)
+        node[index] = value
+    else:
+        node[last] = value
+
+
+def _index(items: list, part: str, where: str) -> int:
+    if not part.isdigit() or int(part) >= len(items):
+        raise ValidationError(
+            where, f"--set: expected an index below {len(items)} into the list, got {part!r}"
+        )
+    return int(part)
+
+
+def _item(items: list, part: str, where: str) -> Any:
+    return items[_index(items, part, where)]
 
 
 def build_retriever(config: dict) -> Retriever:

@@ -476,10 +476,15 @@ SECTIONS = {  # the config's tables, each a spec a builder takes
 
 
 class Config(Table):
-    """A whole configuration file (after ``from = "..."`` tables are merged in)."""
+    """A whole configuration file (after ``from = "..."``, the whole config's and each
+    table's, is merged in)."""
 
     name: Str | None = None
     description: Str | None = None
+    # The data sets its trained models (ranker, answer models, reader) learned from, as
+    # data set names ("locomo-dev"; "scifact:train" for one split of it): a run on one of
+    # them is in-sample, and eval marks it so (memkit.evaluation.harness.in_sample).
+    trained_on: list[Annotated[StrictStr, Field(min_length=1)]] = []
     retriever: RetrieverSpec
     contextualizer: ContextualizerSpec | None = None
     answer: AnswerSpec | None = None

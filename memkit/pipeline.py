@@ -118,7 +118,12 @@ from memkit.retrievers import (
     walk,
     with_settings,
 )
-from memkit.retrievers.base import normalize_queries, query_filters
+from memkit.retrievers.base import (
+    normalize_queries,
+    query_filters,
+    search_with_time,
+    undated_quiet,
+)
 from memkit.retrievers.registry import kind_of
 from memkit.tables import RUN_SCHEMA
 from memkit.timeref import dates_in, months_ahead, question_window
@@ -447,7 +452,9 @@ class Pipeline:
         if not all(dated):
             rest = [f for f, d in zip(per, dated) if not d]
             asked = frame.filter(~pl.Series(dated))
-            run = self._calibrated(self.retriever.search(asked, k, rest))
+            # the time each was asked, for a retriever that reads it (built-in ones do not)
+            asked_at = [t for t, d in zip(times, dated) if not d]
+            run = self._calibrated(search_with_time(self.retriever, asked, k, rest, asked_at))
             runs.append(self._read_all(run, dict(asked.select("query_id", "text").iter_rows())))
         for row, f, now, d in zip(frame.iter_rows(named=True), per, times, dated):
             if d:
@@ -500,13 +507,15 @@ class Pipeline:
         best = None  # the best score any reading of the question found
         run = pl.DataFrame(schema=RUN_SCHEMA)
         if window_only and reading.kind != "unresolved":
-            run = self._window_posts(reading, f, req.query_id, authors)
+            run = self._window_posts(reading, f, req.query_id, authors, now=req.now)
             # nothing posted then (by whoever it names): a question that asks for something
             # else than what happened then is searched as any question ("Where is Carys going
             # in August?" is answered by her June post about the August festival)
             window_only = run.height > 0 or asks_what_happened(req.query)
         if reading.kind != "unresolved" and not window_only:
-            run, reading, best = self._retrieve(reading, f, reads, req.query_id, req.history, posts)
+            run, reading, best = self._retrieve(
+                reading, f, reads, req.query_id, req.history, posts, now=req.now
+            )
             if reading.days is not None:
                 windowed = self._in_window(run, reading)
                 # Nothing of those days: the closest posts of any day (people misremember
@@ -530,7 +539,9 @@ class Pipeline:
                     plain = self.contextualizer.read(
                         req.query, req.history, None, names=authors or ()
                     )
-                    run, _, best = self._retrieve(plain, f, reads, req.query_id, req.history, posts)
+                    run, _, best = self._retrieve(
+                        plain, f, reads, req.query_id, req.history, posts, now=req.now
+                    )
         # "What was the band up to in April?": the posts of those days are the answer.
         listing = window_only or (reading.window is not None and asks_what_happened(req.query))
         read = (
@@ -723,7 +734,7 @@ class Pipeline:
         )
 
     def _search(
-        self, texts: list[str], k: int, f: Filters, query_id: str, days=None
+        self, texts: list[str], k: int, f: Filters, query_id: str, days=None, now=None
     ) -> list[pl.DataFrame]:
         """Each text's ranking, all texts in one search (a question's variants share one
         model call: memkit/retrievers/learned.py); with ``days``, the posts of those days the
@@ -744,7 +755,7 @@ class Pipeline:
                 for i in ids
             ]
 
-        runs = split(self.retriever.search(frame, k, f))
+        runs = split(search_with_time(self.retriever, frame, k, f, now))
         lo, hi = _day_bounds(*days, f) if days is not None else (None, None)
         if (
             lo is not None and hi is not None and lo <= hi
@@ -754,9 +765,16 @@ class Pipeline:
                 pl.concat([run, more])
                 .unique("event_id", keep="first", maintain_order=True)
                 .sort(["score", "event_id"], descending=[True, False])
-                for run, more in zip(runs, split(self.retriever.search(frame, k, dated)))
+                for run, more in zip(runs, split(self._dated_search(frame, k, dated, now)))
             ]
         return runs
+
+    def _dated_search(self, frame: pl.DataFrame, k: int, dated: Filters, now) -> pl.DataFrame:
+        """A search under the time window a question names: posts without a time are not of
+        that window by design, so the warning for undated posts a time filter drops is not
+        given (memkit.retrievers.base.undated_quiet)."""
+        with undated_quiet():
+            return search_with_time(self.retriever, frame, k, dated, now)
 
     def _retrieve(
         self,
@@ -766,19 +784,21 @@ class Pipeline:
         query_id: str,
         history: list[Turn],
         posts,
+        now=None,
     ) -> tuple[pl.DataFrame, Reading, float | None]:
         """The ranking of a question's variants, fused: probabilities by their weighted
         mean, other scores by min-max; and the best score any variant
         found (what the gate reads: a follow-up's fused probabilities are diluted by the
         reading that did not find it). A follow-up naming something its topic never had is
         taken as a new topic when no post found for it ties it to the topic
-        (memkit.conversation.confirms_topic). ``posts``: ids -> posts (``read_once``)."""
+        (memkit.conversation.confirms_topic). ``posts``: ids -> posts (``read_once``);
+        ``now``: the time of asking, for a retriever that reads it."""
         depth = (
             k if len(reading.variants) == 1 else max(k, 100)
         )  # fused variants: fuse deeper lists, then cut
         depth = max(depth, WINDOW_DEPTH) if reading.days is not None else depth
         runs = self._search(
-            [text for text, _ in reading.variants], depth, f, query_id, reading.days
+            [text for text, _ in reading.variants], depth, f, query_id, reading.days, now
         )
         if len(runs) > 1 and reading.new_subject:
             first = posts(runs[0]["event_id"].head(1).to_list())
@@ -854,7 +874,7 @@ class Pipeline:
         return run.with_columns(pl.int_range(1, pl.len() + 1, dtype=pl.Int64).alias("rank"))
 
     def _window_posts(
-        self, reading: Reading, f: Filters, query_id: str, authors=None
+        self, reading: Reading, f: Filters, query_id: str, authors=None, now=None
     ) -> pl.DataFrame:
         """A question that names only a time window (and perhaps who): the posts of those
         days (of the request's time filter, when the question names none), by those people,
@@ -868,9 +888,11 @@ class Pipeline:
         if time_from is not None and time_to is not None and time_from > time_to:
             return pl.DataFrame(schema=RUN_SCHEMA)
         dated = Filters(f.floor_ids, time_from, time_to, f.types, f.tags)
-        found = self.retriever.search(
-            pl.DataFrame({"query_id": [query_id], "text": [reading.query]}), WINDOW_DEPTH, dated
-        )
+        frame = pl.DataFrame({"query_id": [query_id], "text": [reading.query]})
+        if reading.days is not None:  # the question's own window: its undated posts are not of it
+            found = self._dated_search(frame, WINDOW_DEPTH, dated, now)
+        else:  # the request's time filter
+            found = search_with_time(self.retriever, frame, WINDOW_DEPTH, dated, now)
         items = self.posts.items(found["event_id"].to_list())
         who = _named_speakers(
             reading.query, authors if authors is not None else [it.speaker for it in items]

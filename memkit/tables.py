@@ -28,7 +28,7 @@ from typing import Any, Iterable
 import pandera.polars as pa
 import polars as pl
 
-from memkit.errors import DatasetError
+from memkit.errors import DatasetError, ValidationError
 
 UTC_US = pl.Datetime("us", "UTC")
 MATCH_TYPES = ("keyword", "semantic", "hybrid")
@@ -420,8 +420,24 @@ def _write_jsonl(path: Path, frame: pl.DataFrame) -> None:
 
 
 def read_dataset(folder: str | Path) -> Dataset:
-    """Read a dataset folder; all three files are checked, including cross-references."""
+    """Read a dataset folder; all three files are checked, including cross-references.
+    A LoCoMo ``.json`` file or a BEIR folder is refused, naming the loader that reads it:
+    ``memkit.datasets.load_any`` (or ``memkit.datasets.read_dataset``) takes any layout."""
     folder = Path(folder)
+    other = (
+        "a LoCoMo .json file"
+        if folder.is_file() and folder.suffix == ".json"
+        else "a BEIR folder"
+        if (folder / "corpus.jsonl").exists()
+        else None
+    )
+    if other is not None:
+        raise ValidationError(
+            "folder",
+            f"{folder} is {other}, not a memkit dataset folder (events.jsonl, queries.jsonl, "
+            "qrels.tsv): read it with memkit.datasets.load_any (memkit.datasets.read_dataset "
+            "takes any layout too)",
+        )
     missing = [
         f for f in ("events.jsonl", "queries.jsonl", "qrels.tsv") if not (folder / f).exists()
     ]

@@ -8,7 +8,8 @@ from pathlib import Path
 from memkit.datasets.beir import read_beir
 from memkit.datasets.locomo import read_locomo
 from memkit.errors import DatasetError
-from memkit.tables import Dataset, read_dataset
+from memkit.tables import Dataset
+from memkit.tables import read_dataset as read_folder
 
 # The shared data sets sit beside the repository (../shared/datasets) in development.
 DEFAULT_DATA = Path(__file__).resolve().parents[3] / "shared" / "datasets"
@@ -27,7 +28,7 @@ def load_any(path: str | Path, split: str = "test") -> Dataset:
     if path.is_file() and path.suffix == ".json":
         return read_locomo(path, name=path.stem)
     if (path / "events.jsonl").exists():
-        return read_dataset(path)
+        return read_folder(path)
     if (path / "corpus.jsonl").exists():
         return read_beir(path, split)
     jsons = sorted(path.glob("*.json")) if path.is_dir() else []
@@ -46,4 +47,19 @@ def load_any(path: str | Path, split: str = "test") -> Dataset:
     )
 
 
-__all__ = ["Dataset", "data_root", "load_any", "read_beir", "read_dataset", "read_locomo"]
+def read_dataset(path: str | Path, split: str = "test") -> Dataset:
+    """Any supported data set, as ``load_any`` reads it: a memkit dataset folder (its
+    three files checked together, ``memkit.tables.read_dataset``), a BEIR folder (``split``)
+    or a LoCoMo ``.json`` file."""
+    return load_any(path, split)
+
+
+__all__ = [
+    "Dataset",
+    "data_root",
+    "load_any",
+    "read_beir",
+    "read_dataset",
+    "read_folder",
+    "read_locomo",
+]

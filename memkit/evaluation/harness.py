@@ -42,6 +42,8 @@ class EvalResult:
         None  # conversation suites: each turn's checks (memkit.evaluation.conversations)
     )
     turn_summary: dict = field(default_factory=dict)
+    # whether the config's trained models learned from this data set (its ``trained_on``)
+    in_sample: bool = False
 
     def write_run(self, path: str | Path) -> Path:
         write_trec_run(self.run, path, tag=self.name.replace(" ", "_"))
@@ -135,6 +137,18 @@ def as_sequence(queries: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def in_sample(config: dict, dataset: Dataset) -> bool:
+    """Whether a config's trained models saw this data set: one of its ``trained_on``
+    names is the data set's name (``"locomo-dev"``), or its name and split
+    (``"scifact:train"`` is not SciFact's test split, which eval scores)."""
+    split = (dataset.info or {}).get("split")
+    for entry in config.get("trained_on") or ():
+        name, _, part = str(entry).partition(":")
+        if name == dataset.name and (not part or part == split):
+            return True
+    return False
+
+
 def has_gold_answers(dataset: Dataset) -> bool:
     return "answer" in dataset.queries.columns and dataset.queries["answer"].drop_nulls().len() > 0
 
@@ -187,8 +201,11 @@ def evaluate_pipeline(
         encoder=pipeline.encoder_name(),
         turns=turns,
         turn_summary=turn_summary,
+        in_sample=in_sample(pipeline.config, dataset),
     )
 
 
-def evaluate_config(config: dict, dataset: Dataset, **kw) -> EvalResult:
+def evaluate_config(config: "dict | str | Path", dataset: Dataset, **kw) -> EvalResult:
+    """``evaluate_pipeline`` of the pipeline a config builds: a config dict
+    (``memkit.config.load_config``), a TOML file or a shipped config's name (``"bm25"``)."""
     return evaluate_pipeline(Pipeline.from_config(config), dataset, **kw)

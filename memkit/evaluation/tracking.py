@@ -1,6 +1,8 @@
-"""MLflow tracking of eval runs. The default store is ``sqlite:///mlflow.db`` in the
-project folder (git-ignored; ``mlflow ui --backend-store-uri sqlite:///mlflow.db`` shows
-the runs); ``MLFLOW_TRACKING_URI`` overrides it. Telemetry is off."""
+"""MLflow tracking of eval runs. The store is, in this order: the ``uri`` a caller gives
+(``memkit eval --tracking-uri``), ``$MLFLOW_TRACKING_URI``, else ``sqlite:///mlflow.db`` in
+the current folder (``mlflow ui --backend-store-uri sqlite:///mlflow.db`` there shows the
+runs), never the folder memkit is installed in. A new experiment keeps its artifacts beside
+the store (``artifact_root``). Telemetry is off."""
 
 from __future__ import annotations
 
@@ -13,16 +15,45 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
+from urllib.parse import urlparse
 
 import polars as pl
 
 from memkit.config import flatten
+from memkit.config_model import validate_config
+from memkit.errors import ValidationError
 
 PROJECT = Path(__file__).resolve().parents[2]
+# MLflow refuses a batch of more than 100 params or 1,000 metrics
+PARAMS_PER_BATCH, METRICS_PER_BATCH = 100, 1000
 
 
-def tracking_uri() -> str:
-    return os.environ.get("MLFLOW_TRACKING_URI", f"sqlite:///{PROJECT / 'mlflow.db'}")
+def tracking_uri(uri: str | None = None) -> str:
+    """The tracking store: ``uri``, else ``$MLFLOW_TRACKING_URI``, else the current
+    folder's ``mlflow.db`` (an absolute path, so it does not move with a later ``chdir``)."""
+    return uri or os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path.cwd() / 'mlflow.db'}"
+
+
+def artifact_root(uri: str) -> str | None:
+    """Where a new experiment's artifacts go: ``mlartifacts/`` beside a SQLite store's file;
+    None (MLflow's own choice) for a folder store, which holds them, and for a tracking
+    server, which decides; ``mlartifacts/`` in the current folder for any other database."""
+    scheme = urlparse(uri).scheme
+    if uri.startswith("sqlite:///"):
+        db = Path(uri[len("sqlite:///") :].split("?", 1)[0])
+        return (db.resolve().parent / "mlartifacts").as_uri()
+    if scheme in ("", "file", "http", "https", "databricks", "sqlite") or len(scheme) == 1:
+        return None  # a folder (a Windows drive letter is a one-letter scheme), or a server
+    return (Path.cwd() / "mlartifacts").as_uri()
+
+
+def effective_settings(config: dict) -> dict:
+    """A config as it is run: every setting of every table written, defaults filled in
+    (the checked ``Config``, unset optional tables left out), for MLflow's params."""
+    try:
+        return validate_config(config).model_dump(mode="json", exclude_none=True)
+    except ValidationError:  # a pipeline built by hand (no config of its own): as given
+        return config
 
 
 @functools.cache
@@ -51,30 +82,40 @@ def metric_key(name: str) -> str:
     return re.sub(r"[^\w\-. /]", "_", name.replace("@", "_at_").replace(":", "/"))
 
 
-def log_result(result, artifacts: list[Path] = (), experiment: str | None = None) -> str:
-    """Log one EvalResult as an MLflow run; returns the run id. One run is four writes to
-    the store (the run, its params, tags and metrics in one batch, its artifacts, its end):
-    ``memkit eval --all`` logs about a hundred."""
+def log_result(
+    result,
+    artifacts: list[Path] = (),
+    experiment: str | None = None,
+    uri: str | None = None,
+) -> str:
+    """Log one EvalResult as an MLflow run in ``experiment`` (default
+    ``memkit/<dataset>``) of the store ``tracking_uri(uri)``; returns the run id. Its params
+    are the effective settings (``effective_settings``), its tags the dataset, config,
+    commit, encoder and ``in_sample`` (``true`` when the config's trained models saw this
+    data set). One run is a few writes to the store (the run, its params, tags and metrics
+    in batches, its artifacts, its end): ``memkit eval --all`` logs about a hundred."""
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
     from mlflow.entities import Metric, Param
     from mlflow.tracking.context.registry import resolve_tags
 
-    client = _client(tracking_uri())
+    uri = tracking_uri(uri)
+    client = _client(uri)
     tags = {
         "dataset": result.dataset,
         "git_commit": git_commit(),
         "config": result.name,
+        "in_sample": "true" if getattr(result, "in_sample", False) else "false",
         **({"encoder": result.encoder} if getattr(result, "encoder", None) else {}),
     }
     run = client.create_run(
-        _experiment_id(client, experiment or f"memkit/{result.dataset}"),
+        _experiment_id(client, experiment or f"memkit/{result.dataset}", artifact_root(uri)),
         run_name=result.name,
         tags=resolve_tags(tags),  # and the user, source and entry point, as start_run adds
     )
     run_id = run.info.run_id
     params = {
         k: json.dumps(v) if isinstance(v, (list, dict)) else v
-        for k, v in flatten(result.config).items()
+        for k, v in flatten(effective_settings(result.config)).items()
     }
     metrics = {}
     for group, values in result.summary.items():
@@ -90,11 +131,12 @@ def log_result(result, artifacts: list[Path] = (), experiment: str | None = None
     metrics["seconds"] = result.seconds
     now = int(time.time() * 1000)
     try:
-        client.log_batch(
-            run_id,
-            metrics=[Metric(k, v, now, 0) for k, v in metrics.items()],
-            params=[Param(k, str(v)[:6000]) for k, v in params.items()],
-        )
+        metric_list = [Metric(k, v, now, 0) for k, v in metrics.items()]
+        param_list = [Param(k, str(v)[:6000]) for k, v in params.items()]
+        for i in range(0, len(metric_list), METRICS_PER_BATCH):
+            client.log_batch(run_id, metrics=metric_list[i : i + METRICS_PER_BATCH])
+        for i in range(0, len(param_list), PARAMS_PER_BATCH):
+            client.log_batch(run_id, params=param_list[i : i + PARAMS_PER_BATCH])
         with tempfile.TemporaryDirectory() as tmp:
             tmp = Path(tmp)
             result.write_run(tmp / f"{result.name}.run")
@@ -126,9 +168,9 @@ def _client(uri: str):
     return mlflow.MlflowClient(uri)
 
 
-def _experiment_id(client, name: str) -> str:
+def _experiment_id(client, name: str, artifacts: str | None) -> str:
     found = client.get_experiment_by_name(name)
-    if found is not None:
+    if found is not None:  # an experiment keeps the artifact folder it was made with
         return found.experiment_id
-    # Artifacts beside the database, wherever the command is run from.
-    return client.create_experiment(name, artifact_location=(PROJECT / "mlartifacts").as_uri())
+    # Artifacts beside the store, wherever the command is run from.
+    return client.create_experiment(name, artifact_location=artifacts)

@@ -20,9 +20,13 @@ results, not even a score. The other filters narrow what is returned, not the st
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import functools
 import inspect
 import json
 import typing
+import warnings
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -38,6 +42,40 @@ from memkit.retrievers.registry import build
 from memkit.tables import RUN_SCHEMA, UTC_US, parse_time
 
 NO_TIME = np.iinfo(np.int64).min  # created_at missing
+
+
+class UndatedEventsWarning(UserWarning):
+    """A time filter left out events that have no time (an empty ``created_at``)."""
+
+
+# Set while the pipeline searches a time window a question names, whose undated posts are
+# left out by design; a context variable, so a thread's setting is its own.
+_UNDATED_QUIET: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "undated_quiet", default=False
+)
+
+
+@contextlib.contextmanager
+def undated_quiet() -> Iterator[None]:
+    """Within it, a time filter leaving out undated events gives no UndatedEventsWarning."""
+    token = _UNDATED_QUIET.set(True)
+    try:
+        yield
+    finally:
+        _UNDATED_QUIET.reset(token)
+
+
+def _warn_undated(dropped: int) -> None:
+    """Say that a time filter left out events without a time (once for each count: Python
+    shows a warning of the same text from the same line once)."""
+    if dropped:
+        warnings.warn(
+            f"a time filter (time_from/time_to) left out {dropped:,} event(s) that have no "
+            "time (created_at is empty): an event without a time never matches a time range; "
+            "search without the time bounds to find them",
+            UndatedEventsWarning,
+            stacklevel=1,
+        )
 
 
 @dataclass(frozen=True)
@@ -232,6 +270,8 @@ class Catalog:
             m &= np.isin(self._type, codes)
         if filters.time_from is not None or filters.time_to is not None:
             has_time = self._time != NO_TIME
+            if not _UNDATED_QUIET.get():
+                _warn_undated(int(np.count_nonzero(m & ~has_time)))
             m &= has_time
             if filters.time_from is not None:
                 m &= self._time >= _epoch_us(filters.time_from)
@@ -487,21 +527,32 @@ class Retriever(FromSpec):
             self._unindex(pos)
         return self
 
-    def search(self, queries, k: int = 10, filters=None) -> pl.DataFrame:
+    def search(self, queries, k: int = 10, filters=None, now=None) -> pl.DataFrame:
+        """The run of these queries. ``now``: the time each was asked (one datetime for
+        all, or one per query, None where unknown), given to a kind whose
+        ``_search_batch`` takes a ``now`` keyword; the built-in kinds do not read it."""
         frame, per = checked_search(queries, k, filters)
         masks = [self.catalog.mask(f) for f in per]
-        hits = self._search_batch(
-            frame["text"].to_list(), k, masks, [self.catalog.scope(f) for f in per]
+        hits = self.search_batch(
+            frame["text"].to_list(), k, masks, [self.catalog.scope(f) for f in per], now=now
         )
         return make_run(frame["query_id"].to_list(), hits, self.catalog.event_ids, self.match_type)
 
     def search_batch(
-        self, texts: list[str], k: int, masks: list[np.ndarray], scopes: list | None = None
+        self,
+        texts: list[str],
+        k: int,
+        masks: list[np.ndarray],
+        scopes: list | None = None,
+        now=None,
     ) -> list[tuple[np.ndarray, np.ndarray]]:
         """The raw candidates of a leaf retriever: per query, the catalog positions
         (best first) and scores of the k best its mask admits, with statistics counted
         over its scope (a mask or None). A composite (hybrid, learned) asks its parts this
-        with masks of its own catalog, which holds the same events at the same positions."""
+        with masks of its own catalog, which holds the same events at the same positions.
+        ``now`` as for ``search``; a hook taking ``now`` gets one time (or None) per query."""
+        if _takes_now(type(self)):
+            return self._search_batch(texts, k, masks, scopes, now=asking_times(now, len(texts)))
         return self._search_batch(texts, k, masks, scopes)
 
     def children(self) -> list["Retriever"]:
@@ -608,6 +659,32 @@ def walk(retriever: Retriever) -> Iterator[Retriever]:
     yield retriever
     for child in retriever.children():
         yield from walk(child)
+
+
+def asking_times(now, n: int) -> list[datetime | None]:
+    """``now`` (None, one time for all or one per query) as one time or None per query."""
+    if now is None or isinstance(now, datetime):
+        return [now] * n
+    times = list(now)
+    if len(times) != n:
+        raise ValidationError("now", f"expected one time per query ({n}), got {len(times)}")
+    if not all(t is None or isinstance(t, datetime) for t in times):
+        raise ValidationError("now", "expected datetimes (or None where the time is unknown)")
+    return times
+
+
+@functools.cache
+def _takes_now(cls: type) -> bool:
+    """Whether a kind's ``_search_batch`` reads the time of asking (a ``now`` parameter)."""
+    return "now" in inspect.signature(cls._search_batch).parameters
+
+
+def search_with_time(retriever: "Retriever", queries, k: int, filters, now) -> pl.DataFrame:
+    """``retriever.search`` with the time of asking, where its ``search`` takes one (a kind
+    that overrides ``search`` without ``now`` is asked without it)."""
+    if now is not None and "now" in inspect.signature(retriever.search).parameters:
+        return retriever.search(queries, k, filters, now=now)
+    return retriever.search(queries, k, filters)
 
 
 def init_params(cls: type) -> list[str]:

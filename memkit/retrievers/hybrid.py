@@ -29,6 +29,7 @@ from memkit.retrievers.base import (
     make_run,
     normalize_queries,
     query_filters,
+    search_with_time,
 )
 from memkit.retrievers.registry import build, register
 from memkit.tables import RUN_SCHEMA
@@ -269,18 +270,24 @@ class HybridRetriever(Retriever):
             r.remove(event_ids)
         return self
 
-    def search(self, queries, k: int = 10, filters=None) -> pl.DataFrame:
+    def search(self, queries, k: int = 10, filters=None, now=None) -> pl.DataFrame:
         frame = normalize_queries(queries)
         per = query_filters(frame, filters)
         depth = max(k, self.depth)
         plain = frame if frame.columns == ["query_id", "text"] else frame.select("query_id", "text")
         if not all(type(r).search is Retriever.search for r in self.retrievers):
-            runs = [r.search(plain, depth, per) for r in self.retrievers]  # PostgreSQL's own
+            runs = [  # PostgreSQL's own
+                search_with_time(r, plain, depth, per, now) for r in self.retrievers
+            ]
             return self.fuse(runs, k)
         qids, texts = plain["query_id"].to_list(), plain["text"].to_list()
         hits = [
             r.search_batch(
-                texts, depth, [r.catalog.mask(f) for f in per], [r.catalog.scope(f) for f in per]
+                texts,
+                depth,
+                [r.catalog.mask(f) for f in per],
+                [r.catalog.scope(f) for f in per],
+                now=now,
             )
             for r in self.retrievers
         ]

@@ -206,7 +206,7 @@ class LearnedRetriever(Retriever):
         }
         return pl.DataFrame(cols, schema=schema)
 
-    def _candidates(self, frame: pl.DataFrame, filters):
+    def _candidates(self, frame: pl.DataFrame, filters, now=None):
         """Per query: its candidates' event ids, match types and feature matrix. Every part
         searches all the queries in one call (a query's variants share the model call that
         encodes them and their floors' rows: memkit/retrievers/dense.py)."""
@@ -222,7 +222,7 @@ class LearnedRetriever(Retriever):
         for r in self._all_parts():
             if len(r.catalog) != len(catalog):
                 raise RuntimeError("the learned retriever's parts hold different events")
-            hits.append(r.search_batch(texts, depth, masks, scopes))
+            hits.append(r.search_batch(texts, depth, masks, scopes, now=now))
         kinds = [r.match_type for r in self._all_parts()]
         for q, text in enumerate(texts):
             yield self._features_one(
@@ -304,14 +304,14 @@ class LearnedRetriever(Retriever):
                     out[blog] += self.blog_shift
         return out
 
-    def search(self, queries, k: int = 10, filters=None) -> pl.DataFrame:
+    def search(self, queries, k: int = 10, filters=None, now=None) -> pl.DataFrame:
         frame = normalize_queries(queries)
-        return run_table(self._ranked(frame, filters, k))
+        return run_table(self._ranked(frame, filters, k, now))
 
-    def _ranked(self, frame: pl.DataFrame, filters, k: int):
+    def _ranked(self, frame: pl.DataFrame, filters, k: int, now=None):
         """Per query: its k best candidates by the model, as ``run_table`` takes them."""
         for qid, (ids, types, x) in zip(
-            frame["query_id"].to_list(), self._candidates(frame, filters)
+            frame["query_id"].to_list(), self._candidates(frame, filters, now)
         ):
             s = self._score(x, ids)
             order = sorted(range(len(ids)), key=lambda i: (-s[i], ids[i]))[:k]

@@ -331,7 +331,8 @@ class PostgresRetriever(Retriever):
                 c.execute(f"DELETE FROM {self.table} WHERE event_id = ANY(%s)", (ids,))
         return self
 
-    def search(self, queries, k: int = 10, filters=None) -> pl.DataFrame:
+    def search(self, queries, k: int = 10, filters=None, now=None) -> pl.DataFrame:
+        # ``now`` (the time of asking) is the contract's; the SQL scoring does not read it
         frame, per = checked_search(queries, k, filters)
         hits = self._search_all(frame["text"].to_list(), k, per)
         return run_table(
