@@ -300,6 +300,75 @@ def test_a_chunked_upload_spends_the_write_budget_by_the_bytes_it_sends(tmp_path
         served.close()
 
 
+def test_writers_sending_at_once_spend_one_budget(tmp_path, tmp_path_factory, monkeypatch):
+    """Six 886 kB batches sent at once (chunked, so each took a while to read) had all passed
+    the budget's test before any of them spent it: four got in under a budget of two. The
+    test is held open here (a slow count) so that every writer reaches it together."""
+    app = bm25_app(
+        tmp_path, tmp_path_factory, rate_limit_write="70 per minute", max_body_bytes=100_000
+    )
+    c = app.test_client()
+    ann, fid, blocks = user(c, app, "Ann")
+    strategy = app.extensions["memkit"]["limiter"].limiter
+    test = strategy.test
+
+    def slow_test(*args, **kwargs):
+        time.sleep(0.05)
+        return test(*args, **kwargs)
+
+    monkeypatch.setattr(strategy, "test", slow_test)
+    feed = f"/floors/{fid}/blocks/{blocks['feed']}/events/batch"
+    statuses, start = [], threading.Barrier(6)
+
+    def write(n):
+        batch = {"events": [{"text": f"{n} " + "y" * 15_000}, {"text": f"{n} " + "z" * 15_000}]}
+        start.wait()
+        statuses.append(app.test_client().post(feed, json=batch, headers=ann).status_code)
+
+    threads = [threading.Thread(target=write, args=(n,)) for n in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(statuses) == [200, 200, 429, 429, 429, 429]  # 31 kB each: two fit in 70
+    listed = c.get(f"/floors/{fid}/events?limit=100", headers=ann).get_json()["events"]
+    assert len(listed) == 4
+
+
+def test_a_write_past_the_budget_by_its_stated_length_is_refused_unread(tmp_path, tmp_path_factory):
+    """A body whose Content-Length alone passes what is left of the budget is refused
+    before it is read (the flood's refused batches were each read, 886 kB, for a 429)."""
+    app = bm25_app(
+        tmp_path, tmp_path_factory, rate_limit_write="50 per minute", max_body_bytes=100_000
+    )
+    c = app.test_client()
+    ann, fid, blocks = user(c, app, "Ann")
+    feed = f"/floors/{fid}/blocks/{blocks['feed']}/events/batch"
+    batch = json.dumps({"events": [{"text": "y" * 15_000}, {"text": "z" * 15_000}]}).encode()
+    assert c.post(feed, data=batch, content_type="application/json", headers=ann).status_code == 200
+
+    class Unread(io.BytesIO):
+        reads = 0
+
+        def read(self, *args):
+            Unread.reads += 1
+            return super().read(*args)
+
+        def readinto(self, buffer):
+            Unread.reads += 1
+            return super().readinto(buffer)
+
+    answer = c.post(
+        feed,
+        input_stream=Unread(batch),
+        content_type="application/json",
+        headers={**ann, "Content-Length": str(len(batch))},
+    )
+    assert answer.status_code == 429, answer.get_json()
+    assert "31 kB" in error_of(answer)["message"]
+    assert Unread.reads == 0
+
+
 # -- behind a proxy, clients are counted by the address it forwards -----------------------------
 def test_behind_a_trusted_proxy_each_client_is_counted_by_its_own_address(
     tmp_path, tmp_path_factory

@@ -235,6 +235,9 @@ def seconds_left(stats) -> int:
     return max(1, math.ceil(stats.reset_time - time.time()))
 
 
+_WRITE_BUDGET = threading.Lock()  # a budget's test and its spending at once (see below)
+
+
 def spend_write_budget(user_id: str) -> None:
     """A write (a post, a batch, an edit) spends the writer's budget: its body's kilobytes
     against ``rate_limit_write`` per user and, times ``rate_limit_address_factor``, per client
@@ -243,28 +246,39 @@ def spend_write_budget(user_id: str) -> None:
 
     The bytes charged are those read, not what a header says (a chunked body, which has no
     Content-Length, was charged 1 kB whatever it carried; ``ChunkedBody`` now gives it one).
-    The body is read whole here, at most ``max_body_bytes`` of it (past that, 413), and kept
-    for the request's parse."""
+    A body whose stated length would already pass the limit is refused before it is read;
+    otherwise it is read whole here, at most ``max_body_bytes`` of it (past that, 413), and
+    kept for the request's parse. The test and the spending hold one lock: six writers
+    sending at once had all passed the test before any spent, and four 886 kB batches got in
+    under a budget of two."""
     ext = current_app.extensions["memkit"]
     settings, strategy = ext["settings"], ext["limiter"].limiter
     limit = settings.rate_limit_write
-    kilobytes = max(1, math.ceil(len(request.get_data(cache=True)) / 1000))
     counts = layered(
         limit, settings.rate_limit_address_factor, "write", f"user:{user_id}", get_remote_address()
     )
-    over = [(item, key) for item, key in counts if not strategy.test(item, key, cost=kilobytes)]
-    if over:
-        raise ApiError(
-            f"too much written in too short a time: this request's {kilobytes:,} kB would pass "
-            f"the limit of {limit} (kB of request bodies); try again later",
-            code="rate_limited",
-            status=429,
-            headers={
-                "Retry-After": str(max(seconds_left(strategy.get_window_stats(*c)) for c in over))
-            },
-        )
-    for item, key in counts:
-        strategy.hit(item, key, cost=kilobytes)
+
+    def refuse_past(kilobytes: int) -> None:
+        over = [c for c in counts if not strategy.test(*c, cost=kilobytes)]
+        if over:
+            raise ApiError(
+                f"too much written in too short a time: this request's {kilobytes:,} kB would "
+                f"pass the limit of {limit} (kB of request bodies); try again later",
+                code="rate_limited",
+                status=429,
+                headers={
+                    "Retry-After": str(
+                        max(seconds_left(strategy.get_window_stats(*c)) for c in over)
+                    )
+                },
+            )
+
+    refuse_past(max(1, math.ceil((request.content_length or 0) / 1000)))
+    kilobytes = max(1, math.ceil(len(request.get_data(cache=True)) / 1000))
+    with _WRITE_BUDGET:
+        refuse_past(kilobytes)
+        for item, key in counts:
+            strategy.hit(item, key, cost=kilobytes)
 
 
 class Questions:
