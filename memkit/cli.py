@@ -426,12 +426,12 @@ def ledger(configs: list[dict], by_dataset: dict) -> str:
             cols += [(f"{ds} nDCG@10", ds, "", "all/ndcg@10")]
     lines = [
         "\n## Ledger\n",
-        "| config | " + " | ".join(c[0] for c in cols) + " |",
-        "|---|" + "---:|" * len(cols),
+        "| config | " + " | ".join(c[0] for c in cols) + " | stages |",
+        "|---|" + "---:|" * len(cols) + "---|",
     ]
     marked = False
     for config in configs:
-        cells = []
+        cells, stages = [], None
         for _, ds, suffix, key in cols:
             group, metric = key.rsplit("/", 1)
             res = {r.name: r for r in by_dataset[ds]}.get(config["name"] + suffix)
@@ -439,7 +439,9 @@ def ledger(configs: list[dict], by_dataset: dict) -> str:
             star = "*" if res is not None and res.in_sample else ""
             marked = marked or bool(star)
             cells.append("—" if value is None else f"{value:.4f}{star}")
-        lines.append(f"| {config['name']} | " + " | ".join(cells) + " |")
+            if res is not None and not suffix:
+                stages = stages or res.stages_label()
+        lines.append(f"| {config['name']} | " + " | ".join(cells) + f" | {stages or '—'} |")
     return "\n".join(lines) + "\n" + (f"\n{IN_SAMPLE_NOTE}\n" if marked else "")
 
 
