@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A first conversation (README "The service"): Ann, Mia and Tom post 30 dated posts into a
+# A first conversation (docs/SERVICE.md): Ann, Mia and Tom post 30 dated posts into a
 # public floor of Ann's, then Ann asks 13 questions in a row; a new user, Cy, asks a bare follow-up.
 # Needs curl and jq; the server started as: MEMKIT_INSTANCE=$PWD/instance memkit serve
 set -euo pipefail

@@ -3,7 +3,7 @@ both load it, so what eval measured is what the service serves.
 
 The configs ship inside the package (``memkit/configs``, package data), found through
 ``importlib.resources``, so a wheel or ``pip install .`` carries its own default;
-``eval/configs`` in the repository is a symlink to them, so paths in the README and
+``eval/configs`` in the repository is a symlink to them, so paths in the docs and
 eval/RESULTS.md keep working.
 
 A whole config may start from another (``from = "default"`` at the top: a shipped config's

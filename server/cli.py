@@ -41,11 +41,11 @@ def register(sub) -> None:
         "serve",
         help="run the service on http://127.0.0.1:8080 (SQLite store in ./instance by default)",
         description="Run the service on Werkzeug's server, for trying the API (production:\n"
-        "gunicorn server.wsgi:app behind a proxy, see README). One log line per request on\n"
-        "stderr. A connection that sends nothing for 5 s, or not its request line and headers\n"
-        "within 10 s, is closed; at most 64 are served at once, 16 from one client network\n"
-        "(an IPv4 /24, an IPv6 /64); when all 64 are taken, a new connection takes the place\n"
-        "of one waiting for its client from the network that holds the most.",
+        "gunicorn server.wsgi:app behind a proxy, see docs/DEPLOYMENT.md). One log line per\n"
+        "request on stderr. A connection that sends nothing for 5 s, or not its request line\n"
+        "and headers within 10 s, is closed; at most 64 are served at once, 16 from one client\n"
+        "network (an IPv4 /24, an IPv6 /64); when all 64 are taken, a new connection takes the\n"
+        "place of one waiting for its client from the network that holds the most.",
         epilog=SERVE_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -80,10 +80,10 @@ class Settings(BaseSettings):
     # have: its longest fields (an address of 254 characters, a password of 256, a name of
     # 200) fit many times over; a larger one is a 413 before anything reads it.
     auth_body_bytes: Annotated[int, Field(ge=1024)] = 16_000
-    # How many proxies in front of the service (nginx: README) set X-Forwarded-For, -Proto and
-    # -Host: the client address the limits count is the one the first of them saw (the n-th
-    # from the right of X-Forwarded-For). 0: the headers are ignored, so that no client can
-    # name its own address.
+    # How many proxies in front of the service (nginx: docs/DEPLOYMENT.md) set X-Forwarded-For,
+    # -Proto and -Host: the client address the limits count is the one the first of them saw
+    # (the n-th from the right of X-Forwarded-For). 0: the headers are ignored, so that no
+    # client can name its own address.
     trusted_proxies: Annotated[int, Field(ge=0)] = 0
     # Where the search index is saved after a build and loaded at start; empty: rebuilt.
     index_dir: str = ""

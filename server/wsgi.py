@@ -6,8 +6,8 @@
 Each worker process holds its own search index (loaded from ``MEMKIT_INDEX_DIR`` and
 caught up from the store's log) and stays in step with the others through the store.
 With ``MEMKIT_SEARCH_BACKEND=postgres`` (a PostgreSQL store) the index lives in the store
-instead and workers hold nothing (server/search/store.py; README "Several processes and
-PostgreSQL").
+instead and workers hold nothing (server/search/store.py; docs/DEPLOYMENT.md "Several processes and
+PostgreSQL + pgvector").
 """
 
 from server import create_app

@@ -1,4 +1,4 @@
-"""Documented bounds and hostile input, on SQLite and PostgreSQL (README "Limits").
+"""Documented bounds and hostile input, on SQLite and PostgreSQL (SECURITY.md "Limits").
 
 Each case is one request that breaks one rule: oversize, wrongly typed, deeply nested,
 non-UTF-8, text no database can store. Each must get a 4xx whose error body names what

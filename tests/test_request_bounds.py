@@ -373,7 +373,7 @@ def test_a_write_past_the_budget_by_its_stated_length_is_refused_unread(tmp_path
 def test_behind_a_trusted_proxy_each_client_is_counted_by_its_own_address(
     tmp_path, tmp_path_factory
 ):
-    """Behind the README's proxy every request came from its address: 25 reset codes for
+    """Behind docs/DEPLOYMENT.md's proxy every request came from its address: 25 reset codes for
     made-up addresses refused a real user's own for a minute. With ``trusted_proxies`` the
     proxy's X-Forwarded-For is the client's address."""
     app = bm25_app(tmp_path, tmp_path_factory, trusted_proxies=1)  # send_code: 25 per address

@@ -278,16 +278,16 @@ def test_walk_yields_the_tree_in_config_order():
 
 
 def test_add_a_retriever_walkthrough(monkeypatch):
-    """The README's "Add a retriever" example runs as written (its asserts are the check)."""
+    """docs/LIBRARY.md's "Add a retriever" example runs as written (its asserts are the check)."""
     from memkit.retrievers import registry
 
     # The example registers a kind: on a copy of the registry, so other tests never see it.
     monkeypatch.setattr(registry, "REGISTRY", dict(registry.REGISTRY))
-    readme = (Path(__file__).parents[1] / "README.md").read_text()
-    section = readme[readme.index("**Add a retriever.**") :]
+    page = (Path(__file__).parents[1] / "docs" / "LIBRARY.md").read_text()
+    section = page[page.index("**Add a retriever.**") :]
     code = section[section.index("```python\n") + 10 : section.index("\n```\n")]
     assert len(code.splitlines()) <= 40
-    exec(compile(code, "README.md (Add a retriever)", "exec"), {"__name__": "readme_example"})
+    exec(compile(code, "docs/LIBRARY.md (Add a retriever)", "exec"), {"__name__": "readme_example"})
     assert registry.REGISTRY["overlap"].__module__ == "readme_example"  # registered by it
 
 
