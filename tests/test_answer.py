@@ -996,7 +996,7 @@ def test_a_when_answer_reads_the_nth_of_a_month_and_a_moved_plans_last_date():
 
 
 def walk(stem: str, people: list[str]):
-    """The served pipeline over a walk's floor (examples/walks/STEM-posts.txt: four people
+    """The served pipeline over a walk's floor (memkit/data/walks/STEM-posts.txt: four people
     in a chat and a blog) and a question asked of it, with k items, on 28 November."""
     from memkit.evaluation.walks import ASKED, WALKS, walk_events
     from memkit.pipeline import Query
@@ -1010,7 +1010,7 @@ def walk(stem: str, people: list[str]):
 
 @pytest.fixture(scope="module")
 def walk56():
-    return walk("stop56", ["Maya", "Owen", "Dev", "Sofia"])
+    return walk("clifton-move-seville-pumpkins", ["Maya", "Owen", "Dev", "Sofia"])
 
 
 @pytest.mark.slow
@@ -1045,7 +1045,9 @@ def test_a_decline_names_someone_else_s_post_only_where_it_was_closer():
     # Stop 58's walk: "What went wrong at Ben's gig?" was declined as "the closest post is
     # Diego's", showing Diego's flights (ranked eighth, below five of Ben's posts) as its
     # one item. Someone else's post is the closest only where it ranks above all of theirs.
-    res = walk("stop58", ["Aisha", "Ben", "Chloe", "Diego"])("What went wrong at Ben's gig?")
+    res = walk("allotment-paper-boats-girona", ["Aisha", "Ben", "Chloe", "Diego"])(
+        "What went wrong at Ben's gig?"
+    )
     assert "Diego" not in res.answer
     assert all(i.speaker == "Ben" for i in res.items)
 
@@ -1056,7 +1058,9 @@ def test_a_question_for_a_name_is_answered_by_a_post_that_gives_it_without_the_w
     # says so") though Raj posted "Our band Night Ferry got a gig...": the decline model
     # counted the question's "name" as a term no post holds. A question for a name gets
     # its answer as a name, without the word "name" or "called".
-    res = walk("stop60", ["Amara", "Felix", "Ines", "Raj"])("What is the name of Raj's band?")
+    res = walk("food-bank-bianchi-night-ferry", ["Amara", "Felix", "Ines", "Raj"])(
+        "What is the name of Raj's band?"
+    )
     assert not res.written.declined and "Night Ferry" in res.answer, res.answer
 
 

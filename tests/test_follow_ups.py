@@ -404,7 +404,7 @@ def test_a_short_blog_post_may_answer_the_next_question_too():
     taken down: a follow-up on it asks another."""
     from memkit.evaluation.walks import replay
 
-    turns = {t["question"]: t for t in replay("stop51")}
+    turns = {t["question"]: t for t in replay("lanterns-gig-bakery-book-club")}
     turn = turns["What did Dana think of Stevens?"]
     assert turn["read"] == "follow-up" and "infuriating" in turn["answer"], turn["answer"]
 
@@ -544,7 +544,7 @@ def test_a_walk_replayed_in_process_reads_back_to_as_a_new_topic():
     # longer carries "descent cycling" (it did before Turn.people)
     from memkit.evaluation.walks import replay
 
-    turns = replay("stop58")
+    turns = replay("allotment-paper-boats-girona")
     assert len(turns) == 37 and all(t["answer"] for t in turns)
     back = next(t for t in turns if t["question"].startswith("Back to Aisha"))
     assert (back["read"], back["searched"]) == ("new", back["question"])
@@ -559,7 +559,7 @@ def test_a_question_about_the_change_just_quoted_is_answered_by_its_post():
     answered by the change the last answer quoted."""
     from memkit.evaluation.walks import replay
 
-    turns = {t["question"]: t for t in replay("stop57")}
+    turns = {t["question"]: t for t in replay("greyhound-half-marathon-supper-club")}
     turn = turns["Why was it moved?"]
     assert turn["read"] == "follow-up" and "oven broke" in turn["answer"], turn["answer"]
 
@@ -573,7 +573,7 @@ def test_a_change_asked_about_in_other_words_is_the_one_quoted():
     question's change words ("changed", "moved", "postponed") in its own."""
     from memkit.evaluation.walks import replay
 
-    turns = {t["question"]: t for t in replay("stop50")}
+    turns = {t["question"]: t for t in replay("mull-ferry-library-kiln")}
     assert "CalMac cancelled" in turns["Why did it change?"]["answer"]
 
 
@@ -721,9 +721,9 @@ def test_a_question_asked_of_someone_is_answered_by_their_reply():
     the club?" quoted Marco's question, not Kwame's "Yes, the junior session is...")."""
     from memkit.evaluation.walks import replay
 
-    turns = {t["question"]: t for t in replay("stop60")}
+    turns = {t["question"]: t for t in replay("food-bank-bianchi-night-ferry")}
     assert "hates loud music" in turns["Is Pepper going to the gig?"]["answer"]
-    turns = {t["question"]: t for t in replay("stop59")}
+    turns = {t["question"]: t for t in replay("chess-wooden-boat-japanese")}
     assert "junior session" in turns["Can Ivy learn at the club?"]["answer"]
 
 
@@ -745,7 +745,7 @@ def test_a_reply_that_declines_answers_the_question_asked_by_name_after_it():
     says so"), the name after the question and a reply opening with "Can't" both unread."""
     from memkit.evaluation.walks import replay
 
-    turns = {t["question"]: t for t in replay("stop63")}
+    turns = {t["question"]: t for t in replay("bouldering-sourdough-thesis")}
     assert "baking all night" in turns["Is Marek coming to the climbing social?"]["answer"]
     # stop 64: the length of a thing is a measure ("212 pages"), not the printing's cost
     assert "212 pages" in turns["How long is the thesis?"]["answer"]
@@ -758,7 +758,7 @@ def test_a_reply_does_not_answer_how_many():
     the craft fair?"; a reply still answers who gives the lift."""
     from memkit.evaluation.walks import replay
 
-    turns = {t["question"]: t for t in replay("stop61")}
+    turns = {t["question"]: t for t in replay("royal-parks-kitchen-wedding")}
     assert "pick you up" not in turns["How many cups did Mei sell at the craft fair?"]["answer"]
     assert "pick you up" in turns["Who is giving her a lift to the craft fair?"]["answer"]
 
@@ -772,7 +772,7 @@ def test_a_post_a_decline_named_is_looked_past_by_a_new_question():
     Rosa's dog, is searched on its own."""
     from memkit.evaluation.walks import replay
 
-    turns = {t["question"]: t for t in replay("stop62")}
+    turns = {t["question"]: t for t in replay("oaxaca-choir-allotment")}
     assert "does not say how much" in turns["What does the allotment cost?"]["answer"]
     assert "slugs" in turns["What ate her carrots?"]["answer"]
     assert turns["Where is Dev going?"]["read"] == "new"
@@ -786,7 +786,7 @@ def test_a_turn_carries_the_same_posts_with_or_without_a_summary():
     from memkit.evaluation.walks import ASKED, WALKS, served_pipeline, walk_events
     from memkit.pipeline import Query
 
-    events = walk_events(WALKS / "stop62-posts.txt")
+    events = walk_events(WALKS / "oaxaca-choir-allotment-posts.txt")
     people = list(dict.fromkeys(events["user_id"].to_list()))
     p = served_pipeline().fit(events)
     asked = [
@@ -798,7 +798,7 @@ def test_a_turn_carries_the_same_posts_with_or_without_a_summary():
 
 
 @pytest.mark.slow
-def test_stop64_walk_a_named_reply_a_named_fee_a_date_a_name_and_a_charge_not_posted():
+def test_sailing_walk_a_named_reply_a_named_fee_a_date_a_name_and_a_charge_not_posted():
     """Stop 64's walk, replayed: "And Ravi?" after Kemi's yes to Ines's invitation quoted
     Kemi again; "How much does Ms Sato charge?" was declined though Ravi's blog says "35
     pounds an hour"; "When is Ravi's exam?" gave the day of his mock exam; "Who was the
@@ -807,7 +807,7 @@ def test_stop64_walk_a_named_reply_a_named_fee_a_date_a_name_and_a_charge_not_po
     charge?" (never posted) quoted the plumber's leak."""
     from memkit.evaluation.walks import replay
 
-    turns = {t["question"]: t for t in replay("stop64")}
+    turns = {t["question"]: t for t in replay("sailing-bathroom-jlpt")}
     assert "Leeds" in turns["And Ravi?"]["answer"]
     assert "35 pounds an hour" in turns["How much does Ms Sato charge?"]["answer"]
     assert turns["When is Ravi's exam?"]["answer"].startswith("On 6 December 2026")
@@ -817,12 +817,12 @@ def test_stop64_walk_a_named_reply_a_named_fee_a_date_a_name_and_a_charge_not_po
 
 
 @pytest.mark.slow
-def test_stop65_walk_a_rebooked_test_an_invitation_and_a_weight():
+def test_driving_test_walk_a_rebooked_test_an_invitation_and_a_weight():
     """Stop 65's walk, replayed: the test rebooked after the day it was failed, the replies
     of the two people an invitation named, and a weight in the author's next post."""
     from memkit.evaluation.walks import replay
 
-    turns = {t["question"]: t for t in replay("stop65")}
+    turns = {t["question"]: t for t in replay("edinburgh-pumpkin-driving-test")}
     assert "1 December" in turns["Switching to Grace: when is her driving test?"]["answer"]
     assert "Rebooked" not in turns["When are her lessons?"]["answer"]
     assert "Edinburgh by then" in turns["Is Noor coming?"]["answer"]
@@ -831,13 +831,13 @@ def test_stop65_walk_a_rebooked_test_an_invitation_and_a_weight():
 
 
 @pytest.mark.slow
-def test_stop65b_walk_a_subject_changed_a_listed_invitation_and_a_plan_told_after():
+def test_hen_do_walk_a_subject_changed_a_listed_invitation_and_a_plan_told_after():
     """Stop 65's second walk, replayed: the quiz night asked about after "Let's talk about",
     the reply of the second person an invitation listed, and the hen do's new day though an
     account of it ranked first."""
     from memkit.evaluation.walks import replay
 
-    turns = {t["question"]: t for t in replay("stop65b")}
+    turns = {t["question"]: t for t in replay("hen-do-quiz-night-kingsdown")}
     assert "19 November" in turns["Let's talk about the quiz night. When is it?"]["answer"]
     assert "3 entry" in turns["How much is entry?"]["answer"]
     assert "Can't promise" in turns["And Olek?"]["answer"]
@@ -846,12 +846,12 @@ def test_stop65b_walk_a_subject_changed_a_listed_invitation_and_a_plan_told_afte
 
 
 @pytest.mark.slow
-def test_stop65c_walk_a_day_rebooked_and_a_recommendation_asked_by_name():
+def test_iceland_walk_a_day_rebooked_and_a_recommendation_asked_by_name():
     """Stop 65's third walk, replayed: "rebooked us for the 21st" is 21 November, and Wen's
     and Hamid's replies to Dara's questions answer what they recommended."""
     from memkit.evaluation.walks import replay
 
-    turns = {t["question"]: t for t in replay("stop65c")}
+    turns = {t["question"]: t for t in replay("brighton-ride-black-belt-iceland")}
     assert turns["When was the northern lights tour?"]["answer"].startswith("On 21 November")
     assert "Dill" in turns["What did Wen recommend?"]["answer"]
     assert "thermal leggings" in turns["And Hamid?"]["answer"]
