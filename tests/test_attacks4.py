@@ -1,5 +1,7 @@
-"""The attacks of issue 42 ("hardening, round 4"), each performed as the attacker did. Every
-test here failed before its fix; SECURITY.md ("Round 4") lists them by finding.
+"""Attacks on the service's cost and privacy (unknown applications' secrets, floods per
+network, half-sent requests, files and caches readable by others, a post's encodings, write
+budgets), each performed as the attacker did. Every test here failed before its fix;
+SECURITY.md lists them by finding.
 """
 
 from __future__ import annotations
