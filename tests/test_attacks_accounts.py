@@ -3,7 +3,7 @@ spellings of one address, what a code or a change of address tells, racing write
 performed as the attacker did, on SQLite and PostgreSQL where the store matters. Every
 test here failed before its fix; SECURITY.md lists them by finding. The search-side
 findings (a stranger's batch freezing a floor's queries, the embedding cache as a timing
-oracle) are in tests/test_attacks3_search.py.
+oracle) are in tests/test_attacks_search.py.
 """
 
 from __future__ import annotations

@@ -23,8 +23,8 @@ from server import create_app
 from server.services import accounts
 from tests.service_fixtures import NO_LIMITS, PW, error_of, outbox_code, outbox_message, user
 from tests.test_attacks import SEND, SIGNUP, VALIDATE, bearer, signed_up
-from tests.test_attacks3 import EXTERNAL, Q, from_address, sqlite_app
-from tests.test_attacks3 import argon2 as argon2  # the fixture counting argon2 calls
+from tests.test_attacks_accounts import EXTERNAL, Q, from_address, sqlite_app
+from tests.test_attacks_accounts import argon2 as argon2  # the fixture counting argon2 calls
 
 
 # -- 1. failed credentials of identities that do not exist ------------------------------------

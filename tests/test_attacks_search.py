@@ -1,7 +1,7 @@
 """Search-side attacks (SECURITY.md lists them by finding): a stranger's batch into
 someone's public floor froze the owner's queries, and the embedding cache, shared by
 every user, told one user by timing what another had posted or asked. Both failed before
-their fixes; the account-side findings are in tests/test_attacks3.py."""
+their fixes; the account-side findings are in tests/test_attacks_accounts.py."""
 
 from __future__ import annotations
 
