@@ -3,6 +3,7 @@ migrations: installed in a fresh virtualenv and run from another folder, ``memki
 finds its default config and scores the demo set, the walks are read from the installed
 package, and the service makes a new store."""
 
+import os
 import shutil
 import site
 import subprocess
@@ -19,7 +20,10 @@ pytestmark = pytest.mark.slow
 
 
 def run(*cmd, cwd=None) -> str:
-    done = subprocess.run([str(c) for c in cmd], cwd=cwd, capture_output=True, text=True)
+    # Without PYTHONPATH: a checkout put there (PYTHONPATH=$PWD) would be imported before
+    # the wheel's memkit, and the test would read the checkout's files.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run([str(c) for c in cmd], cwd=cwd, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
     return done.stdout
 
