@@ -7,7 +7,7 @@ are compared, for the int8 graph the default serves and the float graph beside i
     .venv/bin/python eval/cpu_emulated.py --texts 40    # ~13 min: emulation is slow
     .venv/bin/python eval/cpu_emulated.py --texts 40 --graphs numpy,double  # the candidates
 
-The texts are the walks' posts (``examples/walks/*-posts.txt``), written for this project.
+The texts are the walks' posts (``memkit/data/walks/*-posts.txt``), written for this project.
 Each model runs one text per run on one thread, as the service's int8 encoder does; the
 vector is the mean of the last hidden states, L2-normalised (``memkit.encoders``)."""
 
@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def sample(n: int) -> list[str]:
     lines = []
-    for path in sorted((ROOT / "examples" / "walks").glob("*-posts.txt")):
+    for path in sorted((ROOT / "memkit" / "data" / "walks").glob("*-posts.txt")):
         for line in path.read_text().splitlines():
             text = line.split("|", 3)[-1].strip()
             if len(text) > 20:

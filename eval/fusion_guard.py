@@ -1,9 +1,9 @@
-"""Issue 39: should the learned rankers lean on the first stage's fusion on a shape they never saw?
+"""Should the learned rankers lean on the first stage's fusion on a shape they never saw?
 
     .venv/bin/python eval/fusion_guard.py [--data PATH/locomo-dev.json] [--extra FOLDER ...]
 
 The default's rankers are logistic regressions over the first stage's features; on a data
-set they were not trained on they can rank below the fusion they re-rank (issue 39). This
+set they were not trained on they can rank below the fusion they re-rank. This
 adds ``beta`` times the fused first-stage score (min-max, 0 to 1) to both models' log-odds,
 for beta in BETAS, which is the same as raising the ``fused`` coefficient (so it is a model
 table like any other, and could ship as one).

@@ -1,4 +1,4 @@
-"""Issue 29's levers for the questions the default misses, each cross-validated.
+"""Levers for the questions the default misses, each cross-validated.
 
     .venv/bin/python eval/levers.py [--part encoders|parts|features|diversity|all]
                                     [--data PATH/locomo-dev.json]

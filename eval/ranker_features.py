@@ -1,4 +1,4 @@
-"""Issue 39: which of the learned rankers' features hold on a data set they never saw?
+"""Which of the learned rankers' features hold on a data set they never saw?
 
     .venv/bin/python eval/ranker_features.py [--data PATH/locomo-dev.json] [--longmemeval] [--c C]
 

@@ -7,7 +7,7 @@
 ``memkit eval --answers-out`` writes); ``run.trec``: a TREC run file (``qid Q0 docid rank
 score tag``, what ``--run-out`` writes). Prints the checks per behaviour, as ``memkit
 eval`` does for memkit's own pipelines (memkit/evaluation/conversations.py). eval/RESULTS.md
-scores main before issue 27 this way.
+scores main before the conversation turns kept their context this way.
 """
 
 from __future__ import annotations

@@ -59,7 +59,7 @@ OLD = {
     "min_score": 0.2,
     "max_gap": 0.05,
     "max_words": None,
-}  # the writer of issue 8, as it shipped
+}  # the first writer's hand-set settings, before its models were trained
 MARK_START = "# [answer.select] and [answer.decline] are written by eval/train_answers.py --write"
 MARK_END = "# (end of the answer models)"
 ROWS = [

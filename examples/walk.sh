@@ -10,8 +10,18 @@
 # the time it took. Whether an answer is right is yours to judge ("want" is printed beside it).
 # Needs curl and jq; the server started as: MEMKIT_INSTANCE=$PWD/instance memkit serve
 #   examples/walk.sh my-posts.txt my-questions.txt
+#   examples/walk.sh sailing-bathroom-jlpt      # a walk that ships with memkit, by its name
+# The shipped walks are package data in memkit/data/walks (NAME-posts.txt, NAME-questions.txt),
+# the files eval/walks.py replays without a server.
 set -euo pipefail
-POSTS=${1:?usage: walk.sh POSTS QUESTIONS}; QUESTIONS=${2:?usage: walk.sh POSTS QUESTIONS}
+USAGE="usage: walk.sh POSTS QUESTIONS, or walk.sh NAME (one of $(dirname "$0")/../memkit/data/walks)"
+if [ $# -eq 1 ]; then
+  WALKS="$(dirname "$0")/../memkit/data/walks"
+  POSTS="$WALKS/$1-posts.txt"; QUESTIONS="$WALKS/$1-questions.txt"
+  [ -f "$POSTS" ] && [ -f "$QUESTIONS" ] || { echo "no walk $1 in $WALKS" >&2; exit 2; }
+else
+  POSTS=${1:?$USAGE}; QUESTIONS=${2:?$USAGE}
+fi
 source "$(dirname "$0")/lib.sh"  # B, J, OUT, signup
 declare -A TOK
 PEOPLE=$(cut -d'|' -f1 "$POSTS" | awk '!seen[$0]++')

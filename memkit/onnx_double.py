@@ -1,10 +1,10 @@
 """The served int8 graph with its float parts in double, for ONNX Runtime: the same vectors on
-every x86-64 CPU measured (a candidate for issue 40; not what memkit serves).
+every x86-64 CPU measured (a candidate for one ledger on every CPU; not what memkit serves).
 
 ONNX Runtime picks its float32 kernels by CPU (MLAS: layer norm, softmax, erf, matrix
 products), and the int8 graph's 8-bit rounding of activations (``DynamicQuantizeLinear``)
 turns their last-bit differences into whole steps now and then, so each CPU family gives
-its own vectors and its own ledger (eval/RESULTS.md, stops 50 and 55). Its double kernels
+its own vectors and its own ledger (eval/RESULTS.md). Its double kernels
 are not chosen by CPU. Here every float tensor of the graph is double: the weights and
 constants, each ``Cast`` to float; a ``DynamicQuantizeLinear`` gets its input rounded to
 float32 (a correctly rounded, CPU-independent step) and gives its scale back as double;

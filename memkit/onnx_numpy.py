@@ -1,11 +1,11 @@
 """The int8 MiniLM graph run by numpy, the same on every x86-64 CPU (a measured candidate
-for issue 40; not what memkit serves).
+for one ledger on every CPU; not what memkit serves).
 
 ONNX Runtime picks its float kernels (layer norm, softmax, GELU's erf, the float matrix
 products) by CPU, so the float parts of the int8 graph differ in their last bits between
 an AVX2 machine and an AVX-512 one, and the graph's 8-bit rounding of activations
 (``DynamicQuantizeLinear``) turns such a difference into a whole step now and then:
-three machines gave three ledgers for the int8 rows (eval/RESULTS.md, stops 50 and 55).
+three machines gave three ledgers for the int8 rows (eval/RESULTS.md).
 
 Here every float operation runs in float64, and the integer products are exact (int8
 times uint8 summed over at most 1,536 terms is below 2**53, so numpy's float64 matrix

@@ -132,7 +132,7 @@ from memkit.training import EncoderStage
 DEFAULT_CONFIG = CONFIG_DIR / "default.toml"
 WINDOW_DEPTH = 200  # posts of a time window a question that names only the window can list
 # A window carried from the previous turn is kept while its best post is at least this
-# share of the best of any day (chosen on the dev suite's checks: eval/RESULTS.md, stop 53).
+# share of the best of any day (chosen on the dev suite's checks: eval/RESULTS.md).
 CARRIED_WINDOW_SHARE = 0.2
 
 

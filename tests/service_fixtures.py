@@ -94,7 +94,7 @@ def _close_connections():
     """After each test, close the database connections it opened: the engines of the apps it
     built and the PostgreSQL retrievers' pools. Each test has a database of its own, so a
     connection left open is held until the session ends, and past the server's
-    max_connections later tests could not connect (CI, stop 38: 'too many clients'). A
+    max_connections later tests could not connect (CI: 'too many clients'). A
     module-scoped app or retriever opens them again on its next use."""
     from memkit.retrievers import postgres
 

@@ -169,7 +169,7 @@ def test_codes_expire(app):
         },
     )
     # An address's code answers as a wrong one would (whether a code was sent there tells
-    # whether the address has an account; issue 26); the message names both.
+    # whether the address has an account); the message names both.
     assert (
         r.status_code == 400
         and error_of(r)["code"] == "code_invalid"

@@ -353,8 +353,8 @@ WEDDING = (
 
 
 def test_a_window_searched_for_a_subject_quotes_its_best_post_first():
-    """Stop 61's walk: "What happened to Kofi's kitchen in late October?" listed the
-    window's posts in the order they were posted, so Mei's glaze firing came before the
+    """The royal-parks-kitchen-wedding walk: "What happened to Kofi's kitchen in late October?"
+    listed the window's posts in the order they were posted, so Mei's glaze firing came before the
     worktop Kofi's post says arrived cracked, the post the search put first."""
     posts = [
         {"event_id": "k", "speaker": "Kofi", "created_at": "2026-10-24T20:45:00",
@@ -573,7 +573,7 @@ def test_a_window_listing_quotes_the_sentence_about_what_was_asked():
 
 
 def test_a_month_still_to_come_is_listed_by_the_sentence_naming_it():
-    """Stop 49's walks: "What is Omar doing in December?" listed his post by its first
+    """Newcomers' walks: "What is Omar doing in December?" listed his post by its first
     sentence, not the one about December, and a plan written in November for January was
     announced as "1 post from January 2027"."""
     post = {
@@ -619,13 +619,13 @@ def test_a_month_still_to_come_is_listed_by_the_sentence_naming_it():
         ("How much did the shed roof cost?", "Shed roof fixed with new felt, cost £45", None),
         ("How much did they pay for the van?", "The van was 120 quid for the day", None),
         ("How much did the tickets cost?", "Tickets were free in the end", None),
-        # "how much are ...?" asks a price too (stop 58's walk: answered by "we sold 60
-        # tickets"); "how much water ...?" does not
+        # "how much are ...?" asks a price too (the allotment-paper-boats-girona walk: answered by
+        # "we sold 60 tickets"); "how much water ...?" does not
         ("How much are tickets?", "The gig was packed, we sold 60 tickets", "how much"),
         ("How much was the van?", "The van was 120 quid for the day", None),
         ("How much water is left?", "Two litres in the tank", None),
-        # a colour or a weight asked (stop 58's walks: "What colour is she?" was answered by
-        # a job interview)
+        # a colour or a weight asked (the allotment-paper-boats-girona walk: "What colour is she?"
+        # was answered by a job interview)
         ("What colour is she?", "Got an interview at the Leeds museum", "the colour"),
         ("What colour is she?", "She's grey with a white paw", None),
         ("How heavy is it?", "Bought a Canyon road bike for 900 euros", "the weight"),
@@ -648,21 +648,22 @@ def test_a_month_still_to_come_is_listed_by_the_sentence_naming_it():
             "the name",
         ),
         ("What is the name of Nina's cat?", "We went to the vet on Monday", "the name"),
-        # a surname is a name too (stop 64's second walk)
+        # a surname is a name too (the book-club-flood-guitar walk)
         (
             "What is Sam's surname?",
             "First lesson with my teacher Sam today. Saturday mornings at 10.",
             "the name",
         ),
         ("What is Sam's surname?", "Sam Okafor teaches on Saturdays", None),
-        # nor is a thing after "the" (stop 64's walk: "What is the boat called?")
+        # nor is a thing after "the" (the sailing-bathroom-jlpt walk: "What is the boat called?")
         (
             "What is the boat called?",
             "Storm warning for the Solent, the school moved my course. Same boat.",
             "the name",
         ),
         ("What is the boat called?", "Five days on a yacht called Wren", None),
-        # "What did X cost?" asks how much (stop 62's walk quoted "her teeth need a clean")
+        # "What did X cost?" asks how much (the oaxaca-choir-allotment walk quoted "her teeth need a
+        # clean")
         (
             "What did the teeth clean cost?",
             "Biscuit weighs 29 kg, the vet says she is healthy but her teeth need a clean.",
@@ -670,7 +671,7 @@ def test_a_month_still_to_come_is_listed_by_the_sentence_naming_it():
         ),
         ("What does the allotment cost?", "The society charges 85 pounds a year", None),
         ("What did Tom think of the cost?", "He loved it", None),
-        # so does "What did X charge?" (stop 64's walk quoted the plumber's leak)
+        # so does "What did X charge?" (the sailing-bathroom-jlpt walk quoted the plumber's leak)
         (
             "What did the plumber charge?",
             "Bad news, the plumber found a leak under the floorboards.",
@@ -679,21 +680,22 @@ def test_a_month_still_to_come_is_listed_by_the_sentence_naming_it():
         ("What does Ms Sato charge?", "A weekly lesson with Ms Sato, 35 pounds an hour.", None),
         ("What did they pay for?", "They paid for the drinks", None),
         ("What's Mei's sister's name?", "My sister Ruth is visiting at Easter", None),
-        # a place or body that goes by a name (stop 62's walk)
+        # a place or body that goes by a name (the oaxaca-choir-allotment walk)
         (
             "Which airline is Dev flying with?",
             "The airline cancelled my January flight, I rebooked for 11 March.",
             "the name",
         ),
         ("Which club did she join?", "Joined the Herne Hill Harriers!", None),
-        # pounds paid are not pounds weighed (stop 63's walk: "How heavy is Bayo's bike?")
+        # pounds paid are not pounds weighed (the bouldering-sourdough-thesis walk: "How heavy is
+        # Bayo's bike?")
         (
             "How heavy is Bayo's bike?",
             "Bought a second-hand road bike, a Ribble Endurance, for 900 pounds.",
             "the weight",
         ),
         ("How heavy was the turkey?", "The turkey was 14 pounds, it fed everyone", None),
-        # a time of day asked: a date does not say it (stop 63's walk)
+        # a time of day asked: a date does not say it (the bouldering-sourdough-thesis walk)
         (
             "What time does the Brockley Market open?",
             "The Brockley stall is pushed back to 14 November",
@@ -703,8 +705,8 @@ def test_a_month_still_to_come_is_listed_by_the_sentence_naming_it():
         ("what time did they go up?", "We got up at 6am for the temple", None),
         ("What time do they train?", "They train on Wednesday evenings", None),
         ("What time of year is best?", "Spring, before the crowds", None),
-        # someone in a role asked: a post that never names the role (stop 63's walk; stop
-        # 61's "Who is Bea's coach at the Harriers?")
+        # someone in a role asked: a post that never names the role (the bouldering-sourdough-thesis
+        # walk; the royal-parks-kitchen-wedding walk's "Who is Bea's coach at the Harriers?")
         (
             "Who is Hana's climbing coach?",
             "Bought climbing shoes, La Sportiva Tarantulace, 85 pounds.",
@@ -742,11 +744,11 @@ def test_a_quote_without_the_amount_or_name_asked_for_is_declined(trained):
 
 
 def test_a_sentence_that_names_whom_a_question_asks_about_holds_what_the_best_lacks(trained):
-    """Stop 64's walk: "How much does Ms Sato charge?" was declined: its best sentence,
-    "Ms Sato moved our lesson to Thursdays at 7pm", says no amount, while Ravi's blog had "A
-    weekly lesson with Ms Sato on Zoom, 35 pounds an hour". A sentence with another word
-    the question asks with does not stand in ("what does a bag of the Gristwood flour
-    cost?" and a croissant made with Gristwood flour at £2.80)."""
+    """The sailing-bathroom-jlpt walk: "How much does Ms Sato charge?" was declined: its best
+    sentence, "Ms Sato moved our lesson to Thursdays at 7pm", says no amount, while Ravi's blog had
+    "A weekly lesson with Ms Sato on Zoom, 35 pounds an hour". A sentence with another word the
+    question asks with does not stand in ("what does a bag of the Gristwood flour cost?" and a
+    croissant made with Gristwood flour at £2.80)."""
     posts = [
         {"event_id": "m", "speaker": "Ravi", "created_at": "2026-11-22T10:00:00",
          "text": "Ms Sato moved our lesson to Thursdays at 7pm from next week."},
@@ -773,12 +775,12 @@ def test_a_sentence_that_names_whom_a_question_asks_about_holds_what_the_best_la
 
 
 def test_a_sentence_of_the_same_author_with_what_the_best_lacks_stands_in(trained):
-    """Stop 65's walk: "How heavy was his pumpkin?" was declined ("it does not say the
-    weight"): its best post, "The pumpkin on my allotment is enormous", says none, where
-    Felix's next post said "My pumpkin weighed 62 kilos" (stop 58's "How much are
-    tickets?" and stop 62's "How much were the flights?" alike). The sentence itself must
-    hold the question's words: train's never-posted "how much did the road closure cost?"
-    is not answered by the grant in the sentence after the closure's."""
+    """The edinburgh-pumpkin-driving-test walk: "How heavy was his pumpkin?" was declined ("it does
+    not say the weight"): its best post, "The pumpkin on my allotment is enormous", says none, where
+    Felix's next post said "My pumpkin weighed 62 kilos" (the allotment-paper-boats-girona walk's
+    "How much are tickets?" and the oaxaca-choir-allotment walk's "How much were the flights?"
+    alike). The sentence itself must hold the question's words: train's never-posted "how much did
+    the road closure cost?" is not answered by the grant in the sentence after the closure's."""
     posts = [
         {"event_id": "e", "speaker": "Felix", "created_at": "2026-09-29T08:15:00",
          "text": "The pumpkin on my allotment is enormous. Aiming for the show on 10 October."},
@@ -801,11 +803,11 @@ def test_a_sentence_of_the_same_author_with_what_the_best_lacks_stands_in(traine
 
 
 def test_a_when_question_without_a_date_in_its_best_sentence_looks_for_one(trained):
-    """Stop 64's walk: "When is Ravi's exam?" was answered with the day of "Mock exam score
-    112 out of 180" (it says no date, so its post's day led) where his blog said "The exam
-    is on 6 December in Bloomsbury". The writer looks for a sentence of the same author
-    that says when and holds the question's words; a class "on Tuesday evenings" says when
-    in its own words, and someone else's dated sentence does not stand in."""
+    """The sailing-bathroom-jlpt walk: "When is Ravi's exam?" was answered with the day of "Mock
+    exam score 112 out of 180" (it says no date, so its post's day led) where his blog said "The
+    exam is on 6 December in Bloomsbury". The writer looks for a sentence of the same author that
+    says when and holds the question's words; a class "on Tuesday evenings" says when in its own
+    words, and someone else's dated sentence does not stand in."""
     from memkit.answer.extractive import _dated, _instead
     from memkit.answer.questions import says_when
 
@@ -844,7 +846,7 @@ def quoted_instead(writer, query: str, posts: list, best: str) -> str | None:
 
 
 def test_a_habit_asked_is_answered_by_the_days_it_keeps(trained):
-    """Stop 64's walk: "When do they rehearse?" quoted "First rehearsal tonight" (11
+    """The sailing-bathroom-jlpt walk: "When do they rehearse?" quoted "First rehearsal tonight" (11
     October) where Kemi's blog said "we rehearse on Wednesday evenings"."""
     posts = [
         {"event_id": "f", "speaker": "Kemi", "created_at": "2026-10-11T21:40:00",
@@ -857,7 +859,7 @@ def test_a_habit_asked_is_answered_by_the_days_it_keeps(trained):
     # one day asked keeps the day's sentence; a sentence that keeps days needs no other
     assert quoted_instead(trained, "When is the first rehearsal?", posts, "First") is None
     assert quoted_instead(trained, "When do they rehearse?", posts, "We rehearse") is None
-    # stop 64's second walk: "When are his lessons?" led with the day of the first one
+    # the book-club-flood-guitar walk: "When are his lessons?" led with the day of the first one
     lessons = [
         {"event_id": "l", "speaker": "Chidi", "created_at": "2026-10-10T12:30:00",
          "text": "First lesson with my teacher Sam today. Saturday mornings at 10."},
@@ -866,8 +868,8 @@ def test_a_habit_asked_is_answered_by_the_days_it_keeps(trained):
     assert days == "Saturday mornings at 10."
     assert trained.date_of(days, lessons[0], "When are his lessons?") is None
     assert trained.date_of("First lesson with my teacher Sam today.", lessons[0]) is not None
-    # stop 65's walk: a post of a plan and of a habit ("When are her lessons?") led with the
-    # plan's day; a habit asked of a sentence that keeps days has no one day
+    # the edinburgh-pumpkin-driving-test walk: a post of a plan and of a habit ("When are her
+    # lessons?") led with the plan's day; a habit asked of a sentence that keeps days has no one day
     both = {"event_id": "g", "speaker": "Grace", "created_at": "2026-09-30T17:30:00",
             "text": "Booked my test for 3 November. Lessons every Tuesday at 5."}  # fmt: skip
     assert trained.date_of(both["text"], both, "When are her lessons?") is None
@@ -875,9 +877,9 @@ def test_a_habit_asked_is_answered_by_the_days_it_keeps(trained):
 
 
 def test_the_length_of_a_thing_asked_is_a_measure_a_post_may_give_after_naming_it(trained):
-    """Stop 63's walk: "How long is the thesis?" quoted "Printing three bound copies of the
-    thesis cost me 96 pounds" where Zoe had posted "Thesis submitted! 212 pages on coral
-    bleaching in the Red Sea": the measure is in the sentence after the one naming it."""
+    """The bouldering-sourdough-thesis walk: "How long is the thesis?" quoted "Printing three bound
+    copies of the thesis cost me 96 pounds" where Zoe had posted "Thesis submitted! 212 pages on
+    coral bleaching in the Red Sea": the measure is in the sentence after the one naming it."""
     from memkit.answer.extractive import _instead
 
     posts = [
@@ -897,12 +899,12 @@ def test_the_length_of_a_thing_asked_is_a_measure_a_post_may_give_after_naming_i
 
 
 def test_a_who_question_whose_best_sentence_names_no_one_looks_for_a_name(trained):
-    """Stop 64's walk: "Who was the skipper?" quoted "Storm warning for the Solent, the
-    school moved my course to 21 November. Same boat, same skipper." (the Solent is no
-    one) where "Skipper Gareth let me helm into Cowes" names him; stop 61's "Who is her
-    physio?" quoted "Pulled my calf on the Thursday run, physio says rest for a week"
-    where her blog names Priya. A sentence that says "I" keeps its place ("Who baked the
-    cake?", "I baked it")."""
+    """The sailing-bathroom-jlpt walk: "Who was the skipper?" quoted "Storm warning for the Solent,
+    the school moved my course to 21 November. Same boat, same skipper." (the Solent is no one)
+    where "Skipper Gareth let me helm into Cowes" names him; the royal-parks-kitchen-wedding walk's
+    "Who is her physio?" quoted "Pulled my calf on the Thursday run, physio says rest for a week"
+    where her blog names Priya. A sentence that says "I" keeps its place ("Who baked the cake?", "I
+    baked it")."""
     from memkit.answer.extractive import _names_a_person
 
     ines = {"ines"}
@@ -924,7 +926,7 @@ def test_a_who_question_whose_best_sentence_names_no_one_looks_for_a_name(traine
 
 
 def test_a_when_answer_leads_with_the_date_a_post_gives_instead():
-    """Stop 49's third walk: "Book club is off tomorrow, the host has a burst pipe. We'll do
+    """Another newcomer's walk: "Book club is off tomorrow, the host has a burst pipe. We'll do
     it on 12 November instead" was quoted for "When is the book club?" but led with the
     cancelled day ("tomorrow" = 5 November)."""
     post = {
@@ -940,10 +942,10 @@ def test_a_when_answer_leads_with_the_date_a_post_gives_instead():
 
 
 def test_a_when_answer_leads_with_the_date_a_plan_moves_to_not_a_day_named_after():
-    """Stop 54's walk: "Change of plan: the housewarming moves to Sunday 13 September, the
-    landlord needs Saturday for the painters" led with Saturday (12 September): the first
-    words naming a change ("Change of plan") have no date after them, so the move's own
-    date was never read, and the last day named won."""
+    """The housewarming-mot-archivist walk: "Change of plan: the housewarming moves to Sunday 13
+    September, the landlord needs Saturday for the painters" led with Saturday (12 September): the
+    first words naming a change ("Change of plan") have no date after them, so the move's own date
+    was never read, and the last day named won."""
     post = {"event_id": "m", "speaker": "Maya", "created_at": "2026-09-05T09:15:00",
             "text": "Change of plan: the housewarming moves to Sunday 13 September, the "
             "landlord needs Saturday for the painters."}  # fmt: skip
@@ -952,11 +954,11 @@ def test_a_when_answer_leads_with_the_date_a_plan_moves_to_not_a_day_named_after
 
 
 def test_a_when_answer_about_a_plan_leads_with_its_date_not_the_posts_own_day():
-    """Stop 55's walk: "Training for the Lisbon marathon, ran 28 km today. The race is on 6
-    December" answered "When is Bruno's marathon?" with "today" (the words next to it hold
-    "marathon"). Neither clause holds a word of the question, so for a question about a
-    plan the date after the post goes first; a clause that shares the question's words
-    still wins ("Today is my birthday, party next Saturday")."""
+    """The camping-clutch-beagle walk: "Training for the Lisbon marathon, ran 28 km today. The race
+    is on 6 December" answered "When is Bruno's marathon?" with "today" (the words next to it hold
+    "marathon"). Neither clause holds a word of the question, so for a question about a plan the
+    date after the post goes first; a clause that shares the question's words still wins ("Today is
+    my birthday, party next Saturday")."""
     writer = lexical()
     run = {"event_id": "b", "created_at": "2026-10-12T21:00:00",
            "text": "Training for the Lisbon marathon, ran 28 km today. The race is on 6 "
@@ -975,9 +977,9 @@ def test_a_when_answer_about_a_plan_leads_with_its_date_not_the_posts_own_day():
 
 
 def test_a_when_answer_reads_the_nth_of_a_month_and_a_moved_plans_last_date():
-    """Stop 50's walk: "Starting on the 1st of July" was answered with the day it was posted
-    ("of" was not read), and "Ferry moved! CalMac cancelled the 18th sailing, we're now going
-    on the 19th of July" led with "the 18th", read as 18 June."""
+    """The mull-ferry-library-kiln walk: "Starting on the 1st of July" was answered with the day it
+    was posted ("of" was not read), and "Ferry moved! CalMac cancelled the 18th sailing, we're now
+    going on the 19th of July" led with "the 18th", read as 18 June."""
     writer = lexical()
     job = {"event_id": "k", "created_at": "2026-06-09T07:30:00",
            "text": "Got the job at the library in Leith! Starting on the 1st of July"}  # fmt: skip
@@ -996,7 +998,7 @@ def test_a_when_answer_reads_the_nth_of_a_month_and_a_moved_plans_last_date():
 
 
 def walk(stem: str, people: list[str]):
-    """The served pipeline over a walk's floor (examples/walks/STEM-posts.txt: four people
+    """The served pipeline over a walk's floor (memkit/data/walks/STEM-posts.txt: four people
     in a chat and a blog) and a question asked of it, with k items, on 28 November."""
     from memkit.evaluation.walks import ASKED, WALKS, walk_events
     from memkit.pipeline import Query
@@ -1010,7 +1012,7 @@ def walk(stem: str, people: list[str]):
 
 @pytest.fixture(scope="module")
 def walk56():
-    return walk("stop56", ["Maya", "Owen", "Dev", "Sofia"])
+    return walk("clifton-move-seville-pumpkins", ["Maya", "Owen", "Dev", "Sofia"])
 
 
 @pytest.mark.slow
@@ -1018,7 +1020,7 @@ def test_the_answer_does_not_depend_on_how_many_items_are_asked_for(walk56):
     # "k" is how many items the caller wants, not how many posts the answer may come from:
     # the writer reads its max_items at any k, and a post it quotes is among the items. With
     # k = 1 it read one post: the questions below were declined for want of their terms
-    # (stop 56's walk, which asks with k = 3), and answered at k = 10.
+    # (the clifton-move-seville-pumpkins walk, which asks with k = 3), and answered at k = 10.
     for question in ["What does Owen play?", "What can Maya see from her kitchen?"]:
         wide = walk56(question)
         assert not wide.written.declined
@@ -1042,28 +1044,32 @@ def test_a_question_in_the_base_form_finds_the_post_in_the_past(walk56):
 
 @pytest.mark.slow
 def test_a_decline_names_someone_else_s_post_only_where_it_was_closer():
-    # Stop 58's walk: "What went wrong at Ben's gig?" was declined as "the closest post is
-    # Diego's", showing Diego's flights (ranked eighth, below five of Ben's posts) as its
-    # one item. Someone else's post is the closest only where it ranks above all of theirs.
-    res = walk("stop58", ["Aisha", "Ben", "Chloe", "Diego"])("What went wrong at Ben's gig?")
+    # The allotment-paper-boats-girona walk: "What went wrong at Ben's gig?" was declined as "the
+    # closest post is Diego's", showing Diego's flights (ranked eighth, below five of Ben's posts)
+    # as its one item. Someone else's post is the closest only where it ranks above all of theirs.
+    res = walk("allotment-paper-boats-girona", ["Aisha", "Ben", "Chloe", "Diego"])(
+        "What went wrong at Ben's gig?"
+    )
     assert "Diego" not in res.answer
     assert all(i.speaker == "Ben" for i in res.items)
 
 
 @pytest.mark.slow
 def test_a_question_for_a_name_is_answered_by_a_post_that_gives_it_without_the_word():
-    # Stop 60's walk: "What is the name of Raj's band?" was declined ("nothing Raj posted
-    # says so") though Raj posted "Our band Night Ferry got a gig...": the decline model
-    # counted the question's "name" as a term no post holds. A question for a name gets
-    # its answer as a name, without the word "name" or "called".
-    res = walk("stop60", ["Amara", "Felix", "Ines", "Raj"])("What is the name of Raj's band?")
+    # The food-bank-bianchi-night-ferry walk: "What is the name of Raj's band?" was declined
+    # ("nothing Raj posted says so") though Raj posted "Our band Night Ferry got a gig...": the
+    # decline model counted the question's "name" as a term no post holds. A question for a name
+    # gets its answer as a name, without the word "name" or "called".
+    res = walk("food-bank-bianchi-night-ferry", ["Amara", "Felix", "Ines", "Raj"])(
+        "What is the name of Raj's band?"
+    )
     assert not res.written.declined and "Night Ferry" in res.answer, res.answer
 
 
 def test_a_day_that_comes_back_is_not_answered_with_the_posts_own_day():
-    """Stop 61's walk: "When do they train?" led with "On 1 November 2026 —", the day Bea
-    posted "Joined the Herne Hill Harriers, they train on Wednesday evenings at the track";
-    a weekly day gives no date, so the quote answers on its own."""
+    """The royal-parks-kitchen-wedding walk: "When do they train?" led with "On 1 November 2026 —",
+    the day Bea posted "Joined the Herne Hill Harriers, they train on Wednesday evenings at the
+    track"; a weekly day gives no date, so the quote answers on its own."""
     writer = lexical()
     text = "Joined the Herne Hill Harriers, they train on Wednesday evenings."
     post = {"event_id": "h", "created_at": "2026-11-01T08:20:00", "text": text}

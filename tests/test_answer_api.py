@@ -1,4 +1,4 @@
-"""Answers through POST /agent/memory/query (issue 21), on SQLite and on PostgreSQL with the
+"""Answers through POST /agent/memory/query, on SQLite and on PostgreSQL with the
 index in the store: the clause that answers is kept, one post is quoted (no padding), a
 fact never posted is declined with no quote, and ``summary_needed`` "1" gives the written
 answer while "0" gives the one-line account. ``summary_needed`` is always sent."""

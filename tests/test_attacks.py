@@ -1,5 +1,5 @@
-"""The attacks of issue 17 ("no request of one user harms another, round 2"), each performed
-as the attacker did, on SQLite and PostgreSQL. Every test here failed before its fix;
+"""Attacks by which one user's requests could harm another's, each performed as the
+attacker did, on SQLite and PostgreSQL. Every test here failed before its fix;
 SECURITY.md lists them by finding. The broad properties (isolation of effects, no
 poison) are tested in tests/test_properties.py.
 """
@@ -193,7 +193,8 @@ def test_the_right_code_among_concurrent_guesses_passes_only_within_the_five_che
 ):
     answers = guess_at_once(open_app, monkeypatch, first=0)  # answers[0] was the right code
     # At most five checks, whichever came first; the others refused unchecked. (A code
-    # used meanwhile answers code_invalid too, as a wrong one: issue 26, so count in the store.)
+    # used meanwhile answers code_invalid too, as a wrong one, lest the answer tell whether
+    # the address has an account; so count in the store.)
     assert [r.status_code for r in answers].count(200) <= 1
     assert all(r.status_code == 400 for r in answers[1:])
     with open_app.extensions["memkit"]["engine"].connect() as conn:

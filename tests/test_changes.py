@@ -111,10 +111,10 @@ def test_a_change_posted_after_the_planned_day_is_about_another_time():
 
 
 def test_a_later_day_booked_again_after_the_planned_one_is_a_change():
-    """Stop 65's walk: "when is her driving test?" was answered with the failed test of 3
-    November, where "Rebooked the test for 1 December" came two days after it. A change
-    posted after the planned day counts when it names a later day, and "rebooked" redoes
-    the first post's "booked"."""
+    """The edinburgh-pumpkin-driving-test walk: "when is her driving test?" was answered with the
+    failed test of 3 November, where "Rebooked the test for 1 December" came two days after it. A
+    change posted after the planned day counts when it names a later day, and "rebooked" redoes the
+    first post's "booked"."""
     posts = {
         "test": Item("test", "Booked my driving test for 3 November. Lessons with Bernie "
                      "every Tuesday and Thursday at 5.", "Grace",
@@ -158,11 +158,11 @@ def test_a_change_to_another_sentence_of_the_post_does_not_answer():
 
 
 def test_a_when_question_whose_first_post_names_no_day_reads_the_first_that_does():
-    """Stop 65's second walk: "When is it?" (the hen do) ranked Sadie's account "The hen do.
-    Fourteen of us went to Bath in the end" first, posted after the plan "hen do booked:
-    Bath, 7 November" and its change "Jess moved the hen do to 14 November": a change is
-    looked for after the first post that names a day and is about the same thing (stop
-    52's "When is the parkrun?" keeps its blog, which shares nothing with a concert)."""
+    """The hen-do-quiz-night-kingsdown walk: "When is it?" (the hen do) ranked Sadie's account "The
+    hen do. Fourteen of us went to Bath in the end" first, posted after the plan "hen do booked:
+    Bath, 7 November" and its change "Jess moved the hen do to 14 November": a change is looked for
+    after the first post that names a day and is about the same thing (the choir-couch-to-5k-damp
+    walk's "When is the parkrun?" keeps its blog, which shares nothing with a concert)."""
     posts = {
         "blog": Item("blog", "The hen do. Fourteen of us went to Bath in the end, a week later "
                      "than planned.", "Sadie", created_at=datetime(2026, 11, 16, 12)),
@@ -227,7 +227,7 @@ def served(rows) -> Pipeline:
 
 @pytest.mark.parametrize("changed_facts", [True, False])
 def test_the_served_default_answers_with_the_new_date(floor, changed_facts):
-    """The newcomer's walk, stop 38: the old date won, and then Kim's post was declined
+    """A newcomer's walk: the old date won, and then Kim's post was declined
     as "nothing Dev posted says so" (the decline model's two-person rule)."""
     floor.changed_facts = changed_facts
     try:
@@ -266,17 +266,18 @@ def test_the_served_default_answers_with_the_new_date(floor, changed_facts):
         ("Mum's flight changed, she now lands on 5 December", True),
         ("The plan has changed.", True),
         ("I changed trains at Crewe", False),
-        # stop 59's walk: "When was the launch?" was answered with the first day, 7 November
+        # the chess-wooden-boat-japanese walk: "When was the launch?" was answered with the first
+        # day, 7 November
         ("Storm warning, Greta's launch is pushed to 21 November.", True),
         ("The wedding got bumped to June", True),
         ("Flight delayed until Sunday", True),
         ("We put off the trip until spring", True),
         ("I pushed to the front of the queue", False),  # "pushed to" a day, a month
         ("The launch went well", False),
-        # stop 61's walk: "When is Bea's half marathon?" was answered with the race she
-        # deferred from
+        # the royal-parks-kitchen-wedding walk: "When is Bea's half marathon?" was answered with the
+        # race she deferred from
         ("I'm not running the Royal Parks half, I deferred my place to the Brighton half", True),
-        ("Rebooked the test for 1 December", True),  # stop 65's walk
+        ("Rebooked the test for 1 December", True),  # the edinburgh-pumpkin-driving-test walk
         ("I booked the test for 1 December", False),
     ],
 )
@@ -323,15 +324,16 @@ def test_a_where_question_takes_only_a_change_that_names_a_new_place():
 @pytest.mark.parametrize(
     "plan, change, decoy",
     [
-        # The newcomer's walk, stop 51: "Where is the book club meeting?" quoted Lucy's flat,
-        # though Lucy had posted that it moves to Omar's place.
+        # The lanterns-gig-bakery-book-club walk: "Where is the book club meeting?" quoted Lucy's
+        # flat, though Lucy had posted that it moves to Omar's place.
         (
             ("Book club next: The Remains of the Day. Meeting at Lucy's flat on 9 April", "Dana"),
             ("My boiler broke, so book club moves to Omar's place, same date", "Lucy"),
             ("We move to Leeds in spring, book club will miss me", "Theo"),
         ),
-        # Stop 62's walk: "Where is it now?" (Olu's concert) quoted the first venue; a change
-        # naming the new place outright needs to share only the plan's thing ("concert")
+        # The oaxaca-choir-allotment walk: "Where is it now?" (Olu's concert) quoted the first
+        # venue; a change naming the new place outright needs to share only the plan's thing
+        # ("concert")
         (
             ("Choir concert is on 21 November at St Mary's church, I'm singing the solo", "Olu"),
             ("New venue for the concert is the Union Chapel in Islington, same date", "Olu"),
@@ -359,7 +361,7 @@ def test_a_plan_moved_to_a_new_place_settles_where_but_not_when(plan, change, de
 
 
 def test_the_served_default_answers_where_with_the_new_place():
-    """The newcomer's walk, stop 48: "Where did Lucy go for half term?" quoted the cottage in
+    """A newcomer's walk: "Where did Lucy go for half term?" quoted the cottage in
     Whitby, cancelled a month before; the post saying she went to Bamburgh instead ranked
     second. Now it is quoted, and the replaced post is not shown."""
     rows = [
@@ -384,7 +386,7 @@ def test_the_served_default_answers_where_with_the_new_place():
 
 
 def test_a_possessive_names_the_same_person_or_thing():
-    """Stop 49's walk: "Sam and I are going to Lisbon" and "Lisbon trip is off, Sam's work
+    """A newcomer's walk: "Sam and I are going to Lisbon" and "Lisbon trip is off, Sam's work
     moved a deadline. We're going to Porto in February instead" share Lisbon and Sam;
     "My mum arrives on 3 December" and "Mum's flight changed, she now lands on 5
     December" share mum and December. Without reading "Sam's" as Sam each shared one."""
@@ -405,7 +407,7 @@ def test_a_possessive_names_the_same_person_or_thing():
 
 
 def test_a_question_about_a_change_finds_the_post_that_states_it():
-    """Stop 49's walk: "Why did they cancel Lisbon?" quoted the plan ("Sam and I are going
+    """A newcomer's walk: "Why did they cancel Lisbon?" quoted the plan ("Sam and I are going
     to Lisbon"), which shares more of its words, not the post saying the trip is off and
     why. A post stating a change, posted after the first and sharing a word of the
     question besides the change's, goes first; an undated first post (a document) or a
@@ -431,7 +433,8 @@ def test_a_question_about_a_change_finds_the_post_that_states_it():
     assert stated_change_first(undated, of, "Why was Lisbon cancelled?")["event_id"][0] == "doc"
 
 
-# Stop 57's walk: Lena's booking, then a change of who goes, then (made up) a change of day
+# The greyhound-half-marathon-supper-club walk: Lena's booking, then a change of who goes, then
+# (made up) a change of day
 LAKES = {
     "plan": Item(
         "plan", "Booked a cottage in the Lake District for 21 November, three nights, "
@@ -453,17 +456,18 @@ def lakes(ids):
 
 
 def test_instead_without_a_day_does_not_settle_when():
-    """Stop 57's walk: "When is Lena going to the Lake District?" was answered "On 27
-    October" from "Eva cannot come to the Lake District any more, so I am taking my friend Jo
-    instead" (a change of who goes, posted on 27 October), not from the booking "for 21
+    """The greyhound-half-marathon-supper-club walk: "When is Lena going to the Lake District?" was
+    answered "On 27 October" from "Eva cannot come to the Lake District any more, so I am taking my
+    friend Jo instead" (a change of who goes, posted on 27 October), not from the booking "for 21
     November". A change with "instead" settles a when-question only where it names a day."""
     assert changed_fact(ranking(["plan", "who"], [0.8, 0.8]), lakes) is None
     assert changed_fact(ranking(["plan", "day"], [0.8, 0.3]), lakes) == ("day", "plan")
 
 
 def test_a_change_naming_someone_new_instead_settles_who():
-    """Stop 57's walk: "Who is she going with?" quoted the booking "with my sister Eva",
-    though Lena had posted that Eva cannot come and she is taking Jo instead."""
+    """The greyhound-half-marathon-supper-club walk: "Who is she going with?" quoted the booking
+    "with my sister Eva", though Lena had posted that Eva cannot come and she is taking Jo
+    instead."""
     assert changed_fact(ranking(["plan", "who"], [0.8, 0.6]), lakes, kind="who") == (
         "who",
         "plan",

@@ -1,4 +1,4 @@
-"""A conversation through the service with the served default (issue 27): a follow-up
+"""A conversation through the service with the served default: a follow-up
 is read against what the previous answer quoted, a new subject starts a new topic, time
 words in a question become a window echoed in the response, a question naming only a
 window (or only a time filter) lists the posts in it, scores are probabilities, a new

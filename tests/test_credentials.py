@@ -31,7 +31,7 @@ from tests.service_fixtures import (
     same_store,
 )
 from tests.test_attacks import SEND, SIGNUP, VALIDATE, bearer, signed_up
-from tests.test_attacks3 import Argon2Calls
+from tests.test_attacks_accounts import Argon2Calls
 from tests.test_smtp_delivery import smtp as smtp  # the fixture: a real SMTP server
 from tests.test_smtp_delivery import smtp_app
 

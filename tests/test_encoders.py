@@ -152,7 +152,7 @@ def test_an_int8_vector_depends_on_its_text_alone(onnx_folder):
 
 # Vectors this project's machines compute (first six numbers, and the sum of all 384) for
 # the int8 encoder: stored so that a machine computing others fails here, before its
-# `make eval` ledger differs from eval/RESULTS.md (issue 40).
+# `make eval` ledger differs from eval/RESULTS.md.
 STORED_INT8 = {
     "Kim: moved the kiln firing to Saturday, the studio was booked on Friday": (
         [0.05531, 0.03438, 0.06212, -0.00058, 0.0416, 0.04031],

@@ -344,7 +344,7 @@ def test_a_bare_follow_up_refers_to_all_the_answer_showed_of_its_post():
 def test_a_follow_up_the_last_answers_post_still_answers_keeps_it(
     first_question, follow_up, answer
 ):
-    """The newcomer's walk, stop 49: a follow-up asking something new of its topic takes
+    """A newcomer's walk: a follow-up asking something new of its topic takes
     the last answer's posts down (``repeat_weight``), which lost "How much did it cost?"
     to another post with a price when the bike's own post said "350 euros"."""
     from memkit.tables import events_frame
@@ -396,7 +396,7 @@ def test_a_follow_up_the_last_answers_post_still_answers_keeps_it(
 
 @pytest.mark.slow
 def test_a_short_blog_post_may_answer_the_next_question_too():
-    """Stop 51's walk, replayed in stop 59: "What book are they reading?" quoted Omar's
+    """The lanterns-gig-bakery-book-club walk, replayed: "What book are they reading?" quoted Omar's
     blog post, and "What did Dana think of Stevens?" then took that post down as the last
     answer's (``repeat_weight``), though it says "Dana found him infuriating", and declined:
     a blog post as short as a chat line holds a few facts, and one holding the question's
@@ -404,13 +404,13 @@ def test_a_short_blog_post_may_answer_the_next_question_too():
     taken down: a follow-up on it asks another."""
     from memkit.evaluation.walks import replay
 
-    turns = {t["question"]: t for t in replay("stop51")}
+    turns = {t["question"]: t for t in replay("lanterns-gig-bakery-book-club")}
     turn = turns["What did Dana think of Stevens?"]
     assert turn["read"] == "follow-up" and "infuriating" in turn["answer"], turn["answer"]
 
 
 def test_a_word_of_the_question_is_met_in_its_other_forms():
-    """Stop 49's second walk: "When is the housewarming?" quoted "Housewarming moved to 28
+    """Another newcomer's walk: "When is the housewarming?" quoted "Housewarming moved to 28
     November, my brother can't make the 21st", and "Why did it move?" was answered with the
     boiler's move: "move" and "moved" had different stems."""
     from memkit.pipeline import _still_answers
@@ -419,16 +419,16 @@ def test_a_word_of_the_question_is_met_in_its_other_forms():
     assert _still_answers("Why did it move?", ["move"], post, chat=True)
     assert not _still_answers("Why did it move?", ["move"], post, chat=False)  # a document
     assert not _still_answers("Who is coming?", ["coming"], post, chat=True)
-    # an irregular past is its verb (stop 62: "How many did they sell?" and "we sold 60")
+    # an irregular past is its verb ("How many did they sell?" and "we sold 60")
     gig = "The gig last night was packed, we sold 60 tickets and all our T-shirts."
     assert _still_answers("How many did they sell?", ["sell"], gig, chat=True)
 
 
 def test_a_question_about_someone_else_is_not_a_follow_up():
-    """Stop 57's walk: after questions about Priya's greyhound ("Where did he race?"), "When
-    is Tom's race?" was read as a follow-up (its "race" was the topic's), and Priya's dog was
-    carried into Tom's questions for six turns. A question naming someone the topic never
-    named, with words of its own and no pronoun, starts a topic (or returns to his)."""
+    """The greyhound-half-marathon-supper-club walk: after questions about Priya's greyhound ("Where
+    did he race?"), "When is Tom's race?" was read as a follow-up (its "race" was the topic's), and
+    Priya's dog was carried into Tom's questions for six turns. A question naming someone the topic
+    never named, with words of its own and no pronoun, starts a topic (or returns to his)."""
     c = TopicContext()
     people = ["Priya", "Tom", "Lena"]
     history = topic_turns(
@@ -437,8 +437,8 @@ def test_a_question_about_someone_else_is_not_a_follow_up():
     )
     tom = c.read("When is Tom's race?", history, names=people)
     assert (tom.kind, tom.topic, tom.words) == ("new", 1, [])
-    # Stop 62's walk: nothing of its own but the name, and nothing pointing back either
-    # ("Where is Dev going?" was searched with Rosa's dog's toy and declined)
+    # The oaxaca-choir-allotment walk: nothing of its own but the name, and nothing pointing back
+    # either ("Where is Dev going?" was searched with Rosa's dog's toy and declined)
     going = c.read("Where is Tom going?", history, names=people)
     assert (going.kind, going.topic, going.words) == ("new", 1, [])
     # still follow-ups: nothing of its own but the name, or a pronoun for the topic's thing
@@ -455,11 +455,11 @@ def test_a_question_about_someone_else_is_not_a_follow_up():
 
 
 def test_a_topic_is_about_who_wrote_what_its_answers_quoted():
-    """Stop 58's walk: "What happened on the descent?" (answered from Diego's post), then
-    questions with "he", then "Back to Aisha: what does she do for work?" was read as a
-    follow-up of Diego's topic ("descent cycling" carried) and declined, and Diego's topic
-    was carried into three more turns. A topic is also about the people whose posts its
-    answers quoted; a personal pronoun may stand for the person a question names."""
+    """The allotment-paper-boats-girona walk: "What happened on the descent?" (answered from Diego's
+    post), then questions with "he", then "Back to Aisha: what does she do for work?" was read as a
+    follow-up of Diego's topic ("descent cycling" carried) and declined, and Diego's topic was
+    carried into three more turns. A topic is also about the people whose posts its answers quoted;
+    a personal pronoun may stand for the person a question names."""
     from dataclasses import replace
 
     c = TopicContext()
@@ -499,8 +499,8 @@ def test_a_topic_is_about_who_wrote_what_its_answers_quoted():
                 people=["Diego"])]  # fmt: skip
     assert c.read("And Diego, what does he do for work?", ben, names=people).kind == "new"
     # people read from what the answers quoted only: a question sharing the topic's words
-    # stays in it (stop 51's walk: "What did Dana think of Stevens?" after questions on the
-    # book club's book, answered from Omar's post)
+    # stays in it (the lanterns-gig-bakery-book-club walk: "What did Dana think of Stevens?" after
+    # questions on the book club's book, answered from Omar's post)
     book = topic_turns(("What book are they reading?", 0, "we talked about Stevens"))
     book[0].people = ["Omar"]
     dana = c.read("What did Dana think of Stevens?", book, names=["Dana", "Omar"])
@@ -522,8 +522,8 @@ def test_back_to_leaves_the_current_topic():
 
 
 def test_words_that_change_the_subject_start_a_topic_and_are_not_carried():
-    """Stop 65's second walk: "Let's talk about the quiz night. When is it?" followed up the
-    topic of Olek's house, so the next six turns carried "survey find" and two quoted his
+    """The hen-do-quiz-night-kingsdown walk: "Let's talk about the quiz night. When is it?" followed
+    up the topic of Olek's house, so the next six turns carried "survey find" and two quoted his
     survey; "Back to Bram: where does he swim?" carried "Back" into every follow-up."""
     c = TopicContext()
     history = topic_turns(
@@ -539,12 +539,12 @@ def test_words_that_change_the_subject_start_a_topic_and_are_not_carried():
 
 @pytest.mark.slow
 def test_a_walk_replayed_in_process_reads_back_to_as_a_new_topic():
-    # eval/walks.py's replay of stop 58's walk: every question asked in order by one user;
-    # "Back to Aisha: what does she do for work?" after questions about Diego's riding no
-    # longer carries "descent cycling" (it did before Turn.people)
+    # eval/walks.py's replay of the allotment-paper-boats-girona walk: every question asked in order
+    # by one user; "Back to Aisha: what does she do for work?" after questions about Diego's riding
+    # no longer carries "descent cycling" (it did before Turn.people)
     from memkit.evaluation.walks import replay
 
-    turns = replay("stop58")
+    turns = replay("allotment-paper-boats-girona")
     assert len(turns) == 37 and all(t["answer"] for t in turns)
     back = next(t for t in turns if t["question"].startswith("Back to Aisha"))
     assert (back["read"], back["searched"]) == ("new", back["question"])
@@ -552,28 +552,28 @@ def test_a_walk_replayed_in_process_reads_back_to_as_a_new_topic():
 
 @pytest.mark.slow
 def test_a_question_about_the_change_just_quoted_is_answered_by_its_post():
-    """Stop 57's walk, replayed in stop 60: "When is Marcus's supper club?" quoted "The
-    supper club is moving to 14 November, my oven broke...", then "Why was it moved?" was
-    answered with Tom's race, "moved ... because of the bridge works", which shares
-    "moved". A follow-up that asks about a change by no other words than the change's is
-    answered by the change the last answer quoted."""
+    """The greyhound-half-marathon-supper-club walk, replayed: "When is Marcus's supper club?"
+    quoted "The supper club is moving to 14 November, my oven broke...", then "Why was it moved?"
+    was answered with Tom's race, "moved ... because of the bridge works", which shares "moved". A
+    follow-up that asks about a change by no other words than the change's is answered by the change
+    the last answer quoted."""
     from memkit.evaluation.walks import replay
 
-    turns = {t["question"]: t for t in replay("stop57")}
+    turns = {t["question"]: t for t in replay("greyhound-half-marathon-supper-club")}
     turn = turns["Why was it moved?"]
     assert turn["read"] == "follow-up" and "oven broke" in turn["answer"], turn["answer"]
 
 
 @pytest.mark.slow
 def test_a_change_asked_about_in_other_words_is_the_one_quoted():
-    """Stop 50's walk, replayed in stop 60: "When is Ines taking the ferry to Mull?" quoted
+    """The mull-ferry-library-kiln walk, replayed: "When is Ines taking the ferry to Mull?" quoted
     "Ferry moved! CalMac cancelled the 18th sailing...", then "Why did it change?" quoted
     Ruben's "Change of plan, Olivo is closed...", whose "change" was the only word of the
     question a post held. To the answer writer, a post that states a change holds the
     question's change words ("changed", "moved", "postponed") in its own."""
     from memkit.evaluation.walks import replay
 
-    turns = {t["question"]: t for t in replay("stop50")}
+    turns = {t["question"]: t for t in replay("mull-ferry-library-kiln")}
     assert "CalMac cancelled" in turns["Why did it change?"]["answer"]
 
 
@@ -584,26 +584,26 @@ def test_the_names_a_question_is_asked_of():
     assert addressees("Are you coming on Friday, Tom?") == ["Tom"]
     assert addressees("Ines, the gig was great.") == []  # no question
     assert addressees("Can anyone lend me a tent?") == []  # nobody named
-    # the name asked on its own after the question (stop 63's walk)
+    # the name asked on its own after the question (the bouldering-sourdough-thesis walk)
     assert addressees("Anyone want to come to the social on Friday? Marek?") == ["Marek"]
     assert addressees("Who wants to come? Or not.") == []
-    # two people asked (stop 64's walk)
+    # two people asked (the sailing-bathroom-jlpt walk)
     assert addressees("Kemi, are you free for a sail on Saturday? Ravi?") == ["Kemi", "Ravi"]
-    # a question opened by a name after a sentence of news (stop 65's walk)
+    # a question opened by a name after a sentence of news (the edinburgh-pumpkin-driving-test walk)
     invitation = "My birthday dinner is at Lalibela at 7.30. Noor, can you still come? Mateo?"
     assert addressees(invitation) == ["Noor", "Mateo"]
     assert addressees("Dinner is at 7.30. Noor, it was great.") == []
-    # names listed ("Sadie, Olek, you in?": stop 65's second walk)
+    # names listed ("Sadie, Olek, you in?": the hen-do-quiz-night-kingsdown walk)
     assert addressees("Quiz night on 12 November. Sadie, Olek, you in?") == ["Sadie", "Olek"]
     assert addressees("Sadie and Olek, are you coming?") == ["Sadie", "Olek"]
     assert addressees("Ines, Pepper can come to the gig?") == ["Ines"]
 
 
 def test_a_name_asked_alone_is_answered_by_their_reply_to_a_question_among_the_first():
-    """Stop 65's walk: "Is Noor coming?" quoted Noor's "Sorry Felix, I'll be in Edinburgh by
-    then", her reply to Felix's "... Noor, can you still come? Mateo?"; "And Mateo?" then
-    carried her refusal's words and quoted Mateo's podcast, where his reply "Wouldn't miss
-    it" came 30 minutes after the question, which no longer ranked first."""
+    """The edinburgh-pumpkin-driving-test walk: "Is Noor coming?" quoted Noor's "Sorry Felix, I'll
+    be in Edinburgh by then", her reply to Felix's "... Noor, can you still come? Mateo?"; "And
+    Mateo?" then carried her refusal's words and quoted Mateo's podcast, where his reply "Wouldn't
+    miss it" came 30 minutes after the question, which no longer ranked first."""
     from datetime import datetime
 
     import polars as pl
@@ -634,11 +634,11 @@ def test_a_name_asked_alone_is_answered_by_their_reply_to_a_question_among_the_f
 
 
 def test_a_reply_answers_a_question_that_asks_what_the_post_asked_of_them():
-    """Stop 65's third walk: "What did Wen recommend?" quoted her first shift, where Dara had
-    asked "Wen, can you recommend a restaurant in Reykjavik?" and Wen answered "Yes! Dill,
-    it has a Michelin star". Her reply to a post that asks her by name and holds the
-    question's other words goes first, unless the first post holds them (stop 64's "Did
-    Kemi go sailing with Ines?" keeps "Sailing with Ines was wonderful")."""
+    """The brighton-ride-black-belt-iceland walk: "What did Wen recommend?" quoted her first shift,
+    where Dara had asked "Wen, can you recommend a restaurant in Reykjavik?" and Wen answered "Yes!
+    Dill, it has a Michelin star". Her reply to a post that asks her by name and holds the
+    question's other words goes first, unless the first post holds them (the sailing-bathroom-jlpt
+    walk's "Did Kemi go sailing with Ines?" keeps "Sailing with Ines was wonderful")."""
     from datetime import datetime
 
     import polars as pl
@@ -679,8 +679,8 @@ def test_coming_with_nothing_after_it_follows_the_topic_up():
 
 
 def test_of_two_people_asked_the_reply_of_the_one_a_question_names_comes_first():
-    """Stop 64's walk: Ines asked "Kemi, are you free for a sail on the Thames on Saturday?
-    Ravi?"; Kemi said "Count me in!", Ravi "Can't, Ines, I'm in Leeds". "And Ravi?" quoted
+    """The sailing-bathroom-jlpt walk: Ines asked "Kemi, are you free for a sail on the Thames on
+    Saturday? Ravi?"; Kemi said "Count me in!", Ravi "Can't, Ines, I'm in Leeds". "And Ravi?" quoted
     Kemi's yes: only the first name asked was read."""
     from datetime import datetime
 
@@ -715,15 +715,16 @@ def test_of_two_people_asked_the_reply_of_the_one_a_question_names_comes_first()
 
 @pytest.mark.slow
 def test_a_question_asked_of_someone_is_answered_by_their_reply():
-    """Stop 60's walk: "Is Pepper going to the gig?" quoted Raj's "Ines, can Pepper come to
-    the gig? Dogs are allowed at the Lexington.", which shares its words, not Ines's reply
-    twenty minutes later, "No Raj, she hates loud music..." (stop 59's "Can Ivy learn at
-    the club?" quoted Marco's question, not Kwame's "Yes, the junior session is...")."""
+    """The food-bank-bianchi-night-ferry walk: "Is Pepper going to the gig?" quoted Raj's "Ines, can
+    Pepper come to the gig? Dogs are allowed at the Lexington.", which shares its words, not Ines's
+    reply twenty minutes later, "No Raj, she hates loud music..." (the chess-wooden-boat-japanese
+    walk's "Can Ivy learn at the club?" quoted Marco's question, not Kwame's "Yes, the junior
+    session is...")."""
     from memkit.evaluation.walks import replay
 
-    turns = {t["question"]: t for t in replay("stop60")}
+    turns = {t["question"]: t for t in replay("food-bank-bianchi-night-ferry")}
     assert "hates loud music" in turns["Is Pepper going to the gig?"]["answer"]
-    turns = {t["question"]: t for t in replay("stop59")}
+    turns = {t["question"]: t for t in replay("chess-wooden-boat-japanese")}
     assert "junior session" in turns["Can Ivy learn at the club?"]["answer"]
 
 
@@ -739,40 +740,40 @@ def test_a_refusal_opens_a_reply():
 
 @pytest.mark.slow
 def test_a_reply_that_declines_answers_the_question_asked_by_name_after_it():
-    """Stop 63's walk: Hana asked "Anyone want to come to the climbing social at The Arch on
-    Friday? Marek?" and Marek answered "Can't Hana, I'll be baking all night for the
-    market"; "Is Marek coming to the climbing social?" was declined ("nothing Marek posted
-    says so"), the name after the question and a reply opening with "Can't" both unread."""
+    """The bouldering-sourdough-thesis walk: Hana asked "Anyone want to come to the climbing social
+    at The Arch on Friday? Marek?" and Marek answered "Can't Hana, I'll be baking all night for the
+    market"; "Is Marek coming to the climbing social?" was declined ("nothing Marek posted says
+    so"), the name after the question and a reply opening with "Can't" both unread."""
     from memkit.evaluation.walks import replay
 
-    turns = {t["question"]: t for t in replay("stop63")}
+    turns = {t["question"]: t for t in replay("bouldering-sourdough-thesis")}
     assert "baking all night" in turns["Is Marek coming to the climbing social?"]["answer"]
-    # stop 64: the length of a thing is a measure ("212 pages"), not the printing's cost
+    # the length of a thing is a measure ("212 pages"), not the printing's cost
     assert "212 pages" in turns["How long is the thesis?"]["answer"]
 
 
 @pytest.mark.slow
 def test_a_reply_does_not_answer_how_many():
-    """Stop 61's walk: "How many cups did Mei sell at the craft fair?" quoted Tomas's "Yes
-    Mei, I'll pick you up at nine", the reply to her "Tomas, could you give me a lift to
-    the craft fair?"; a reply still answers who gives the lift."""
+    """The royal-parks-kitchen-wedding walk: "How many cups did Mei sell at the craft fair?" quoted
+    Tomas's "Yes Mei, I'll pick you up at nine", the reply to her "Tomas, could you give me a lift
+    to the craft fair?"; a reply still answers who gives the lift."""
     from memkit.evaluation.walks import replay
 
-    turns = {t["question"]: t for t in replay("stop61")}
+    turns = {t["question"]: t for t in replay("royal-parks-kitchen-wedding")}
     assert "pick you up" not in turns["How many cups did Mei sell at the craft fair?"]["answer"]
     assert "pick you up" in turns["Who is giving her a lift to the craft fair?"]["answer"]
 
 
 @pytest.mark.slow
 def test_a_post_a_decline_named_is_looked_past_by_a_new_question():
-    """Stop 62's walk: "What does the allotment cost?" declined, naming the shed's break-in
-    as the closest post; "What ate her carrots?" then carried the topic's words and found
-    the shed again, where a quoted post would have been looked past. The post a decline
-    names is carried as a quoted one is; "Where is Dev going?", after questions about
-    Rosa's dog, is searched on its own."""
+    """The oaxaca-choir-allotment walk: "What does the allotment cost?" declined, naming the shed's
+    break-in as the closest post; "What ate her carrots?" then carried the topic's words and found
+    the shed again, where a quoted post would have been looked past. The post a decline names is
+    carried as a quoted one is; "Where is Dev going?", after questions about Rosa's dog, is searched
+    on its own."""
     from memkit.evaluation.walks import replay
 
-    turns = {t["question"]: t for t in replay("stop62")}
+    turns = {t["question"]: t for t in replay("oaxaca-choir-allotment")}
     assert "does not say how much" in turns["What does the allotment cost?"]["answer"]
     assert "slugs" in turns["What ate her carrots?"]["answer"]
     assert turns["Where is Dev going?"]["read"] == "new"
@@ -780,13 +781,13 @@ def test_a_post_a_decline_named_is_looked_past_by_a_new_question():
 
 @pytest.mark.slow
 def test_a_turn_carries_the_same_posts_with_or_without_a_summary():
-    """Stop 62's CI: the post a decline names was carried only when a summary was asked
-    for, so a conversation asked for items only (``summary_needed`` "0") read its next
-    follow-up differently (tests/test_query_locomo.py compares the two)."""
+    """On the oaxaca-choir-allotment walk the post a decline names was carried only when a
+    summary was asked for, so a conversation asked for items only (``summary_needed`` "0") read its
+    next follow-up differently (tests/test_query_locomo.py compares the two)."""
     from memkit.evaluation.walks import ASKED, WALKS, served_pipeline, walk_events
     from memkit.pipeline import Query
 
-    events = walk_events(WALKS / "stop62-posts.txt")
+    events = walk_events(WALKS / "oaxaca-choir-allotment-posts.txt")
     people = list(dict.fromkeys(events["user_id"].to_list()))
     p = served_pipeline().fit(events)
     asked = [
@@ -798,16 +799,16 @@ def test_a_turn_carries_the_same_posts_with_or_without_a_summary():
 
 
 @pytest.mark.slow
-def test_stop64_walk_a_named_reply_a_named_fee_a_date_a_name_and_a_charge_not_posted():
-    """Stop 64's walk, replayed: "And Ravi?" after Kemi's yes to Ines's invitation quoted
-    Kemi again; "How much does Ms Sato charge?" was declined though Ravi's blog says "35
-    pounds an hour"; "When is Ravi's exam?" gave the day of his mock exam; "Who was the
-    skipper?" quoted "Same boat, same skipper"; "When do they rehearse?" quoted "First
-    rehearsal tonight", not "we rehearse on Wednesday evenings"; "What did the plumber
-    charge?" (never posted) quoted the plumber's leak."""
+def test_sailing_walk_a_named_reply_a_named_fee_a_date_a_name_and_a_charge_not_posted():
+    """The sailing-bathroom-jlpt walk, replayed: "And Ravi?" after Kemi's yes to Ines's invitation
+    quoted Kemi again; "How much does Ms Sato charge?" was declined though Ravi's blog says "35
+    pounds an hour"; "When is Ravi's exam?" gave the day of his mock exam; "Who was the skipper?"
+    quoted "Same boat, same skipper"; "When do they rehearse?" quoted "First rehearsal tonight", not
+    "we rehearse on Wednesday evenings"; "What did the plumber charge?" (never posted) quoted the
+    plumber's leak."""
     from memkit.evaluation.walks import replay
 
-    turns = {t["question"]: t for t in replay("stop64")}
+    turns = {t["question"]: t for t in replay("sailing-bathroom-jlpt")}
     assert "Leeds" in turns["And Ravi?"]["answer"]
     assert "35 pounds an hour" in turns["How much does Ms Sato charge?"]["answer"]
     assert turns["When is Ravi's exam?"]["answer"].startswith("On 6 December 2026")
@@ -817,12 +818,13 @@ def test_stop64_walk_a_named_reply_a_named_fee_a_date_a_name_and_a_charge_not_po
 
 
 @pytest.mark.slow
-def test_stop65_walk_a_rebooked_test_an_invitation_and_a_weight():
-    """Stop 65's walk, replayed: the test rebooked after the day it was failed, the replies
-    of the two people an invitation named, and a weight in the author's next post."""
+def test_driving_test_walk_a_rebooked_test_an_invitation_and_a_weight():
+    """The edinburgh-pumpkin-driving-test walk, replayed: the test rebooked after the day it was
+    failed, the replies of the two people an invitation named, and a weight in the author's next
+    post."""
     from memkit.evaluation.walks import replay
 
-    turns = {t["question"]: t for t in replay("stop65")}
+    turns = {t["question"]: t for t in replay("edinburgh-pumpkin-driving-test")}
     assert "1 December" in turns["Switching to Grace: when is her driving test?"]["answer"]
     assert "Rebooked" not in turns["When are her lessons?"]["answer"]
     assert "Edinburgh by then" in turns["Is Noor coming?"]["answer"]
@@ -831,13 +833,13 @@ def test_stop65_walk_a_rebooked_test_an_invitation_and_a_weight():
 
 
 @pytest.mark.slow
-def test_stop65b_walk_a_subject_changed_a_listed_invitation_and_a_plan_told_after():
-    """Stop 65's second walk, replayed: the quiz night asked about after "Let's talk about",
-    the reply of the second person an invitation listed, and the hen do's new day though an
+def test_hen_do_walk_a_subject_changed_a_listed_invitation_and_a_plan_told_after():
+    """The hen-do-quiz-night-kingsdown walk, replayed: the quiz night asked about after "Let's talk
+    about", the reply of the second person an invitation listed, and the hen do's new day though an
     account of it ranked first."""
     from memkit.evaluation.walks import replay
 
-    turns = {t["question"]: t for t in replay("stop65b")}
+    turns = {t["question"]: t for t in replay("hen-do-quiz-night-kingsdown")}
     assert "19 November" in turns["Let's talk about the quiz night. When is it?"]["answer"]
     assert "3 entry" in turns["How much is entry?"]["answer"]
     assert "Can't promise" in turns["And Olek?"]["answer"]
@@ -846,12 +848,12 @@ def test_stop65b_walk_a_subject_changed_a_listed_invitation_and_a_plan_told_afte
 
 
 @pytest.mark.slow
-def test_stop65c_walk_a_day_rebooked_and_a_recommendation_asked_by_name():
-    """Stop 65's third walk, replayed: "rebooked us for the 21st" is 21 November, and Wen's
-    and Hamid's replies to Dara's questions answer what they recommended."""
+def test_iceland_walk_a_day_rebooked_and_a_recommendation_asked_by_name():
+    """The brighton-ride-black-belt-iceland walk, replayed: "rebooked us for the 21st" is 21
+    November, and Wen's and Hamid's replies to Dara's questions answer what they recommended."""
     from memkit.evaluation.walks import replay
 
-    turns = {t["question"]: t for t in replay("stop65c")}
+    turns = {t["question"]: t for t in replay("brighton-ride-black-belt-iceland")}
     assert turns["When was the northern lights tour?"]["answer"].startswith("On 21 November")
     assert "Dill" in turns["What did Wen recommend?"]["answer"]
     assert "thermal leggings" in turns["And Hamid?"]["answer"]

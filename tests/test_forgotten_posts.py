@@ -11,8 +11,8 @@ import sqlalchemy as sa
 
 from server.store.schema import conversation_turns
 from tests.service_fixtures import NO_LIMITS, error_of, user
-from tests.test_attacks3 import Q, sqlite_app
-from tests.test_attacks4 import _ask, _floor_keys, _stored
+from tests.test_attacks_accounts import Q, sqlite_app
+from tests.test_attacks_cost_privacy import _ask, _floor_keys, _stored
 
 
 def test_a_batch_refused_inside_its_transaction_leaves_no_vectors(tmp_path, tmp_path_factory):

@@ -1,4 +1,4 @@
-"""The service as ../shared/INTERFACE.md names it, on SQLite and PostgreSQL (issue 20): the
+"""The service as ../shared/INTERFACE.md names it, on SQLite and PostgreSQL: the
 change of e-mail in both of its forms with section 2.4's 200 body field by field, its four
 400 cases, single-use codes, rate limits per account, the bearer scheme's case, an unknown
 ``app_id`` refused by every operation that takes one, ``summary_needed``'s default and one
@@ -237,7 +237,7 @@ def test_a_used_change_email_code_answers_code_used(app):
 
 
 def test_one_accounts_failures_do_not_rate_limit_another(tmp_path, tmp_path_factory):
-    """Issue 20, 5: Ann's failed attempts from one address used to make Bo's valid request
+    """Ann's failed attempts from one address used to make Bo's valid request
     from the same address a 429."""
     app = make_app(
         "sqlite",

@@ -218,7 +218,7 @@ def test_a_second_fit_of_the_same_events_keeps_the_rows_and_a_changed_table_is_r
 
 
 def test_a_table_of_vectors_made_by_other_weights_is_refilled(pg_url, monkeypatch):
-    """The same config name for a model whose weights changed (stop 49: "minilm-int8" went
+    """The same config name for a model whose weights changed ("minilm-int8" went
     from 8-bit to 7-bit weights, and a table filled before kept its old vectors, so
     `make eval`'s postgres row differed from a fresh machine's): the encoder's exact name
     is part of the fit's fingerprint, so the table is refilled."""

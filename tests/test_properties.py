@@ -1,5 +1,5 @@
-"""The two broad properties of issue 17, tested over generated worlds (hypothesis), not
-case by case.
+"""Two broad properties that keep one user's requests from harming another's, tested over
+generated worlds (hypothesis), not case by case.
 
 **Isolation of effects**: what a query over floors F returns (items, their order and
 scores, the answer, the metadata) depends only on what the caller can read in F.

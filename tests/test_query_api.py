@@ -770,7 +770,7 @@ def test_a_saved_index_is_loaded_and_caught_up_from_the_store(world, tmp_path, m
     )
     from memkit.encoders import get_encoder
 
-    model = get_encoder(index.pipeline.encoder_name())  # stop 49: 8-bit -> 7-bit weights
+    model = get_encoder(index.pipeline.encoder_name())  # as when 8-bit weights became 7-bit
     monkeypatch.setattr(model, "name", model.name + "/other-weights")
     reweighted = create_app({**base, "index_dir": str(folder), "warm_index": True})
     assert reweighted.extensions["memkit"]["memory"]._index.started_from == "store"
@@ -779,7 +779,8 @@ def test_a_saved_index_is_loaded_and_caught_up_from_the_store(world, tmp_path, m
 
     again = create_app({**base, "index_dir": str(folder), "warm_index": True})  # saved anew
     assert again.extensions["memkit"]["memory"]._index.started_from == "store"
-    # stop 56 read irregular past forms as their base: terms saved before would not match
+    # the analyzer's reading changed (irregular past forms read as their base): terms saved
+    # before would not match
     monkeypatch.setitem(text.IRREGULAR, "swum", "swim")
     reread = create_app({**base, "index_dir": str(folder), "warm_index": True})
     assert reread.extensions["memkit"]["memory"]._index.started_from == "store"

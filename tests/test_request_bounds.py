@@ -24,7 +24,7 @@ from memkit.config import CONFIG_DIR
 from server.store.schema import conversation_turns
 from tests.service_fixtures import NO_LIMITS, PW, all_rows, error_of, make_app, user
 from tests.test_attacks import RESET, SEND, SIGNUP, VALIDATE, bearer, signed_up
-from tests.test_attacks3 import Q, from_address
+from tests.test_attacks_accounts import Q, from_address
 
 BM25 = str(CONFIG_DIR / "bm25.toml")  # no model to load: these tests are about the requests
 

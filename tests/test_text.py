@@ -47,7 +47,8 @@ def test_irregular_past_forms_read_as_their_base_when_asked():
     assert plain("My pumpkin won second prize") == plain("My pumpkin second prize")
     assert irregular("My pumpkin won second prize") == irregular("my pumpkin win second prize")
     assert irregular("We drove to Leeds and flew home") == irregular("we drive to Leeds, fly home")
-    # stop 65's walk: "What did he feed it?" and "fed it seaweed tea every week"
+    # the edinburgh-pumpkin-driving-test walk: "What did he feed it?" and "fed it seaweed tea every
+    # week"
     assert irregular("I grew it and fed it seaweed") == irregular("I grow it and feed it seaweed")
     assert irregular("a bit of rose") == ["bit", "rose"]  # nouns as well
     assert irregular("won't") == []  # the contraction is still a stopword

@@ -173,7 +173,7 @@ def test_a_question_that_looks_ahead_reads_a_bare_month_as_the_next(question, mo
 
 
 def test_what_someone_is_doing_next_month_is_their_plan():
-    """Stop 49's walk, asked on 27 November 2026: "What is Priya doing in January?" was read
+    """A newcomer's walk, asked on 27 November 2026: "What is Priya doing in January?" was read
     as January 2026 and found nothing; her post of 8 November says she runs the coding club
     from January."""
     events = events_frame(

@@ -109,8 +109,8 @@ def test_vague_or_absent_expressions_resolve_to_nothing():
     for text in ["he buys a crime novel every Friday", "each Tuesday morning we run"]:
         assert resolve(text, THU) == []  # what happens every week happened on no one day
     assert resolve("The Wednesday group is smaller", THU) == []  # a group, not a day
-    # stop 65's walk: "every Tuesday and Thursday at 5" glossed "Thursday = Thursday 24
-    # September"; days listed after "every" all come back, days of a past weekend do not
+    # the edinburgh-pumpkin-driving-test walk: "every Tuesday and Thursday at 5" glossed "Thursday =
+    # Thursday 24 September"; days listed after "every" all come back, days of a past weekend do not
     for text in ["Lessons every Tuesday and Thursday at 5", "each Monday, Wednesday or Friday"]:
         assert resolve(text, THU) == []
     assert [m.phrase for m in resolve("We went on Saturday and Sunday", THU)] == [
@@ -194,7 +194,7 @@ def test_score_answer_by_category():
     )  # gold cut at ';'
 
 
-# -- time in questions (issue 27) ------------------------------------------------------------
+# -- time in questions -----------------------------------------------------------------------
 ASKED = datetime(2026, 11, 20, 10, 0)  # a Friday in November
 
 
@@ -311,25 +311,25 @@ def test_a_day_without_a_year_belongs_to_the_year_around_the_post():
         ),
         ("I got the job! Start on the 20th", date(2026, 4, 2), date(2026, 4, 20)),
         ("The parcel came on the 3rd, finally", date(2026, 4, 2), date(2026, 3, 3)),
-        (  # the newcomer's walk, stop 52: a plan in the present, posted on a Thursday
+        (  # the choir-couch-to-5k-damp walk: a plan in the present, posted on a Thursday
             "My landlord finally agreed to fix the damp, the plumber comes on Thursday",
             date(2026, 5, 7),
             date(2026, 5, 14),
         ),
         ("Not yet, he didn't turn up Thursday", date(2026, 5, 16), date(2026, 5, 14)),
-        (  # stop 55's walk: read as 22 September ("moved", in the other sentence, is past)
+        (  # the camping-clutch-beagle walk: read as 22 September ("moved", elsewhere, is past)
             "Since the trip moved I can come after all! My brother flies home on the 22nd.",
             date(2026, 10, 9),
             date(2026, 10, 22),
         ),
-        (  # stop 59's walk: read as 10 November ("Glazed", in the other clause, is past)
+        (  # the chess-wooden-boat-japanese walk: 10 November ("Glazed", elsewhere, is past)
             "Glazed twenty mugs in a blue called Tenmoku Sky, they come out of the kiln on "
             "Tuesday.",
             date(2026, 11, 14),
             date(2026, 11, 17),
         ),
         ("The twins land at Heathrow on Friday", date(2026, 11, 24), date(2026, 11, 27)),
-        (  # stop 65's third walk: read as 21 October ("rebooked" is past)
+        (  # the brighton-ride-black-belt-iceland walk: read as 21 October ("rebooked" is past)
             "Northern lights tour cancelled, too cloudy. They rebooked us for the 21st.",
             date(2026, 11, 19),
             date(2026, 11, 21),
@@ -349,7 +349,7 @@ def test_a_bare_weekday_or_day_points_back_in_the_past_tense_and_forward_otherwi
 @pytest.mark.parametrize(
     "text, posted, want",
     [
-        (  # the newcomer's walk, stop 38: read as 14 October ("was" is past tense)
+        (  # a newcomer's walk: read as 14 October ("was" is past tense)
             "Dinner for Dev moved to Friday 20 November, Lardo was fully booked on the 14th",
             date(2026, 11, 6),
             date(2026, 11, 14),
@@ -384,7 +384,7 @@ def test_a_when_answer_takes_the_time_next_to_what_was_asked():
     ],
 )
 def test_a_written_date_competes_with_a_relative_one(question, want, how):
-    """The second newcomer's walk, stop 44: "when does her new role start?" was answered
+    """A second newcomer's walk: "when does her new role start?" was answered
     with the day of "today"; the written date follows the words asked about."""
     from memkit.answer import build_answerer
 
@@ -416,8 +416,8 @@ def test_a_month_without_a_year_is_a_plan_only_when_it_is_ahead_of_the_post():
 
 
 def test_a_weekday_with_a_plural_time_of_day_recurs_and_names_no_day():
-    """Stop 55's walk: "a pottery class on Tuesday evenings" was read as the Tuesday before
-    the post; "on Tuesday evening" is still one day."""
+    """The camping-clutch-beagle walk: "a pottery class on Tuesday evenings" was read as the Tuesday
+    before the post; "on Tuesday evening" is still one day."""
     assert resolve("Started a pottery class on Tuesday evenings", date(2026, 10, 4)) == []
     [one] = resolve("Started a pottery class on Tuesday evening", date(2026, 10, 4))
     assert one.span.start == date(2026, 9, 29)

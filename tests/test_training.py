@@ -112,7 +112,8 @@ def held_back_mrr(vectors_of) -> float:
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
-    """A model adapted on rounds 0-7 (training happens once for the module)."""
+    """A model adapted on the first eight rounds of exchanges (training happens once for the
+    module)."""
     folder = tmp_path_factory.mktemp("models")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("MEMKIT_CACHE_DIR", str(folder))

@@ -1,7 +1,9 @@
-"""A wheel built from the repository carries its configs and the store's migrations:
-installed in a fresh virtualenv and run from another folder, ``memkit eval`` finds its
-default config and scores the demo set, and the service makes a new store."""
+"""A wheel built from the repository carries its configs, its walks and the store's
+migrations: installed in a fresh virtualenv and run from another folder, ``memkit eval``
+finds its default config and scores the demo set, the walks are read from the installed
+package, and the service makes a new store."""
 
+import os
 import shutil
 import site
 import subprocess
@@ -11,13 +13,17 @@ from pathlib import Path
 import pytest
 
 from memkit.cli import DEMO
+from memkit.evaluation.walks import walk_names
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
 
 
 def run(*cmd, cwd=None) -> str:
-    done = subprocess.run([str(c) for c in cmd], cwd=cwd, capture_output=True, text=True)
+    # Without PYTHONPATH: a checkout put there (PYTHONPATH=$PWD) would be imported before
+    # the wheel's memkit, and the test would read the checkout's files.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run([str(c) for c in cmd], cwd=cwd, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
     return done.stdout
 
@@ -94,6 +100,16 @@ def test_a_wheel_in_a_fresh_virtualenv_runs_eval_with_its_own_default_config(tmp
         cwd=elsewhere,
     )
     assert "| default |" in out
+    walks = run(
+        venv / "bin" / "python",
+        "-c",
+        "from memkit.evaluation.walks import WALKS, walk_events, walk_names; print(WALKS); "
+        "names = walk_names(); print(len(names)); "
+        "print(walk_events(WALKS / f'{names[0]}-posts.txt').height)",
+        cwd=elsewhere,
+    ).split()
+    assert Path(walks[0]).is_relative_to(purelib)
+    assert int(walks[1]) == len(walk_names()) and int(walks[2]) > 0
     assert (tmp_path / "out" / "demo" / "report.md").exists()
     store = run(
         venv / "bin" / "python",

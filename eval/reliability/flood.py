@@ -13,13 +13,12 @@ Bo signs up, posts on his floor, then queries it and reads his profile back to b
 for ``--baseline-seconds``; then ``--threads`` client threads from another loopback address
 (127.0.0.2) send ``POST /agent/memory/query`` with ``X-App-Id: app_nope`` and a wrong
 ``X-App-Secret``, no token, back to back for ``--seconds``, while Bo goes on. Needs no
-account: the attack of issue 26, finding 1. With ``--spread`` (issue 42, finding 1) every
-request names a new made-up application id and comes from a new client network (127.N.M.1,
-a /24 of its own), so no count per id or per network can refuse it. Bo also signs in with
+account. With ``--spread`` every request names a new made-up application id and comes
+from a new client network (127.N.M.1, a /24 of its own), so no count per id or per network
+can refuse it. Bo also signs in with
 his password every 4 s (within the sign-in limit). Prints the flood's answers by status and
 Bo's latencies alone and during the flood (median, p95, and the median's ratio), and the
-server's resident memory before and after. SECURITY.md ("Round 3", "Round 4") states the
-figures.
+server's resident memory before and after. SECURITY.md states the figures.
 
 ``--attack`` names another flood (ATTACKS): sign-ins naming a 990 kB e-mail address;
 sign-ups of new addresses (each an argon2 hash; Bo then also changes his password every

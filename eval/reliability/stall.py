@@ -15,17 +15,17 @@ chunks). Prints the batch's time and Bo's query latencies alone and during the b
 figure SECURITY.md states. The two cores are shared: during the batch Bo's queries also
 wait for the CPU the encoding uses, which is no lock's doing.
 
-With ``--long prose`` or ``--long tiny`` (issue 42, finding 2) each of ``--writers`` users
+With ``--long prose`` or ``--long tiny`` each of ``--writers`` users
 posts one request of 49 posts of 20,000 characters (about 1 MB, the most a request may
 carry) into their own blog at the same time: ordinary prose, or tiny sentences ("Ok 17.")
 that cost a run of the model each before they were joined; the server's CPU seconds for
 the requests are printed beside Bo's latencies, so the two shapes' costs can be compared
 in one sitting.
 
-With ``--stranger`` Bo's floor is public and Ann posts her batch into it (issue 26, finding
-2: a query waited until every write to its floor was indexed, 67 s for a stranger's
-1,000-event batch); Bo's queries of his own floor then wait for Ann's posts at most
-``others_writes_wait`` (1 s), and his own writes are his queries' only wait.
+With ``--stranger`` Bo's floor is public and Ann posts her batch into it (a query used to
+wait until every write to its floor was indexed, 67 s for a stranger's 1,000-event batch);
+Bo's queries of his own floor then wait for Ann's posts at most ``others_writes_wait``
+(1 s), and his own writes are his queries' only wait.
 """
 
 from __future__ import annotations

@@ -1,25 +1,38 @@
 """The newcomers' walks replayed in this process.
 
-Each stop's walk is a floor written fresh (``examples/walks/STOP-posts.txt``: lines
+Each walk is a floor written fresh (``memkit/data/walks/NAME-posts.txt``: lines
 ``who|chat or blog|created_at|text``) and a conversation over it
-(``STOP-questions.txt``: lines ``question|what a right answer holds``), driven through the
-service with ``examples/walk.sh``. Here the same floor is indexed by a pipeline and the
+(``NAME-questions.txt``: lines ``question|what a right answer holds``), driven through the
+service with ``examples/walk.sh NAME``. A walk's NAME says what its floor is about
+(``sailing-bathroom-jlpt``). Here the same floor is indexed by a pipeline and the
 questions asked in order as one user, so that two versions of the code can be compared on
 every walk in seconds (``eval/walks.py``). Whether an answer is right stays a reader's
 judgement: the ``want`` column is free text.
+
+The walks ship inside the package (package data), found through ``importlib.resources``,
+so an installed wheel replays them as a checkout does.
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timezone
+from importlib import resources
 from pathlib import Path
 
 import polars as pl
 
 from memkit.tables import events_frame
 
-WALKS = Path(__file__).resolve().parents[2] / "examples" / "walks"
+# A real folder, as memkit/config.py's CONFIG_DIR: memkit is installed as files (never
+# zipped), so the resource is a path that glob and open can use.
+WALKS = Path(str(resources.files("memkit") / "data" / "walks"))
 ASKED = datetime(2026, 11, 28, 9, tzinfo=timezone.utc)  # every walk is asked on this day
+
+
+def walk_names(walks: Path = WALKS) -> list[str]:
+    """The names of the walks in ``walks`` (each a ``NAME-posts.txt`` and a
+    ``NAME-questions.txt``), sorted."""
+    return sorted(p.name[: -len("-posts.txt")] for p in walks.glob("*-posts.txt"))
 
 
 def walk_events(posts: Path | str) -> pl.DataFrame:
@@ -60,8 +73,9 @@ def served_pipeline(config=None):
 
 
 def replay(stem: str, config=None, walks: Path = WALKS) -> list[dict]:
-    """Every turn of walk ``stem`` ("stop58"), asked in order by one user over its floor:
-    the question, what a right answer holds, how it was read and the answer."""
+    """Every turn of walk ``stem`` ("allotment-paper-boats-girona"), asked in order by one
+    user over its floor: the question, what a right answer holds, how it was read and the
+    answer."""
     events = walk_events(walks / f"{stem}-posts.txt")
     people = list(dict.fromkeys(events["user_id"].to_list()))
     pipeline = served_pipeline(config).fit(events)

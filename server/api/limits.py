@@ -69,8 +69,8 @@ class SerialMemoryStorage(MemoryStorage):
 
     limits' own takes a lock per key but reads and drops keys outside it: under concurrent
     first hits on a key a count is lost (measured: 10 of a burst of 24 passed a limit of 5,
-    in CI and in ``tests/test_attacks3.py``'s burst of sign-ups); its expiry timer rewrites a
-    key's moving window while another thread adds to it."""
+    in CI and in ``tests/test_attacks_accounts.py``'s burst of sign-ups); its expiry timer
+    rewrites a key's moving window while another thread adds to it."""
 
     STORAGE_SCHEME = ["memkit-memory"]
 

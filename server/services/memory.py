@@ -401,9 +401,9 @@ def settle_heap() -> None:
     """Collect once, then freeze whatever is alive (``gc.freeze``): the collector's full
     passes walk every object the process tracks, which with the models and an index loaded
     took about 200 ms, and a request caught behind one took 220-236 ms against its usual
-    40 (stop 54's walk, found with a ``gc.callbacks`` probe). Frozen objects are not walked
-    again, so a full pass costs what was made since. Unfrozen first, so that an index
-    replaced by a newer version's is collected, not kept."""
+    40 (the housewarming-mot-archivist walk, found with a ``gc.callbacks`` probe). Frozen
+    objects are not walked again, so a full pass costs what was made since. Unfrozen first,
+    so that an index replaced by a newer version's is collected, not kept."""
     gc.unfreeze()
     gc.collect()
     gc.freeze()

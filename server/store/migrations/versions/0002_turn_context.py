@@ -1,4 +1,4 @@
-"""Conversation turns keep what the next question may refer to (issue 27): the posts the
+"""Conversation turns keep what the next question may refer to: the posts the
 answer quoted, the question's and the quoted sentences' content words, the days the turn
 was about and its topic (memkit.conversation.Turn). Rows of earlier versions get nothing:
 their questions still carry their words, read from ``query``.

@@ -1,4 +1,4 @@
-"""Conversation turns keep who wrote the posts the answer quoted (stop 58): a topic is
+"""Conversation turns keep who wrote the posts the answer quoted: a topic is
 about them too, so a question naming someone else starts a topic of its own ("What
 happened on the descent?", answered from Diego's post, then "Back to Aisha: what does she
 do for work?"). Rows of earlier versions get nothing: their topics are about the people

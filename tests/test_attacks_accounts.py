@@ -1,8 +1,9 @@
-"""The attacks of issue 26 ("hardening, round 3"), each performed as the attacker did, on
-SQLite and PostgreSQL where the store matters. Every test here failed before its fix;
-SECURITY.md ("Round 3") lists them by finding. The search-side findings (a stranger's
-batch freezing a floor's queries, the embedding cache as a timing oracle) are in
-tests/test_attacks3_search.py.
+"""Attacks on the accounts, their limits and the store (guessed secrets and passwords,
+spellings of one address, what a code or a change of address tells, racing writes), each
+performed as the attacker did, on SQLite and PostgreSQL where the store matters. Every
+test here failed before its fix; SECURITY.md lists them by finding. The search-side
+findings (a stranger's batch freezing a floor's queries, the embedding cache as a timing
+oracle) are in tests/test_attacks_search.py.
 """
 
 from __future__ import annotations
@@ -73,7 +74,7 @@ def test_wrong_app_secrets_are_refused_unchecked_past_the_limit(
     app = sqlite_app(tmp_path, tmp_path_factory)  # rate_limit_app_secret: 20 a minute
     c = app.test_client()
     app_id, secret = app.extensions["memkit"]["accounts"].register_app("widget")
-    # A registered application's id (an unknown one costs no argon2 work at all: issue 42).
+    # A registered application's id (an unknown one costs no argon2 work at all).
     target, _ = app.extensions["memkit"]["accounts"].register_app("target")
     flood = {
         "headers": {"X-App-Id": target, "X-App-Secret": "x"},
@@ -336,8 +337,8 @@ def test_asking_to_change_to_an_address_does_not_tell_whether_it_has_an_account(
         if kind == "email"
         else ("+447911123451", "+447911123452", "+447911123453")
     )
-    # Ann's account holds the taken address: validated by its own code (issue 42: an address
-    # given beside the one validated is not bound).
+    # Ann's account holds the taken address: validated by its own code (an address given
+    # beside the one validated is not bound).
     assert c.post(SIGNUP, json={"name": "Ann", kind: taken, "password": PW}).status_code == 200
     assert (
         c.post(

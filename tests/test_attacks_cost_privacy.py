@@ -1,5 +1,7 @@
-"""The attacks of issue 42 ("hardening, round 4"), each performed as the attacker did. Every
-test here failed before its fix; SECURITY.md ("Round 4") lists them by finding.
+"""Attacks on the service's cost and privacy (unknown applications' secrets, floods per
+network, half-sent requests, files and caches readable by others, a post's encodings, write
+budgets), each performed as the attacker did. Every test here failed before its fix;
+SECURITY.md lists them by finding.
 """
 
 from __future__ import annotations
@@ -21,8 +23,8 @@ from server import create_app
 from server.services import accounts
 from tests.service_fixtures import NO_LIMITS, PW, error_of, outbox_code, outbox_message, user
 from tests.test_attacks import SEND, SIGNUP, VALIDATE, bearer, signed_up
-from tests.test_attacks3 import EXTERNAL, Q, from_address, sqlite_app
-from tests.test_attacks3 import argon2 as argon2  # the fixture counting argon2 calls
+from tests.test_attacks_accounts import EXTERNAL, Q, from_address, sqlite_app
+from tests.test_attacks_accounts import argon2 as argon2  # the fixture counting argon2 calls
 
 
 # -- 1. failed credentials of identities that do not exist ------------------------------------

@@ -1,8 +1,7 @@
-"""The search-side attacks of issue 26 (SECURITY.md, "Round 3"): a stranger's batch into
-someone's public floor froze the owner's queries (finding 2), and the embedding cache,
-shared by every user, told one user by timing what another had posted or asked
-(finding 3). Both failed before their fixes; the account-side findings are in
-tests/test_attacks3.py."""
+"""Search-side attacks (SECURITY.md lists them by finding): a stranger's batch into
+someone's public floor froze the owner's queries, and the embedding cache, shared by
+every user, told one user by timing what another had posted or asked. Both failed before
+their fixes; the account-side findings are in tests/test_attacks_accounts.py."""
 
 from __future__ import annotations
 
