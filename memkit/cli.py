@@ -519,6 +519,8 @@ def ledger_from_out(args) -> int:
         )
     rows, meta = lg.read_run(path)
     print(f"Ledger cells of {meta.get('command', '?')} ({meta.get('date', '?')}): {path}")
+    if args.write_ledger:  # [run] stays the run that made the figures; this says who copied
+        meta = {**meta, "written_from": _command(args)}
     return ledger_outcome(args, rows, meta)
 
 
