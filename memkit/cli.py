@@ -408,19 +408,22 @@ def ledger(configs: list[dict], by_dataset: dict) -> str:
     cols = columns(by_dataset)
     lines = [
         "\n## Ledger\n",
-        "| config | " + " | ".join(c.header for c in cols) + " |",
-        "|---|" + "---:|" * len(cols),
+        "| config | " + " | ".join(c.header for c in cols) + " | stages |",
+        "|---|" + "---:|" * len(cols) + "---|",
     ]
     marked = False
     for config in configs:
-        cells = []
+        cells, stages = [], None
         for c in cols:
-            res = {r.name: r for r in by_dataset[c.dataset]}.get(config["name"] + c.suffix)
+            suffix = c.suffix
+            res = {r.name: r for r in by_dataset[c.dataset]}.get(config["name"] + suffix)
             value = res.summary.get(c.group, {}).get(c.key) if res else None
             star = "*" if res is not None and res.in_sample else ""
             marked = marked or bool(star)
             cells.append("—" if value is None else f"{value:.4f}{star}")
-        lines.append(f"| {config['name']} | " + " | ".join(cells) + " |")
+            if res is not None and not suffix:
+                stages = stages or res.stages_label()
+        lines.append(f"| {config['name']} | " + " | ".join(cells) + f" | {stages or '—'} |")
     return "\n".join(lines) + "\n" + (f"\n{IN_SAMPLE_NOTE}\n" if marked else "")
 
 

@@ -494,8 +494,10 @@ class Config(Table):
     calibration: CalibrationSpec | None = None
     reader: ReaderSpec | None = None
     k: Int = 10
-    time_windows: Bool = True
-    changed_facts: Bool = True
+    # Stages after the retriever are off unless a config names them, so that a config of a
+    # retriever alone (bm25.toml) scores that retriever and nothing else.
+    time_windows: Bool = False
+    changed_facts: Bool = False
     eval: dict[str, Any] | None = None
 
 

@@ -228,11 +228,11 @@ class Pipeline:
         min_probability: float | None = None,
         min_score: float | None = None,
         posts: ItemSource | None = None,
-        time_windows: bool = True,
+        time_windows: bool = False,
         sure_similarity: float | None = None,
         encoder_fixed: bool = False,
         reader: ReaderStage | None = None,
-        changed_facts: bool = True,
+        changed_facts: bool = False,
     ):
         self.retriever = retriever
         self.reader = reader  # reads a question's first posts, re-orders them, decides
@@ -321,6 +321,39 @@ class Pipeline:
             reader=ReaderStage.from_config(checked.reader) if reader else None,
             **bounds,
         )
+
+    def stages(self) -> list[str]:
+        """What this pipeline does beyond its retriever, in the order a question meets it
+        (an empty list: the retriever alone, as a baseline should be). Eval names them in
+        its tables, its report and the MLflow run's ``stages`` tag, so that no row looks
+        like a retriever's that is more than one."""
+        names = []
+        if self.encoder_stage is not None:
+            names.append("encoder adapted")
+        kind = getattr(self.contextualizer, "type_name", "none")
+        if kind != "none":
+            names.append(f"follow-ups ({kind})")
+        if self.time_windows:
+            names.append("time windows")
+        if isinstance(self.retriever, LearnedRetriever):
+            names.append("learned ranker")
+        if self.reader is not None:
+            names.append("reader")
+        if any(
+            bound is not None
+            for bound in (
+                self.min_similarity,
+                self.min_probability,
+                self.min_score,
+                self.sure_similarity,
+            )
+        ):
+            names.append("relevance gate")
+        if self.changed_facts:
+            names.append("changed facts")
+        if (self.config or {}).get("answer"):
+            names.append(f"answers ({self.config['answer'].get('type', 'extractive')})")
+        return names
 
     def params(self) -> dict:
         return {

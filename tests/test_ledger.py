@@ -33,10 +33,7 @@ def rows(**kw) -> dict[str, Row]:
 
 
 def copy(r: dict[str, Row]) -> dict[str, Row]:
-    return {
-        n: Row(x.encoder, x.tolerance, json.loads(json.dumps(x.cells)), list(x.in_sample))
-        for n, x in r.items()
-    }
+    return {n: Row(**json.loads(json.dumps(vars(x)))) for n, x in r.items()}
 
 
 # -- the comparison -------------------------------------------------------------------------
@@ -102,7 +99,9 @@ def test_a_changed_encoder_or_in_sample_mark_fails():
     got = copy(rows())
     got["bm25"].encoder = "int8"
     got["default"].in_sample = []
+    got["default"].stages = "time windows"
     problems = compare(rows(), got)
+    assert any("default: stages '' in the ledger, 'time windows' now" in p for p in problems)
     assert any("bm25: encoder float in the ledger, int8 now" in p for p in problems)
     assert any("default: in-sample on ['locomo-dev']" in p for p in problems)
 
@@ -217,7 +216,9 @@ def test_the_printed_ledger_and_the_files_cells_are_the_same_columns(two_sets, c
     header, _, row = [line for line in printed.splitlines() if line.startswith("|")][:3]
     got, _ = lg.read_run(Path(out) / lg.RUN_FILE)
     cells = [f"{d} {m}" for d, c in got["bm25"].cells.items() for m in c]
-    assert header.strip("| ").split(" | ")[1:] == cells
+    assert header.strip("| ").split(" | ")[1:] == [*cells, "stages"]
     assert row.strip("| ").split(" | ")[1:] == [
-        f"{v:.4f}" for c in got["bm25"].cells.values() for v in c.values()
+        *(f"{v:.4f}" for c in got["bm25"].cells.values() for v in c.values()),
+        got["bm25"].stages,
     ]
+    assert got["bm25"].stages == "retriever alone"

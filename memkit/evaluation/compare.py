@@ -321,6 +321,7 @@ def comparison_table(
             else:
                 row[f"p({m})"] = paired_test(t[m], base[m], stat_test)
         row["seconds"] = round(r.seconds, 1)
+        row["stages"] = r.stages_label()  # what it does beyond its retriever
         rows.append(row)
     return pl.DataFrame(rows)
 

@@ -44,6 +44,12 @@ class EvalResult:
     turn_summary: dict = field(default_factory=dict)
     # whether the config's trained models learned from this data set (its ``trained_on``)
     in_sample: bool = False
+    # what the pipeline does beyond its retriever (Pipeline.stages; empty: the retriever alone)
+    stages: list[str] = field(default_factory=list)
+
+    def stages_label(self) -> str:
+        """``stages`` for a table cell or a tag: "retriever alone" when there are none."""
+        return ", ".join(self.stages) or "retriever alone"
 
     def write_run(self, path: str | Path) -> Path:
         write_trec_run(self.run, path, tag=self.name.replace(" ", "_"))
@@ -202,6 +208,7 @@ def evaluate_pipeline(
         turns=turns,
         turn_summary=turn_summary,
         in_sample=in_sample(pipeline.config, dataset),
+        stages=pipeline.stages(),
     )
 
 

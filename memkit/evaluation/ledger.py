@@ -95,6 +95,7 @@ class Row:
     tolerance: float
     cells: dict = field(default_factory=dict)  # {dataset: {metric: value}}
     in_sample: list = field(default_factory=list)  # data sets marked * (trained on)
+    stages: str = ""  # the printed "stages" column: what it does beyond its retriever
 
 
 def tolerance_for(kind: str) -> float:
@@ -118,6 +119,8 @@ def run_rows(configs: list[dict], by_dataset: dict) -> dict[str, Row]:
                 row.cells.setdefault(c.dataset, {})[c.metric] = float(value)
             if res.in_sample and c.dataset not in row.in_sample:
                 row.in_sample.append(c.dataset)
+            if not c.suffix and not row.stages:  # as the printed table takes it
+                row.stages = res.stages_label()
         rows[config["name"]] = row
     return rows
 
@@ -227,6 +230,7 @@ def to_toml(rows: dict[str, Row], meta: dict) -> str:
     for name, row in rows.items():
         lines += ["", f"[rows.{_key(name)}]", f"encoder = {_value(row.encoder)}"]
         lines += [f"tolerance = {_value(row.tolerance)}", f"in_sample = {_value(row.in_sample)}"]
+        lines += [f"stages = {_value(row.stages)}"]
         for ds, cells in row.cells.items():
             lines += ["", f"[rows.{_key(name)}.cells.{_key(ds)}]"]
             # as the table prints them: the digits a check compares
@@ -250,6 +254,7 @@ def read_ledger(path: Path) -> tuple[dict[str, Row], dict]:
             tolerance=float(r.get("tolerance", tolerance_for(r.get("encoder", "float")))),
             cells={ds: dict(cells) for ds, cells in r.get("cells", {}).items()},
             in_sample=list(r.get("in_sample", [])),
+            stages=r.get("stages", ""),
         )
         for name, r in data.get("rows", {}).items()
     }
@@ -280,6 +285,8 @@ def compare(expected: dict[str, Row], got: dict[str, Row]) -> list[str]:
                 f"{name}: in-sample on {sorted(want.in_sample)} in the ledger, "
                 f"{sorted(have.in_sample)} now"
             )
+        if want.stages != have.stages:
+            problems.append(f"{name}: stages {want.stages!r} in the ledger, {have.stages!r} now")
         cells_want = {(d, m): v for d, c in want.cells.items() for m, v in c.items()}
         cells_have = {(d, m): v for d, c in have.cells.items() for m, v in c.items()}
         for d, m in sorted(cells_want.keys() - cells_have.keys()):

@@ -105,6 +105,7 @@ def log_result(
         "git_commit": git_commit(),
         "config": result.name,
         "in_sample": "true" if getattr(result, "in_sample", False) else "false",
+        "stages": result.stages_label(),  # what it does beyond its retriever
         **({"encoder": result.encoder} if getattr(result, "encoder", None) else {}),
     }
     run = client.create_run(
