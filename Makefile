@@ -7,7 +7,7 @@ export MLFLOW_DISABLE_TELEMETRY := true
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install test test-heavy test-all eval bench bench-retrievers serve lint notebooks reader clean
+.PHONY: install test test-heavy test-all eval ledger check-ledger bench bench-retrievers serve lint notebooks reader clean
 
 # pip -qq: its errors only (its warnings here were about the machine's pip configuration,
 # an index folder that does not exist: "Location ... is ignored"); and setuptools warns on
@@ -42,6 +42,15 @@ test-all: test test-heavy
 
 eval: $(STAMP)
 	$(BIN)/memkit eval --all
+
+# The ledger as data (docs/EVAL.md): `make ledger` scores everything and writes
+# eval/ledger.toml; `make check-ledger` scores everything and fails on any cell that moved
+# (float rows exactly, int8 rows within the file's tolerance).
+ledger: $(STAMP)
+	$(BIN)/memkit eval --all --no-mlflow --write-ledger eval/ledger.toml
+
+check-ledger: $(STAMP)
+	$(BIN)/memkit eval --all --no-mlflow --check eval/ledger.toml
 
 serve: $(STAMP)
 	$(BIN)/memkit serve

@@ -400,42 +400,24 @@ def turn_table(results) -> str:
 
 
 def ledger(configs: list[dict], by_dataset: dict) -> str:
-    """One row per config across datasets: the figures eval/RESULTS.md records."""
-    cols: list[
-        tuple[str, str, str, str]
-    ] = []  # (header, dataset, result suffix, summary key/metric)
-    for ds, results in by_dataset.items():
-        s = results[0].summary
-        if "headline" in s:
-            cols += [(f"{ds} R@{k} 1-4", ds, "", f"headline/recall@{k}") for k in (5, 10, 25, 50)]
-            cols += [
-                (f"{ds} R@{k} adv.", ds, "", f"category:adversarial/recall@{k}")
-                for k in (5, 10, 25, 50)
-            ]
-            cols += [
-                (f"{ds} R@10 {c.split(':')[1]}", ds, "", f"{c}/recall@10")
-                for c in sorted(s)
-                if c.startswith("category:") and c != "category:adversarial"
-            ]
-        elif any(r.name.endswith("+rewrite") for r in results):
-            cols += [
-                (f"{ds} MRR@10 raw", ds, "", "all/mrr@10"),
-                (f"{ds} MRR@10 rewrite", ds, "+rewrite", "all/mrr@10"),
-            ]
-        else:
-            cols += [(f"{ds} nDCG@10", ds, "", "all/ndcg@10")]
+    """One row per config across datasets: the figures eval/RESULTS.md records (its
+    columns and cells are memkit.evaluation.ledger's, which --write-ledger and --check
+    read)."""
+    from memkit.evaluation.ledger import columns
+
+    cols = columns(by_dataset)
     lines = [
         "\n## Ledger\n",
-        "| config | " + " | ".join(c[0] for c in cols) + " | stages |",
+        "| config | " + " | ".join(c.header for c in cols) + " | stages |",
         "|---|" + "---:|" * len(cols) + "---|",
     ]
     marked = False
     for config in configs:
         cells, stages = [], None
-        for _, ds, suffix, key in cols:
-            group, metric = key.rsplit("/", 1)
-            res = {r.name: r for r in by_dataset[ds]}.get(config["name"] + suffix)
-            value = res.summary.get(group, {}).get(metric) if res else None
+        for c in cols:
+            suffix = c.suffix
+            res = {r.name: r for r in by_dataset[c.dataset]}.get(config["name"] + suffix)
+            value = res.summary.get(c.group, {}).get(c.key) if res else None
             star = "*" if res is not None and res.in_sample else ""
             marked = marked or bool(star)
             cells.append("—" if value is None else f"{value:.4f}{star}")
@@ -446,6 +428,8 @@ def ledger(configs: list[dict], by_dataset: dict) -> str:
 
 
 def cmd_eval(args) -> int:
+    if args.from_out:
+        return ledger_from_out(args)
     if not args.dataset and not args.all:
         print("memkit eval: give --dataset DIR or --all", file=sys.stderr)
         return 2
@@ -469,16 +453,78 @@ def cmd_eval(args) -> int:
         by_dataset[results[0].dataset] = results
     if len(by_dataset) > 1:
         print(ledger(configs, by_dataset))
-    print(
-        f"\nTotal: {time.perf_counter() - t:.1f} s for {len(configs)} config(s) "
-        f"on {len(targets)} dataset(s)"
-    )
+    seconds = time.perf_counter() - t
+    print(f"\nTotal: {seconds:.1f} s for {len(configs)} config(s) on {len(targets)} dataset(s)")
     print(f"Reports and plots: {Path(args.out).resolve()}")
     if not args.no_mlflow:
         from memkit.evaluation.tracking import tracking_uri
 
         print(f"MLflow runs: mlflow ui --backend-store-uri {tracking_uri(args.tracking_uri)}")
+    if len(by_dataset) > 1 or args.write_ledger or args.check:
+        from memkit.evaluation import ledger as lg
+
+        rows = lg.run_rows(configs, by_dataset)
+        meta = lg.stamp(_command(args), seconds, PROJECT)
+        print(f"Ledger cells: {lg.write_run(Path(args.out) / lg.RUN_FILE, rows, meta)}")
+        return ledger_outcome(args, rows, meta)
     return 0
+
+
+def _command(args) -> str:
+    """The command line as typed (``memkit ...``), for the ledger to say what made it."""
+    import shlex
+
+    return shlex.join(["memkit", *getattr(args, "argv", [])])
+
+
+def ledger_outcome(args, rows: dict, meta: dict) -> int:
+    """``--write-ledger`` and ``--check`` on a run's cells: 0, or 1 when a cell drifted
+    or is on one side only (each listed)."""
+    from memkit.evaluation import ledger as lg
+
+    if args.write_ledger:
+        path = lg.write_ledger(Path(args.write_ledger), rows, meta)
+        print(f"Ledger written: {path} ({lg.count_cells(rows)} cells, {len(rows)} configs)")
+    if not args.check:
+        return 0
+    expected, made = lg.read_ledger(Path(args.check))
+    problems = lg.compare(expected, rows)
+    here = lg.cpu()
+    print(
+        f"\nLedger check against {args.check} (made {made.get('date', '?')} on "
+        f"{made.get('cpu_class', '?')}; this run on {meta.get('cpu_class', here['cpu_class'])}): "
+        f"{lg.count_cells(expected)} cells expected, {lg.count_cells(rows)} in the run"
+    )
+    if problems:
+        print(f"DRIFT: {len(problems)} difference(s):")
+        for line in problems:
+            print(f"  {line}")
+        return 1
+    print("OK: every cell as the ledger says (float rows exact, int8 rows within tolerance)")
+    return 0
+
+
+def ledger_from_out(args) -> int:
+    """``--from-out DIR``: write or check the ledger from a finished run's cells
+    (DIR/ledger.json, which every ``--all`` run writes beside its reports), scoring
+    nothing."""
+    from memkit.errors import ValidationError
+    from memkit.evaluation import ledger as lg
+
+    if not (args.check or args.write_ledger):
+        raise ValidationError("--from-out", "give --check and/or --write-ledger with it")
+    if args.dataset or args.all or args.config:
+        raise ValidationError("--from-out", "scores nothing: drop --dataset, --all and --config")
+    path = Path(args.from_out) / lg.RUN_FILE
+    if not path.is_file():
+        raise ValidationError(
+            "--from-out", f"no {lg.RUN_FILE} in {args.from_out} (an --all run writes one)"
+        )
+    rows, meta = lg.read_run(path)
+    print(f"Ledger cells of {meta.get('command', '?')} ({meta.get('date', '?')}): {path}")
+    if args.write_ledger:  # [run] stays the run that made the figures; this says who copied
+        meta = {**meta, "written_from": _command(args)}
+    return ledger_outcome(args, rows, meta)
 
 
 def _needs_database(spec) -> bool:
@@ -713,6 +759,27 @@ def main(argv=None) -> int:
         help="score this many datasets at once, each in a process of its own (default with --all: "
         "the number of cores, at most 2; else 1); the figures are the same either way",
     )
+    p.add_argument(
+        "--write-ledger",
+        metavar="FILE",
+        help="after the run, write its ledger (every cell of the printed table, with the "
+        "command, date and CPU) to FILE, e.g. eval/ledger.toml (docs/EVAL.md)",
+    )
+    p.add_argument(
+        "--check",
+        nargs="?",
+        const=str(Path("eval") / "ledger.toml"),
+        metavar="FILE",
+        help="after the run, compare every ledger cell with FILE (default eval/ledger.toml): "
+        "float rows exactly, int8 rows within the file's tolerance; exit 1 listing each cell "
+        "that drifted or is on one side only",
+    )
+    p.add_argument(
+        "--from-out",
+        metavar="DIR",
+        help="with --check or --write-ledger: take the cells of the run whose outputs are in "
+        "DIR (DIR/ledger.json, e.g. eval/out) instead of scoring again",
+    )
     p.set_defaults(func=cmd_eval)
 
     p = sub.add_parser("convert", help="convert a dataset to the interchange format")
@@ -776,6 +843,7 @@ def main(argv=None) -> int:
         command.load()(sub)
 
     args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # what a ledger says made it
     try:
         return args.func(args)
     except MemkitError as exc:
