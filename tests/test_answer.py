@@ -505,8 +505,9 @@ def test_the_package_keeps_its_public_names_and_both_writers_are_answerers():
     import memkit.answer as answer
 
     for name in (
-        "ANSWERERS Answer Candidates DECLINE ExtractiveAnswerer LLMAnswerer QUERY_FEATURES "
-        "QUESTION_TERMS SENTENCE_FEATURES build_answerer question_type sentences wants_list"
+        "ANSWERERS Answer Asked Candidates DECLINE Evidence ExtractiveAnswerer LLMAnswerer "
+        "QUERY_FEATURES QUESTION_TERMS SENTENCE_FEATURES build_answerer question_type sentences "
+        "wants_list"
     ).split():
         assert hasattr(answer, name), name
     assert isinstance(build_answerer(None), answer.Answerer)
