@@ -58,7 +58,9 @@ def events():
 
 
 def pipeline(events, answer: dict) -> Pipeline:
-    return Pipeline.from_config({"retriever": {"type": "bm25"}, "answer": answer}).fit(events)
+    # time windows on: a listing question ("... in March 2024?") reaches the writer as one
+    config = {"retriever": {"type": "bm25"}, "time_windows": True, "answer": answer}
+    return Pipeline.from_config(config).fit(events)
 
 
 def quotes_a_post(written) -> bool:
