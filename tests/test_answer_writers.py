@@ -236,12 +236,15 @@ def test_contract_llm_writer_falls_back_to_the_extractive_writer_through_the_pip
     p = pipeline(events, llm(url))
     given, passed_on = [], []
     write, fallback = p.answerer.write, p.answerer.extractive.write
-    p.answerer.write = lambda *args: given.append(args) or write(*args)
-    p.answerer.extractive.write = lambda *args: passed_on.append(args) or fallback(*args)
+    p.answerer.write = lambda *args, **kw: given.append((args, kw)) or write(*args, **kw)
+    p.answerer.extractive.write = lambda *args, **kw: (
+        passed_on.append((args, kw)) or fallback(*args, **kw)
+    )
     written = p.query(KITTEN, now=NOW).written
     # the fallback is given what the LLM writer was: the same question and evidence
-    assert len(given) == len(passed_on) == 1
-    assert all(a is b for a, b in zip(given[0], passed_on[0], strict=True))
+    (((question, evidence), kw),) = given
+    assert passed_on == [((question, evidence), kw)] and kw == {}
+    assert passed_on[0][0][0] is question and passed_on[0][0][1] is evidence
     # the extractive writer's answer, given the same question and evidence
     alone = pipeline(events, {"type": "extractive"}).query(KITTEN, now=NOW).written
     assert written.writer == "extractive" and not written.declined
