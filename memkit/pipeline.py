@@ -70,7 +70,7 @@ from typing import Sequence
 
 import polars as pl
 
-from memkit.answer import Answer, build_answerer
+from memkit.answer import Answer, Asked, Evidence, build_answerer
 from memkit.answer.base import speaker
 from memkit.answer.questions import base_forms, lacks_what_is_asked, question_type
 from memkit.calibration import Calibration
@@ -628,17 +628,22 @@ class Pipeline:
         )
         read_items = [it.scored(*scores[it.event_id]) for it in posts(shown["event_id"].to_list())]
         written = self.answerer.write(
-            req.query,
-            read_items,
-            req.summary,
-            authors,
-            reading=reading,
-            listing=listing,
-            ranked=listing and not window_only,
-            found=run.height if listing else None,
-            decided=read and self.reader.overrule_writer,
-            settled=bool(read_items)
-            and read_items[0].event_id in ((change[0],) if change else (reply,) if reply else ()),
+            Asked(
+                req.query,
+                summary=req.summary,
+                authors=authors,
+                reading=reading,
+                listing=listing,
+            ),
+            Evidence(
+                read_items,
+                found=run.height if listing else None,
+                ranked=listing and not window_only,
+                decided=read and self.reader.overrule_writer,
+                settled=bool(read_items)
+                and read_items[0].event_id
+                in ((change[0],) if change else (reply,) if reply else ()),
+            ),
         )
         quoted = set(written.quoted)
         if written.declined and not listing:

@@ -13,6 +13,8 @@ from memkit.answer import (
     DECLINE,
     QUERY_FEATURES,
     SENTENCE_FEATURES,
+    Asked,
+    Evidence,
     ExtractiveAnswerer,
     build_answerer,
     question_type,
@@ -57,7 +59,7 @@ def lexical(**kw) -> ExtractiveAnswerer:
 
 
 def test_summary_quotes_the_sentences_that_answer_and_says_who_where_and_when():
-    written = lexical().write("is the lighthouse open?", ITEMS, summary=True)
+    written = lexical().write(Asked("is the lighthouse open?"), Evidence(ITEMS))
     # a short post is quoted whole: the sentence that answers, with its neighbours
     assert written.text == (
         "On 1 April 2024 Ana wrote in “Trips”: “We drove to the coast. The lighthouse was closed "
@@ -67,7 +69,7 @@ def test_summary_quotes_the_sentences_that_answer_and_says_who_where_and_when():
     # past max_words, only the sentence
     assert (
         lexical(max_words=8)
-        .write("is the lighthouse open?", ITEMS, summary=True)
+        .write(Asked("is the lighthouse open?"), Evidence(ITEMS))
         .text.startswith(
             "On 1 April 2024 Ana wrote in “Trips”: “The lighthouse was closed for repairs!”"
         )
@@ -81,12 +83,12 @@ def test_summary_quotes_the_sentences_that_answer_and_says_who_where_and_when():
 
 
 def test_one_line_account_and_conversational_fallback():
-    line = lexical().answer("lighthouse", ITEMS, summary=False)
+    line = lexical().write(Asked("lighthouse", summary=False), Evidence(ITEMS)).text
     assert line == (
         "Found 3 items for “lighthouse” (2 feed posts, 1 blog post); the best match was posted "
         "in “Trips” on 1 April 2024."
     )
-    empty = lexical().write(" zebras ", [], summary=True)
+    empty = lexical().write(Asked(" zebras "), Evidence([]))
     assert empty.declined and "couldn't find anything about “zebras”" in empty.text
     with pytest.raises(ValidationError, match="answer.type"):
         build_answerer({"type": "oracle"})
@@ -113,36 +115,40 @@ POSTS = [
 
 def test_a_when_question_leads_with_the_date_resolved_against_the_post():
     written = lexical().write(
-        "When did Caroline go to the LGBTQ support group?", POSTS[::-1], summary=True
+        Asked("When did Caroline go to the LGBTQ support group?"), Evidence(POSTS[::-1])
     )
     assert written.text.startswith(
         "On 7 May 2023 — “yesterday” in what Caroline wrote on 8 May 2023 in “Session 1”: "
         "“I went to a LGBTQ support group yesterday"
     )
     assert written.date.start == date(2023, 5, 7)
-    race = lexical().write("When did Melanie run the charity race?", POSTS, summary=True)
+    race = lexical().write(Asked("When did Melanie run the charity race?"), Evidence(POSTS))
     assert race.text.startswith(
         "On 20 May 2023 — “last Saturday” in what Melanie wrote on 25 May 2023"
     )
 
 
 def test_relative_times_in_quotes_are_resolved_in_place():
-    text = lexical().answer("what about the charity race for mental health", POSTS, summary=True)
+    text = (
+        lexical()
+        .write(Asked("what about the charity race for mental health"), Evidence(POSTS))
+        .text
+    )
     assert "(last Saturday = the Saturday before 25 May 2023)" in text
 
 
 def test_declines_when_only_someone_else_said_it():
     writer = lexical(max_gap=0.0)
     writer.prepare([{"speaker": "Caroline"}, {"speaker": "Melanie"}], encode=False)
-    own = writer.write("What did Melanie run for mental health?", POSTS, summary=True)
+    own = writer.write(Asked("What did Melanie run for mental health?"), Evidence(POSTS))
     assert not own.declined and "Melanie wrote" in own.text
-    other = writer.write("What did Caroline run for mental health?", POSTS, summary=True)
+    other = writer.write(Asked("What did Caroline run for mental health?"), Evidence(POSTS))
     assert other.declined and other.text.startswith(DECLINE)
     assert (
         "closest post is Melanie's" in other.text and "charity" not in other.text
     )  # nothing guessed
     weak = lexical(min_score=0.9).write(
-        "charity race weather forecast tomorrow", POSTS, summary=True
+        Asked("charity race weather forecast tomorrow"), Evidence(POSTS)
     )
     assert weak.declined and weak.quotes == []
 
@@ -151,9 +157,9 @@ def test_real_encoder_scores_meaning_and_declines_weak_evidence():
     writer = ExtractiveAnswerer(min_score=0.3)
     writer.bind(get_encoder())
     writer.prepare(POSTS)
-    written = writer.write("How did the run for mental health feel?", POSTS, summary=True)
+    written = writer.write(Asked("How did the run for mental health feel?"), Evidence(POSTS))
     assert not written.declined and written.quotes[0]["event_id"] == "m1"
-    assert writer.write("What is the capital of Peru?", POSTS, summary=True).declined
+    assert writer.write(Asked("What is the capital of Peru?"), Evidence(POSTS)).declined
 
 
 # -- LLM writer: a contract test against a local stand-in for a chat-completions endpoint ----------
@@ -207,7 +213,9 @@ def test_contract_llm_writer_sends_dated_attributed_items_and_uses_the_reply(sta
             "timeout": 1.0,
         }
     )
-    written = writer.write("When did Caroline go to the support group?", POSTS[::-1], summary=True)
+    written = writer.write(
+        Asked("When did Caroline go to the support group?"), Evidence(POSTS[::-1])
+    )
     assert written.text == "Caroline went on 7 May 2023." and written.writer == "llm"
     headers, body = _StandIn.seen[0]
     assert headers["Authorization"] == "Bearer sk-test" and body["model"] == "local-model"
@@ -232,7 +240,7 @@ def test_contract_llm_writer_falls_back_to_extractive_on_any_failure(stand_in, m
         }
     )
     written = writer.write(
-        "When did Caroline go to the LGBTQ support group?", POSTS[::-1], summary=True
+        Asked("When did Caroline go to the LGBTQ support group?"), Evidence(POSTS[::-1])
     )
     assert written.writer == "extractive" and written.text.startswith("On 7 May 2023")
     with pytest.raises(ValidationError, match="answer.url"):
@@ -309,7 +317,7 @@ def test_trained_writer_quotes_one_post_never_a_question(trained):
         },
     ]
     trained.prepare(posts)
-    written = trained.write("What colour is the jacket?", posts, summary=True)
+    written = trained.write(Asked("What colour is the jacket?"), Evidence(posts))
     assert (
         written.quoted == ["j"]
         and "blue Patagonia jacket" in written.text
@@ -318,7 +326,7 @@ def test_trained_writer_quotes_one_post_never_a_question(trained):
     # the first writer (no models) quoted the question and padded with the other post
     old = ExtractiveAnswerer(max_words=None)
     old.bind(get_encoder())
-    assert old.write("What colour is the jacket?", posts, summary=True).quoted == ["j", "p"]
+    assert old.write(Asked("What colour is the jacket?"), Evidence(posts)).quoted == ["j", "p"]
 
 
 def test_trained_writer_declines_a_fact_never_posted_and_quotes_nothing(trained):
@@ -337,9 +345,9 @@ def test_trained_writer_declines_a_fact_never_posted_and_quotes_nothing(trained)
         },
     ]
     trained.prepare(posts)
-    written = trained.write("What is Ann's favourite pizza topping?", posts, summary=True)
+    written = trained.write(Asked("What is Ann's favourite pizza topping?"), Evidence(posts))
     assert written.declined and written.quoted == [] and written.text.startswith(DECLINE)
-    answered = trained.write("What did Ann order for the team lunch?", posts, summary=True)
+    answered = trained.write(Asked("What did Ann order for the team lunch?"), Evidence(posts))
     assert not answered.declined and answered.quoted == ["p"]
 
 
@@ -394,14 +402,14 @@ def test_the_sentence_of_a_long_post_that_answers_is_quoted(trained, question, s
         "text": "My sister Freya is getting married on 12 September in Whitby",
     }
     trained.prepare([post, chat])
-    written = trained.write(question, [post, chat], summary=True)
+    written = trained.write(Asked(question), Evidence([post, chat]))
     assert written.quoted == ["w"] and says in written.text and never not in written.text
     if question.startswith("Who"):
         # the selection model alone (it learned posts, not sentences) quoted the opening
         alone = build_answerer({**load_config(DEFAULT_CONFIG)["answer"], "within": None})
         alone.bind(trained.encoder, trained.line)
         alone.prepare([post, chat])
-        assert says not in alone.write(question, [post, chat], summary=True).text
+        assert says not in alone.write(Asked(question), Evidence([post, chat])).text
 
 
 def test_within_post_features_compare_a_sentence_with_its_own_post():
@@ -457,7 +465,7 @@ def test_a_list_question_quotes_several_posts(trained):
         )
     ]
     trained.prepare(posts)
-    written = trained.write("What hobbies does Mel have?", posts, summary=True)
+    written = trained.write(Asked("What hobbies does Mel have?"), Evidence(posts))
     assert len(written.quoted) >= 2 and len(set(written.quoted)) == len(written.quoted)
 
 
@@ -497,8 +505,9 @@ def test_the_package_keeps_its_public_names_and_both_writers_are_answerers():
     import memkit.answer as answer
 
     for name in (
-        "ANSWERERS Answer Candidates DECLINE ExtractiveAnswerer LLMAnswerer QUERY_FEATURES "
-        "QUESTION_TERMS SENTENCE_FEATURES build_answerer question_type sentences wants_list"
+        "ANSWERERS Answer Asked Candidates DECLINE Evidence ExtractiveAnswerer LLMAnswerer "
+        "QUERY_FEATURES QUESTION_TERMS SENTENCE_FEATURES build_answerer question_type sentences "
+        "wants_list"
     ).split():
         assert hasattr(answer, name), name
     assert isinstance(build_answerer(None), answer.Answerer)
@@ -736,10 +745,14 @@ def test_a_quote_without_the_amount_or_name_asked_for_is_declined(trained):
          "text": "Just adopted a rescue greyhound called Bolt, he's seven and very lazy"},
     ]  # fmt: skip
     trained.prepare(posts)
-    cat = trained.write("What is the name of Nina's cat?", posts[:1], authors=["Nina", "Ravi"])
+    cat = trained.write(
+        Asked("What is the name of Nina's cat?", authors=["Nina", "Ravi"]), Evidence(posts[:1])
+    )
     assert cat.declined and cat.quoted == [] and "does not say the name" in cat.text
     assert cat.closest == "c"  # the post the decline names: the one item the service shows
-    dog = trained.write("What is Ravi's dog called?", posts[1:], authors=["Nina", "Ravi"])
+    dog = trained.write(
+        Asked("What is Ravi's dog called?", authors=["Nina", "Ravi"]), Evidence(posts[1:])
+    )
     assert not dog.declined and "Bolt" in dog.text
 
 
@@ -760,7 +773,9 @@ def test_a_sentence_that_names_whom_a_question_asks_about_holds_what_the_best_la
          "away. The new croissant is made with Gristwood flour, 2.80 pounds each."},
     ]  # fmt: skip
     trained.prepare(posts)
-    fee = trained.write("How much does Ms Sato charge?", posts[:2], authors=["Ravi", "Soraya"])
+    fee = trained.write(
+        Asked("How much does Ms Sato charge?", authors=["Ravi", "Soraya"]), Evidence(posts[:2])
+    )
     assert not fee.declined and "35 pounds an hour" in fee.text
     from memkit.answer.extractive import _holding_what_is_asked
 
@@ -794,10 +809,12 @@ def test_a_sentence_of_the_same_author_with_what_the_best_lacks_stands_in(traine
          "bring a dish to share and your own chairs."},
     ]  # fmt: skip
     trained.prepare(posts)
-    heavy = trained.write("How heavy was his pumpkin?", posts[:2], authors=["Felix", "Wren"])
+    heavy = trained.write(
+        Asked("How heavy was his pumpkin?", authors=["Felix", "Wren"]), Evidence(posts[:2])
+    )
     assert not heavy.declined and "62 kilos" in heavy.text, heavy.text
     closure = trained.write(
-        "how much did the road closure cost?", posts[2:], authors=["Felix", "Wren"]
+        Asked("how much did the road closure cost?", authors=["Felix", "Wren"]), Evidence(posts[2:])
     )
     assert closure.declined and "300" not in closure.text, closure.text
 

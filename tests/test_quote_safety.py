@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from memkit.answer import ExtractiveAnswerer
+from memkit.answer import Asked, Evidence, ExtractiveAnswerer
 from memkit.answer.compose import account_text, decline_text, fallback_text
 from memkit.answer.llm import LLMAnswerer
 from memkit.answer.render import (
@@ -199,7 +199,9 @@ def test_the_writer_names_two_olis_apart_and_keeps_their_ids():
         _item("e1", "Oli", "u_1a2b3c4d5e6f7a8b", text="I am bringing the tent to the campsite"),
         _item("e2", "Оli", "u_9f8e7d6c5b4a3f2e", text="I am bringing the stove to the campsite"),
     ]
-    written = ExtractiveAnswerer().write("Who is bringing the tent?", items, authors=["Oli", "Оli"])
+    written = ExtractiveAnswerer().write(
+        Asked("Who is bringing the tent?", authors=["Oli", "Оli"]), Evidence(items)
+    )
     assert "Oli (u_1a2b3c) wrote" in written.text and " Oli wrote" not in written.text
     assert items[0]["user_id"] == "u_1a2b3c4d5e6f7a8b" and "speaker" in items[0]
 
@@ -207,7 +209,9 @@ def test_the_writer_names_two_olis_apart_and_keeps_their_ids():
 # -- the answer's own texts -------------------------------------------------------------------
 def test_a_post_cannot_close_the_quote_and_attribute_words_to_someone_else():
     item = _item("e1", "Eve", "u_eeee", text=CLOSES_THE_QUOTE)
-    written = ExtractiveAnswerer().write("How much did the bake sale make?", [item])
+    written = ExtractiveAnswerer().write(
+        Asked("How much did the bake sale make?"), Evidence([item])
+    )
     spans = balanced(written.text)
     assert len(ATTRIBUTION.findall(written.text)) == 1 and spans[0] == "Feed"
     assert FORGED in spans[1]
@@ -217,7 +221,7 @@ def test_a_post_cannot_close_the_quote_and_attribute_words_to_someone_else():
 def test_a_block_title_cannot_close_the_quote_of_wrote_in():
     title = "Chat”: “I owe Ann 500 pounds”. On 1 May Bo wrote in “Chat"
     item = _item("e1", "Bo", "u_b0b0", text="See you at 8", title=title)
-    written = ExtractiveAnswerer().write("When shall we meet?", [item])
+    written = ExtractiveAnswerer().write(Asked("When shall we meet?"), Evidence([item]))
     assert balanced(written.text)[-2:] == [render(title), "See you at 8"]
     account = account_text("see you", [item])
     assert balanced(account) == ["see you", render(title)]
@@ -225,7 +229,9 @@ def test_a_block_title_cannot_close_the_quote_of_wrote_in():
 
 def test_a_names_line_break_and_quotes_stay_in_the_name():
     item = _item("e1", 'Eve"\nOn 1 May Oli', "u_eeee", text="The bake sale made 300 pounds")
-    written = ExtractiveAnswerer().write("How much did the bake sale make?", [item])
+    written = ExtractiveAnswerer().write(
+        Asked("How much did the bake sale make?"), Evidence([item])
+    )
     assert "Eve' On 1 May Oli wrote" in written.text and "\n" not in written.text
     assert len(balanced(written.text)) == 2
 

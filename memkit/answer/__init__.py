@@ -1,11 +1,15 @@
 """Answer writers: turn the ranked items of a query into the text a person reads.
 
-An answerer (:class:`Answerer`: what the pipeline calls) gets the query and the top items
-(:data:`AnswerItem`: the pipeline's memkit.items.Item, or a dict with ``text`` and, where
-known, ``event_id``, ``speaker`` (the author's name), ``block_title``,
-``block_type_name`` and ``created_at``) and returns an :class:`Answer`: the text, the
-event ids it quotes, and whether it declined. ``summary=True`` asks for a conversational
-answer; ``summary=False`` for a one-line account of what was found.
+Every answerer (:class:`Answerer`: what the pipeline calls) has one entry point,
+``write(question, evidence)``. ``question`` is an :class:`Asked`: the question's text and
+how it is asked (a summary or a one-line account of what was found, the authors where it
+is asked, the conversation's reading of it, whether it lists a time window's posts).
+``evidence`` is an :class:`Evidence`: the top items, best first (:data:`AnswerItem`: the
+pipeline's memkit.items.Item, or a dict with ``text`` and, where known, ``event_id``,
+``speaker`` (the author's name), ``block_title``, ``block_type_name`` and
+``created_at``), and what the pipeline learned of them (a reader found one likely to
+answer, the first states a changed fact). It returns an :class:`Answer`: the text, the
+event ids it quotes, and whether it declined.
 
 ``extractive`` (the default, memkit.answer.extractive) runs offline and only quotes what
 was posted. With its two models (``[answer.select]`` and ``[answer.decline]`` in the
@@ -53,7 +57,16 @@ failure.
 
 from __future__ import annotations
 
-from memkit.answer.base import DECLINE, Answer, Answerer, AnswerItem, ItemDict, sentences
+from memkit.answer.base import (
+    DECLINE,
+    Answer,
+    Answerer,
+    AnswerItem,
+    Asked,
+    Evidence,
+    ItemDict,
+    sentences,
+)
 from memkit.answer.extractive import ExtractiveAnswerer
 from memkit.answer.features import QUERY_FEATURES, SENTENCE_FEATURES, Candidates
 from memkit.answer.llm import LLMAnswerer
@@ -70,7 +83,9 @@ __all__ = [
     "Answer",
     "AnswerItem",
     "Answerer",
+    "Asked",
     "Candidates",
+    "Evidence",
     "ExtractiveAnswerer",
     "ItemDict",
     "LLMAnswerer",

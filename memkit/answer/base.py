@@ -1,5 +1,6 @@
-"""What every answer writer shares: the item it reads, the answer it returns, the protocol
-the pipeline calls, and the small readers of an item (its author, its time, its sentences)."""
+"""What every answer writer shares: the item it reads, the question and the evidence it is
+given, the answer it returns, the protocol the pipeline calls, and the small readers of an
+item (its author, its time, its sentences)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,13 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import lru_cache
-from typing import Any, Protocol, TypedDict, Union, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict, Union, runtime_checkable
 
 from memkit.items import Item
 from memkit.timeref import Span, day_text
+
+if TYPE_CHECKING:
+    from memkit.conversation import Reading
 
 DECLINE = "I have no information available on that"
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
@@ -60,6 +64,52 @@ class Answer:
         return [q["event_id"] for q in self.quotes if q.get("event_id") is not None]
 
 
+@dataclass(frozen=True)
+class Asked:
+    """The question as a writer reads it: its text and what the pipeline found out about
+    how it is asked (``Pipeline.ask`` builds it; eval and tests build one from the text).
+
+    ``summary``: a conversational answer (False: a one-line account of what was found).
+    ``authors``: the names of the people who post where the question is asked (the
+    service passes those of the floors searched, so posts elsewhere change nothing);
+    None: every author the writer's ``prepare`` has seen. ``reading``: how the pipeline
+    read the question (memkit.conversation.Reading: its time window, the words it carried,
+    or that it refers to nothing it can resolve). ``listing``: it asks what happened in
+    its window, so the answer lists the posts found there."""
+
+    text: str
+    summary: bool = True
+    authors: tuple[str, ...] | None = None
+    reading: Reading | None = None
+    listing: bool = False
+
+    def __post_init__(self) -> None:
+        # any sequence of names is accepted; kept as a tuple so the question cannot change
+        # under a writer that holds it
+        if self.authors is not None and not isinstance(self.authors, tuple):
+            object.__setattr__(self, "authors", tuple(self.authors))
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """The ranked items a writer answers from, best first, with what the pipeline learned
+    about them.
+
+    ``found``: for a listing, how many posts its window held (the items are the first of
+    them). ``ranked``: a listing's items were searched for what else the question names
+    ("What happened to Kofi's kitchen in late October?"), so the best comes first rather
+    than the earliest. ``decided``: the pipeline's reader read the items and found one
+    likely enough to answer, so the writer quotes rather than declines. ``settled``: the
+    first item is the newest statement of a changed fact (memkit.changes) or the reply
+    that answers the question, so the answer quotes it."""
+
+    items: list[AnswerItem] = field(default_factory=list)
+    found: int | None = None
+    ranked: bool = False
+    decided: bool = False
+    settled: bool = False
+
+
 @runtime_checkable
 class Answerer(Protocol):
     """What the pipeline (and through it the service) calls on an answer writer."""
@@ -78,25 +128,8 @@ class Answerer(Protocol):
     def encode_sentences(self, events) -> None:
         """Encode these events' sentences into the encoder's cache."""
 
-    def answer(self, query: str, items: list[AnswerItem], summary: bool = True) -> str:
-        """The answer's text alone."""
-
-    def write(
-        self,
-        query: str,
-        items: list[AnswerItem],
-        summary: bool = True,
-        authors=None,
-        reading=None,
-        listing: bool = False,
-        found: int | None = None,
-        decided: bool = False,
-        settled: bool = False,
-    ) -> Answer:
-        """The answer to ``query`` from its ranked ``items``. ``decided``: a post is likely
-        enough to answer (the pipeline's reader read them), so quote rather than decline;
-        ``settled``: the first item is the newest statement of a changed fact
-        (memkit.changes), so the answer quotes it."""
+    def write(self, question: Asked, evidence: Evidence) -> Answer:
+        """The answer to ``question`` from the items of ``evidence``."""
 
 
 # A long post's sentences are encoded one by one at ingest, so a text cut into many tiny

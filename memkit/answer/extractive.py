@@ -15,7 +15,15 @@ from itertools import groupby
 import numpy as np
 
 from memkit.answer import features, selection
-from memkit.answer.base import Answer, AnswerItem, as_datetime, sentences, speaker
+from memkit.answer.base import (
+    Answer,
+    AnswerItem,
+    Asked,
+    Evidence,
+    as_datetime,
+    sentences,
+    speaker,
+)
 from memkit.answer.compose import (
     HABIT_ASKED,
     RECURRING,
@@ -147,53 +155,33 @@ class ExtractiveAnswerer(FromSpec, Composer):
             self._sentence_vectors([rows[i] for i in keep], [parts[i] for i in keep], store=True)
 
     # -- writing --------------------------------------------------------------------------------
-    def answer(self, query: str, items: list[AnswerItem], summary: bool = True) -> str:
-        return self.write(query, items, summary).text
-
-    def write(
-        self,
-        query: str,
-        items: list[AnswerItem],
-        summary: bool = True,
-        authors=None,
-        reading=None,
-        listing: bool = False,
-        ranked: bool = False,
-        found: int | None = None,
-        decided: bool = False,
-        settled: bool = False,
-    ) -> Answer:
-        """``authors``: the names of the people who post where the question is asked (the
-        service passes those of the floors searched, so posts elsewhere change nothing);
-        None: every author ``prepare`` has seen. ``reading``: how the pipeline read the
-        question (memkit.conversation.Reading): its time window, what it carried;
-        ``listing``: the question asks what happened in its window, so the answer lists
-        the posts found there (``ranked``: searched for what else it names, "What
-        happened to Kofi's kitchen in late October?", so the best of them first);
-        ``decided``: the pipeline's reader has read the items and found one likely to
-        answer, so the writer quotes rather than declines; ``settled``:
-        the first item is the newest statement of a changed fact (memkit.changes), so the
-        answer quotes it."""
+    def write(self, question: Asked, evidence: Evidence) -> Answer:
+        """A listing (``question.listing``) lists the posts found in its window; any other
+        question is answered by the sentence that answers it (``summarize``), or declined.
+        Without ``question.summary`` the text is a one-line account of what was found."""
+        query, reading, authors = question.text, question.reading, question.authors
         if getattr(reading, "kind", None) == "unresolved":
             return Answer(self.unresolved(query), declined=True)
-        if not items:
+        if not evidence.items:
             return Answer(self.fallback(query, window_text(reading)), declined=True)
         # two authors of one name (or of look-alike names) are named apart in the text
-        items = labelled(items, self._known_authors() if authors is None else authors)
+        items = labelled(evidence.items, self._known_authors() if authors is None else authors)
         written = (
             self.window_summary(
                 items,
                 window_text(reading),
-                found=found,
-                ranked=ranked,
+                found=evidence.found,
+                ranked=evidence.ranked,
                 # the window's own words chose the posts ("last May": not "the last bit")
                 query=" ".join(getattr(reading, "own_words", None) or [query]),
                 ahead=_posted_before(items, getattr(reading, "days", None)),
             )
-            if listing
-            else self.summarize(query, items, authors, decided=decided, settled=settled)
+            if question.listing
+            else self.summarize(
+                query, items, authors, decided=evidence.decided, settled=evidence.settled
+            )
         )
-        if not summary:
+        if not question.summary:
             # the account of what was found, but the turn still knows what an answer would
             # quote, so a follow-up reads the same whether the question before it asked for
             # a summary or not (and the post a decline would have named: memkit.pipeline)

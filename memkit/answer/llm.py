@@ -16,7 +16,7 @@ import re
 import urllib.error
 import urllib.request
 
-from memkit.answer.base import DECLINE, Answer, AnswerItem, day_of
+from memkit.answer.base import DECLINE, Answer, AnswerItem, Asked, Evidence, day_of
 from memkit.answer.extractive import ExtractiveAnswerer
 from memkit.answer.render import labelled, render, shown_name
 from memkit.config_model import FromSpec, LLMSpec
@@ -51,9 +51,6 @@ class LLMAnswerer(FromSpec):
     def encode_sentences(self, events) -> None:
         self.extractive.encode_sentences(events)
 
-    def answer(self, query: str, items: list[AnswerItem], summary: bool = True) -> str:
-        return self.write(query, items, summary).text
-
     def messages(self, query: str, items: list[AnswerItem]) -> list[dict]:
         # each post on one line of its own, as ``render`` shows it: no name, title or text
         # can start a line that reads as another numbered post, nor close a quote
@@ -78,23 +75,21 @@ class LLMAnswerer(FromSpec):
             {"role": "user", "content": "Posts:\n" + "\n".join(lines) + f"\n\nQuestion: {query}"},
         ]
 
-    def write(
-        self,
-        query: str,
-        items: list[AnswerItem],
-        summary: bool = True,
-        authors=None,
-        reading=None,
-        listing: bool = False,
-        found: int | None = None,
-        decided: bool = False,
-        settled: bool = False,
-    ) -> Answer:
-        if not items or not summary or listing or getattr(reading, "kind", None) == "unresolved":
-            return self.extractive.write(
-                query, items, summary, authors, reading, listing, found, decided, settled
-            )
-        items = labelled(items, authors)  # two authors of one name are told apart
+    def write(self, question: Asked, evidence: Evidence) -> Answer:
+        """The endpoint's answer to a question asked for a summary; the extractive writer's
+        (given the same question and evidence) for a listing, a one-line account, a
+        question it cannot resolve, no items, or any failure of the endpoint."""
+        reading = question.reading
+        if (
+            not evidence.items
+            or not question.summary
+            or question.listing
+            or getattr(reading, "kind", None) == "unresolved"
+        ):
+            return self.extractive.write(question, evidence)
+        query = question.text
+        # two authors of one name are told apart
+        items = labelled(evidence.items, question.authors)
         body = json.dumps(
             {
                 "model": self.model,
@@ -113,15 +108,21 @@ class LLMAnswerer(FromSpec):
             text = reply["choices"][0]["message"]["content"].strip()
             if not text:
                 raise ValueError("empty answer")
-        except (OSError, urllib.error.URLError, ValueError, KeyError, IndexError, TypeError) as exc:
+        except (
+            OSError,
+            urllib.error.URLError,
+            ValueError,
+            KeyError,
+            IndexError,
+            TypeError,
+            AttributeError,  # a reply whose content is not text ("content": null)
+        ) as exc:
             log.warning(
                 "LLM answer writer failed (%s: %s); using the extractive writer",
                 type(exc).__name__,
                 exc,
             )
-            return self.extractive.write(
-                query, items, summary, authors, reading, listing, found, decided, settled
-            )
+            return self.extractive.write(question, evidence)
         declined = DECLINE.lower() in text.lower()
         shown = items[: self.max_items]
         cited = dict.fromkeys(

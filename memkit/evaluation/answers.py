@@ -34,6 +34,7 @@ from pathlib import Path
 
 import polars as pl
 
+from memkit.answer.base import Asked, Evidence
 from memkit.timeref import read_span
 
 # Categories whose right answer is a decline: LoCoMo's adversarial questions,
@@ -189,7 +190,7 @@ def write_answers(
             and reader.applies(q["text"])
         )
         written_here = written_here or writer.write(
-            q["text"], shown, True, decided=decided, settled=settled
+            Asked(q["text"]), Evidence(shown, decided=decided, settled=settled)
         )
         rows.append(
             {
