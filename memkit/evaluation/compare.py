@@ -196,8 +196,8 @@ def pairwise_markdown(
     how = (
         "Tukey's HSD over all configs at once"
         if stat_test == "tukey"
-        else f"{STAT_TESTS[stat_test]}, Holm-Bonferroni-corrected over the {n_pairs} pairs "
-        "of each metric"
+        else f"{STAT_TESTS[stat_test]}, Holm-Bonferroni-corrected over the {n_pairs} "
+        f"pair{'' if n_pairs == 1 else 's'} of each metric"
     )
     return (
         f"All pairs ({how}): the letters after a figure are the configs it is better than "
