@@ -44,10 +44,11 @@ eval: $(STAMP)
 	$(BIN)/memkit eval --all
 
 # The ledger as data (docs/EVAL.md): `make ledger` scores everything and writes
-# eval/ledger.toml; `make check-ledger` scores everything and fails on any cell that moved
+# eval/ledger.toml, then its table into eval/RESULTS.md; `make check-ledger` scores everything and fails on any cell that moved
 # (float rows exactly, int8 rows within the file's tolerance).
 ledger: $(STAMP)
 	$(BIN)/memkit eval --all --no-mlflow --write-ledger eval/ledger.toml
+	$(BIN)/python -m memkit.evaluation.ledger --ledger eval/ledger.toml --results eval/RESULTS.md
 
 check-ledger: $(STAMP)
 	$(BIN)/memkit eval --all --no-mlflow --check eval/ledger.toml

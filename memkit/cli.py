@@ -30,6 +30,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 
 from memkit.datasets import data_root  # the notebooks import it from here too
+from memkit.evaluation.ledger import IN_SAMPLE_NOTE
 
 PROJECT = Path(__file__).resolve().parents[1]
 DEMO = PROJECT / "datasets" / "demo"
@@ -240,11 +241,6 @@ def _eval_worker(plugins=None) -> None:
     share_indexes()  # the configs' BM25 parts over the same documents: built once
     if plugins is not None:
         load_plugins(plugins)
-
-
-IN_SAMPLE_NOTE = (
-    "Marked *: in-sample: its models were trained on this data set (the config's `trained_on`)."
-)
 
 
 def _marked(result) -> str:

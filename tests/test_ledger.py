@@ -222,3 +222,37 @@ def test_the_printed_ledger_and_the_files_cells_are_the_same_columns(two_sets, c
         got["bm25"].stages,
     ]
     assert got["bm25"].stages == "retriever alone"
+
+
+def test_results_shows_the_ledger_files_table():
+    """eval/RESULTS.md's retrieval table is eval/ledger.toml's, rendered (make ledger writes
+    both): a figure changed in one and not the other fails here."""
+    root = Path(__file__).resolve().parents[1]
+    rows, _ = lg.read_ledger(root / "eval/ledger.toml")
+    text = (root / "eval/RESULTS.md").read_text()
+    assert lg.with_table(text, rows) == text
+    some = next(iter(rows.values()))
+    ds, cells = next(iter(some.cells.items()))
+    metric = next(iter(cells))
+    cells[metric] = cells[metric] + 0.1
+    assert lg.with_table(text, rows) != text
+
+
+def test_the_results_table_goes_between_its_markers_and_nowhere_else(tmp_path):
+    rows = {
+        "a": lg.Row("float", 0.0, {"d": {"nDCG@10": 0.5}}, [], "retriever alone"),
+        "b": lg.Row("int8", 0.015, {"d": {"nDCG@10": 0.61234}}, ["d"], "reader"),
+    }
+    text = f"# R\n\nbefore\n{lg.BEGIN}\nold\n{lg.END}\nafter\n"
+    new = lg.with_table(text, rows)
+    assert new.startswith("# R\n\nbefore\n") and new.endswith(f"{lg.END}\nafter\n")
+    assert "| a | 0.5000 | retriever alone |" in new and "| b | 0.6123* | reader |" in new
+    assert lg.IN_SAMPLE_NOTE in new and "old" not in new
+    results = tmp_path / "RESULTS.md"
+    results.write_text(text)
+    ledger = lg.write_ledger(tmp_path / "ledger.toml", rows, {"command": "x"})
+    args = ["--ledger", str(ledger), "--results", str(results)]
+    assert lg.main([*args, "--check"]) == 1
+    assert lg.main(args) == 0 and lg.main([*args, "--check"]) == 0
+    with pytest.raises(ValueError, match="ledger:begin"):
+        lg.with_table("no markers", rows)

@@ -322,3 +322,73 @@ def stamp(command: str, seconds: float | None, folder: Path) -> dict:
     if seconds is not None:
         meta["seconds"] = round(seconds, 1)
     return meta
+
+
+# -- the ledger in eval/RESULTS.md -----------------------------------------------------------
+IN_SAMPLE_NOTE = (
+    "Marked *: in-sample: its models were trained on this data set (the config's `trained_on`)."
+)
+BEGIN, END = "<!-- ledger:begin -->", "<!-- ledger:end -->"
+
+
+def markdown(rows: dict[str, Row]) -> str:
+    """The ledger's table as ``memkit eval --all`` prints it (a cell of a data set the row's
+    models were trained on marked ``*``), from a ledger file's rows."""
+    cols: list[tuple[str, str]] = []  # (data set, metric), in the order the file has them
+    for row in rows.values():
+        for ds, cells in row.cells.items():
+            cols += [(ds, m) for m in cells if (ds, m) not in cols]
+    lines = [
+        "| config | " + " | ".join(f"{ds} {m}" for ds, m in cols) + " | stages |",
+        "|---|" + "---:|" * len(cols) + "---|",
+    ]
+    marked = False
+    for name, row in rows.items():
+        cells = []
+        for ds, m in cols:
+            value = row.cells.get(ds, {}).get(m)
+            star = "*" if ds in row.in_sample else ""
+            marked = marked or (bool(star) and value is not None)
+            cells.append("—" if value is None else f"{value:.{PRECISION}f}{star}")
+        lines.append(f"| {name} | " + " | ".join(cells) + f" | {row.stages or '—'} |")
+    return "\n".join(lines) + "\n" + (f"\n{IN_SAMPLE_NOTE}\n" if marked else "")
+
+
+def with_table(text: str, rows: dict[str, Row]) -> str:
+    """``text`` (eval/RESULTS.md) with what lies between its ledger markers replaced by the
+    rows' table."""
+    if BEGIN not in text or END not in text:
+        raise ValueError(f"no {BEGIN} ... {END} block to write the ledger into")
+    head, rest = text.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    return f"{head}{BEGIN}\n{markdown(rows)}{END}{tail}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m memkit.evaluation.ledger [--ledger FILE] [--results FILE] [--check]``:
+    write the ledger file's table into RESULTS between its markers (``make ledger`` does
+    after scoring), or, with ``--check``, exit 1 when RESULTS shows another table."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m memkit.evaluation.ledger")
+    parser.add_argument("--ledger", default="eval/ledger.toml")
+    parser.add_argument("--results", default="eval/RESULTS.md")
+    parser.add_argument("--check", action="store_true", help="compare, write nothing")
+    args = parser.parse_args(argv)
+    rows, _ = read_ledger(Path(args.ledger))
+    results = Path(args.results)
+    text = results.read_text()
+    new = with_table(text, rows)
+    if args.check:
+        if new != text:
+            print(f"{results}: its ledger table is not {args.ledger}'s (run make ledger)")
+            return 1
+        print(f"{results}: its ledger table is {args.ledger}'s")
+        return 0
+    results.write_text(new)
+    print(f"{results}: ledger table written from {args.ledger} ({len(rows)} configs)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
