@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import json
 import platform
-import subprocess
 import tomllib
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
 from memkit.encoders import INT8
+from memkit.evaluation.tracking import git_commit
 
 PRECISION = 4  # the digits the printed ledger shows: what "exact" means for a float row
 INT8_TOLERANCE = 0.015
@@ -152,26 +152,6 @@ def cpu_class(flags) -> str:
     if "avx2" in flags:
         return "avx2-vnni" if "avx_vnni" in flags else "avx2"
     return "other"
-
-
-def git_commit(folder: Path) -> str:
-    """The checkout's commit, ``+dirty`` when files differ from it; "" outside git."""
-    try:
-        sha = subprocess.run(
-            ["git", "-C", str(folder), "rev-parse", "--short=12", "HEAD"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "-C", str(folder), "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return ""
-    return sha + ("+dirty" if dirty else "")
 
 
 # -- the run's cells beside its reports -----------------------------------------------------

@@ -57,15 +57,16 @@ def effective_settings(config: dict) -> dict:
 
 
 @functools.cache
-def git_commit() -> str:
-    """The checkout's commit (with ``-dirty`` when it has changes), asked of git once a
-    process: an eval logs a hundred runs."""
+def git_commit(folder: Path = PROJECT) -> str:
+    """The commit of the checkout at ``folder`` (with ``-dirty`` when it has changes), asked
+    of git once a process: an eval logs a hundred runs and writes a ledger; "unknown"
+    outside git."""
     try:
         out = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=PROJECT, capture_output=True, text=True, timeout=5
+            ["git", "rev-parse", "HEAD"], cwd=folder, capture_output=True, text=True, timeout=5
         )
         dirty = subprocess.run(
-            ["git", "status", "--porcelain"], cwd=PROJECT, capture_output=True, text=True, timeout=5
+            ["git", "status", "--porcelain"], cwd=folder, capture_output=True, text=True, timeout=5
         )
         return (
             out.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
