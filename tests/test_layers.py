@@ -58,3 +58,37 @@ def test_the_memkit_command_loads_the_service_commands_without_the_app():
         "print(sorted(m for m in app if m in sys.modules))"
     )
     assert fresh_interpreter(probe)[-1] == "[]"
+
+
+def memkit_imports(path: Path) -> list[tuple[str, bool]]:
+    """The memkit modules a file imports, each with whether the import is inside a function."""
+    import ast
+
+    tree = ast.parse(path.read_text())
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("memkit"):
+            found.append(node.module)
+        elif isinstance(node, ast.Import):
+            found += [a.name for a in node.names if a.name.startswith("memkit")]
+    inner = set()
+    for fn in ast.walk(tree):
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for node in ast.walk(fn):
+                if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("memkit"):
+                    inner.add(node.module)
+    return [(m, m in inner) for m in found]
+
+
+# What a language pack may read besides itself: the word and time tables it is built on
+# (memkit.text's tokenizer and stemmer, memkit.timeref's calendar words) and the errors.
+LANGUAGE_MAY_IMPORT = ("memkit.language", "memkit.text", "memkit.timeref", "memkit.errors")
+
+
+def test_a_language_pack_imports_nothing_above_it():
+    files = sorted((Path(memkit.__file__).parent / "language").rglob("*.py"))
+    assert files
+    for path in files:
+        for module, in_function in memkit_imports(path):
+            assert module.startswith(LANGUAGE_MAY_IMPORT), f"{path.name} imports {module}"
+            assert not in_function, f"{path.name} imports {module} inside a function"

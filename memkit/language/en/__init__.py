@@ -1,0 +1,8 @@
+"""The English pack: the tables memkit reads English questions with (memkit/language/en/)."""
+
+from memkit.language.en.questions import KINDS, LISTS, NEEDS
+from memkit.language.tables import Language
+
+ENGLISH = Language(code="en", name="English", kinds=KINDS, lists=LISTS, needs=NEEDS)
+
+__all__ = ["ENGLISH"]

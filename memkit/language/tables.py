@@ -1,0 +1,140 @@
+"""The shapes a language pack is made of: rules whose rows carry the texts they must read
+and the near misses they must not, tables of them, and the pack (``Language``).
+
+A row is data a reader can check by eye: its pattern, why it is there (``note``), and the
+examples it exists for beside the counterexamples it must leave alone. ``validate`` runs
+them all; a change to a row that breaks one of its own examples fails the language test
+(tests/test_language.py) before any suite runs.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+__all__ = ["Language", "Need", "Rule", "Table", "examples_of", "validate"]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One pattern with the texts it exists for (``examples``: it must find something in
+    each) and the near misses it must not read (``counterexamples``)."""
+
+    name: str
+    pattern: re.Pattern
+    examples: tuple[str, ...] = ()
+    counterexamples: tuple[str, ...] = ()
+    note: str = ""
+
+    def search(self, text: str) -> re.Match | None:
+        return self.pattern.search(text)
+
+    def problems(self) -> list[str]:
+        out = [
+            f"{self.name}: does not read its example {t!r}"
+            for t in self.examples
+            if not self.search(t)
+        ]
+        out += [
+            f"{self.name}: reads its counterexample {t!r}"
+            for t in self.counterexamples
+            if self.search(t)
+        ]
+        if not self.examples:
+            out.append(f"{self.name}: has no example")
+        return out
+
+
+@dataclass(frozen=True)
+class Table:
+    """Rules tried in order; the first that finds something names the text (``first``).
+    An example of a row must be named by that row (not by one above it)."""
+
+    name: str
+    rows: tuple[Rule, ...]
+    otherwise: str | None = None  # the name of a text no row reads
+
+    def first(self, text: str) -> str | None:
+        return next((r.name for r in self.rows if r.search(text)), self.otherwise)
+
+    def problems(self) -> list[str]:
+        out = []
+        for r in self.rows:
+            out += [f"{self.name}.{p}" for p in r.problems()]
+            out += [
+                f"{self.name}.{r.name}: its example {t!r} is read as {self.first(t)!r}"
+                for t in r.examples
+                if r.search(t) and self.first(t) != r.name
+            ]
+        names = [r.name for r in self.rows]
+        out += [f"{self.name}: row {n!r} twice" for n in set(names) if names.count(n) > 1]
+        return out
+
+
+@dataclass(frozen=True)
+class Need:
+    """What a question asks for that a sentence must hold to answer it: ``asked`` reads the
+    question; ``holds(question, sentence)`` says whether the sentence holds it; ``missing``
+    is how a decline names what is missing (a format string of the question's match's
+    groups: ``"who {0} is"``). ``held`` and ``lacking`` are (question,
+    sentence) pairs the check must get right."""
+
+    missing: str
+    asked: Rule
+    holds: Callable[[str, str], bool]
+    held: tuple[tuple[str, str], ...] = ()
+    lacking: tuple[tuple[str, str], ...] = ()
+
+    def problems(self, language: "Language") -> list[str]:
+        name = f"needs.{self.asked.name}"
+        out = [f"needs.{p}" for p in self.asked.problems()]
+        for question, sentence in self.held:
+            got = language.lacks(question, sentence)
+            if got is not None:
+                out.append(f"{name}: {sentence!r} answers {question!r}, read as lacking {got!r}")
+        for question, sentence in self.lacking:
+            if language.lacks(question, sentence) is None:
+                out.append(f"{name}: {sentence!r} does not answer {question!r}, read as holding it")
+        return out
+
+
+@dataclass(frozen=True)
+class Language:
+    """A language's pack: the tables memkit reads its questions with."""
+
+    code: str
+    name: str
+    kinds: Table
+    lists: Rule
+    needs: tuple[Need, ...] = field(default=())
+
+    def kind(self, question: str) -> str:
+        """The kind of answer a question asks for (the first row of ``kinds`` it matches)."""
+        return self.kinds.first(question) or "what"
+
+    def wants_list(self, question: str) -> bool:
+        return bool(self.lists.search(question))
+
+    def lacks(self, question: str, sentence: str) -> str | None:
+        """What the question needs and ``sentence`` does not hold (the first need the
+        question asks for decides), or None."""
+        for need in self.needs:
+            m = need.asked.search(question)
+            if m:
+                return None if need.holds(question, sentence) else need.missing.format(*m.groups())
+        return None
+
+
+def validate(language: Language) -> list[str]:
+    """Every row's examples and counterexamples, run: the problems found (none: valid)."""
+    out = [p for p in language.kinds.problems()]
+    out += [f"lists.{p}" for p in language.lists.problems()]
+    for need in language.needs:
+        out += need.problems(language)
+    return out
+
+
+def examples_of(rows: Sequence[Rule]) -> list[tuple[str, str]]:
+    """(row name, example) of every row: what a parametrized test runs."""
+    return [(r.name, t) for r in rows for t in r.examples]

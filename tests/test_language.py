@@ -1,0 +1,99 @@
+"""The language packs: every row of every registered pack reads its examples and leaves its
+counterexamples alone (memkit.language.validate), and the pack is what the writer reads."""
+
+import re
+
+import pytest
+
+from memkit.language import (
+    ENGLISH,
+    Language,
+    Need,
+    Rule,
+    Table,
+    examples_of,
+    get_language,
+    languages,
+    register,
+    validate,
+)
+
+PACKS = [get_language(code) for code in languages()]
+
+
+@pytest.mark.parametrize("pack", PACKS, ids=lambda p: p.code)
+def test_every_row_of_every_pack_reads_its_examples_and_not_its_counterexamples(pack):
+    assert validate(pack) == []
+
+
+@pytest.mark.parametrize("kind,example", examples_of(ENGLISH.kinds.rows))
+def test_each_kind_example_is_read_as_its_row(kind, example):
+    assert ENGLISH.kind(example) == kind
+
+
+def test_a_question_no_row_reads_is_a_what_question():
+    assert ENGLISH.kind("What colour is the jacket?") == "what"
+
+
+def test_a_broken_row_is_caught_by_its_own_examples():
+    # a "where" row that also reads "anywhere", and a "who" row placed after a row that
+    # takes its example: both fail validation, naming the row and the text
+    loose = Rule("where", re.compile(r"where", re.I), ("Where is it?",), ("Is there anywhere?",))
+    who = Rule("who", re.compile(r"\bwho\b", re.I), ("Who is it?",))
+    greedy = Rule("any", re.compile(r"\bis\b", re.I), ("Is it?",))
+    pack = Language("xx", "test", Table("kinds", (loose, greedy, who)), ENGLISH.lists)
+    problems = validate(pack)
+    assert any("where: reads its counterexample 'Is there anywhere?'" in p for p in problems)
+    assert any("who: its example 'Who is it?' is read as 'any'" in p for p in problems)
+
+
+def test_a_need_whose_check_disagrees_with_its_pairs_is_caught():
+    asked = Rule("weight", re.compile(r"\bhow heavy\b", re.I), ("How heavy is it?",))
+    need = Need(
+        "the weight",
+        asked,
+        lambda q, s: "kg" in s,
+        held=(("How heavy is it?", "It weighs eight kilos"),),
+    )
+    pack = Language("xx", "test", ENGLISH.kinds, ENGLISH.lists, (need,))
+    assert validate(pack) == [
+        "needs.weight: 'It weighs eight kilos' answers 'How heavy is it?',"
+        " read as lacking 'the weight'"
+    ]
+
+
+def test_unknown_language_names_the_packs_there_are():
+    with pytest.raises(ValueError, match=r"no pack for 'zz' \(packs: .*en"):
+        get_language("zz")
+
+
+def test_a_registered_pack_is_what_the_question_functions_read():
+    from memkit.answer.questions import lacks_what_is_asked, question_type, wants_list
+
+    toy = Language(
+        "xx",
+        "toy",
+        Table("kinds", (Rule("when", re.compile(r"\bwann\b", re.I), ("Wann ist das Konzert?",)),)),
+        Rule("lists", re.compile(r"\bwelche \w+\b", re.I), ("Welche Bücher lasen sie?",)),
+        (
+            Need(
+                "die Zahl",
+                Rule("zahl", re.compile(r"\bwie viele\b", re.I), ("Wie viele Karten?",)),
+                lambda q, s: bool(re.search(r"\d", s)),
+                held=(("Wie viele Karten?", "Wir haben 2 Karten"),),
+                lacking=(("Wie viele Karten?", "Wir haben Karten"),),
+            ),
+        ),
+    )
+    register("xx", toy)
+    try:
+        assert validate(get_language("xx")) == []
+        assert question_type("Wann ist das Konzert?", get_language("xx")) == "when"
+        assert question_type("When is the gig?", get_language("xx")) == "what"
+        assert wants_list("Welche Bücher lasen sie?", toy)
+        assert lacks_what_is_asked("Wie viele Karten?", "Wir haben Karten", toy) == "die Zahl"
+        assert lacks_what_is_asked("How much were they?", "no price here") == "how much"
+    finally:
+        from memkit import language
+
+        language._PACKS.pop("xx", None)
