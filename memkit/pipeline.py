@@ -17,6 +17,9 @@ after = 1
                      # (default: no gate)
 min_probability = 0.02
 min_similarity = 0.25
+[ranking]            # the ranking steps, in order (memkit.ranking; default: those
+                     # [reader] and changed_facts turn on)
+steps = ["relevance", "replies"]
 [calibration]        # scores to probabilities (memkit.calibration; by default the
                      # learned ranker's own)
 a = 1.0
@@ -41,17 +44,23 @@ next question. The steps, in order:
    by their weighted mean, other scores by min-max. A question naming a time window keeps
    the posts of those days (posted then, or saying something happened then); one naming
    only a window lists its posts.
-3. **Gate**: nothing was found when the best probability is below ``min_probability``, or
-   when no item matched a query term and the best cosine is below ``min_similarity`` (a
-   post whose cosine reaches ``sure_similarity`` is found whatever its probability); then
-   no items and the answerer's fallback. The gate keeps or drops the whole ranking, so a
-   query that finds something gets exactly the ranking ``memkit eval`` scores.
+3. **Rank**: the ranking steps (memkit.ranking; ``[ranking] steps``), in order, each given
+   the ``Question`` read once: the reader, the gate, changed facts, replies. The gate:
+   nothing was found when the best probability is below ``min_probability``, or when no
+   item matched a query term and the best cosine is below ``min_similarity`` (a post whose
+   cosine reaches ``sure_similarity`` is found whatever its probability); then no items and
+   the answerer's fallback. The gate keeps or drops the whole ranking, so a query that
+   finds something gets exactly the ranking ``memkit eval`` scores.
 4. **Cut** items below ``min_score`` (the request's, else the config's), then the top ``k``.
-5. **Answer** from the items (memkit.answer).
+5. **Write** the answer from the items (memkit.answer), and **record** the ``Turn``.
+
+The question is read once (``Question``) and read again only when retrieval reads it
+otherwise: a follow-up whose first posts do not tie it to its topic is a new topic.
 
 ``query`` is ``ask`` with the history kept in memory (notebooks, the eval harness);
 ``search`` answers independent queries in a batch (what eval does for most datasets),
-asking those that name a time window one by one as ``ask`` does.
+asking those that name a time window one by one as ``ask`` does; it runs the same ranking
+steps through the same code (``memkit.ranking.Ranked.batch`` says how it differs).
 
 Encoder: with an ``[encoder]`` section, ``fit`` first resolves the model (training what
 the cache does not hold yet, see memkit.training.EncoderStage) and gives it to every dense
@@ -273,6 +282,8 @@ class Pipeline:
         self.conversations = conversations or ConversationStore(
             idle_expiry=timedelta(minutes=idle) if idle else timedelta(minutes=30)
         )
+        if self.ranking is not None:
+            build_steps(self.ranking, self)  # a name no step has is an error here, not later
 
     @classmethod
     def from_config(
