@@ -359,7 +359,9 @@ class Pipeline:
                 self.sure_similarity,
             )
         )
-        for step in self.steps:  # replies, and a gate with no bounds, change no scores
+        # replies go unnamed (as they always have: the ledger's stages stay as they are),
+        # and so does a gate with no bounds (it only finds an empty ranking empty)
+        for step in self.steps:
             label = {
                 "reader": "reader",
                 "relevance": "relevance gate" if gated else None,
