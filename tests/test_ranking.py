@@ -165,3 +165,22 @@ def test_a_ranked_question_says_what_settles_it():
     assert Ranked(run, reply="r").settled_by == "r"
     assert not Ranked(run, relevant=False).open and Ranked(run, relevant=False, batch=True).open
     assert not Ranked(run, listing=True, batch=True).open
+
+
+def test_the_steps_see_the_question_as_it_was_searched():
+    """A follow-up whose first posts do not tie it to its topic is searched as a new topic;
+    the question is read again then, so the steps (and the result) see what was searched:
+    "When is the first honey?", after questions about Aisha's bees, was searched alone, and
+    the question the pipeline returned still leaned on "Aisha's allotment bees"."""
+    from memkit.evaluation.walks import ASKED, WALKS, served_pipeline, walk_events
+
+    stem = "allotment-paper-boats-girona"
+    events = walk_events(WALKS / f"{stem}-posts.txt")
+    people = list(dict.fromkeys(events["user_id"].to_list()))
+    p = served_pipeline().fit(events)
+    for line in (WALKS / f"{stem}-questions.txt").read_text().splitlines()[:7]:
+        text = line.split("|", 1)[0]
+        res = p.query(text, user_id="w", floor_ids=["f"], now=ASKED, k=3, authors=people)
+        assert res.question.read_as == res.effective_query
+        assert res.question.reading.effective_query == res.effective_query
+    assert text == "When is the first honey?" and res.carried.kind == "new"
