@@ -463,6 +463,18 @@ class ReaderSpec(Table):
     model: Str | None = None  # a folder with reader-int8.onnx (None: the packaged model)
 
 
+class RankingSpec(Table):
+    """The ranking steps between retrieval and the cut, in order (memkit/ranking): the
+    built-in ``reader``, ``relevance``, ``changed_facts`` and ``replies``, or a step
+    registered at run time (``memkit.ranking.register_step``). Without this table a config
+    runs those its ``[reader]`` and ``changed_facts`` turn on (``reader``, ``relevance``,
+    ``changed_facts``, ``replies``, in that order); a list names ``reader`` exactly when
+    the config has a ``[reader]`` and ``changed_facts`` exactly when it is true, so the two
+    never disagree."""
+
+    steps: list[Str]
+
+
 SECTIONS = {  # the config's tables, each a spec a builder takes
     "retriever": RetrieverSpec,
     "contextualizer": ContextualizerSpec,
@@ -472,6 +484,7 @@ SECTIONS = {  # the config's tables, each a spec a builder takes
     "encoder": EncoderSpec,
     "calibration": CalibrationSpec,
     "reader": ReaderSpec,
+    "ranking": RankingSpec,
 }
 
 
@@ -493,6 +506,7 @@ class Config(Table):
     encoder: EncoderSpec | None = None
     calibration: CalibrationSpec | None = None
     reader: ReaderSpec | None = None
+    ranking: RankingSpec | None = None
     k: Int = 10
     # Stages after the retriever are off unless a config names them, so that a config of a
     # retriever alone (bm25.toml) scores that retriever and nothing else.
@@ -627,10 +641,38 @@ def validate_config(config: Any) -> Config:
     TOML path. A part of a kind registered at run time is checked by its class when it is
     built (``Registered``)."""
     try:
-        return Config.model_validate(config)
+        checked = Config.model_validate(config)
     except PydanticError as exc:
         field, message = _explain(exc.errors()[0], config)
         raise ValidationError(field, message) from None
+    _check_steps(checked)
+    return checked
+
+
+def _check_steps(config: Config) -> None:
+    """``[ranking] steps``: known names (built in or registered at run time), each once,
+    and the reader and changed facts listed exactly when the config turns them on."""
+    if config.ranking is None:
+        return
+    from memkit.ranking.registry import known_steps
+
+    steps, known = config.ranking.steps, known_steps()
+    for i, name in enumerate(steps):
+        if name not in known:
+            raise ValidationError(
+                f"ranking.steps.{i}",
+                f"expected one of {', '.join(known)} or a registered step, got {name!r}",
+            )
+        if name in steps[:i]:
+            raise ValidationError(f"ranking.steps.{i}", f"{name!r} is listed twice")
+    for name, on, by in (
+        ("reader", config.reader is not None, "a [reader] table"),
+        ("changed_facts", config.changed_facts, "changed_facts = true"),
+    ):
+        if on and name not in steps:
+            raise ValidationError("ranking.steps", f"leaves out {name!r}, which {by} turns on")
+        if name in steps and not on:
+            raise ValidationError("ranking.steps", f"lists {name!r}, which needs {by}")
 
 
 def _path(loc: tuple, data: Any) -> list[str]:

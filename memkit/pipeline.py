@@ -17,6 +17,9 @@ after = 1
                      # (default: no gate)
 min_probability = 0.02
 min_similarity = 0.25
+[ranking]            # the ranking steps, in order (memkit.ranking; default: those
+                     # [reader] and changed_facts turn on)
+steps = ["relevance", "replies"]
 [calibration]        # scores to probabilities (memkit.calibration; by default the
                      # learned ranker's own)
 a = 1.0
@@ -41,17 +44,23 @@ next question. The steps, in order:
    by their weighted mean, other scores by min-max. A question naming a time window keeps
    the posts of those days (posted then, or saying something happened then); one naming
    only a window lists its posts.
-3. **Gate**: nothing was found when the best probability is below ``min_probability``, or
-   when no item matched a query term and the best cosine is below ``min_similarity`` (a
-   post whose cosine reaches ``sure_similarity`` is found whatever its probability); then
-   no items and the answerer's fallback. The gate keeps or drops the whole ranking, so a
-   query that finds something gets exactly the ranking ``memkit eval`` scores.
+3. **Rank**: the ranking steps (memkit.ranking; ``[ranking] steps``), in order, each given
+   the ``Question`` read once: the reader, the gate, changed facts, replies. The gate:
+   nothing was found when the best probability is below ``min_probability``, or when no
+   item matched a query term and the best cosine is below ``min_similarity`` (a post whose
+   cosine reaches ``sure_similarity`` is found whatever its probability); then no items and
+   the answerer's fallback. The gate keeps or drops the whole ranking, so a query that
+   finds something gets exactly the ranking ``memkit eval`` scores.
 4. **Cut** items below ``min_score`` (the request's, else the config's), then the top ``k``.
-5. **Answer** from the items (memkit.answer).
+5. **Write** the answer from the items (memkit.answer), and **record** the ``Turn``.
+
+The question is read once (``Question``) and read again only when retrieval reads it
+otherwise: a follow-up whose first posts do not tie it to its topic is a new topic.
 
 ``query`` is ``ask`` with the history kept in memory (notebooks, the eval harness);
 ``search`` answers independent queries in a batch (what eval does for most datasets),
-asking those that name a time window one by one as ``ask`` does.
+asking those that name a time window one by one as ``ask`` does; it runs the same ranking
+steps through the same code (``memkit.ranking.Ranked.batch`` says how it differs).
 
 Encoder: with an ``[encoder]`` section, ``fit`` first resolves the model (training what
 the cache does not hold yet, see memkit.training.EncoderStage) and gives it to every dense
@@ -72,15 +81,11 @@ import polars as pl
 
 from memkit.answer import Answer, Asked, Evidence, build_answerer
 from memkit.answer.base import speaker
-from memkit.answer.questions import base_forms, lacks_what_is_asked, question_type
+from memkit.answer.questions import base_forms, lacks_what_is_asked
 from memkit.calibration import Calibration
 from memkit.changes import (
     ASKS_CHANGE,
     CHANGED,
-    changed_fact,
-    newest_first,
-    settles,
-    stated_change_first,
     to_top,
 )
 from memkit.config import CONFIG_DIR, load_checked
@@ -103,8 +108,8 @@ from memkit.conversation import (
 )
 from memkit.items import Item, ItemSource, Posts
 from memkit.question import Question
+from memkit.ranking import Ranked, Step, build_steps, default_steps, run_steps
 from memkit.reader import ReaderStage
-from memkit.replies import reply_first
 from memkit.representation import Representation
 from memkit.retrievers import (
     DenseRetriever,
@@ -233,6 +238,7 @@ class Pipeline:
         encoder_fixed: bool = False,
         reader: ReaderStage | None = None,
         changed_facts: bool = False,
+        steps: Sequence | None = None,
     ):
         self.retriever = retriever
         self.reader = reader  # reads a question's first posts, re-orders them, decides
@@ -262,7 +268,11 @@ class Pipeline:
         )
         self.min_score = min_score  # items below it are not returned
         self.time_windows = time_windows
-        self.changed_facts = changed_facts  # a later post saying a plan moved goes first
+        # the ranking steps (memkit.ranking), names or step objects; None: those the
+        # reader and ``changed_facts`` turn on (``default_steps``), read when asked
+        self.ranking = list(steps) if steps is not None else None
+        # a later post saying a plan moved goes first
+        self.changed_facts = changed_facts or "changed_facts" in (self.ranking or ())
         self.replaced: dict[str, tuple[str, str]] = {}  # the last ``search``'s changed facts
         self.posts: ItemSource = posts if posts is not None else Posts()
         self.k = k
@@ -272,6 +282,8 @@ class Pipeline:
         self.conversations = conversations or ConversationStore(
             idle_expiry=timedelta(minutes=idle) if idle else timedelta(minutes=30)
         )
+        if self.ranking is not None:
+            build_steps(self.ranking, self)  # a name no step has is an error here, not later
 
     @classmethod
     def from_config(
@@ -319,6 +331,7 @@ class Pipeline:
             changed_facts=checked.changed_facts,
             encoder_fixed=encoder is not None,
             reader=ReaderStage.from_config(checked.reader) if reader else None,
+            steps=checked.ranking.steps if checked.ranking is not None else None,
             **bounds,
         )
 
@@ -337,9 +350,7 @@ class Pipeline:
             names.append("time windows")
         if isinstance(self.retriever, LearnedRetriever):
             names.append("learned ranker")
-        if self.reader is not None:
-            names.append("reader")
-        if any(
+        gated = any(
             bound is not None
             for bound in (
                 self.min_similarity,
@@ -347,10 +358,18 @@ class Pipeline:
                 self.min_score,
                 self.sure_similarity,
             )
-        ):
-            names.append("relevance gate")
-        if self.changed_facts:
-            names.append("changed facts")
+        )
+        # replies go unnamed (as they always have: the ledger's stages stay as they are),
+        # and so does a gate with no bounds (it only finds an empty ranking empty)
+        for step in self.steps:
+            label = {
+                "reader": "reader",
+                "relevance": "relevance gate" if gated else None,
+                "changed_facts": "changed facts",
+                "replies": None,
+            }.get(step.name, step.name)
+            if label is not None:
+                names.append(label)
         if (self.config or {}).get("answer"):
             names.append(f"answers ({self.config['answer'].get('type', 'extractive')})")
         return names
@@ -374,7 +393,27 @@ class Pipeline:
             "representation": self.representation.params() if self.representation else None,
             **({"encoder": self.encoder_stage.params()} if self.encoder_stage else {}),
             **({"reader": self.reader.params()} if self.reader else {}),
+            **({"ranking": {"steps": self.step_names()}} if self.ranking is not None else {}),
         }
+
+    # -- the ranking steps --------------------------------------------------------------
+    def step_names(self) -> list[str]:
+        """The names of the ranking steps, in order (memkit.ranking)."""
+        return [step.name for step in self.steps]
+
+    @property
+    def steps(self) -> list[Step]:
+        """The ranking steps a question's ranking goes through, in order: the config's
+        ``[ranking] steps``, else those its reader and ``changed_facts`` turn on. Without a
+        reader (``from_config(reader=False)``) there is no reader step."""
+        names = (
+            self.ranking
+            if self.ranking is not None
+            else default_steps(self.reader is not None, self.changed_facts)
+        )
+        if self.reader is None:
+            names = [s for s in names if s != "reader"]
+        return build_steps(names, self)
 
     # -- the encoder ------------------------------------------------------------------
     def use_encoder(self, name: str, fixed: bool = True) -> "Pipeline":
@@ -506,24 +545,77 @@ class Pipeline:
         return pl.concat(runs) if runs else pl.DataFrame(schema=RUN_SCHEMA)
 
     def ask(self, req: Query) -> QueryResult:
-        """One question: read against the user's earlier turns (``req.history``) and its
-        time words, searched, scored, checked for relevance, cut, answered. Nothing is
-        stored: the result's ``turn`` is what the caller keeps for the next question."""
-        window = question_window(req.query, req.now) if self.time_windows else None
+        """One question: read (against the user's earlier turns, ``req.history``, and its
+        time words), retrieved, ranked (the ranking steps, in order: memkit.ranking), cut,
+        written, recorded. Nothing is stored: the result's ``turn`` is what the caller keeps
+        for the next question."""
         authors = list(req.authors) if req.authors is not None else None
+        window = question_window(req.query, req.now) if self.time_windows else None
         reading = self.contextualizer.read(req.query, req.history, window, names=authors or ())
         question = Question.read(req.query, reading)
-        f = req.filters if req.filters is not None else Filters()
-        if req.floor_ids is not None:
-            f = f.with_floors(req.floor_ids)
         k = req.k or self.k
         # The writer reads as many posts at any k ("k": 3 asks for three items, not for an
         # answer from three posts): they are searched for, and the items are the top k and
         # any post it quoted below them.
         reads = max(k, self.answerer_reads) if req.summary else k
         # the posts this question looks at, read from the store once: the topic check, the
-        # follow-up's last answer, the reader, the changed-fact check and the answer
+        # follow-up's last answer, the steps and the answer
         posts = read_once(self.posts.items)
+        ranked, reading = self._retrieved(req, reading, authors, reads, posts)
+        if reading is not question.reading:  # a follow-up its posts read as a new topic
+            question = Question.read(req.query, reading)
+        ranked = run_steps(self.steps, ranked, question, posts)
+        shown = self._cut(ranked, req.min_score, k, reads)
+        scores = dict(
+            zip(
+                shown["event_id"].to_list(),
+                zip(shown["score"].to_list(), shown["match_type"].to_list()),
+            )
+        )
+        read_items = [it.scored(*scores[it.event_id]) for it in posts(shown["event_id"].to_list())]
+        decided = ranked.decided and self.reader is not None and self.reader.overrule_writer
+        written = self.answerer.write(
+            Asked(
+                req.query,
+                summary=req.summary,
+                authors=authors,
+                reading=reading,
+                listing=ranked.listing,
+            ),
+            Evidence(
+                read_items,
+                found=ranked.run.height if ranked.listing else None,
+                ranked=ranked.listing and not ranked.window_only,
+                decided=decided,
+                settled=bool(read_items)
+                and ranked.settled_by is not None
+                and read_items[0].event_id == ranked.settled_by,
+            ),
+        )
+        items = _items(written, read_items, ranked.listing, k)
+        return QueryResult(
+            query=req.query,
+            effective_query=reading.effective_query,
+            run=ranked.run,
+            relevant=ranked.relevant,
+            items=items,
+            written=written,
+            carried=_carried(reading),
+            turn=_turn(req, reading, written, items),
+            history=len(req.history),
+            question=question,
+        )
+
+    def _retrieved(
+        self, req: Query, reading: Reading, authors, reads: int, posts
+    ) -> tuple[Ranked, Reading]:
+        """A question's ranking before the steps, and the reading it was searched with: the
+        posts of the time window it names only, else its readings searched and fused (kept
+        to the days it names when any post of them is found). A follow-up whose first posts
+        do not tie it to its topic comes back read as a new topic (``_retrieve``)."""
+        f = req.filters if req.filters is not None else Filters()
+        if req.floor_ids is not None:
+            f = f.with_floors(req.floor_ids)
         # A question that names only a time window ("What happened last May?", or "What
         # happened?" with a time filter) asks for the posts of those days.
         filtered = f.time_from is not None or f.time_to is not None
@@ -577,124 +669,27 @@ class Pipeline:
                     )
         # "What was the band up to in April?": the posts of those days are the answer.
         listing = window_only or (reading.window is not None and asks_what_happened(req.query))
-        read = (
-            not listing
-            and reading.kind != "unresolved"
-            and self.reader is not None
-            and self.reader.applies(question)
-        )
-        if read:  # the reader decides: which post first, and whether any answers
-            question = Question.read(req.query, reading)  # the reading may have changed topic
-            run = self.reader.rerank(question.read_as, run, posts)
-            relevant = self.reader.answers(run)
-        else:
-            relevant = (
-                listing and run.height > 0 or self.relevant(run, reading.effective_query, best)
-            )
-        if not relevant and not read:
-            run = run.clear()
-        change = (
-            self._changed_fact(run, posts, question.kind, req.query)
-            if relevant and not listing and settles(question.kind)
-            else None
-        )
-        if change:
-            run = newest_first(run, change)
-        elif relevant and not listing and self.changed_facts:
-            run = stated_change_first(run, posts, req.query)
-        reply = None  # "Ines, can Pepper come to the gig?": Ines's reply answers
-        if relevant and not listing and not change and run.height:
-            replied = reply_first(run, posts, kind=question.kind, query=req.query)
-            if replied["event_id"][0] != run["event_id"][0]:
-                run, reply = replied, replied["event_id"][0]
-        # When the reader finds no post likely to answer, the ranking is kept (eval scores it;
-        # the declines are counted apart) but nothing is shown: the answer says so.
-        floor = req.min_score if req.min_score is not None else self.min_score
-        to_read = k if listing else reads  # a listing shows the posts of its days: k of them
+        return Ranked(run, best=best, listing=listing, window_only=window_only), reading
+
+    def _cut(self, ranked: Ranked, min_score: float | None, k: int, reads: int) -> pl.DataFrame:
+        """What the writer reads of a ranked question: nothing when nothing was found (when
+        the reader finds no post likely to answer, the ranking is kept, as eval scores it,
+        but nothing is shown: the answer says so); else the first ``reads`` (a listing: its
+        first ``k``) at or above ``min_score`` (the request's, else the config's; a window's
+        posts all), less the post a changed fact replaced."""
+        run = ranked.run
+        floor = min_score if min_score is not None else self.min_score
+        to_read = k if ranked.listing else reads  # a listing shows the posts of its days: k
         shown = (
             run.clear()
-            if not relevant
+            if not ranked.relevant
             else run.head(to_read)
-            if floor is None or window_only
+            if floor is None or ranked.window_only
             else run.filter(pl.col("score") >= floor).head(to_read)
         )
-        if change:  # the date a newer post replaced is not shown
-            shown = shown.filter(pl.col("event_id") != change[1])
-        scores = dict(
-            zip(
-                shown["event_id"].to_list(),
-                zip(shown["score"].to_list(), shown["match_type"].to_list()),
-            )
-        )
-        read_items = [it.scored(*scores[it.event_id]) for it in posts(shown["event_id"].to_list())]
-        written = self.answerer.write(
-            Asked(
-                req.query,
-                summary=req.summary,
-                authors=authors,
-                reading=reading,
-                listing=listing,
-            ),
-            Evidence(
-                read_items,
-                found=run.height if listing else None,
-                ranked=listing and not window_only,
-                decided=read and self.reader.overrule_writer,
-                settled=bool(read_items)
-                and read_items[0].event_id
-                in ((change[0],) if change else (reply,) if reply else ()),
-            ),
-        )
-        quoted = set(written.quoted)
-        if written.declined and not listing:
-            # Nothing found answers it: no items (INTERFACE.md), but for the closest post
-            # when the decline names it ("the closest post is Omar's, and it does not say
-            # the number"). The ranking is kept in ``run`` (eval scores it).
-            items = [i for i in read_items if i.event_id == written.closest]
-        else:  # the top k, less the lowest where a quoted post below them takes its place
-            cited = [i for i in read_items if i.event_id in quoted][:k]
-            rest = [i for i in read_items[:k] if i.event_id not in quoted][: k - len(cited)]
-            kept = {i.event_id for i in cited + rest}
-            items = [i for i in read_items if i.event_id in kept]
-        # what a bare follow-up ("how much were they?") refers to: the sentences the answer
-        # quoted, then the rest of what it showed of their posts ("Got two tickets!! £355 each")
-        sentences = [q["sentence"] for q in written.quotes if q.get("sentence")]
-        sentences += [q["shown"] for q in written.quotes if q.get("shown")]
-        answer_words = list(
-            dict.fromkeys(
-                w for w in content_words(" ".join(sentences)) if w not in set(reading.own_words)
-            )
-        )
-        turn = Turn(
-            query=req.query,
-            effective_query=reading.effective_query,
-            event_ids=[i.event_id for i in items],
-            answer=written.text,
-            # a decline that names the closest post showed it: a follow-up asking something
-            # new of the topic looks past it, as past a quoted post ("What does the
-            # allotment cost?" declined on the shed's break-in, then "What ate her carrots?")
-            quoted=written.quoted or ([written.closest] if written.closest else []),
-            words=reading.own_words,
-            answer_words=answer_words,
-            people=list(
-                dict.fromkeys(filter(None, (speaker(i) for i in items if i.event_id in quoted)))
-            ),
-            window=reading.days,
-            topic=reading.topic,
-            time=req.now or datetime.now(timezone.utc),
-        )
-        return QueryResult(
-            query=req.query,
-            effective_query=reading.effective_query,
-            run=run,
-            relevant=relevant,
-            items=items,
-            written=written,
-            carried=_carried(reading),
-            turn=turn,
-            history=len(req.history),
-            question=question,
-        )
+        if ranked.change:  # the date a newer post replaced is not shown
+            shown = shown.filter(pl.col("event_id") != ranked.change[1])
+        return shown
 
     def query(
         self,
@@ -734,35 +729,23 @@ class Pipeline:
 
     # -- the steps of a question ---------------------------------------------------------
     def _read_all(self, run: pl.DataFrame, texts: dict[str, str]) -> pl.DataFrame:
-        """Each question's ranking re-ordered by the reader (texts it reads), else with
-        the newest statement of a changed fact first (``changed_facts``), as ``ask`` does."""
+        """Each question's ranking (``texts``: the question of each id) through the ranking
+        steps, the code ``ask`` runs (``Ranked.batch``: no gate, eval judges each ranking
+        itself with ``relevant``). A pipeline whose only steps are the gate and replies (a
+        retriever's config: bm25, hybrid, ...) is scored on the ranking its retriever gives,
+        as it has always been."""
         self.replaced = {}  # query id -> (newer post, the post it replaced): eval's answers
-        if (self.reader is None and not self.changed_facts) or run.height == 0:
+        steps = self.steps
+        if run.height == 0 or all(step.name in ("relevance", "replies") for step in steps):
             return run
         parts = []
         for (qid,), part in run.group_by("query_id", maintain_order=True):
             text, posts = texts.get(qid, ""), read_once(self.posts.items)
-            if self.reader is not None and self.reader.applies(text):
-                part = self.reader.rerank(text, part, posts)
-            kind = question_type(text)
-            change = self._changed_fact(part, posts, kind, text) if settles(kind) else None
-            if change:
-                self.replaced[qid] = change
-                part = newest_first(part, change)
-            elif self.changed_facts:
-                part = stated_change_first(part, posts, text)
-            if not change:
-                part = reply_first(part, posts, kind=kind, query=text)
-            parts.append(part)
+            ranked = run_steps(steps, Ranked(part, batch=True), Question.read(text), posts)
+            if ranked.change:
+                self.replaced[qid] = ranked.change
+            parts.append(ranked.run)
         return pl.concat(parts)
-
-    def _changed_fact(
-        self, run: pl.DataFrame, posts, kind: str, query: str
-    ) -> tuple[str, str] | None:
-        """(newer post, the post it replaces) among a question's first posts
-        (memkit.changes), when ``changed_facts`` is on; ``posts``: ids -> posts; ``kind``
-        and ``query``: the question's."""
-        return changed_fact(run, posts, kind=kind, query=query) if self.changed_facts else None
 
     def _calibrated(self, run: pl.DataFrame) -> pl.DataFrame:
         if self.calibration is None or run.height == 0:
@@ -1080,6 +1063,53 @@ def _carried(reading: Reading) -> Carried:
         words=list(reading.words),
         posts=list(reading.posts),
         window=window,
+    )
+
+
+def _items(written: Answer, read_items: list[Item], listing: bool, k: int) -> list[Item]:
+    """What a question returns of the posts its answer read."""
+    quoted = set(written.quoted)
+    if written.declined and not listing:
+        # Nothing found answers it: no items (INTERFACE.md), but for the closest post
+        # when the decline names it ("the closest post is Omar's, and it does not say
+        # the number"). The ranking is kept in ``run`` (eval scores it).
+        return [i for i in read_items if i.event_id == written.closest]
+    # the top k, less the lowest where a quoted post below them takes its place
+    cited = [i for i in read_items if i.event_id in quoted][:k]
+    rest = [i for i in read_items[:k] if i.event_id not in quoted][: k - len(cited)]
+    kept = {i.event_id for i in cited + rest}
+    return [i for i in read_items if i.event_id in kept]
+
+
+def _turn(req: Query, reading: Reading, written: Answer, items: list[Item]) -> Turn:
+    """What the conversation keeps of a question for the next one."""
+    quoted = set(written.quoted)
+    # what a bare follow-up ("how much were they?") refers to: the sentences the answer
+    # quoted, then the rest of what it showed of their posts ("Got two tickets!! £355 each")
+    sentences = [q["sentence"] for q in written.quotes if q.get("sentence")]
+    sentences += [q["shown"] for q in written.quotes if q.get("shown")]
+    answer_words = list(
+        dict.fromkeys(
+            w for w in content_words(" ".join(sentences)) if w not in set(reading.own_words)
+        )
+    )
+    return Turn(
+        query=req.query,
+        effective_query=reading.effective_query,
+        event_ids=[i.event_id for i in items],
+        answer=written.text,
+        # a decline that names the closest post showed it: a follow-up asking something
+        # new of the topic looks past it, as past a quoted post ("What does the
+        # allotment cost?" declined on the shed's break-in, then "What ate her carrots?")
+        quoted=written.quoted or ([written.closest] if written.closest else []),
+        words=reading.own_words,
+        answer_words=answer_words,
+        people=list(
+            dict.fromkeys(filter(None, (speaker(i) for i in items if i.event_id in quoted)))
+        ),
+        window=reading.days,
+        topic=reading.topic,
+        time=req.now or datetime.now(timezone.utc),
     )
 
 
