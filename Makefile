@@ -68,11 +68,13 @@ bench-retrievers: $(STAMP)
 # temporary folder; exit status 1 on any failure): writers and readers at once against 3
 # gunicorn workers, every acknowledged write then stored exactly once and found by a query;
 # then gunicorn SIGKILLed during 300 writes and restarted, no acknowledged write lost or
-# half-written. The longer runs, PostgreSQL and the floods and stalls: eval/reliability/*.py
-# and SECURITY.md.
+# half-written; both run, and the exit status is 1 if either failed. The longer runs,
+# PostgreSQL and the floods and stalls: eval/reliability/*.py and SECURITY.md.
 reliability: $(STAMP)
-	$(BIN)/python eval/reliability/concurrency.py --seconds 20 --writers 4 --readers 4
-	$(BIN)/python eval/reliability/durability.py --writes 300 --clients 8
+	@rc=0; \
+	$(BIN)/python eval/reliability/concurrency.py --seconds 20 --writers 4 --readers 4 || rc=1; \
+	$(BIN)/python eval/reliability/durability.py --writes 300 --clients 8 || rc=1; \
+	exit $$rc
 
 # Train the reader again from ../shared/training and the conversation suites (models cached
 # in ~/.cache/memkit/models/reader-*), report it held out, ship it into memkit/models/reader/
