@@ -7,7 +7,7 @@ export MLFLOW_DISABLE_TELEMETRY := true
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install test test-heavy test-all eval ledger check-ledger bench bench-retrievers serve lint notebooks reader clean
+.PHONY: install test test-heavy test-all eval ledger check-ledger bench bench-retrievers reliability serve lint notebooks reader clean
 
 # pip -qq: its errors only (its warnings here were about the machine's pip configuration,
 # an index folder that does not exist: "Location ... is ignored"); and setuptools warns on
@@ -64,11 +64,23 @@ bench: $(STAMP)
 bench-retrievers: $(STAMP)
 	$(BIN)/python eval/bench/retrievers.py
 
+# The service's correctness under load, the short form (a few minutes, SQLite, each in a
+# temporary folder; exit status 1 on any failure): writers and readers at once against 3
+# gunicorn workers, every acknowledged write then stored exactly once and found by a query;
+# then gunicorn SIGKILLed during 300 writes and restarted, no acknowledged write lost or
+# half-written; both run, and the exit status is 1 if either failed. The longer runs,
+# PostgreSQL and the floods and stalls: eval/reliability/*.py and SECURITY.md.
+reliability: $(STAMP)
+	@rc=0; \
+	$(BIN)/python eval/reliability/concurrency.py --seconds 20 --writers 4 --readers 4 || rc=1; \
+	$(BIN)/python eval/reliability/durability.py --writes 300 --clients 8 || rc=1; \
+	exit $$rc
+
 # Train the reader again from ../shared/training and the conversation suites (models cached
-# in ~/.cache/memkit/models/reader-*), report it held out, ship it and write reader.toml's
-# [reader] (eval/train_reader.py).
+# in ~/.cache/memkit/models/reader-*), report it held out, ship it into memkit/models/reader/
+# with the fusion its config reads (memkit/models/reader/fusion.json).
 reader: $(STAMP)
-	$(BIN)/python eval/train_reader.py --write
+	$(BIN)/memkit train reader --write
 
 # Lint and formatting: both must be clean (ruff's rules and line length are in pyproject.toml).
 lint: $(STAMP)

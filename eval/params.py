@@ -1,12 +1,15 @@
 """Print ``pipeline.params()`` (what a saved index's digest is made of) for every packaged
 config: built as eval builds it, with a fixed encoder as the service builds it, and after
-``use_encoder``. A change of structure leaves this output the same; run it under another
-tree to compare (it imports whichever memkit is first on the path):
+``use_encoder`` (memkit.evaluation.golden.config_params). A change of structure leaves this
+output the same; run it under another tree to compare (it imports whichever memkit is first
+on the path):
 
     .venv/bin/python eval/params.py > after.json
     (cd /tmp && PYTHONPATH=/path/to/other/tree /path/to/.venv/bin/python \\
         /path/to/eval/params.py) > before.json
     diff before.json after.json
+
+``tests/test_golden.py`` checks the served configs' against ``tests/golden/params.json``.
 """
 
 from __future__ import annotations
@@ -14,18 +17,14 @@ from __future__ import annotations
 import json
 
 from memkit.config import CONFIG_DIR
-from memkit.pipeline import Pipeline
+from memkit.evaluation.golden import config_params
 
 
 def main() -> None:
     out = {}
     for path in sorted(CONFIG_DIR.glob("*.toml")):
-        for encoder in (None, "minilm-int8"):
-            out[f"{path.name} encoder={encoder}"] = Pipeline.from_config(
-                path, encoder=encoder
-            ).params()
-        pipeline = Pipeline.from_config(path).use_encoder("minilm-int8")
-        out[f"{path.name} use_encoder"] = [pipeline.params(), pipeline.encoder_name()]
+        for key, value in config_params(path).items():
+            out[f"{path.name} {key}"] = value
     print(json.dumps(out, sort_keys=True, indent=1, default=str))
 
 

@@ -6,14 +6,16 @@ versions of the code can be compared on all of them in a minute:
     diff before.txt after.txt
 
 Each turn prints as ``[NAME N] question (want: ...) [reading] searched text`` and then the
-answer; whether it is right is the reader's call (memkit/evaluation/walks.py)."""
+answer (memkit.evaluation.golden.walk_lines); whether it is right is the reader's call
+(memkit/evaluation/walks.py). ``tests/test_golden.py`` checks them against
+``tests/golden/walks.txt``."""
 
 import argparse
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from memkit.evaluation.walks import replay, walk_names  # noqa: E402
+from memkit.evaluation.golden import walk_lines  # noqa: E402
 
 
 def main() -> None:
@@ -23,12 +25,8 @@ def main() -> None:
     )
     ap.add_argument("--config", help="TOML config (default: the served default)")
     args = ap.parse_args()
-    stems = args.stems or walk_names()
-    for stem in stems:
-        for n, turn in enumerate(replay(stem, args.config), 1):
-            print(f"[{stem} {n}] {turn['question']}  (want: {turn['want']})")
-            print(f"    [{turn['read']}] {turn['searched']}")
-            print(f"    -> {turn['answer']}")
+    for line in walk_lines(args.stems, args.config):
+        print(line)
 
 
 if __name__ == "__main__":

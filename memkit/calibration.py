@@ -3,8 +3,8 @@
 A pipeline's retriever ranks by a score of its own (the learned re-ranker's log-odds,
 BM25's sum, a cosine). With a calibration the pipeline turns it into a probability of
 relevance, ``p = 1 / (1 + exp(-(a * score + b)))`` (Platt scaling), fitted on questions
-held out from the ranker's training (``eval/train_ranker.py --calibration`` reports it
-leaving one data set out, and writes ``[calibration]`` with ``--write``). A pipeline whose
+held out from the ranker's training (``memkit train ranker --calibration`` reports it
+leaving one data set out, and writes ``[calibration]``'s file with ``--write``). A pipeline whose
 retriever is the learned re-ranker and that names no ``[calibration]`` uses the ranker's
 own logistic output (``a = 1, b = 0``): measured held out on five data sets, it is as well
 calibrated as any Platt scaling fitted leaving the set out, better on three

@@ -10,8 +10,13 @@
     memkit config-schema                    # the JSON schema of a config file
     memkit serve [--host H] [--port P] [--db URL]
     memkit app add NAME                     # an application for external user registration
-    memkit train-encoder --dataset DIR [--dataset DIR ...]   # fine-tune MiniLM on datasets' qrels
-    memkit train-encoder --events DIR       # adapt it to a dataset's posts (no labels)
+    memkit train encoder --dataset DIR [--dataset DIR ...]  # fine-tune MiniLM on datasets' qrels
+    memkit train encoder --events DIR       # adapt it to a dataset's posts (no labels)
+    memkit train encoder --report PART      # the encoder scored held out (a report)
+    memkit train ranker|answers|within|reader [--write]   # train, report held out, and with
+                                            # --write rewrite the shipped model files
+    memkit score --dataset DIR --answers FILE --run FILE   # another system on a suite
+    memkit tune [--grid W:BARE[:REPEAT],...]  # the follow-up weights on CAsT and a suite
     memkit adapt [--db URL]                 # the service: adapt to the store's posts,
                                             # re-encode, switch
 
@@ -588,7 +593,16 @@ def cmd_convert(args) -> int:
 
 
 def cmd_train_encoder(args) -> int:
-    """Train a model from dataset folders (supervised) or a dataset's events (adapted)."""
+    """Train a model from dataset folders (supervised) or a dataset's events (adapted); or,
+    with ``--report``, print the held-out figures of training (memkit.training.encoder_report)."""
+    if args.report:
+        if args.dataset or args.events:
+            from memkit.errors import ValidationError
+
+            raise ValidationError("--report", "trains its own models: drop --dataset and --events")
+        from memkit.training.encoder_report import run
+
+        return run(args)
 
     import polars as pl
 
@@ -606,7 +620,8 @@ def cmd_train_encoder(args) -> int:
 
     if not args.dataset and not args.events:
         raise ValidationError(
-            "--dataset", "give --dataset (qrels to learn from) or --events (posts to adapt to)"
+            "--dataset",
+            "give --dataset (qrels to learn from), --events (posts to adapt to) or --report PART",
         )
     given = {
         name: getattr(args, name)
@@ -624,7 +639,7 @@ def cmd_train_encoder(args) -> int:
         frames.append(structure_pairs(ds.events))
         sources.append(f"{ds.name} events")
     settings = TrainSettings.from_dict(
-        given, "train-encoder", SUPERVISED if args.dataset else ADAPT
+        given, "train encoder", SUPERVISED if args.dataset else ADAPT
     )
     name = train(pl.concat(frames), args.base, settings, sources, threads=args.threads)
     info = model_info(name)
@@ -639,6 +654,274 @@ def cmd_train_encoder(args) -> int:
         f'or [encoder] model = "{name}" in a config'
     )
     return 0
+
+
+def cmd_train(args) -> int:
+    """``memkit train reader|ranker|answers|within``: the trainer's own ``run``."""
+    import importlib
+
+    return importlib.import_module(f"memkit.training.{args.what}").run(args)
+
+
+def cmd_score(args) -> int:
+    from memkit.errors import ValidationError
+    from memkit.evaluation.conversations import score_files
+
+    for flag, path in (("--answers", args.answers), ("--run", args.run)):
+        if not Path(path).is_file():
+            raise ValidationError(flag, f"no such file: {path}")
+    print(score_files(args.dataset, args.answers, args.run))
+    return 0
+
+
+def cmd_tune(args) -> int:
+    from memkit.training.follow_ups import run
+
+    return run(args)
+
+
+WRITES = {  # what each trainer's --write rewrites (memkit/models/<name>/, beside its card)
+    "ranker": "the files the config's [retriever.model] and [retriever.passage_model] name "
+    "(model_file; the default's: memkit/models/ranker/)",
+    "answers": "the files the config's [answer.select] and [answer.decline] name "
+    "(model_file; the default's: memkit/models/answers/)",
+    "within": "the file the config's [answer.within] names "
+    "(model_file; the default's: memkit/models/within/)",
+}
+
+
+def _config_option(p, what: str) -> None:
+    p.add_argument(
+        "--config",
+        default="default",
+        metavar="NAME|FILE",
+        help=f"the config whose {what} (a shipped config's name or a TOML file; default: default)",
+    )
+
+
+def _data_option(p) -> None:
+    from memkit.datasets import data_root
+
+    p.add_argument(
+        "--data",
+        default=str(data_root() / "locomo" / "locomo-dev.json"),
+        metavar="FILE",
+        help="LoCoMo-dev (default: locomo/locomo-dev.json under $MEMKIT_DATA, else "
+        "../shared/datasets)",
+    )
+
+
+def _write_option(p, what: str, writes: str) -> None:
+    p.add_argument(
+        "--write",
+        action="store_true",
+        help=f"write {what} trained on everything into {writes}; without it nothing is written "
+        "(a report only)",
+    )
+
+
+def add_training_commands(sub) -> None:
+    """``memkit train <reader|ranker|answers|within|encoder>``, ``memkit score`` and
+    ``memkit tune`` (their cores: memkit.training, memkit.evaluation.conversations)."""
+    p = sub.add_parser(
+        "train",
+        help="train a model, report it held out, and with --write rewrite the shipped files",
+        description="Train one of memkit's models and print its held-out report. Nothing "
+        "shipped changes without --write: then the trained coefficients go into the model "
+        "files the config names (memkit/models/<name>/, beside each model's card). Models "
+        "are cached in ~/.cache/memkit/models ($MEMKIT_CACHE_DIR), so asking again costs "
+        "nothing. docs/TRAINING.md says what each learns from.",
+    )
+    kinds = p.add_subparsers(dest="what", required=True, metavar="MODEL")
+
+    p = kinds.add_parser(
+        "reader",
+        help="the reader (cross-encoder), its fusion and decline threshold (make reader)",
+        description="Train two readers on SQuAD 2.0 (../shared/training or $MEMKIT_TRAINING) "
+        "and the conversation suites train and dev (one without the dev suite, to fit the "
+        "fusion with the ranker and the decline threshold on it; one on everything, the one "
+        "shipped), and print the held-out report. About 25 minutes on two cores the first "
+        "time; cached after.",
+    )
+    p.add_argument("--epochs", type=int, default=2, help="training epochs of each reader (2)")
+    _write_option(
+        p,
+        "the shipped reader and its fusion",
+        "memkit/models/reader/ (reader-int8.onnx, reader.json) and the file reader.toml's "
+        "[reader] names (memkit/models/reader/fusion.json)",
+    )
+    p.set_defaults(func=cmd_train)
+
+    p = kinds.add_parser(
+        "ranker",
+        help="a config's learned re-rankers, reported leaving out a group and a data set",
+        description="Train a learned config's two rankers (chat lines, posts that stand "
+        "alone) on LoCoMo-dev and the dev sets beside it under the data root (CAsT 2021, "
+        "SciFact train, MADial-Bench-en), and print per set the first stage alone, leaving "
+        "one conversation out, leaving the data set out and trained on all. The served "
+        "default is trained with --longmemeval --c 0.01.",
+    )
+    _config_option(p, 'retriever (type = "learned") is trained')
+    _data_option(p)
+    p.add_argument(
+        "--longmemeval",
+        action="store_true",
+        help="also train on extra/longmemeval-dev beside the data root",
+    )
+    p.add_argument(
+        "--c",
+        type=float,
+        default=1.0,
+        help="the regressions' inverse regularisation strength (scikit-learn's C, default 1; "
+        "smaller keeps them nearer the first stage's fusion)",
+    )
+    p.add_argument(
+        "--calibration",
+        action="store_true",
+        help="fit and report only the Platt scaling of the ranker's scores; with --write, "
+        "write it into the file the config's [calibration] names",
+    )
+    _write_option(p, "the models", WRITES["ranker"])
+    p.set_defaults(func=cmd_train)
+
+    p = kinds.add_parser(
+        "answers",
+        help="the answer writer's selection and decline models, cross-validated",
+        description="Train the extractive writer's selection model (which post is quoted) "
+        "and decline model on LoCoMo-dev, and print them cross-validated by conversation "
+        "beside the first writer's hand-set settings.",
+    )
+    _config_option(p, "answer writer is trained")
+    _data_option(p)
+    _write_option(p, "both models", WRITES["answers"])
+    p.set_defaults(func=cmd_train)
+
+    p = kinds.add_parser(
+        "within",
+        help="which sentence of a post is quoted, reported leaving out each article",
+        description="Train which sentence of the chosen post the writer quotes on SQuAD "
+        "2.0's paragraphs, and print it left out one article at a time beside choosing by "
+        "cosine alone and by the selection model. About a minute warm.",
+    )
+    p.add_argument(
+        "--squad",
+        metavar="FILE",
+        help="SQuAD 2.0 JSON (default: squad2/dev-v2.0-half.json under $MEMKIT_TRAINING, else "
+        "../shared/training)",
+    )
+    _config_option(p, "encoder and selection model are used")
+    p.add_argument("--c", type=float, default=1.0, help="inverse regularisation strength (1)")
+    _write_option(p, "the model", WRITES["within"])
+    p.set_defaults(func=cmd_train)
+
+    p = kinds.add_parser(
+        "encoder",
+        help="fine-tune the encoder on datasets' qrels or adapt it to a dataset's posts",
+        description="Train MiniLM on the qrels of --dataset (supervised) and/or the posts of "
+        "--events (no labels), print the model's name (minilm-ft-<hash>, in the cache) and how "
+        "to use it in a config; or, with --report PART, print the held-out figures of training "
+        "(dense retrieval alone, each data set scored by models that never saw it). A model "
+        "trained on LoCoMo or SciFact (non-commercial licences) must never be shipped.",
+    )
+    p.add_argument(
+        "--dataset",
+        action="append",
+        help="dataset to learn its qrels from (repeatable; path[:split] "
+        "as given or under $MEMKIT_DATA; BEIR split default train)",
+    )
+    p.add_argument(
+        "--events",
+        help="dataset whose posts to adapt to, without labels (pairs from their structure)",
+    )
+    p.add_argument(
+        "--base", default="minilm", help="model to start from: minilm or a trained model's name"
+    )
+    p.add_argument(
+        "--template",
+        default="{line}",
+        help="how events are written, as the dense retriever indexes them",
+    )
+    p.add_argument(
+        "--hard-negatives",
+        action="store_true",
+        help="add a BM25 hit that is not relevant to each pair",
+    )
+    for name, kind in (
+        ("epochs", int),
+        ("batch-size", int),
+        ("lr", float),
+        ("max-pairs", int),
+        ("max-length", int),
+        ("seed", int),
+    ):
+        p.add_argument(
+            f"--{name}",
+            type=kind,
+            help="training setting (defaults: memkit.training.SUPERVISED "
+            "with --dataset, ADAPT with --events only)",
+        )
+    p.add_argument(
+        "--threads",
+        type=int,
+        help="PyTorch threads while training (1 is faster on busy shared cores)",
+    )
+    p.add_argument(
+        "--report",
+        metavar="PART",
+        help="print held-out figures instead of training one model: settings (the adapting "
+        "settings), loco (leave one LoCoMo conversation out), adapt, transfer, lodo (leave "
+        "one data set out), combined, end-to-end (the default config with each encoder) or "
+        "all; trains and caches every model it needs",
+    )
+    p.set_defaults(func=cmd_train_encoder)
+
+    p = sub.add_parser(
+        "score",
+        help="score another system's answers and run on a conversation suite",
+        description="Print the conversation checks per behaviour (post first, post in the top "
+        "5, answer right, false declines and answers) of answers and a ranking written by any "
+        "system, as memkit eval reports memkit's own pipelines.",
+    )
+    p.add_argument(
+        "--dataset",
+        required=True,
+        metavar="DIR",
+        help="the conversation suite, e.g. datasets/conversations/dev",
+    )
+    p.add_argument(
+        "--answers",
+        required=True,
+        metavar="FILE",
+        help='JSON lines {"query_id", "answer", "declined"} (what memkit eval --answers-out '
+        "writes)",
+    )
+    p.add_argument(
+        "--run",
+        required=True,
+        metavar="FILE",
+        help="a TREC run file, qid Q0 docid rank score tag (what memkit eval --run-out writes)",
+    )
+    p.set_defaults(func=cmd_score)
+
+    from memkit.training.follow_ups import GRID
+
+    p = sub.add_parser(
+        "tune",
+        help="measure the follow-up weights on CAsT 2021 and the dev conversation suite",
+        description="Score each point of a grid of the [contextualizer] follow-up weights on "
+        "the development conversation suite (a relevant post first, in the top 5, the checks) "
+        "and on CAsT 2021 asked in order (MRR@10, R@10), and print one row a point. Nothing "
+        "is written: copy the chosen weights into the config.",
+    )
+    p.add_argument(
+        "--grid",
+        default=GRID,
+        metavar="W:BARE[:REPEAT],...",
+        help="points weight:bare_weight[:repeat_weight] (repeat 1 when not given), comma "
+        f"separated (default {GRID})",
+    )
+    _config_option(p, "contextualizer is tuned")
+    p.set_defaults(func=cmd_tune)
 
 
 def cmd_config_schema(args) -> int:
@@ -785,47 +1068,7 @@ def main(argv=None) -> int:
     p.add_argument("--split", default="test", help="BEIR split")
     p.set_defaults(func=cmd_convert)
 
-    p = sub.add_parser(
-        "train-encoder", help="fine-tune the encoder on datasets' qrels or a dataset's posts"
-    )
-    p.add_argument(
-        "--dataset",
-        action="append",
-        help="dataset to learn its qrels from (repeatable; path[:split] "
-        "as given or under $MEMKIT_DATA; BEIR split default train)",
-    )
-    p.add_argument(
-        "--events",
-        help="dataset whose posts to adapt to, without labels (pairs from their structure)",
-    )
-    p.add_argument(
-        "--base", default="minilm", help="model to start from: minilm or a trained model's name"
-    )
-    p.add_argument(
-        "--template",
-        default="{line}",
-        help="how events are written, as the dense retriever indexes them",
-    )
-    p.add_argument(
-        "--hard-negatives",
-        action="store_true",
-        help="add a BM25 hit that is not relevant to each pair",
-    )
-    for name, kind in (
-        ("epochs", int),
-        ("batch-size", int),
-        ("lr", float),
-        ("max-pairs", int),
-        ("max-length", int),
-        ("seed", int),
-    ):
-        p.add_argument(f"--{name}", type=kind, help="training setting (defaults: memkit.training)")
-    p.add_argument(
-        "--threads",
-        type=int,
-        help="PyTorch threads while training (1 is faster on busy shared cores)",
-    )
-    p.set_defaults(func=cmd_train_encoder)
+    add_training_commands(sub)
 
     p = sub.add_parser(
         "config-schema",

@@ -6,6 +6,12 @@ The configs ship inside the package (``memkit/configs``, package data), found th
 ``eval/configs`` in the repository is a symlink to them, so paths in the docs and
 eval/RESULTS.md keep working.
 
+Trained coefficients (the rankers', the answer writer's, the reader's fusion) are not
+written in the TOML: a table names the JSON file that holds them (``model_file =
+"ranker/chat.json"``: a path relative to the config's folder, else a file under
+``memkit/models``, package data beside each model's card), and its keys are read in where
+``model_file`` stands, as if written there; ``memkit train ... --write`` rewrites that file.
+
 A whole config may start from another (``from = "default"`` at the top: a shipped config's
 name or a path relative to the file), deep-merged: a table written here is merged key by
 key into the other's, any other value (a list included) replaces the other's. A single
@@ -15,6 +21,7 @@ table may still come from another file (``from`` inside the table). ``overrides`
 from __future__ import annotations
 
 import copy
+import json
 import re
 import tomllib
 from importlib import resources
@@ -28,6 +35,10 @@ from memkit.retrievers import Retriever, build
 # A real folder: memkit is installed as files (never zipped), so the resource is a path
 # that glob, parent and ``from = "..."`` between configs can use.
 CONFIG_DIR = Path(str(resources.files("memkit") / "configs"))
+# The trained models' files (coefficients as JSON, the reader's ONNX graph), each folder
+# with its model card (README.md).
+MODELS_DIR = Path(str(resources.files("memkit") / "models"))
+MODEL_FILE = "model_file"  # the key of a table that names its coefficients' file
 
 
 def shipped_configs() -> list[str]:
@@ -95,7 +106,7 @@ def _merged(path: Path, seen: tuple[Path, ...]) -> dict:
         chain = " -> ".join(str(p) for p in (*seen, path.resolve()))
         raise ValidationError("from", f"a config cannot inherit itself: {chain}")
     seen = (*seen, path.resolve())
-    config = _read(path)
+    config = _with_model_files(_read(path), path)
     parent = config.pop("from", None)
     if parent is not None:
         if not isinstance(parent, str) or not parent:
@@ -120,6 +131,85 @@ def _merged(path: Path, seen: tuple[Path, ...]) -> dict:
             config[section] = {**other, **{k: v for k, v in table.items() if k != "from"}}
     config.setdefault("name", path.stem)
     return config
+
+
+def model_file_path(name: str, config: Path) -> Path:
+    """The file a ``model_file`` names: relative to the config's folder if it is there,
+    else under memkit/models (``"ranker/chat.json"``)."""
+    beside = config.parent / name
+    return beside if beside.is_file() else MODELS_DIR / name
+
+
+def _with_model_files(node: Any, path: Path, where: str = "") -> Any:
+    """``node`` (a file's config as read) with each table's ``model_file`` replaced by the
+    keys of the JSON object it names, in its place; a key the table also writes is refused
+    (one place for each number)."""
+    if isinstance(node, list):
+        return [_with_model_files(v, path, f"{where}.{i}") for i, v in enumerate(node)]
+    if not isinstance(node, dict):
+        return node
+    out = {}
+    for key, value in node.items():
+        here = f"{where}.{key}" if where else key
+        if key != MODEL_FILE or not where:
+            out[key] = _with_model_files(value, path, here)
+            continue
+        if not isinstance(value, str) or not value.endswith(".json"):
+            raise ValidationError(
+                here, f'expected the name of a JSON file ("ranker/chat.json"), got {value!r}'
+            )
+        file = model_file_path(value, path)
+        try:
+            model = json.loads(file.read_text())
+        except FileNotFoundError:
+            raise ValidationError(
+                here, f"no such file: {value} (beside {path}, nor in {MODELS_DIR})"
+            ) from None
+        except json.JSONDecodeError as exc:
+            raise ValidationError(here, f"{file}: {exc}") from None
+        if not isinstance(model, dict):
+            raise ValidationError(here, f"{file}: expected a JSON object (a table)")
+        twice = sorted(set(model) & set(node))
+        if twice:
+            raise ValidationError(where, f"{', '.join(twice)} both in the table and in {file}")
+        out.update(model)
+    return out
+
+
+def model_files(path: str | Path) -> dict[str, Path]:
+    """The coefficient files a config's own file names: ``{"retriever.model":
+    .../ranker/chat.json, ...}`` (tables it takes from another config not included)."""
+    path = resolve_config(path)
+    found = {}
+
+    def walk(node: Any, where: str) -> None:
+        if isinstance(node, dict):
+            if isinstance(node.get(MODEL_FILE), str) and where:
+                found[where] = model_file_path(node[MODEL_FILE], path)
+            for key, value in node.items():
+                walk(value, f"{where}.{key}" if where else key)
+
+    walk(_read(path), "")
+    return found
+
+
+def write_model_file(path: Path, model: dict) -> Path:
+    """A trained table's keys as the JSON file a config's ``model_file`` names: one key a
+    line, numbers to 6 significant digits (as many as a TOML table of them kept)."""
+
+    def number(v: Any) -> Any:  # a whole number stays an integer, as TOML read "0" and "1"
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            return v
+        text = f"{float(v):.6g}"
+        return int(text) if text.lstrip("-").isdigit() else float(text)
+
+    lines = []
+    for key, value in model.items():
+        value = [number(v) for v in value] if isinstance(value, list) else number(value)
+        lines.append(f"  {json.dumps(key)}: {json.dumps(value)}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("{\n" + ",\n".join(lines) + "\n}\n")
+    return path
 
 
 def deep_merge(base: dict, over: dict) -> dict:

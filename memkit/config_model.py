@@ -77,7 +77,7 @@ class Table(BaseModel):
 
 # -- linear models (memkit/linear.py) -----------------------------------------------------
 class LinearModel(Table):
-    """A logistic regression on standardised features, as ``eval/train_*.py`` write it.
+    """A logistic regression on standardised features, as ``memkit train`` writes it.
     Feature names are checked against what the model reads when it is built."""
 
     features: list[Str]
@@ -433,7 +433,7 @@ class AdaptSpec(TrainSpec):
 
 
 class EncoderSpec(Table):
-    """The encoder of every dense part (memkit/training.py ``EncoderStage``)."""
+    """The encoder of every dense part (memkit/training/encoder.py ``EncoderStage``)."""
 
     model: Annotated[StrictStr, Field(min_length=1)] = "minilm"
     supervised: SupervisedSpec | None = None
@@ -449,7 +449,7 @@ class ReaderSpec(Table):
     """The reader (memkit/reader.py): a cross-encoder that reads a question and each of its
     first ``candidates`` posts together. A post's probability becomes
     ``sigmoid(coef[0] * logit(ranker probability) + coef[1] * reader logit + intercept)``
-    (fitted on held-out questions by eval/train_reader.py); when no post read reaches
+    (fitted on held-out questions by ``memkit train reader``); when no post read reaches
     ``min_probability``, nothing answers the question. ``questions_only``: read only texts
     shaped like questions (a claim or a chat line is left to the ranker)."""
 

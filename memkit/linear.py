@@ -3,9 +3,10 @@
 The learned re-ranker (``[retriever.model]``) and the answer writer's selection and
 decline models (``[answer.select]``, ``[answer.decline]``) are logistic regressions on
 standardised features: ``features``, ``coef``, ``mean``, ``scale`` and ``intercept``
-(and, for a decision, a ``threshold`` on the score). A few dozen numbers in the TOML
-file, so what eval measured is what the service serves and no model file is stored.
-``fit_linear`` trains one with scikit-learn (used by the ``eval/train_*.py`` scripts).
+(and, for a decision, a ``threshold`` on the score). A few dozen numbers in a JSON file
+the config's table names (``model_file``, memkit/models/: memkit.config), read in as if
+written in the table, so what eval measured is what the service serves.
+``fit_linear`` trains one with scikit-learn (used by ``memkit train``: memkit/training/).
 """
 
 from __future__ import annotations
@@ -62,15 +63,3 @@ def fit_linear(
         "mean": scaler.mean_.tolist(),
         "scale": scale.tolist(),
     }
-
-
-def toml_table(name: str, model: dict) -> str:
-    """The model as a TOML table ``[name]`` (6 significant digits)."""
-    fmt = lambda v: "[" + ", ".join(f"{float(a):.6g}" for a in v) + "]"  # noqa: E731
-    lines = [f"[{name}]", "features = [" + ", ".join(f'"{n}"' for n in model["features"]) + "]"]
-    for key, value in model.items():
-        if key != "features":
-            lines.append(
-                f"{key} = {fmt(value) if isinstance(value, list) else f'{float(value):.6g}'}"
-            )
-    return "\n".join(lines) + "\n"

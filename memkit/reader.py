@@ -5,7 +5,7 @@ it cannot tell a near miss ("Priya adopted a kitten called Miso") from an answer
 Priya's brother called?"), because it never reads the two side by side. The reader does:
 a MiniLM cross-encoder (the packaged all-MiniLM-L6-v2's weights, its six layers reading
 ``[CLS] question [SEP] passage [SEP]``, the token states mean-pooled into one logit)
-trained by ``make reader`` (eval/train_reader.py, memkit/reader_training.py) on SQuAD 2.0's
+trained by ``make reader`` (``memkit train reader``, memkit/training/reader.py) on SQuAD 2.0's
 answerable and unanswerable questions and the project's own conversation suites. Its
 logit says how likely a passage is to answer the question.
 

@@ -156,7 +156,9 @@ def test_adapt_switches_every_process_at_its_next_query(
     )
 
     # The same posts teach nothing new: no training, no switch.
-    monkeypatch.setattr("memkit.training._fit", lambda *a, **k: pytest.fail("trained again"))
+    monkeypatch.setattr(
+        "memkit.training.encoder._fit", lambda *a, **k: pytest.fail("trained again")
+    )
     assert main(["adapt"]) == 0 and "nothing to switch" in capsys.readouterr().out
     assert active_rows(app) == [(1, "active")]
 

@@ -191,67 +191,6 @@ def test_int8_vectors_are_the_stored_ones_on_any_cpu(onnx_folder):
         assert np.allclose(row[:6], head, atol=1e-4) and abs(row.sum() - total) < 1e-3
 
 
-# The same three texts through memkit/onnx_numpy.py (the int8 graph with its float parts
-# in float64): stored to eight decimals, so that a CPU computing any other quantized step
-# fails here. The third text differs from ONNX Runtime's by such steps.
-STORED_INT8_NUMPY = [
-    ([0.05531207, 0.03437843, 0.06212229, -0.000579, 0.04159556, 0.04030583], 0.12958807),
-    ([0.01019077, 0.00801936, 0.00676803, 0.06761132, -0.03613447, 0.06565224], 0.21396964),
-    ([-0.01946659, -0.02158264, -0.08054962, 0.03796354, 0.073766, 0.03840228], 0.31970017),
-]
-
-
-def test_the_int8_graph_run_in_numpy_gives_the_stored_vectors(onnx_folder):
-    """``NumpyGraph`` runs the served int8 graph with every float part in float64 and the
-    integer products exact; its vectors are the stored ones to 1e-6 (a CPU whose float64
-    rounding moved one activation's 8-bit step would be off by about 1e-4), and within
-    quantization noise of ONNX Runtime's."""
-    from memkit.encoders import OnnxMiniLMEncoder
-    from memkit.onnx_numpy import NumpyGraph
-
-    enc = OnnxMiniLMEncoder(quantize=True, folder=onnx_folder)
-    session, tok = enc._session(1)
-    graph = NumpyGraph(enc.model_file())
-    served = enc.encode(list(STORED_INT8))
-    for text, (head, total), ort in zip(STORED_INT8, STORED_INT8_NUMPY, served):
-        ids = np.array([tok.encode(text).ids], np.int64)
-        feed = {"input_ids": ids, "attention_mask": np.ones_like(ids)}
-        vector = graph.run({**feed, "token_type_ids": np.zeros_like(ids)})[0].mean(0)
-        vector /= np.linalg.norm(vector)
-        assert np.allclose(vector[:6], head, atol=1e-6) and abs(vector.sum() - total) < 1e-6
-        assert float(vector @ ort) > 0.99
-
-
-# The same three texts through the int8 graph with its float parts in double
-# (memkit/onnx_double.py), run by ONNX Runtime.
-STORED_INT8_DOUBLE = [
-    ([0.05531207, 0.03437843, 0.06212229, -0.00057901, 0.04159556, 0.04030582], 0.12958794),
-    ([0.01019077, 0.00801936, 0.00676803, 0.06761132, -0.03613447, 0.06565224], 0.21396953),
-    ([-0.02027444, -0.01711682, -0.08046762, 0.03455035, 0.0735492, 0.03481167], 0.33141143),
-]
-
-
-def test_the_int8_graph_with_double_float_parts_gives_the_stored_vectors(onnx_folder):
-    """``make_double`` rewrites the served int8 graph with every float tensor in double
-    (ONNX Runtime's double kernels are not chosen by CPU); its vectors are the stored ones
-    to 1e-6 and within quantization noise of the served graph's."""
-    from memkit.encoders import OnnxMiniLMEncoder
-    from memkit.onnx_double import double_session, make_double
-
-    enc = OnnxMiniLMEncoder(quantize=True, folder=onnx_folder)
-    _, tok = enc._session(1)
-    session = double_session(make_double(enc.model_file(), onnx_folder / "int8-double.onnx"))
-    served = enc.encode(list(STORED_INT8))
-    for text, (head, total), ort in zip(STORED_INT8, STORED_INT8_DOUBLE, served):
-        ids = np.array([tok.encode(text).ids], np.int64)
-        feed = {"input_ids": ids, "attention_mask": np.ones_like(ids)}
-        hidden = session.run(None, {**feed, "token_type_ids": np.zeros_like(ids)})[0]
-        assert hidden.dtype == np.float64
-        vector = hidden[0].mean(0) / np.linalg.norm(hidden[0].mean(0))
-        assert np.allclose(vector[:6], head, atol=1e-6) and abs(vector.sum() - total) < 1e-6
-        assert float(vector @ ort) > 0.99
-
-
 def test_onnx_export_is_made_once(onnx_folder):
     from memkit.encoders import OnnxMiniLMEncoder
 

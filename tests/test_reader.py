@@ -77,7 +77,7 @@ def test_stage_fuses_and_reorders_only_its_candidates():
 
 def test_packaged_reader_agrees_with_the_model_it_was_exported_from(monkeypatch):
     """reader.json keeps the float model's logits on a fixed sample, written when it was
-    trained (eval/train_reader.py): the int8 file loaded offline gives the same order and
+    trained (memkit train reader): the int8 file loaded offline gives the same order and
     logits within 0.2 on average, 0.75 at most (int8 weights; 0.12 and 0.51
     when it was shipped)."""
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")

@@ -1,5 +1,5 @@
 """The encoder learns: pairs, the training loop, models kept by what made them, the
-pipeline's [encoder] stage and `memkit train-encoder`, on a small corpus written here.
+pipeline's [encoder] stage and `memkit train encoder`, on a small corpus written here.
 
 The corpus: exchanges of two posts in their own block, where Ann names a made-up thing and
 Bo answers with the made-up word that goes with it ("the zorvex" -> "the plimbor"). The
@@ -262,7 +262,9 @@ def test_training_is_deterministic_with_a_seed_and_kept_by_what_made_it(
         and info["kinds"] == {"neighbour": pairs.height}
     )
     # The same training is not done twice; any other seed, setting or pair is another model.
-    monkeypatch.setattr("memkit.training._fit", lambda *a, **k: pytest.fail("trained again"))
+    monkeypatch.setattr(
+        "memkit.training.encoder._fit", lambda *a, **k: pytest.fail("trained again")
+    )
     assert train(pairs, "minilm", SETTINGS, progress=False) == name
     from memkit.training import model_name
 
@@ -287,7 +289,7 @@ def test_a_trained_model_is_an_encoder_with_its_own_cache_entries(trained, monke
         atol=1e-6,
     )
     assert get_encoder(str(path)).name == name  # or by its folder
-    with pytest.raises(ValueError, match="memkit train-encoder"):
+    with pytest.raises(ValueError, match="memkit train encoder"):
         get_encoder("minilm-ft-0123456789ab")
     with pytest.raises(ValueError, match="minilm-int8"):
         get_encoder("bert")
@@ -310,7 +312,9 @@ def test_the_encoder_stage_adapts_on_fit_and_reuses_the_model(trained, monkeypat
         },
         "encoder": {"adapt": {**SETTINGS.__dict__, "kinds": ["neighbour"]}},
     }
-    monkeypatch.setattr("memkit.training._fit", lambda *a, **k: pytest.fail("trained again"))
+    monkeypatch.setattr(
+        "memkit.training.encoder._fit", lambda *a, **k: pytest.fail("trained again")
+    )
     pipe = Pipeline.from_config(config).fit(
         exchanges(range(8))
     )  # the same events: the model is in the cache
@@ -410,7 +414,8 @@ def test_train_encoder_command(tmp_path, monkeypatch, capsys):
     _dataset("gamma", range(2)).write(tmp_path / "gamma")
     rc = main(
         [
-            "train-encoder",
+            "train",
+            "encoder",
             "--dataset",
             str(tmp_path / "gamma"),
             "--epochs",
@@ -432,7 +437,8 @@ def test_train_encoder_command(tmp_path, monkeypatch, capsys):
     assert (
         main(
             [
-                "train-encoder",
+                "train",
+                "encoder",
                 "--events",
                 str(tmp_path / "gamma"),
                 "--max-pairs",
@@ -446,6 +452,9 @@ def test_train_encoder_command(tmp_path, monkeypatch, capsys):
         == 0
     )
     assert "4 pairs (neighbour 4)" in capsys.readouterr().out
-    assert main(["train-encoder"]) == 2 and "--dataset" in capsys.readouterr().err
-    assert main(["train-encoder", "--events", str(tmp_path / "gamma"), "--lr", "5"]) == 2
+    assert main(["train", "encoder"]) == 2 and "--dataset" in capsys.readouterr().err
+    assert main(["train", "encoder", "--events", str(tmp_path / "gamma"), "--lr", "5"]) == 2
     assert "lr" in capsys.readouterr().err
+    assert main(["train", "encoder", "--report", "everything"]) == 2
+    assert "--report: expected one of settings, loco" in capsys.readouterr().err
+    assert main(["train", "encoder", "--report", "loco", "--events", "x"]) == 2

@@ -13,7 +13,7 @@ event ids it quotes, and whether it declined.
 
 ``extractive`` (the default, memkit.answer.extractive) runs offline and only quotes what
 was posted. With its two models (``[answer.select]`` and ``[answer.decline]`` in the
-config, logistic regressions written by ``eval/train_answers.py``, cross-validated by
+config, logistic regressions written by ``memkit train answers``, cross-validated by
 conversation):
 
 1. **Candidates** are the sentences of the top ``max_items`` items, less questions (a
@@ -28,7 +28,7 @@ conversation):
    sentence quoted of that post is chosen by a third model, ``[answer.within]``
    (``WITHIN_FEATURES``: its cosine and the question's words it holds against the post's
    best, whether it holds what is asked), trained on SQuAD 2.0's paragraphs by
-   ``eval/train_within.py``: "Who taught the guests to ceilidh?" quotes the blog post's
+   ``memkit train within``: "Who taught the guests to ceilidh?" quotes the blog post's
    "Lena taught half the guests to ceilidh", not its opening.
 3. **Decline**: the question as a whole is described by ``QUERY_FEATURES``: how well the
    posts *about* the person asked about answer it against posts about someone else

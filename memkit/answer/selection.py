@@ -61,7 +61,7 @@ def chosen(cands: Candidates, quotable, scores: np.ndarray, query: str, max_list
 
 def within_post(within: dict, cands: Candidates, quotable, chosen: list[int]) -> list[int]:
     """Each chosen sentence replaced by the sentence of its post the within-post model
-    (``[answer.within]``, eval/train_within.py) scores best. The selection model learned
+    (``[answer.within]``, ``memkit train within``) scores best. The selection model learned
     which *post* answers (LoCoMo labels posts, not sentences) and inside a long post it
     prefers sentences that share fewer of the question's words; on SQuAD's paragraphs,
     each article left out in turn, it finds the answering sentence for 0.487 of the

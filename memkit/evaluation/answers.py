@@ -38,7 +38,7 @@ from memkit.answer.base import Asked, Evidence
 from memkit.timeref import read_span
 
 # Categories whose right answer is a decline: LoCoMo's adversarial questions,
-# eval/train_answers.py's unknown facts, and the conversation suites' unknown facts and bare
+# memkit.training.answers' unknown facts, and the conversation suites' unknown facts and bare
 # follow-ups of a new user.
 UNANSWERABLE = {"adversarial", "unknown fact", "unknown", "fresh"}
 _PUNCT = set(string.punctuation)
@@ -160,7 +160,7 @@ def write_answers(
 ) -> pl.DataFrame:
     """The answer to every query from its top ``k`` items, as ``Pipeline.query`` writes it
     (the relevance gate first): query_id, answer, quoted, declined, evidence@10.
-    ``answerer``: another writer than the pipeline's (eval/train_answers.py); ``written``:
+    ``answerer``: another writer than the pipeline's (memkit.training.answers); ``written``:
     answers already written in context (conversation turns, by query id)."""
     writer = answerer or pipeline.answerer
     written = written or {}

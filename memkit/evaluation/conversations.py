@@ -20,6 +20,7 @@ scored the same way, with the post checks only where it has no expectations.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import polars as pl
 
@@ -133,3 +134,83 @@ def summarize_checks(table: pl.DataFrame) -> dict:
         if cat is not None:
             summary[f"category:{cat}"] = group(part)
     return summary
+
+
+# -- memkit score: another system's answers and run against a suite ------------------------
+CHECK_COLUMNS = [
+    "checks",
+    "post_first",
+    "post_top5",
+    "answer_right",
+    "false_decline",
+    "false_answer",
+]
+
+
+def read_run(path: str | Path) -> pl.DataFrame:
+    """A TREC run file (``qid Q0 docid rank score tag``, what ``memkit eval --run-out``
+    writes, the tag optional: other systems' files are read too) as a run table; a line
+    with fewer than five fields is a ValidationError naming the file and line."""
+    from memkit.errors import ValidationError
+    from memkit.tables import RUN_SCHEMA
+
+    rows = []
+    with open(path, encoding="utf-8") as fh:
+        for n, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                qid, _, eid, rank, score, *_ = line.split()
+                rows.append(
+                    {
+                        "query_id": qid,
+                        "event_id": eid,
+                        "score": float(score),
+                        "rank": int(rank),
+                        "match_type": "",
+                    }
+                )
+            except ValueError:
+                raise ValidationError(
+                    "--run", f"{path}:{n}: expected 'qid Q0 docid rank score tag', got {line!r}"
+                ) from None
+    return pl.DataFrame(rows, schema=RUN_SCHEMA)
+
+
+def read_answers(path: str | Path) -> pl.DataFrame:
+    """Answers as JSON lines ``{"query_id", "answer", "declined"}`` (what ``memkit eval
+    --answers-out`` writes); a line that is not a JSON object is a ValidationError naming
+    the file and line."""
+    from memkit.errors import ValidationError
+
+    rows = []
+    with open(path, encoding="utf-8") as fh:
+        for n, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ValidationError("--answers", f"{path}:{n}: {exc}") from None
+            if not isinstance(row, dict) or "query_id" not in row:
+                raise ValidationError("--answers", f"{path}:{n}: expected an object with query_id")
+            rows.append({k: row.get(k) for k in ("query_id", "answer", "declined")})
+    return pl.DataFrame(
+        rows, schema={"query_id": pl.Utf8, "answer": pl.Utf8, "declined": pl.Boolean}
+    )
+
+
+def score_files(dataset: str | Path, answers: str | Path, run: str | Path) -> str:
+    """``memkit score``: the checks per behaviour of answers and a run written by any
+    system on a conversation suite, as a Markdown table (as ``memkit eval`` reports them
+    for memkit's own pipelines)."""
+    from memkit.datasets import load_any
+
+    ds = load_any(dataset)
+    table = turn_checks(read_answers(answers), ds.queries, ds.qrels, read_run(run))
+    cols = CHECK_COLUMNS
+    lines = ["| group | " + " | ".join(cols) + " |", "|---|" + "---:|" * len(cols)]
+    for group, values in summarize_checks(table).items():
+        cells = [f"{values[c]:.3f} ({values[c + '_n']})" if c in values else "" for c in cols]
+        lines.append(f"| {group.replace('category:', '')} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)

@@ -76,31 +76,3 @@ def simplex_grid(parts: int, step: float = 0.1, minimum: float = 0.1) -> list[tu
         return [(i, *rest) for i in range(lo, left + 1) for rest in rec(left - i, k - 1)]
 
     return [tuple(round(i * step, 10) for i in w) for w in rec(n, parts)]
-
-
-def training_args(doc: str, argv=None, written: str = "the model", extra=()):
-    """The command line of the eval/train_*.py scripts: ``--config`` (default:
-    the default config), ``--data`` (LoCoMo-dev under ``$MEMKIT_DATA`` or ../shared),
-    ``--write`` (put what was trained on all conversations into the config) and the
-    ``extra`` ones: (flag, help) an on/off switch, (flag, help, default) an option of the
-    default's type."""
-    import argparse
-
-    from memkit.config import CONFIG_DIR
-    from memkit.datasets import data_root
-
-    data = data_root()
-    p = argparse.ArgumentParser(description=doc.split("\n")[0])
-    p.add_argument("--config", default=str(CONFIG_DIR / "default.toml"))
-    p.add_argument("--data", default=str(data / "locomo" / "locomo-dev.json"))
-    p.add_argument(
-        "--write",
-        action="store_true",
-        help=f"write {written} trained on all conversations into the config",
-    )
-    for flag, help_text, *default in extra:  # more switches and options of a script
-        if default:
-            p.add_argument(flag, type=type(default[0]), default=default[0], help=help_text)
-        else:
-            p.add_argument(flag, action="store_true", help=help_text)
-    return p.parse_args(argv)

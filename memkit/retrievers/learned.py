@@ -8,7 +8,7 @@ whether it names a date (a relative time such as "last weekend" resolved against
 own time, or a date written in it: memkit/timeref.py; evidence for "when" questions),
 and orders them by a linear model (a logistic regression: standardised features times
 coefficients). The model is plain numbers in the config's ``[retriever.model]`` table,
-written by ``eval/train_ranker.py``, which also reports its cross-validated score. Without
+written by ``memkit train ranker``, which also reports its cross-validated score. Without
 a model it ranks exactly as ``first``.
 
 Two shapes, two models: with a ``[representation]`` that tells chat lines from posts that

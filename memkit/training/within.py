@@ -1,9 +1,10 @@
-"""Train which sentence of a post the answer writer quotes; report it leaving out each article.
+"""Which sentence of a post the answer writer quotes, trained and reported leaving out each
+article (``memkit train within``).
 
-    .venv/bin/python eval/train_within.py [--squad ../shared/training/squad2/dev-v2.0-half.json]
-        [--config eval/configs/default.toml] [--write]
+    memkit train within [--squad ../shared/training/squad2/dev-v2.0-half.json]
+                        [--config NAME|FILE] [--c C] [--write]
 
-The writer's selection model (``[answer.select]``, eval/train_answers.py) is trained on
+The writer's selection model (``[answer.select]``, ``memkit train answers``) is trained on
 LoCoMo, whose labels say which *post* answers a question, never which sentence: every
 sentence of an evidence post is a positive. It chooses posts well, but inside a blog post
 it learned nothing about the sentences: it quoted "Freya's wedding in Whitby. After the
@@ -18,12 +19,12 @@ post the selection model chose. It is trained on SQuAD 2.0's answerable question
 answer. Reported left out one article at a time (16 articles), as the share of questions
 whose answering sentence is chosen, beside choosing by cosine alone and by the selection
 model; the conversation suites, which it never read, are the test (`memkit eval`).
-Coefficients only: no text of SQuAD is kept.
+Coefficients only: no text of SQuAD is kept. ``--write`` writes them into the file the
+config's ``[answer.within]`` names (``model_file``: memkit/models/within/ for the default).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
@@ -39,12 +40,16 @@ from memkit.answer.features import (
 )
 from memkit.config import load_config
 from memkit.encoders import get_encoder
-from memkit.linear import fit_linear, linear_score, toml_table
+from memkit.linear import fit_linear, linear_score
 from memkit.text import Analyzer
 
-SQUAD = Path(__file__).resolve().parents[2] / "shared/training/squad2/dev-v2.0-half.json"
-MARK_START = "# [answer.within] is written by eval/train_within.py --write"
-MARK_END = "# (end of the within-post model)"
+
+def squad_file() -> Path:
+    """Half of SQuAD 2.0's dev set under the training data (memkit.training.reader's
+    ``training_root``: ``$MEMKIT_TRAINING``, else ../shared/training)."""
+    from memkit.training.reader import training_root
+
+    return training_root() / "squad2" / "dev-v2.0-half.json"
 
 
 def examples(path: Path, encoder, analyzer: Analyzer):
@@ -91,17 +96,20 @@ def accuracy(rows, score) -> float:
     return float(np.mean(hits))
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--squad", type=Path, default=SQUAD)
-    ap.add_argument("--config", default="eval/configs/default.toml")
-    ap.add_argument("--c", type=float, default=1.0, help="inverse regularisation strength")
-    ap.add_argument("--write", action="store_true", help="put the model into --config")
-    args = ap.parse_args(argv)
+def run(args) -> int:
+    """``memkit train within``: ``args`` as memkit/cli.py parses them (squad, config, c,
+    write)."""
+    from memkit.config import resolve_config
+    from memkit.errors import ValidationError
+    from memkit.training import write_tables
 
-    spec = load_config(args.config)
+    path = resolve_config(args.config)
+    squad = Path(args.squad) if args.squad else squad_file()
+    if not squad.is_file():
+        raise ValidationError("--squad", f"no such file: {squad}")
+    spec = load_config(path)
     encoder = get_encoder(spec.get("encoder", {}).get("model", "minilm-int8"))
-    rows = examples(args.squad, encoder, Analyzer())
+    rows = examples(squad, encoder, Analyzer())
     articles = sorted({r[0] for r in rows})
     print(f"{len(rows)} answerable SQuAD questions over {len(articles)} articles")
     select = spec.get("answer", {}).get("select")
@@ -133,15 +141,6 @@ def main(argv=None) -> int:
     model = fit(rows)
     print("trained on all:", {f: round(c, 3) for f, c in zip(WITHIN_FEATURES, model["coef"])})
     if args.write:
-        block = f"{MARK_START}\n{toml_table('answer.within', model)}{MARK_END}"
-        text = Path(args.config).read_text()
-        if MARK_START not in text:
-            raise SystemExit(f"{args.config}: put the line {MARK_START!r} (and {MARK_END!r}) in it")
-        before, rest = text.split(MARK_START, 1)
-        Path(args.config).write_text(before + block + rest.split(MARK_END, 1)[1])
-        print(f"wrote [answer.within] into {args.config}")
+        for file in write_tables(path, {"answer.within": model}):
+            print(f"model written to {file}")
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

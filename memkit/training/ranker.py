@@ -1,8 +1,8 @@
-"""Train the learned re-ranker of a config on every dev set, report it held out, write it.
+"""The learned re-ranker of a config, trained on every dev set, reported held out, written
+(``memkit train ranker``).
 
-    .venv/bin/python eval/train_ranker.py [--config eval/configs/default.toml]
-                                          [--data PATH/locomo-dev.json] [--write]
-                                          [--longmemeval] [--c C]
+    memkit train ranker [--config NAME|FILE] [--data PATH/locomo-dev.json] [--write]
+                        [--longmemeval] [--c C] [--calibration]
 
 The served default is trained with ``--longmemeval --c 0.01`` (its config says so above its
 model tables; eval/RESULTS.md says why: with C = 1 and four sets the rankers left out of
@@ -15,10 +15,11 @@ MADial-Bench-en; with ``--longmemeval`` also ``extra/longmemeval-dev`` beside th
 config's representation, so every post is a chat line or stands alone
 (memkit/representation.py): chat lines train ``[retriever.model]``, posts that stand alone a
 passage model (two logistic regressions on the same features; memkit/retrievers/learned.py
-says why two). A ``[retriever.passage_model]`` the config sets itself (above the tables this
-script writes) is kept: the learned one is then only reported. (The hybrid's fixed 0.5/0.5
-fusion scored higher on CAsT and SciFact but its scores are not on the chat model's scale,
-so on a floor with both shapes every passage outranked every chat line; eval/RESULTS.md.)
+says why two). A ``[retriever.passage_model]`` the config sets itself (its numbers written
+in the table, not in a ``model_file``) is kept: the learned one is then only reported. (The
+hybrid's fixed 0.5/0.5 fusion scored higher on CAsT and SciFact but its scores are not on
+the chat model's scale, so on a floor with both shapes every passage outranked every chat
+line; eval/RESULTS.md.)
 ``--c`` is the logistic regressions' inverse regularisation strength (scikit-learn's C,
 default 1): smaller keeps the models nearer the first stage's fusion. Training
 questions are asked as self-contained ones: CAsT's by its human rewrite (training data only;
@@ -40,12 +41,15 @@ top 10 of every training question scored by models that never saw its group, and
 development conversation suite's turns (which the ranker never sees); per set, the Brier
 score and expected calibration error of the ranker's own probabilities and of Platt scaling
 fitted leaving that set out. With ``--write`` it writes ``[calibration]`` (Platt scaling
-fitted on every set); the served default has none: the ranker's own probabilities did as
+fitted on every set) into the file its ``[calibration]`` table's ``model_file`` names; the
+served default has none: the ranker's own probabilities did as
 well held out (eval/RESULTS.md).
 
-With ``--write`` the chat model trained on all (and the passage model, if the config sets
-none) replace the config's model tables (kept last in the file): a few dozen numbers each,
-no data. Retraining the models means refitting the calibration (``--calibration --write``).
+With ``--write`` the chat model trained on all (and the passage model, if the config names
+a file for it) are written into the files the config's ``[retriever.model]`` and
+``[retriever.passage_model]`` name (``model_file``: memkit/models/ranker/ for the default):
+a few dozen numbers each, no data. Retraining the models means refitting the calibration
+(``--calibration --write``).
 """
 
 from __future__ import annotations
@@ -63,15 +67,11 @@ from memkit.config import load_config
 from memkit.datasets import load_any
 from memkit.evaluation.harness import run_queries
 from memkit.evaluation.metrics import per_query
-from memkit.evaluation.tuning import training_args
-from memkit.linear import fit_linear, linear_score, toml_table
+from memkit.linear import fit_linear, linear_score
 from memkit.pipeline import Pipeline
 from memkit.tables import Dataset
 
-MARK = (
-    "# [retriever.model] and [retriever.passage_model] are written by eval/train_ranker.py --write"
-)
-SUITE = Path(__file__).resolve().parents[1] / "datasets" / "conversations" / "dev"
+SUITE = Path(__file__).resolve().parents[2] / "datasets" / "conversations" / "dev"
 OTHERS = [
     ("cast2021", "cast2021", "mrr@10"),
     ("scifact", "scifact", "ndcg@10"),
@@ -353,29 +353,22 @@ def unmodelled(path: str) -> dict:
     return config
 
 
-def main(argv=None) -> int:
+def run(args) -> int:
+    """``memkit train ranker``: ``args`` as memkit/cli.py parses them (config, data,
+    longmemeval, c, calibration, write)."""
+    from memkit.config import model_files, resolve_config
+    from memkit.training import write_tables
+
     global C
-    args = training_args(
-        __doc__,
-        argv,
-        "the models",
-        extra=[
-            (
-                "--calibration",
-                "fit and report only the calibration "
-                "(memkit/calibration.py); with --write, write it",
-            ),
-            ("--longmemeval", "also train on extra/longmemeval-dev beside the data root"),
-            ("--c", "the regressions' inverse regularisation strength (smaller: stronger)", C),
-        ],
-    )
     C = args.c
-    config = unmodelled(args.config)
+    path = resolve_config(args.config)
+    files = model_files(path)
+    config = unmodelled(path)
     kept = config["retriever"].pop("passage_model", None)
-    if "[retriever.passage_model]" not in Path(args.config).read_text().split(MARK)[0]:
-        kept = None  # written by this script (under MARK): trained again
+    if "retriever.passage_model" in files:
+        kept = None  # its numbers are in a model file: trained again and written there
     if config["retriever"].get("type") != "learned":
-        print(f'{args.config}: the retriever is not type = "learned"', file=sys.stderr)
+        print(f'{path}: the retriever is not type = "learned"', file=sys.stderr)
         return 2
     devs = dev_sets(config, args.data, args.longmemeval)
     names = devs[0].pipeline.retriever.feature_names()
@@ -384,17 +377,9 @@ def main(argv=None) -> int:
         calibration, report = calibration_report(calibration_rows(devs, names))
         print(report)
         if args.write:
-            text = Path(args.config).read_text()
-            table = f"[calibration]\na = {calibration.a}\nb = {calibration.b}\n"
-            if "\n[calibration]\n" in text:  # replace the table, up to the next one
-                before, after = text.split("\n[calibration]\n", 1)
-                rest = after.split("\n[", 1)
-                text = before + "\n" + table + ("\n[" + rest[1] if len(rest) > 1 else "")
-            else:  # before the model tables, which --write replaces from MARK on
-                before, after = text.split(MARK, 1)
-                text = before + table + "\n" + MARK + after
-            Path(args.config).write_text(text)
-            print(f"calibration written to {args.config}")
+            fitted = {"a": calibration.a, "b": calibration.b}
+            for file in write_tables(path, {"calibration": fitted}):
+                print(f"calibration written to {file}")
         return 0
     for dev, (logo, lodo) in zip(devs, cross_validated(devs, names).values()):
         print(f"\n{dev.name}")
@@ -413,20 +398,13 @@ def main(argv=None) -> int:
 
     if args.write:
         chat, passage = models
-        passage = (
-            kept if kept is not None else passage
-        )  # a passage model the config set itself stays in the file
-        text = Path(args.config).read_text()
-        tables = toml_table("retriever.model", chat) + (
-            "\n" + toml_table("retriever.passage_model", passage) if passage else ""
-        )
-        Path(args.config).write_text(text.split(MARK)[0].rstrip() + "\n\n" + MARK + "\n" + tables)
-        print(
-            f"models written to {args.config}"
-            + (" (its own passage model kept)" if kept is not None else "")
-        )
+        tables = {"retriever.model": chat}
+        if passage is not None and "retriever.passage_model" in files:
+            tables["retriever.passage_model"] = passage
+        for file in write_tables(path, tables):
+            print(f"model written to {file}")
+        if kept is not None:
+            print(f"(the passage model {path} sets itself is kept)")
+        elif passage is not None and "retriever.passage_model" not in files:
+            print(f"(the passage model is not written: {path} names no file for it)")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

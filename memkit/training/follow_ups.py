@@ -1,7 +1,8 @@
 """How much weight a follow-up's carried topic gets: a grid on CAsT 2021 (raw turns in
-order, MRR@10) and the development conversation suite (a relevant post first, in the top 5).
+order, MRR@10) and the development conversation suite (a relevant post first, in the top 5)
+(``memkit tune``).
 
-    .venv/bin/python eval/tune_follow_ups.py [--grid 0.4:0.7,0.4:0.7:0.5]
+    memkit tune [--grid 0.4:0.7,0.4:0.7:0.5] [--config NAME|FILE]
 
 Each grid point is ``weight:bare_weight[:repeat_weight]`` of the default's
 ``[contextualizer]`` (type ``topic``, memkit/conversation.py): ``weight`` for a follow-up
@@ -14,31 +15,46 @@ sequence are the checks (eval/RESULTS.md).
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
-import polars as pl
-
-from memkit.config import CONFIG_DIR, load_config
-from memkit.datasets import data_root, load_any
-from memkit.evaluation.harness import evaluate_config
-
-SUITE = Path(__file__).resolve().parents[1] / "datasets" / "conversations" / "dev"
+SUITE = Path(__file__).resolve().parents[2] / "datasets" / "conversations" / "dev"
+GRID = "0.4:0.7,0.5:0.8,0.6:0.8,0.7:0.9"
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--grid", default="0.4:0.7,0.5:0.8,0.6:0.8,0.7:0.9")
-    ap.add_argument("--config", default=str(CONFIG_DIR / "default.toml"))
-    args = ap.parse_args(argv)
+def grid_points(text: str) -> list[tuple[float, float, float]]:
+    """``"0.4:0.7,0.4:0.7:0.5"`` as (weight, bare_weight, repeat_weight) points (repeat 1
+    when not given); a point that is not two or three numbers is a ValidationError."""
+    from memkit.errors import ValidationError
+
+    points = []
+    for point in text.split(","):
+        try:
+            values = [float(x) for x in point.split(":")]
+        except ValueError:
+            values = []
+        if len(values) not in (2, 3):
+            raise ValidationError(
+                "--grid", f"expected WEIGHT:BARE_WEIGHT[:REPEAT_WEIGHT] numbers, got {point!r}"
+            )
+        points.append((values[0], values[1], values[2] if len(values) == 3 else 1.0))
+    return points
+
+
+def run(args) -> int:
+    """``memkit tune``: ``args`` as memkit/cli.py parses them (grid, config)."""
+    import polars as pl
+
+    from memkit.config import load_config
+    from memkit.datasets import data_root, load_any
+    from memkit.evaluation.harness import evaluate_config
+
+    points = grid_points(args.grid)
     sets = [load_any(SUITE)] + (
         [load_any(data_root() / "cast2021")] if (data_root() / "cast2021").exists() else []
     )
     rows = []
-    for point in args.grid.split(","):
-        weight, bare, *rest = (float(x) for x in point.split(":"))
-        repeat = rest[0] if rest else 1.0
+    for weight, bare, repeat in points:
         config = load_config(args.config)
         config["contextualizer"] = {
             **config["contextualizer"],
@@ -63,7 +79,3 @@ def main(argv=None) -> int:
     with pl.Config(tbl_rows=-1, tbl_cols=-1, float_precision=4):
         print(pl.DataFrame(rows))
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

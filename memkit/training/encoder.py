@@ -78,7 +78,7 @@ SUPERVISED = TrainSettings(
 )  # labels: two passes (the settings of the first measurements)
 # A corpus's own structure: pairs are many, so one pass over at most 3,000 of them, texts cut
 # at 64 word pieces while training, learned both ways (a post and its neighbour have no
-# direction). Chosen on LoCoMo-dev: eval/train_encoder.py --part settings.
+# direction). Chosen on LoCoMo-dev: memkit train encoder --report settings.
 ADAPT = TrainSettings(epochs=1, max_length=64, symmetric=True)
 
 

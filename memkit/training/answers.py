@@ -1,7 +1,7 @@
-"""Train the answer writer's selection and decline models, report them cross-validated, write them.
+"""The answer writer's selection and decline models, trained, reported cross-validated and
+written (``memkit train answers``).
 
-    .venv/bin/python eval/train_answers.py [--config eval/configs/default.toml] \\
-        [--data PATH/locomo-dev.json] [--write]
+    memkit train answers [--config NAME|FILE] [--data PATH/locomo-dev.json] [--write]
 
 The writer (memkit/answer/) reads the sentences of each question's top items (after
 the relevance gate, as the service does). Two logistic regressions (scikit-learn):
@@ -27,7 +27,9 @@ held out, by an inner leave-one-conversation-out; unknown facts only where neith
 conversation is held out) and the held-out conversation's answers, and the unknown facts
 asked on its floor, are written with them. The pooled held-out answers are scored per category
 beside the first writer's (``OLD``: the settings it shipped with, no models). Then both
-models are trained on all five; ``--write`` puts them into the config's ``[answer]``.
+models are trained on all five; ``--write`` writes them into the files the config's
+``[answer.select]`` and ``[answer.decline]`` name (``model_file``: memkit/models/answers/
+for the default).
 """
 
 from __future__ import annotations
@@ -35,7 +37,6 @@ from __future__ import annotations
 import re
 import sys
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -45,8 +46,7 @@ from memkit.config import load_config
 from memkit.datasets.locomo import read_locomo
 from memkit.evaluation.answers import UNANSWERABLE, answer_items, score_answers, write_answers
 from memkit.evaluation.harness import evaluate_pipeline
-from memkit.evaluation.tuning import training_args
-from memkit.linear import fit_linear, linear_score, toml_table
+from memkit.linear import fit_linear, linear_score
 from memkit.pipeline import Pipeline
 
 # the share of answerable training questions the decline threshold may decline (goal: <= 0.10)
@@ -60,8 +60,6 @@ OLD = {
     "max_gap": 0.05,
     "max_words": None,
 }  # the first writer's hand-set settings, before its models were trained
-MARK_START = "# [answer.select] and [answer.decline] are written by eval/train_answers.py --write"
-MARK_END = "# (end of the answer models)"
 ROWS = [
     "answerable",
     "answerable with evidence in top 10",
@@ -211,10 +209,13 @@ def table(results: dict[str, dict]) -> str:
     return "\n".join(lines)
 
 
-def main(argv=None) -> int:
-    args = training_args(__doc__, argv, "the models")
+def run(args) -> int:
+    """``memkit train answers``: ``args`` as memkit/cli.py parses them (config, data, write)."""
+    from memkit.config import resolve_config
+    from memkit.training import write_tables
 
-    config = load_config(args.config)
+    path = resolve_config(args.config)
+    config = load_config(path)
     spec = {
         k: v for k, v in config.get("answer", {}).items() if k not in ("type", "select", "decline")
     }
@@ -276,23 +277,6 @@ def main(argv=None) -> int:
     )
 
     if args.write:
-        text = Path(args.config).read_text()
-        block = (
-            f"{MARK_START}\n{toml_table('answer.select', select)}\n"
-            f"{toml_table('answer.decline', decline)}{MARK_END}"
-        )
-        if MARK_START in text:
-            before, rest = text.split(MARK_START, 1)
-            text = before + block + rest.split(MARK_END, 1)[1]
-        else:
-            raise SystemExit(
-                f"{args.config}: put the line {MARK_START!r} (and {MARK_END!r}) after its "
-                "[answer] table"
-            )
-        Path(args.config).write_text(text)
-        print(f"models written to {args.config}")
+        for file in write_tables(path, {"answer.select": select, "answer.decline": decline}):
+            print(f"model written to {file}")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

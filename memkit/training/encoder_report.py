@@ -1,8 +1,8 @@
-"""Teach the encoder, and score it honestly: dense retrieval alone over "speaker: text".
+"""Teach the encoder, and score it honestly: dense retrieval alone over "speaker: text"
+(``memkit train encoder --report PART``).
 
-    .venv/bin/python eval/train_encoder.py
-        [--part loco|adapt|transfer|lodo|combined|settings|end-to-end|all]
-        [--hard-negatives] [--threads 1]
+    memkit train encoder --report loco|adapt|transfer|lodo|combined|settings|end-to-end|all
+                         [--hard-negatives] [--threads 1]
 
 Every model is trained by memkit.training and kept in the cache by what made it, so a
 second run trains nothing and encodes nothing (vectors are cached by model too).
@@ -19,7 +19,7 @@ second run trains nothing and encodes nothing (vectors are cached by model too).
   (leave one data set out: LoCoMo-dev, CAsT 2021, SciFact's train split, MADial-Bench).
 - ``combined``: every dev set, with its ``lodo`` model adapted on its own events.
 - ``settings``: how ``ADAPT`` was chosen: a few self-supervised settings on LoCoMo-dev.
-- ``end-to-end``: the default config (eval/configs/default.toml) with the encoder swapped
+- ``end-to-end``: the default config (memkit/configs/default.toml) with the encoder swapped
   in, its learned re-ranker not retrained: supervised (leave one conversation out) and
   adapted, on LoCoMo-dev.
 
@@ -29,7 +29,6 @@ The pipeline is ``[representation]`` (one neighbour each side) and one dense ret
 
 from __future__ import annotations
 
-import argparse
 import sys
 
 import polars as pl
@@ -292,20 +291,19 @@ def settings_grid(ds: Dataset, threads) -> None:
         )
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument(
-        "--part",
-        default="all",
-        choices=["settings", "loco", "adapt", "transfer", "lodo", "combined", "end-to-end", "all"],
-    )
-    p.add_argument(
-        "--hard-negatives", action="store_true", help="add a BM25 miss to each supervised pair"
-    )
-    p.add_argument(
-        "--threads", type=int, help="PyTorch threads (1 is faster on cores other processes share)"
-    )
-    args = p.parse_args(argv)
+PARTS = ["settings", "loco", "adapt", "transfer", "lodo", "combined", "end-to-end", "all"]
+
+
+def run(args) -> int:
+    """``memkit train encoder --report PART``: ``args`` as memkit/cli.py parses them
+    (report, hard_negatives, threads)."""
+    from memkit.errors import ValidationError
+
+    if args.report not in PARTS:
+        raise ValidationError(
+            "--report", f"expected one of {', '.join(PARTS)}, got {args.report!r}"
+        )
+    args.part = args.report
     if (
         args.threads
     ):  # for encoding too: on cores other processes share, extra threads only wait for each other
@@ -329,7 +327,3 @@ def main(argv=None) -> int:
     if args.part in ("end-to-end", "all"):
         end_to_end(locomo, args.hard_negatives, args.threads)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
