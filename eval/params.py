@@ -1,7 +1,8 @@
-"""Print ``pipeline.params()`` (what a saved index's digest is made of) for every packaged
-config: built as eval builds it, with a fixed encoder as the service builds it, and after
-``use_encoder``. A change of structure leaves this output the same; run it under another
-tree to compare (it imports whichever memkit is first on the path):
+"""Print ``pipeline.params()`` (what a saved index's digest is made of) for every config
+(memkit's own and this checkout's eval/configs, one file per name): built as eval builds it,
+with a fixed encoder as the service builds it, and after ``use_encoder``. A change of
+structure leaves this output the same; run it under another tree to compare (it imports
+whichever memkit is first on the path):
 
     .venv/bin/python eval/params.py > after.json
     (cd /tmp && PYTHONPATH=/path/to/other/tree /path/to/.venv/bin/python \\
@@ -12,6 +13,7 @@ tree to compare (it imports whichever memkit is first on the path):
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from memkit.config import CONFIG_DIR
 from memkit.pipeline import Pipeline
@@ -19,7 +21,13 @@ from memkit.pipeline import Pipeline
 
 def main() -> None:
     out = {}
-    for path in sorted(CONFIG_DIR.glob("*.toml")):
+    # Globbed here, not through memkit.config.config_files: the memkit under comparison may
+    # be one whose package still holds every config.
+    found = {}
+    for folder in (CONFIG_DIR, Path(__file__).resolve().parent / "configs"):
+        for path in folder.glob("*.toml"):
+            found.setdefault(path.name, path)
+    for path in (found[name] for name in sorted(found)):
         for encoder in (None, "minilm-int8"):
             out[f"{path.name} encoder={encoder}"] = Pipeline.from_config(
                 path, encoder=encoder

