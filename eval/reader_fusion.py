@@ -6,7 +6,7 @@
 
 The reader re-orders a question's first N posts by ``a·logit(ranker p) + b·reader logit``
 (memkit/reader.py, ReaderStage.fuse); the order depends only on N and the weight ratio
-w = b / a. This script asks every data set once with `eval/configs/reader.toml`, keeps each
+w = b / a. This script asks every data set once with `memkit/configs/reader.toml`, keeps each
 question's first 8 posts with the ranker's probability and the reader's logit (the ranking
 itself is left as the ranker made it), then for each (N, w) on a grid re-orders them and
 scores nDCG@10, MRR@10, R@5 and R@10 with the data set's qrels. For each data set, the
@@ -130,7 +130,7 @@ def grid(run, cands, qrels) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--config", default="eval/configs/reader.toml")
+    ap.add_argument("--config", default="memkit/configs/reader.toml")
     ap.add_argument("--out", default=str(Path.home() / ".cache/memkit/reader-fusion"))
     ap.add_argument("--cached", action="store_true")
     ap.add_argument("datasets", nargs="*", help="data set paths (default: what eval --all scores)")

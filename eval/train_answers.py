@@ -1,6 +1,6 @@
 """Train the answer writer's selection and decline models, report them cross-validated, write them.
 
-    .venv/bin/python eval/train_answers.py [--config eval/configs/default.toml] \\
+    .venv/bin/python eval/train_answers.py [--config memkit/configs/default.toml] \\
         [--data PATH/locomo-dev.json] [--write]
 
 The writer (memkit/answer/) reads the sentences of each question's top items (after

@@ -19,7 +19,7 @@ second run trains nothing and encodes nothing (vectors are cached by model too).
   (leave one data set out: LoCoMo-dev, CAsT 2021, SciFact's train split, MADial-Bench).
 - ``combined``: every dev set, with its ``lodo`` model adapted on its own events.
 - ``settings``: how ``ADAPT`` was chosen: a few self-supervised settings on LoCoMo-dev.
-- ``end-to-end``: the default config (eval/configs/default.toml) with the encoder swapped
+- ``end-to-end``: the default config (memkit/configs/default.toml) with the encoder swapped
   in, its learned re-ranker not retrained: supervised (leave one conversation out) and
   adapted, on LoCoMo-dev.
 

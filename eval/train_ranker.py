@@ -1,6 +1,6 @@
 """Train the learned re-ranker of a config on every dev set, report it held out, write it.
 
-    .venv/bin/python eval/train_ranker.py [--config eval/configs/default.toml]
+    .venv/bin/python eval/train_ranker.py [--config memkit/configs/default.toml]
                                           [--data PATH/locomo-dev.json] [--write]
                                           [--longmemeval] [--c C]
 

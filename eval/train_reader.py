@@ -44,7 +44,7 @@ from memkit.reader_training import (
 )
 
 PROJECT = Path(__file__).resolve().parents[1]
-CONFIG = PROJECT / "eval" / "configs" / "reader.toml"
+CONFIG = PROJECT / "memkit" / "configs" / "reader.toml"
 MAX_FALSE_DECLINES = 0.08
 
 

@@ -1,7 +1,7 @@
 """Train which sentence of a post the answer writer quotes; report it leaving out each article.
 
     .venv/bin/python eval/train_within.py [--squad ../shared/training/squad2/dev-v2.0-half.json]
-        [--config eval/configs/default.toml] [--write]
+        [--config memkit/configs/default.toml] [--write]
 
 The writer's selection model (``[answer.select]``, eval/train_answers.py) is trained on
 LoCoMo, whose labels say which *post* answers a question, never which sentence: every
@@ -94,7 +94,7 @@ def accuracy(rows, score) -> float:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--squad", type=Path, default=SQUAD)
-    ap.add_argument("--config", default="eval/configs/default.toml")
+    ap.add_argument("--config", default="memkit/configs/default.toml")
     ap.add_argument("--c", type=float, default=1.0, help="inverse regularisation strength")
     ap.add_argument("--write", action="store_true", help="put the model into --config")
     args = ap.parse_args(argv)
