@@ -113,8 +113,13 @@ TEXTS = [
 
 
 @pytest.fixture(scope="module")
-def onnx_folder(tmp_path_factory):
-    return tmp_path_factory.mktemp("onnx")
+def onnx_folder():
+    """The folder the served encoder (``minilm-int8``) exports into: memkit's cache, a
+    temporary folder of this test session (conftest), so the export these tests read is
+    the one the session made, made once, not a second one of its own."""
+    from memkit.encoders import default_cache_dir
+
+    return default_cache_dir() / "onnx"
 
 
 @pytest.mark.heavy  # an ONNX export and quantization (10 s)
@@ -231,7 +236,7 @@ STORED_INT8_DOUBLE = [
 ]
 
 
-def test_the_int8_graph_with_double_float_parts_gives_the_stored_vectors(onnx_folder):
+def test_the_int8_graph_with_double_float_parts_gives_the_stored_vectors(onnx_folder, tmp_path):
     """``make_double`` rewrites the served int8 graph with every float tensor in double
     (ONNX Runtime's double kernels are not chosen by CPU); its vectors are the stored ones
     to 1e-6 and within quantization noise of the served graph's."""
@@ -240,7 +245,7 @@ def test_the_int8_graph_with_double_float_parts_gives_the_stored_vectors(onnx_fo
 
     enc = OnnxMiniLMEncoder(quantize=True, folder=onnx_folder)
     _, tok = enc._session(1)
-    session = double_session(make_double(enc.model_file(), onnx_folder / "int8-double.onnx"))
+    session = double_session(make_double(enc.model_file(), tmp_path / "int8-double.onnx"))
     served = enc.encode(list(STORED_INT8))
     for text, (head, total), ort in zip(STORED_INT8, STORED_INT8_DOUBLE, served):
         ids = np.array([tok.encode(text).ids], np.int64)
