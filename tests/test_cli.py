@@ -2,7 +2,7 @@ import polars as pl
 import pytest
 
 from memkit.cli import DEMO, main
-from memkit.config import CONFIG_DIR, load_config
+from memkit.config import CONFIG_DIR, load_config, resolve_config
 from memkit.datasets import load_any
 from memkit.evaluation.harness import evaluate_config
 from memkit.evaluation.metrics import read_trec_run
@@ -16,7 +16,7 @@ def test_eval_on_the_demo_set_prints_the_table_and_writes_a_run(tmp_path, capsys
             "--dataset",
             str(DEMO),
             "--config",
-            str(CONFIG_DIR / "bm25.toml"),
+            str(resolve_config("bm25")),
             "--run-out",
             str(run_file),
             "--no-mlflow",
@@ -55,7 +55,7 @@ def test_mlflow_run_has_params_metrics_tags_and_artifacts(tmp_path, monkeypatch)
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
     ds = load_any(DEMO)
-    res = evaluate_config(load_config(CONFIG_DIR / "hybrid.toml"), ds)
+    res = evaluate_config(load_config(resolve_config("hybrid")), ds)
     extra = tmp_path / "note.md"
     extra.write_text("hello")
     run_id = log_result(res, artifacts=[extra], experiment="test-exp")
@@ -100,7 +100,7 @@ def test_all_falls_back_to_the_demo_set_without_shared_data(tmp_path, monkeypatc
                 "eval",
                 "--all",
                 "--config",
-                str(CONFIG_DIR / "bm25.toml"),
+                str(resolve_config("bm25")),
                 "--no-mlflow",
                 "--out",
                 str(tmp_path / "out"),
@@ -128,9 +128,9 @@ def test_datasets_scored_in_parallel_give_the_figures_of_one_after_another(
                     "--jobs",
                     jobs,
                     "--config",
-                    str(CONFIG_DIR / "bm25.toml"),
+                    str(resolve_config("bm25")),
                     "--config",
-                    str(CONFIG_DIR / "dense.toml"),
+                    str(resolve_config("dense")),
                     "--no-mlflow",
                     "--out",
                     str(tmp_path / jobs),
@@ -227,8 +227,6 @@ def test_eval_scores_answers_and_writes_them_as_json_lines(tmp_path, capsys):
     )
     assert "| default | answerable | " in printed and "median words" in printed
     assert (
-        evaluate_config(
-            load_config(CONFIG_DIR / "bm25.toml"), load_any(DEMO), answers=False
-        ).answers
+        evaluate_config(load_config(resolve_config("bm25")), load_any(DEMO), answers=False).answers
         is None
     )

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from memkit.cli import main
-from memkit.config import CONFIG_DIR, load_config
+from memkit.config import CONFIG_DIR, config_files, load_config, resolve_config
 from memkit.config_model import config_schema, schema_text, validate_config
 from memkit.errors import ValidationError
 from memkit.pipeline import Pipeline
@@ -14,8 +14,8 @@ from memkit.pipeline import Pipeline
 HYBRID = {"type": "hybrid", "retrievers": [{"type": "bm25"}, {"type": "dense"}]}
 
 
-@pytest.mark.parametrize("path", sorted(CONFIG_DIR.glob("*.toml")), ids=lambda p: p.stem)
-def test_every_packaged_config_loads(path):
+@pytest.mark.parametrize("path", config_files(), ids=lambda p: p.stem)
+def test_every_config_loads(path):
     config = load_config(path)
     assert validate_config(config).retriever.type == config["retriever"]["type"]
 
@@ -23,7 +23,7 @@ def test_every_packaged_config_loads(path):
 def test_load_config_keeps_the_values_as_written():
     """Validation checks; it does not fill in defaults or convert (what is logged and
     built is what the file says)."""
-    config = load_config(CONFIG_DIR / "hybrid.toml")
+    config = load_config(resolve_config("hybrid"))
     assert config["retriever"] == {
         "type": "hybrid",
         "method": "convex",
@@ -32,7 +32,7 @@ def test_load_config_keeps_the_values_as_written():
         "depth": 100,
         "retrievers": [{"type": "bm25"}, {"type": "dense"}],
     }
-    assert load_config(CONFIG_DIR / "dense-adapted.toml")["encoder"]["adapt"] == {}
+    assert load_config(resolve_config("dense-adapted"))["encoder"]["adapt"] == {}
 
 
 def test_the_committed_schema_is_the_generated_one():
@@ -336,7 +336,7 @@ def test_use_encoder_builds_a_new_retriever_and_changes_none():
     retriever from its settings, and the retriever it had still holds its own model."""
     from memkit.retrievers import walk
 
-    pipeline = Pipeline.from_config(CONFIG_DIR / "hybrid.toml")
+    pipeline = Pipeline.from_config(resolve_config("hybrid"))
     old = pipeline.retriever
     pipeline.use_encoder("minilm-int8")
     assert pipeline.retriever is not old

@@ -113,8 +113,13 @@ TEXTS = [
 
 
 @pytest.fixture(scope="module")
-def onnx_folder(tmp_path_factory):
-    return tmp_path_factory.mktemp("onnx")
+def onnx_folder():
+    """The folder the served encoder (``minilm-int8``) exports into: memkit's cache, a
+    temporary folder of this test session (conftest), so the export these tests read is
+    the one the session made, made once, not a second one of its own."""
+    from memkit.encoders import default_cache_dir
+
+    return default_cache_dir() / "onnx"
 
 
 @pytest.mark.heavy  # an ONNX export and quantization (10 s)

@@ -17,13 +17,24 @@ import polars as pl
 import pytest
 
 from memkit.cli import DEMO, main
-from memkit.config import CONFIG_DIR, deep_merge, load_config, parse_override
+from memkit.config import (
+    CONFIG_DIR,
+    CONFIG_PATH_ENV,
+    config_dirs,
+    config_files,
+    deep_merge,
+    load_config,
+    parse_override,
+    resolve_config,
+    shipped_configs,
+)
 from memkit.datasets import load_any
 from memkit.errors import ValidationError
 from memkit.evaluation.harness import evaluate_config, in_sample
 from memkit.evaluation.metrics import read_trec_run
 
 PROJECT = Path(__file__).resolve().parents[1]
+EVAL_CONFIGS = PROJECT / "eval" / "configs"
 
 
 def write(path: Path, text: str) -> Path:
@@ -73,12 +84,63 @@ def test_deep_merge_merges_tables_and_replaces_lists():
     assert base["a"]["y"]["q"] == 2  # the base is left as it was
 
 
-def test_a_shipped_config_is_found_by_its_name():
-    assert load_config("bm25") == load_config(CONFIG_DIR / "bm25.toml")
-    assert load_config("bm25.toml") == load_config(CONFIG_DIR / "bm25.toml")
-    with pytest.raises(ValidationError, match="shipped: bm25, default") as err:
+def test_a_config_is_found_by_its_name_in_the_package_then_the_projects_eval_configs():
+    assert resolve_config("default") == CONFIG_DIR / "default.toml"  # what the service serves
+    assert resolve_config("bm25.toml") == resolve_config("bm25") == EVAL_CONFIGS / "bm25.toml"
+    assert load_config("bm25") == load_config(EVAL_CONFIGS / "bm25.toml")
+    with pytest.raises(ValidationError, match="nor a config of that name in") as err:
         load_config("bm26")
     assert "no such file: bm26" in str(err.value)
+    assert str(CONFIG_DIR) in str(err.value) and str(EVAL_CONFIGS) in str(err.value)
+    assert "bm25, default" in str(err.value)  # the names it could have meant
+
+
+def test_the_package_ships_what_is_served_and_the_experiments_stay_in_eval():
+    """The served configs travel in the wheel; the experiments are the checkout's. No name
+    is in both (``--all`` scores one file per name: one of the two would be left out)."""
+    assert shipped_configs() == ["default", "postgres", "reader"]
+    experiments = sorted(p.stem for p in EVAL_CONFIGS.glob("*.toml"))
+    assert {"bm25", "dense", "hybrid", "default-fresh", "default-lean"} <= set(experiments)
+    assert not set(experiments) & set(shipped_configs())
+    assert [p.stem for p in config_files()] == sorted(
+        shipped_configs() + experiments, key=lambda n: n + ".toml"
+    )
+
+
+def test_a_name_is_found_from_a_folder_below_the_project_and_not_outside_it(tmp_path, monkeypatch):
+    monkeypatch.delenv(CONFIG_PATH_ENV, raising=False)
+    project = tmp_path / "project"
+    (project / "eval" / "configs").mkdir(parents=True)
+    (project / "notebooks").mkdir()
+    mine = write(project / "eval" / "configs" / "mine.toml", 'from = "bm25"\n')
+    write(project / "eval" / "configs" / "bm25.toml", '[retriever]\ntype = "bm25"\nk1 = 0.5\n')
+    write(project / "eval" / "configs" / "default.toml", '[retriever]\ntype = "tfidf"\n')
+    monkeypatch.chdir(project / "notebooks")  # a notebook runs in its own folder
+    assert resolve_config("mine") == mine
+    assert load_config("mine")["retriever"] == {"type": "bm25", "k1": 0.5}  # its own bm25
+    assert resolve_config("default") == CONFIG_DIR / "default.toml"  # the package's first
+    assert config_dirs() == [CONFIG_DIR, project / "eval" / "configs"]
+    monkeypatch.chdir(tmp_path)
+    assert config_dirs() == [CONFIG_DIR]
+    with pytest.raises(ValidationError, match="nor a config of that name") as err:
+        resolve_config("mine")
+    assert CONFIG_PATH_ENV in str(err.value)  # says how to name more folders
+
+
+def test_memkit_config_path_names_more_folders_in_order(tmp_path, monkeypatch):
+    one, two = tmp_path / "one", tmp_path / "two"
+    one.mkdir(), two.mkdir()
+    write(one / "a.toml", '[retriever]\ntype = "bm25"\n')
+    write(two / "a.toml", '[retriever]\ntype = "tfidf"\n')
+    write(two / "b.toml", '[retriever]\ntype = "tfidf"\n')
+    monkeypatch.chdir(tmp_path)  # no eval/configs here or above
+    monkeypatch.setenv(CONFIG_PATH_ENV, os.pathsep.join([str(one), str(two)]))
+    assert resolve_config("a") == one / "a.toml" and resolve_config("b") == two / "b.toml"
+    assert config_files() == [one / "a.toml", two / "b.toml", *sorted(CONFIG_DIR.glob("*.toml"))]
+    monkeypatch.setenv(CONFIG_PATH_ENV, str(tmp_path / "missing"))
+    with pytest.raises(ValidationError, match="no such folder") as err:
+        resolve_config("a")
+    assert err.value.field == CONFIG_PATH_ENV
 
 
 def test_set_overrides_one_setting_as_a_toml_literal():

@@ -224,6 +224,15 @@ def test_the_printed_ledger_and_the_files_cells_are_the_same_columns(two_sets, c
     assert got["bm25"].stages == "retriever alone"
 
 
+def test_all_scores_the_ledgers_rows_in_its_order():
+    """``memkit eval --all`` in the checkout: the package's configs and eval/configs, one
+    row each, in the order eval/ledger.toml has them (``make check-ledger`` fails on a row
+    on one side only; the order is the printed table's)."""
+    root = Path(__file__).resolve().parents[1]
+    rows, _ = lg.read_ledger(root / "eval/ledger.toml")
+    assert [c["name"] for c in _configs(["ALL"])] == list(rows)
+
+
 def test_results_shows_the_ledger_files_table():
     """eval/RESULTS.md's retrieval table is eval/ledger.toml's, rendered (make ledger writes
     both): a figure changed in one and not the other fails here."""

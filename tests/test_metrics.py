@@ -48,10 +48,10 @@ def trec_eval_scores(run_path, qrels: pl.DataFrame) -> dict:
     "dataset, config", [("cast2021", "hybrid"), ("locomo/locomo-dev.json", "bm25")]
 )
 def test_harness_metrics_equal_trec_eval_and_ranx(dataset, config, tmp_path):
-    from memkit.config import CONFIG_DIR, load_config
+    from memkit.config import load_config, resolve_config
 
     ds = load_any(shared_dataset(dataset))
-    res = evaluate_config(load_config(CONFIG_DIR / f"{config}.toml"), ds)
+    res = evaluate_config(load_config(resolve_config(config)), ds)
     path = res.write_run(tmp_path / "run.trec")
     # trec_eval reads the file: every query, every metric, to 1e-6.
     ref = trec_eval_scores(path, ds.qrels)

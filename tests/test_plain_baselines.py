@@ -11,7 +11,7 @@ import mlflow
 import polars as pl
 import pytest
 
-from memkit.config import CONFIG_DIR, load_checked
+from memkit.config import load_checked, resolve_config
 from memkit.evaluation.compare import comparison_table
 from memkit.evaluation.harness import evaluate_config
 from memkit.evaluation.tracking import log_result
@@ -72,7 +72,7 @@ def ranked(run: pl.DataFrame) -> dict[str, list[str]]:
 def alone(name: str, ds) -> dict[str, list[str]]:
     """The run of the config's retriever searched on its own: fitted as the pipeline fits it
     (on the posts as the config represents them), then asked directly, no pipeline stage."""
-    pipeline = Pipeline.from_config(CONFIG_DIR / f"{name}.toml")
+    pipeline = Pipeline.from_config(resolve_config(name))
     pipeline.fit(ds.events)
     queries = ds.queries.select("query_id", "text", "floor_ids")
     return ranked(pipeline.retriever.search(queries, k=100))
@@ -108,9 +108,9 @@ def test_the_stages_change_this_floor_so_the_check_above_can_fail(tmp_path):
 
 @pytest.mark.parametrize("name", SERVED)
 def test_the_served_configs_name_the_stages_they_run(name):
-    _, checked = load_checked(CONFIG_DIR / f"{name}.toml")
+    _, checked = load_checked(resolve_config(name))
     assert checked.time_windows and checked.changed_facts
-    stages = Pipeline.from_config(CONFIG_DIR / f"{name}.toml").stages()
+    stages = Pipeline.from_config(resolve_config(name)).stages()
     assert {"time windows", "changed facts", "follow-ups (topic)"} <= set(stages), stages
 
 

@@ -62,7 +62,7 @@ def test_backfill_indexes_events_written_before_the_backend(
 
     after = create_app(
         {**base, "search_backend": "postgres"}
-    )  # the default config: eval/configs/postgres.toml
+    )  # the default config: memkit/configs/postgres.toml
     memory = after.extensions["memkit"]["memory"]
     assert memory.config_path == CONFIG_DIR / "postgres.toml"
     ask = lambda q: [  # noqa: E731

@@ -113,11 +113,11 @@ POSTS = [
 
 
 def _pipeline(**reader):
-    from memkit.config import CONFIG_DIR, load_config
+    from memkit.config import CONFIG_DIR, load_config, resolve_config
     from memkit.pipeline import Pipeline
     from memkit.tables import events_frame
 
-    config = load_config(CONFIG_DIR / "default-fresh.toml")  # the packaged MiniLM, no training
+    config = load_config(resolve_config("default-fresh"))  # the packaged MiniLM, no training
     config["reader"] = {**load_config(CONFIG_DIR / "reader.toml")["reader"], **reader}
     events = events_frame(
         {

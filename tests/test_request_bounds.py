@@ -20,13 +20,13 @@ import pytest
 import sqlalchemy as sa
 
 import server.services.accounts as accounts
-from memkit.config import CONFIG_DIR
+from memkit.config import resolve_config
 from server.store.schema import conversation_turns
 from tests.service_fixtures import NO_LIMITS, PW, all_rows, error_of, make_app, user
 from tests.test_attacks import RESET, SEND, SIGNUP, VALIDATE, bearer, signed_up
 from tests.test_attacks_accounts import Q, from_address
 
-BM25 = str(CONFIG_DIR / "bm25.toml")  # no model to load: these tests are about the requests
+BM25 = str(resolve_config("bm25"))  # no model to load: these tests are about the requests
 
 
 def bm25_app(tmp_path, tmp_path_factory, **settings):

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from memkit.config import CONFIG_DIR
+from memkit.config import resolve_config
 
 ROOT = Path(__file__).resolve().parents[1]
 SECRET = "tok3n-in-the-url-9f2c"
@@ -42,7 +42,7 @@ def test_each_request_is_logged_once_and_no_query_string_is_logged(tmp_path):
         **os.environ,
         "PYTHONPATH": str(ROOT),
         "MEMKIT_INSTANCE": str(tmp_path / "instance"),
-        "MEMKIT_PIPELINE_CONFIG": str(CONFIG_DIR / "bm25.toml"),  # no model to load
+        "MEMKIT_PIPELINE_CONFIG": str(resolve_config("bm25")),  # no model to load
     }
     proc = subprocess.Popen(
         [sys.executable, "-m", "memkit.cli", "serve", "--port", str(port)],

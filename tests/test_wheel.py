@@ -1,13 +1,15 @@
-"""A wheel built from the repository carries its configs, its walks and the store's
-migrations: installed in a fresh virtualenv and run from another folder, ``memkit eval``
-finds its default config and scores the demo set, the walks are read from the installed
-package, and the service makes a new store."""
+"""A wheel built from the repository carries the configs it serves (and none of the
+experiments of eval/configs), its walks and the store's migrations: installed in a fresh
+virtualenv and run from another folder, ``memkit eval`` finds its default config and scores
+the demo set, refuses an experiment's name saying where it looked, the walks are read from
+the installed package, and the service makes a new store."""
 
 import os
 import shutil
 import site
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -19,13 +21,14 @@ ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
 
 
-def run(*cmd, cwd=None) -> str:
+def run(*cmd, cwd=None, ok=True) -> str:
     # Without PYTHONPATH: a checkout put there (PYTHONPATH=$PWD) would be imported before
-    # the wheel's memkit, and the test would read the checkout's files.
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    # the wheel's memkit, and the test would read the checkout's files; without
+    # MEMKIT_CONFIG_PATH (the tests' conftest names the checkout's eval/configs there).
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "MEMKIT_CONFIG_PATH")}
     done = subprocess.run([str(c) for c in cmd], cwd=cwd, env=env, capture_output=True, text=True)
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
-    return done.stdout
+    assert (done.returncode == 0) == ok, done.stdout[-2000:] + done.stderr[-4000:]
+    return done.stdout if ok else done.stderr
 
 
 @pytest.mark.heavy
@@ -60,6 +63,14 @@ def test_a_wheel_in_a_fresh_virtualenv_runs_eval_with_its_own_default_config(tmp
         source,
     )
     (wheel,) = (tmp_path / "dist").glob("memkit-*.whl")
+    configs = sorted(
+        n for n in zipfile.ZipFile(wheel).namelist() if n.startswith("memkit/configs/")
+    )
+    assert configs == [
+        f"memkit/configs/{n}"
+        for n in ("default.toml", "postgres.toml", "reader.toml", "schema.json")
+    ]
+    assert not any(n.startswith("eval/") for n in zipfile.ZipFile(wheel).namelist())
 
     # A fresh virtualenv that sees this one's dependencies (torch, polars, ...) but not its
     # editable memkit: a plain path line, so the .pth files there (the editable finder) are not run.
@@ -100,6 +111,18 @@ def test_a_wheel_in_a_fresh_virtualenv_runs_eval_with_its_own_default_config(tmp
         cwd=elsewhere,
     )
     assert "| default |" in out
+    refused = run(
+        venv / "bin" / "memkit",
+        "eval",
+        "--dataset",
+        DEMO,
+        "--config",
+        "bm25",
+        "--no-mlflow",
+        cwd=elsewhere,
+        ok=False,
+    )
+    assert "nor a config of that name in" in refused and str(purelib) in refused
     walks = run(
         venv / "bin" / "python",
         "-c",

@@ -727,7 +727,7 @@ def open_store(args, bench: str):
     if not args.config:
         args.config = str(
             ROOT
-            / "eval/configs"
+            / "memkit/configs"
             / ("postgres.toml" if args.backend == "postgres" else "default.toml")
         )
     folder = Path(args.dir or ROOT / "eval/out" / bench / f"{args.backend}-{args.events}")

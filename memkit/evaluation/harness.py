@@ -214,5 +214,5 @@ def evaluate_pipeline(
 
 def evaluate_config(config: "dict | str | Path", dataset: Dataset, **kw) -> EvalResult:
     """``evaluate_pipeline`` of the pipeline a config builds: a config dict
-    (``memkit.config.load_config``), a TOML file or a shipped config's name (``"bm25"``)."""
+    (``memkit.config.load_config``), a TOML file or a config's name (``"bm25"``)."""
     return evaluate_pipeline(Pipeline.from_config(config), dataset, **kw)
