@@ -306,6 +306,17 @@ def qrels_frame(rows: Iterable[dict], source: str = "<qrels>") -> pl.DataFrame:
     return _validate(frame, QRELS, source, list(range(1, frame.height + 1)))
 
 
+def relevant_posts(qrels: pl.DataFrame) -> dict[str, set[str]]:
+    """Each query's relevant events (relevance above 0), by query id."""
+    return {
+        q: set(ids)
+        for q, ids in qrels.filter(pl.col("relevance") > 0)
+        .group_by("query_id")
+        .agg(pl.col("event_id"))
+        .iter_rows()
+    }
+
+
 def empty_run() -> pl.DataFrame:
     return pl.DataFrame(schema=RUN_SCHEMA)
 

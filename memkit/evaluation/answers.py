@@ -35,6 +35,7 @@ from pathlib import Path
 import polars as pl
 
 from memkit.answer.base import Asked, Evidence
+from memkit.tables import relevant_posts
 from memkit.timeref import read_span
 
 # Categories whose right answer is a decline: LoCoMo's adversarial questions,
@@ -165,13 +166,7 @@ def write_answers(
     writer = answerer or pipeline.answerer
     written = written or {}
     items = answer_items(pipeline, dataset, run, k, writer)
-    gold = {
-        q: set(ids)
-        for q, ids in dataset.qrels.filter(pl.col("relevance") > 0)
-        .group_by("query_id")
-        .agg(pl.col("event_id"))
-        .iter_rows()
-    }
+    gold = relevant_posts(dataset.qrels)
     rows = []
     replaced = getattr(pipeline, "replaced", {})  # changed facts ``search`` found
     for q in dataset.queries.iter_rows(named=True):
@@ -260,17 +255,7 @@ def score_answers(
     table = pl.concat([table, scored], how="horizontal").with_columns(
         pl.col("declined").cast(pl.Float64)
     )
-    evidence = (
-        {}
-        if qrels is None
-        else {
-            qid: set(ids)
-            for qid, ids in qrels.filter(pl.col("relevance") > 0)
-            .group_by("query_id")
-            .agg(pl.col("event_id"))
-            .iter_rows()
-        }
-    )
+    evidence = {} if qrels is None else relevant_posts(qrels)
     quoted = table["quoted"].to_list() if "quoted" in table.columns else [None] * table.height
     table = table.with_columns(
         pl.Series(

@@ -24,6 +24,8 @@ from pathlib import Path
 
 import polars as pl
 
+from memkit.tables import relevant_posts
+
 CHECKS = ("post_first", "answer_right")
 MEASURES = ("post_first", "post_top5", "answer_right", "false_decline", "false_answer")
 
@@ -63,13 +65,7 @@ def turn_checks(
     """One row per turn with expectations or qrels: its checks (1.0 pass, 0.0 fail, null
     when the check does not apply)."""
     expect = expectations(queries)
-    gold = {
-        q: set(ids)
-        for q, ids in qrels.filter(pl.col("relevance") > 0)
-        .group_by("query_id")
-        .agg(pl.col("event_id"))
-        .iter_rows()
-    }
+    gold = relevant_posts(qrels)
     top = {
         q: ids
         for q, ids in run.sort("query_id", "rank")

@@ -48,6 +48,7 @@ from memkit.evaluation.answers import UNANSWERABLE, answer_items, score_answers,
 from memkit.evaluation.harness import evaluate_pipeline
 from memkit.linear import fit_linear, linear_score
 from memkit.pipeline import Pipeline
+from memkit.tables import relevant_posts
 
 # the share of answerable training questions the decline threshold may decline (goal: <= 0.10)
 BUDGET = 0.09
@@ -114,13 +115,7 @@ class Trainer:
 
     def __init__(self, writer: ExtractiveAnswerer, dataset, items: dict[str, list[dict]]):
         self.writer = writer
-        gold = {
-            q: set(ids)
-            for q, ids in dataset.qrels.filter(pl.col("relevance") > 0)
-            .group_by("query_id")
-            .agg(pl.col("event_id"))
-            .iter_rows()
-        }
+        gold = relevant_posts(dataset.qrels)
         self.cands, self.labels, self.conv, self.asked_in, self.kind = {}, {}, {}, {}, {}
         for q in dataset.queries.iter_rows(named=True):
             c = (
