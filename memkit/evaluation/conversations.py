@@ -24,7 +24,8 @@ from pathlib import Path
 
 import polars as pl
 
-from memkit.tables import relevant_posts
+from memkit.errors import ValidationError
+from memkit.tables import RUN_SCHEMA, relevant_posts
 
 CHECKS = ("post_first", "answer_right")
 MEASURES = ("post_first", "post_top5", "answer_right", "false_decline", "false_answer")
@@ -143,33 +144,33 @@ CHECK_COLUMNS = [
 ]
 
 
+def _lines(path: str | Path):
+    """(line number, line) of each line of a text file that is not blank."""
+    with open(path, encoding="utf-8") as fh:
+        yield from ((n, line) for n, line in enumerate(fh, 1) if line.strip())
+
+
 def read_run(path: str | Path) -> pl.DataFrame:
     """A TREC run file (``qid Q0 docid rank score tag``, what ``memkit eval --run-out``
     writes, the tag optional: other systems' files are read too) as a run table; a line
     with fewer than five fields is a ValidationError naming the file and line."""
-    from memkit.errors import ValidationError
-    from memkit.tables import RUN_SCHEMA
-
     rows = []
-    with open(path, encoding="utf-8") as fh:
-        for n, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                qid, _, eid, rank, score, *_ = line.split()
-                rows.append(
-                    {
-                        "query_id": qid,
-                        "event_id": eid,
-                        "score": float(score),
-                        "rank": int(rank),
-                        "match_type": "",
-                    }
-                )
-            except ValueError:
-                raise ValidationError(
-                    "--run", f"{path}:{n}: expected 'qid Q0 docid rank score tag', got {line!r}"
-                ) from None
+    for n, line in _lines(path):
+        try:
+            qid, _, eid, rank, score, *_ = line.split()
+            rows.append(
+                {
+                    "query_id": qid,
+                    "event_id": eid,
+                    "score": float(score),
+                    "rank": int(rank),
+                    "match_type": "",
+                }
+            )
+        except ValueError:
+            raise ValidationError(
+                "--run", f"{path}:{n}: expected 'qid Q0 docid rank score tag', got {line!r}"
+            ) from None
     return pl.DataFrame(rows, schema=RUN_SCHEMA)
 
 
@@ -177,20 +178,15 @@ def read_answers(path: str | Path) -> pl.DataFrame:
     """Answers as JSON lines ``{"query_id", "answer", "declined"}`` (what ``memkit eval
     --answers-out`` writes); a line that is not a JSON object is a ValidationError naming
     the file and line."""
-    from memkit.errors import ValidationError
-
     rows = []
-    with open(path, encoding="utf-8") as fh:
-        for n, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValidationError("--answers", f"{path}:{n}: {exc}") from None
-            if not isinstance(row, dict) or "query_id" not in row:
-                raise ValidationError("--answers", f"{path}:{n}: expected an object with query_id")
-            rows.append({k: row.get(k) for k in ("query_id", "answer", "declined")})
+    for n, line in _lines(path):
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ValidationError("--answers", f"{path}:{n}: {exc}") from None
+        if not isinstance(row, dict) or "query_id" not in row:
+            raise ValidationError("--answers", f"{path}:{n}: expected an object with query_id")
+        rows.append({k: row.get(k) for k in ("query_id", "answer", "declined")})
     return pl.DataFrame(
         rows, schema={"query_id": pl.Utf8, "answer": pl.Utf8, "declined": pl.Boolean}
     )
