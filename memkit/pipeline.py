@@ -3,14 +3,14 @@ service. It is built from a TOML configuration (``Pipeline.from_config(path)``):
 
 ```toml
 name = "hybrid"
-[retriever]          # memkit.retrievers.build(...)
+[retriever]          # memkit.retrieval.build(...)
 type = "hybrid"
 ...
-[contextualizer]     # how follow-ups use earlier turns (memkit.conversation; default: none)
+[contextualizer]     # how follow-ups use earlier turns (memkit.question.conversation)
 type = "topic"
 [answer]             # how the answer is written (memkit.answer; default: extractive)
 type = "extractive"
-[representation]     # context fields for doc templates (memkit.representation; default: none)
+[representation]     # context fields for doc templates (memkit.retrieval.representation)
 before = 1
 after = 1
 [relevance]          # when a query counts as having found nothing, and what is cut
@@ -20,7 +20,7 @@ min_similarity = 0.25
 [ranking]            # the ranking steps, in order (memkit.ranking; default: those
                      # [reader] and changed_facts turn on)
 steps = ["relevance", "replies"]
-[calibration]        # scores to probabilities (memkit.calibration; by default the
+[calibration]        # scores to probabilities (memkit.ranking.calibration; by default the
                      # learned ranker's own)
 a = 1.0
 b = 0.0
@@ -38,8 +38,9 @@ the answer (with the posts it quotes and whether it declined), what the conversa
 the question's time words added (``carried``) and the ``Turn`` the caller keeps for the
 next question. The steps, in order:
 
-1. **Read** the question (memkit.conversation): its time window (memkit.timeref), whether
-   it follows up the current topic, starts a new one or refers to nothing.
+1. **Read** the question (memkit.question.conversation): its time window
+   (memkit.language.timeref), whether it follows up the current topic, starts a new one or
+   refers to nothing.
 2. **Search** each variant (as asked; with the topic carried) and fuse them: probabilities
    by their weighted mean, other scores by min-max. A question naming a time window keeps
    the posts of those days (posted then, or saying something happened then); one naming
@@ -81,22 +82,20 @@ import polars as pl
 
 from memkit.answer import Answer, Asked, Evidence, build_answerer
 from memkit.answer.base import speaker
-from memkit.answer.questions import base_forms, lacks_what_is_asked
-from memkit.calibration import Calibration
-from memkit.changes import (
-    ASKS_CHANGE,
-    CHANGED,
-    to_top,
-)
 from memkit.config import CONFIG_DIR, load_checked
-from memkit.config_model import (
+from memkit.config.model import (
     Config,
     RelevanceSpec,
     RepresentationSpec,
     typed,
     validate_config,
 )
-from memkit.conversation import (
+from memkit.core.items import Item, ItemSource, Posts
+from memkit.core.tables import RUN_SCHEMA
+from memkit.language.en.changes import ASKS_CHANGE, CHANGED
+from memkit.language.timeref import dates_in, months_ahead, question_window
+from memkit.question import Question
+from memkit.question.conversation import (
     ConversationStore,
     Reading,
     Turn,
@@ -106,12 +105,12 @@ from memkit.conversation import (
     content_words,
     stems,
 )
-from memkit.items import Item, ItemSource, Posts
-from memkit.question import Question
+from memkit.question.kinds import base_forms, lacks_what_is_asked
 from memkit.ranking import Ranked, Step, build_steps, default_steps, run_steps
-from memkit.reader import ReaderStage
-from memkit.representation import Representation
-from memkit.retrievers import (
+from memkit.ranking.calibration import Calibration
+from memkit.ranking.changes import to_top
+from memkit.ranking.reader import ReaderStage
+from memkit.retrieval import (
     DenseRetriever,
     Filters,
     LearnedRetriever,
@@ -123,15 +122,14 @@ from memkit.retrievers import (
     walk,
     with_settings,
 )
-from memkit.retrievers.base import (
+from memkit.retrieval.base import (
     normalize_queries,
     query_filters,
     search_with_time,
     undated_quiet,
 )
-from memkit.retrievers.registry import kind_of
-from memkit.tables import RUN_SCHEMA
-from memkit.timeref import dates_in, months_ahead, question_window
+from memkit.retrieval.registry import kind_of
+from memkit.retrieval.representation import Representation
 from memkit.training import EncoderStage
 
 DEFAULT_CONFIG = CONFIG_DIR / "default.toml"
@@ -166,7 +164,7 @@ class Query:
 class Carried:
     """What the conversation and the question's time words added to the search."""
 
-    kind: str = "alone"  # alone, new, follow-up, return (memkit.conversation)
+    kind: str = "alone"  # alone, new, follow-up, return (memkit.question.conversation)
     topic: int = 0
     words: list[str] = field(default_factory=list)
     posts: list[str] = field(default_factory=list)
@@ -294,7 +292,7 @@ class Pipeline:
         reader: bool = True,
     ) -> "Pipeline":
         """From a TOML path, an already-loaded config dict, a checked ``Config``
-        (memkit.config_model; not checked again), or the project default.
+        (memkit.config.model; not checked again), or the project default.
         ``posts``: where items are read (default: kept in memory from what is indexed).
         ``encoder``: the model every dense part is built with and ``fit`` keeps (the service
         passes the model it serves); None: the config's own, resolved by ``fit``.
@@ -758,7 +756,7 @@ class Pipeline:
         self, texts: list[str], k: int, f: Filters, query_id: str, days=None, now=None
     ) -> list[pl.DataFrame]:
         """Each text's ranking, all texts in one search (a question's variants share one
-        model call: memkit/retrievers/learned.py); with ``days``, the posts of those days the
+        model call: memkit/retrieval/learned.py); with ``days``, the posts of those days the
         search did not reach are searched for again under a time filter and added (a text
         scores a post the same in both searches)."""
         # one text (most questions): searched under the question's own id, its run is the
@@ -793,7 +791,7 @@ class Pipeline:
     def _dated_search(self, frame: pl.DataFrame, k: int, dated: Filters, now) -> pl.DataFrame:
         """A search under the time window a question names: posts without a time are not of
         that window by design, so the warning for undated posts a time filter drops is not
-        given (memkit.retrievers.base.undated_quiet)."""
+        given (memkit.retrieval.base.undated_quiet)."""
         with undated_quiet():
             return search_with_time(self.retriever, frame, k, dated, now)
 
@@ -812,7 +810,7 @@ class Pipeline:
         found (what the gate reads: a follow-up's fused probabilities are diluted by the
         reading that did not find it). A follow-up naming something its topic never had is
         taken as a new topic when no post found for it ties it to the topic
-        (memkit.conversation.confirms_topic). ``posts``: ids -> posts (``read_once``);
+        (memkit.question.conversation.confirms_topic). ``posts``: ids -> posts (``read_once``);
         ``now``: the time of asking, for a retriever that reads it."""
         depth = (
             k if len(reading.variants) == 1 else max(k, 100)

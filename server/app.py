@@ -14,7 +14,7 @@ from flask import Flask, g, request
 from flask_limiter import Limiter
 from werkzeug.middleware.proxy_fix import ProxyFix
 
-from memkit.threads import single_threaded_blas
+from memkit.core.threads import single_threaded_blas
 from server import errors
 from server.api.strict_json import StrictJSONProvider, check_url
 from server.services.accounts import Accounts
@@ -33,7 +33,7 @@ def create_app(config: dict | None = None, *, sms=None) -> Flask:
     (server/settings.py). ``sms``: what sends text messages (a ``Sender``:
     ``send(to, subject, text)``); by default they are written to the outbox folder, as
     e-mail is when no SMTP host is set."""
-    # Requests run side by side; none gains from splitting its products (memkit/threads.py).
+    # Requests run side by side; none gains from splitting its products (memkit/core/threads.py).
     single_threaded_blas()
     # A question's thread waiting for the GIL while writes' threads run Python between
     # their runs of the model gets it within 1 ms, not CPython's 5 (SECURITY.md measures

@@ -31,7 +31,7 @@ Environment (every setting is a MEMKIT_* variable, server/settings.py):
   MEMKIT_SMTP_HOST        send e-mail (the codes) through this SMTP server, with MEMKIT_SMTP_PORT
                           and MEMKIT_MAIL_FROM; without it e-mail is written as files to
                           INSTANCE/outbox/, as SMS always is (MEMKIT_OUTBOX_DIR moves it)
-  MEMKIT_PIPELINE_CONFIG  the config TOML the query serves (default: memkit/configs/default.toml)
+  MEMKIT_PIPELINE_CONFIG  the config TOML the query serves (default: memkit/config/default.toml)
 """
 
 

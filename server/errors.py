@@ -13,7 +13,7 @@ import time
 from flask import Flask, current_app, jsonify
 from werkzeug.exceptions import HTTPException
 
-from memkit.errors import ValidationError as MemkitValidationError
+from memkit.core.errors import ValidationError as MemkitValidationError
 
 log = logging.getLogger("memkit.server")
 

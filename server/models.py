@@ -38,7 +38,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from memkit.tables import parse_time
+from memkit.core.tables import parse_time
 
 # Block types and their numbers (0 in a response: a type this version does not know, e.g.
 # one stored by another version; reported, never a failed request).

@@ -19,7 +19,7 @@ from pydantic import Field, PositiveFloat, PositiveInt, model_validator
 from pydantic import ValidationError as PydanticError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from memkit.private import private_dir, write_private
+from memkit.core.private import private_dir, write_private
 
 INSTANCE = Path(os.environ.get("MEMKIT_INSTANCE", Path.cwd() / "instance"))
 ENV_PREFIX = "MEMKIT_"
@@ -95,7 +95,7 @@ class Settings(BaseSettings):
     # always waits for); with catch_up_seconds = 0 nothing applies them in the background, so
     # a query applies them itself, however long that takes.
     others_writes_wait: Annotated[float, Field(ge=0)] = 1.0
-    # The TOML the query endpoint serves; empty: memkit/configs/default.toml (postgres.toml
+    # The TOML the query endpoint serves; empty: memkit/config/default.toml (postgres.toml
     # with search_backend = "postgres").
     pipeline_config: str = ""
     # "memory": each process holds its own index, caught up from the store's log

@@ -5,8 +5,8 @@ from __future__ import annotations
 import random
 from datetime import datetime, timedelta, timezone
 
+from memkit.core.tables import events_frame
 from memkit.evaluation.walks import served_pipeline  # noqa: F401 (the tests' way to it)
-from memkit.tables import events_frame
 
 SENTENCES = [
     "I went to the LGBTQ support group yesterday and it was so powerful",

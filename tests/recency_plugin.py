@@ -9,8 +9,8 @@ import json
 
 import numpy as np
 
-from memkit.retrievers import Retriever, register
-from memkit.retrievers.base import top_k
+from memkit.retrieval import Retriever, register
+from memkit.retrieval.base import top_k
 
 ASKED_AT: list = []  # every time of asking a search was given, in order (the tests read it)
 

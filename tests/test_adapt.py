@@ -16,8 +16,8 @@ import pytest
 import sqlalchemy as sa
 
 from memkit.cli import main
-from memkit.encoders import get_encoder, models_dir
-from memkit.retrievers.base import document_text
+from memkit.models.encoders import get_encoder, models_dir
+from memkit.retrieval.base import document_text
 from server import create_app
 from server.cli import encoder_line
 from server.search import versions

@@ -21,8 +21,8 @@ from memkit.answer import (
     wants_list,
 )
 from memkit.config import CONFIG_DIR, load_config
-from memkit.encoders import get_encoder
-from memkit.errors import ValidationError
+from memkit.core.errors import ValidationError
+from memkit.models.encoders import get_encoder
 from memkit.pipeline import DEFAULT_CONFIG, Pipeline
 from tests.helpers import make_events
 
@@ -274,7 +274,7 @@ def test_gate_drops_semantic_only_rankings_below_the_threshold(events):
         )
 
 
-# -- the writer with its trained models (memkit/configs/default.toml) ------------------------------
+# -- the writer with its trained models (memkit/config/default.toml) ------------------------------
 @pytest.fixture(scope="module")
 def trained():
     writer = Pipeline.from_config(DEFAULT_CONFIG).answerer
@@ -414,7 +414,7 @@ def test_the_sentence_of_a_long_post_that_answers_is_quoted(trained, question, s
 
 def test_within_post_features_compare_a_sentence_with_its_own_post():
     from memkit.answer.features import WITHIN_FEATURES, sentence_features, within_features
-    from memkit.text import Analyzer
+    from memkit.core.text import Analyzer
 
     posts = [{"text": "Rain all day. The cake was lemon."}, {"text": "Lemon tart recipe."}]
     rows = [
@@ -732,7 +732,7 @@ def test_a_month_still_to_come_is_listed_by_the_sentence_naming_it():
     ],
 )
 def test_what_a_question_cannot_be_answered_without(question, quoted, lacking):
-    from memkit.answer.questions import lacks_what_is_asked
+    from memkit.question.kinds import lacks_what_is_asked
 
     assert lacks_what_is_asked(question, quoted) == lacking
 
@@ -826,7 +826,7 @@ def test_a_when_question_without_a_date_in_its_best_sentence_looks_for_one(train
     says when and holds the question's words; a class "on Tuesday evenings" says when in its own
     words, and someone else's dated sentence does not stand in."""
     from memkit.answer.extractive import _dated, _instead
-    from memkit.answer.questions import says_when
+    from memkit.question.kinds import says_when
 
     posts = [
         {"event_id": "m", "speaker": "Ravi", "created_at": "2026-10-30T19:00:00",
@@ -1009,7 +1009,7 @@ def test_a_when_answer_reads_the_nth_of_a_month_and_a_moved_plans_last_date():
     # the bare 18th is of the month the sentence names, not the one before the post
     from datetime import date
 
-    from memkit.timeref import resolve
+    from memkit.language.timeref import resolve
 
     assert [m.span.text for m in resolve(ferry["text"], date(2026, 7, 10))] == ["18 July 2026"]
 

@@ -19,9 +19,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from memkit.answer import ANSWERERS
-from memkit.config_model import config_schema
+from memkit.config.model import config_schema
+from memkit.core.tables import events_frame
 from memkit.pipeline import Pipeline
-from memkit.tables import events_frame
 
 NOW = datetime(2024, 5, 1, 9, tzinfo=timezone.utc)
 POSTS = [

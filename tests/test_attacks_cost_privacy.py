@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import server.settings
-from memkit.encoders import CachedEncoder
+from memkit.models.encoders import CachedEncoder
 from server import create_app
 from server.services import accounts
 from tests.service_fixtures import NO_LIMITS, PW, error_of, outbox_code, outbox_message, user
@@ -474,7 +474,7 @@ def test_the_embedding_cache_cannot_be_checked_against_guesses_without_the_secre
     SHA-256 of (model, text). The service now keys them with its instance secret."""
     import hashlib
 
-    from memkit.encoders import EmbeddingCache, default_cache_dir, key_cache_with
+    from memkit.models.encoders import EmbeddingCache, default_cache_dir, key_cache_with
 
     app = sqlite_app(tmp_path, tmp_path_factory, **NO_LIMITS)
     c = app.test_client()
@@ -504,7 +504,7 @@ def test_the_embedding_cache_cannot_be_checked_against_guesses_without_the_secre
 
 
 def _floor_keys(floor_id: str) -> set[str]:
-    from memkit.encoders import default_cache_dir
+    from memkit.models.encoders import default_cache_dir
 
     with sqlite3.connect(default_cache_dir() / "embeddings.sqlite") as db:
         return {
@@ -517,7 +517,7 @@ def _floor_keys(floor_id: str) -> set[str]:
 
 
 def _stored(keys) -> set[str]:
-    from memkit.encoders import default_cache_dir
+    from memkit.models.encoders import default_cache_dir
 
     with sqlite3.connect(default_cache_dir() / "embeddings.sqlite") as db:
         return {k for k in keys if db.execute("SELECT 1 FROM emb WHERE key = ?", (k,)).fetchone()}
@@ -593,7 +593,7 @@ def test_writes_runs_of_the_model_leave_a_core_to_questions():
     """Four 1 MB writes at once had taken both cores from another user's questions (his
     median 6.8x of idle): every run of the model outside a question now takes a lane, and
     a question in flight takes one lane away from them (never the last)."""
-    from memkit.encoders import Lanes
+    from memkit.models.encoders import Lanes
 
     lanes = Lanes(2)
     guard, now, peak = threading.Lock(), [0], [0]

@@ -1,4 +1,4 @@
-"""The typed configuration (memkit/config_model.py): every packaged config loads, a bad one
+"""The typed configuration (memkit/config/model.py): every packaged config loads, a bad one
 is refused with its TOML path, and the committed JSON schema is the generated one."""
 
 import json
@@ -7,8 +7,8 @@ import pytest
 
 from memkit.cli import main
 from memkit.config import CONFIG_DIR, config_files, load_config, resolve_config
-from memkit.config_model import config_schema, schema_text, validate_config
-from memkit.errors import ValidationError
+from memkit.config.model import config_schema, schema_text, validate_config
+from memkit.core.errors import ValidationError
 from memkit.pipeline import Pipeline
 
 HYBRID = {"type": "hybrid", "retrievers": [{"type": "bm25"}, {"type": "dense"}]}
@@ -36,7 +36,7 @@ def test_load_config_keeps_the_values_as_written():
 
 
 def test_the_committed_schema_is_the_generated_one():
-    """Regenerate: ``memkit config-schema > memkit/configs/schema.json``."""
+    """Regenerate: ``memkit config-schema > memkit/config/schema.json``."""
     assert (CONFIG_DIR / "schema.json").read_text() == schema_text()
 
 
@@ -131,7 +131,7 @@ def test_bad_configs_name_the_toml_path(config, field):
 
 
 def test_a_contextualizer_registered_at_run_time_is_left_to_its_class(tmp_path, monkeypatch):
-    from memkit.conversation import CONTEXTUALIZERS, NoContext
+    from memkit.question.conversation import CONTEXTUALIZERS, NoContext
 
     class Echo(NoContext):
         type_name = "echo"
@@ -169,7 +169,7 @@ def _specs(union) -> dict:
 
     from pydantic import BaseModel
 
-    import memkit.config_model as cm
+    import memkit.config.model as cm
 
     out, todo = {}, [union]
     while todo:
@@ -185,8 +185,8 @@ def _specs(union) -> dict:
 @pytest.mark.parametrize(
     "union, registry",
     [
-        ("RetrieverSpec", "memkit.retrievers.registry:REGISTRY"),
-        ("ContextualizerSpec", "memkit.conversation:CONTEXTUALIZERS"),
+        ("RetrieverSpec", "memkit.retrieval.registry:REGISTRY"),
+        ("ContextualizerSpec", "memkit.question.conversation:CONTEXTUALIZERS"),
         ("AnswerSpec", "memkit.answer:ANSWERERS"),
     ],
 )
@@ -198,7 +198,7 @@ def test_each_spec_has_its_class_arguments_and_defaults(union, registry):
     and the same defaults (a required setting has none)."""
     import importlib
 
-    import memkit.config_model as cm
+    import memkit.config.model as cm
 
     module, name = registry.split(":")
     kinds = getattr(importlib.import_module(module), name)
@@ -221,8 +221,8 @@ def test_each_spec_has_its_class_arguments_and_defaults(union, registry):
 
 def test_reader_spec_has_the_stage_arguments_and_defaults():
     """[reader] is one class, not a union: the same check as above."""
-    from memkit.config_model import FromSpec, ReaderSpec
-    from memkit.reader import ReaderStage
+    from memkit.config.model import FromSpec, ReaderSpec
+    from memkit.ranking.reader import ReaderStage
 
     if issubclass(ReaderStage, FromSpec):  # built from the spec: nothing to compare
         assert ReaderStage.spec is ReaderSpec
@@ -238,8 +238,7 @@ def test_builders_take_typed_specs():
     """Each builder takes its section's typed spec and passes the settings it holds to the
     constructor; a dict is checked into the same spec first, so both build the same."""
     from memkit.answer import build_answerer
-    from memkit.calibration import Calibration
-    from memkit.config_model import (
+    from memkit.config.model import (
         BM25Spec,
         CalibrationSpec,
         DenseSpec,
@@ -248,8 +247,9 @@ def test_builders_take_typed_specs():
         HybridSpec,
         TopicSpec,
     )
-    from memkit.conversation import build_contextualizer
-    from memkit.retrievers import BM25Retriever, build
+    from memkit.question.conversation import build_contextualizer
+    from memkit.ranking.calibration import Calibration
+    from memkit.retrieval import BM25Retriever, build
     from memkit.training import EncoderStage
 
     hybrid = build(
@@ -289,7 +289,7 @@ def test_an_integer_written_for_a_number_is_kept_as_written():
     """A number setting takes an integer and keeps it one: the object built from the typed
     spec reports the settings the file wrote, so the digest of a saved index (the
     pipeline's params) does not change when a config goes through the typed model."""
-    from memkit.config_model import typed
+    from memkit.config.model import typed
 
     spec = typed("retriever", {"type": "bm25", "k1": 1, "b": 0.5})
     assert type(spec.k1) is int and type(spec.b) is float
@@ -307,7 +307,7 @@ def test_a_retriever_registered_at_run_time_can_be_named_in_a_config(tmp_path, m
     """The typed union is open to kinds registered at run time (``Registered``): a config
     names one alone or inside a hybrid, and its class checks its settings (a subclass of a
     built-in kind with its spec, as the kind's own would be)."""
-    from memkit.retrievers import REGISTRY, BM25Retriever, walk
+    from memkit.retrieval import REGISTRY, BM25Retriever, walk
 
     class Plain(BM25Retriever):  # BM25 with its own name, for this test only
         type_name = "plain"
@@ -334,7 +334,7 @@ def test_a_retriever_registered_at_run_time_can_be_named_in_a_config(tmp_path, m
 def test_use_encoder_builds_a_new_retriever_and_changes_none():
     """Nothing built is changed after build: a pipeline given another model rebuilds its
     retriever from its settings, and the retriever it had still holds its own model."""
-    from memkit.retrievers import walk
+    from memkit.retrieval import walk
 
     pipeline = Pipeline.from_config(resolve_config("hybrid"))
     old = pipeline.retriever
@@ -355,8 +355,8 @@ def test_a_class_built_from_its_spec_has_its_settings_and_checks_them_once():
     and refuses what a config would, under the config's path."""
     import inspect
 
-    from memkit.config_model import TopicSpec
-    from memkit.conversation import TopicContext
+    from memkit.config.model import TopicSpec
+    from memkit.question.conversation import TopicContext
 
     defaults = {k: f.default for k, f in TopicSpec.model_fields.items() if k != "type"}
     assert TopicContext().params() == {"type": "topic", **defaults}

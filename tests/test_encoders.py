@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from memkit.encoders import CachedEncoder, EmbeddingCache, MiniLMEncoder, get_encoder
+from memkit.models.encoders import CachedEncoder, EmbeddingCache, MiniLMEncoder, get_encoder
 
 
 def test_minilm_vectors_are_normalised_and_meaningful():
@@ -79,7 +79,7 @@ def test_a_process_that_remembers_vectors_reads_a_bulk_call_from_disk_once(tmp_p
     """The eval fits a dozen configs on one data set's posts: with ``remember_vectors`` a
     bulk call's vectors stay in memory, where the service's default (4,096) lets a call
     larger than that go back to disk each time."""
-    from memkit import encoders
+    from memkit.models import encoders
 
     docs = ["doc one", "doc two", "doc three"]
     cache = CountingCache(tmp_path / "cache.sqlite")
@@ -117,7 +117,7 @@ def onnx_folder():
     """The folder the served encoder (``minilm-int8``) exports into: memkit's cache, a
     temporary folder of this test session (conftest), so the export these tests read is
     the one the session made, made once, not a second one of its own."""
-    from memkit.encoders import default_cache_dir
+    from memkit.models.encoders import default_cache_dir
 
     return default_cache_dir() / "onnx"
 
@@ -125,7 +125,7 @@ def onnx_folder():
 @pytest.mark.heavy  # an ONNX export and quantization (10 s)
 @pytest.mark.parametrize("quantize,floor", [(False, 0.99999), (True, 0.95)])
 def test_onnx_encoder_matches_the_plain_model(onnx_folder, quantize, floor):
-    from memkit.encoders import OnnxMiniLMEncoder
+    from memkit.models.encoders import OnnxMiniLMEncoder
 
     enc = OnnxMiniLMEncoder(
         quantize=quantize, folder=onnx_folder, batch_size=3
@@ -144,7 +144,7 @@ def test_an_int8_vector_depends_on_its_text_alone(onnx_folder):
     """Dynamic int8 quantisation scales a layer's input by its largest value: in a batch
     that would be other texts' values too. Encoded alone or among others (longer and
     shorter), a text gets the same vector, as the embedding cache (keyed by text) needs."""
-    from memkit.encoders import OnnxMiniLMEncoder
+    from memkit.models.encoders import OnnxMiniLMEncoder
 
     enc = OnnxMiniLMEncoder(quantize=True, folder=onnx_folder)
     alone = np.concatenate([enc.encode([t]) for t in TEXTS])
@@ -181,7 +181,7 @@ def test_int8_vectors_are_the_stored_ones_on_any_cpu(onnx_folder):
     import onnx
     from onnx import numpy_helper
 
-    from memkit.encoders import OnnxMiniLMEncoder
+    from memkit.models.encoders import OnnxMiniLMEncoder
 
     enc = OnnxMiniLMEncoder(quantize=True, folder=onnx_folder)
     graph = onnx.load(str(enc.model_file())).graph
@@ -197,7 +197,7 @@ def test_int8_vectors_are_the_stored_ones_on_any_cpu(onnx_folder):
 
 
 def test_onnx_export_is_made_once(onnx_folder):
-    from memkit.encoders import OnnxMiniLMEncoder
+    from memkit.models.encoders import OnnxMiniLMEncoder
 
     for quantize in (False, True):
         path = OnnxMiniLMEncoder(quantize=quantize, folder=onnx_folder).model_file()
@@ -255,7 +255,7 @@ def test_a_posts_sentences_are_read_in_it_by_one_run_of_the_model(tmp_path, mode
 def test_run_each_keeps_its_threads_and_never_waits_on_its_own_pool():
     import threading
 
-    from memkit import encoders
+    from memkit.models import encoders
 
     seen: list[str] = []
 
@@ -276,7 +276,7 @@ def test_run_each_keeps_its_threads_and_never_waits_on_its_own_pool():
 def test_a_forked_child_runs_on_pools_of_its_own():
     import os
 
-    from memkit import encoders
+    from memkit.models import encoders
 
     encoders.run_each(lambda i: None, 2, 2)  # the parent's pool exists
     pid = os.fork()

@@ -28,8 +28,8 @@ from memkit.config import (
     resolve_config,
     shipped_configs,
 )
+from memkit.core.errors import ValidationError
 from memkit.datasets import load_any
-from memkit.errors import ValidationError
 from memkit.evaluation.harness import evaluate_config, in_sample
 from memkit.evaluation.metrics import read_trec_run
 
@@ -292,7 +292,7 @@ def demo_with_times(folder: Path, when: datetime) -> Path:
 def fresh_registry(monkeypatch):
     """A copy of the retriever registry, without the plugin's kind, and the plugin module
     unimported: what a new ``memkit`` process starts from."""
-    from memkit.retrievers import registry
+    from memkit.retrieval import registry
 
     kinds = {k: v for k, v in registry.REGISTRY.items() if k != "recency-test"}
     monkeypatch.setattr(registry, "REGISTRY", kinds)
@@ -344,7 +344,7 @@ def test_plugins_come_from_the_entry_point_group_too(monkeypatch, fresh_registry
 
 
 def test_built_in_retrievers_rank_the_same_given_a_time_of_asking():
-    from memkit.retrievers import build
+    from memkit.retrieval import build
 
     ds = load_any(DEMO)
     when = datetime(2024, 6, 1, tzinfo=timezone.utc)
@@ -422,7 +422,7 @@ def test_eval_stat_test_flag_prints_the_all_pairs_table(tmp_path, capsys):
 
 # -- in-sample ---------------------------------------------------------------------------------
 def test_in_sample_follows_the_configs_trained_on():
-    from memkit.tables import Dataset
+    from memkit.core.tables import Dataset
 
     ds = load_any(DEMO)
 
@@ -473,8 +473,8 @@ LOCOMO_SAMPLE = [
 
 
 def test_the_documented_loader_reads_a_locomo_file(tmp_path):
+    from memkit.core.tables import read_dataset as read_folder
     from memkit.datasets import read_dataset
-    from memkit.tables import read_dataset as read_folder
 
     path = write(tmp_path / "mini.json", json.dumps(LOCOMO_SAMPLE))
     ds = read_dataset(path)
@@ -485,9 +485,9 @@ def test_the_documented_loader_reads_a_locomo_file(tmp_path):
 
 
 def test_a_time_filter_that_drops_undated_events_warns_once_naming_how_many():
-    from memkit.retrievers import BM25Retriever, Filters, HybridRetriever, TfidfRetriever
-    from memkit.retrievers.base import UndatedEventsWarning, undated_quiet
-    from memkit.tables import events_frame
+    from memkit.core.tables import events_frame
+    from memkit.retrieval import BM25Retriever, Filters, HybridRetriever, TfidfRetriever
+    from memkit.retrieval.base import UndatedEventsWarning, undated_quiet
 
     events = events_frame(
         {

@@ -13,8 +13,8 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from memkit.errors import ValidationError
-from memkit.retrievers import (
+from memkit.core.errors import ValidationError
+from memkit.retrieval import (
     BM25Retriever,
     DenseRetriever,
     Filters,
@@ -265,7 +265,7 @@ def test_a_few_queries_are_fused_as_the_frame_query_fuses_them(fitted, q, k, w):
     """``convex`` fuses a few queries' runs in numpy (the service's path: a question and
     its follow-up variants): the same run as the polars query a large batch takes, ties
     and match types included, whether a run holds one query or several, in any order."""
-    from memkit.retrievers.hybrid import _convex_few, _convex_frames
+    from memkit.retrieval.hybrid import _convex_few, _convex_frames
 
     runs = three_runs(fitted, q, k)
     got, want = (
@@ -284,7 +284,7 @@ def test_a_few_queries_are_fused_as_the_frame_query_fuses_them(fitted, q, k, w):
 def test_a_few_queries_are_fused_by_rrf_as_the_frame_query_fuses_them(fitted, q, k, w):
     """``rrf`` of a few queries' runs in numpy (``_convex_few``'s "rrf" parts): the run its
     polars query gives, ties and match types included."""
-    from memkit.retrievers import hybrid
+    from memkit.retrieval import hybrid
 
     runs = three_runs(fitted, q, k)
     got = hybrid.rrf(runs, k=60, weights=[w, 1 - w, 0.4], top=k)
@@ -313,7 +313,7 @@ def test_a_few_queries_are_fused_by_rrf_as_the_frame_query_fuses_them(fitted, q,
 def test_a_hybrid_fuses_its_parts_hits_as_it_fuses_their_runs(fitted, f, q, k, w, how):
     """A hybrid of leaf retrievers fuses a few queries' hits without a run table per part
     (``HybridRetriever._fuse_few``): the run its parts' runs, fused by ``fuse``, give."""
-    from memkit.retrievers.hybrid import HybridRetriever
+    from memkit.retrieval.hybrid import HybridRetriever
 
     method, norm = how
     hybrid = HybridRetriever(

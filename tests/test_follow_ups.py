@@ -4,9 +4,15 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from memkit.conversation import CarryContext, TopicContext, Turn, confirms_topic, leans_on_context
-from memkit.errors import ValidationError
+from memkit.core.errors import ValidationError
 from memkit.pipeline import Pipeline
+from memkit.question.conversation import (
+    CarryContext,
+    TopicContext,
+    Turn,
+    confirms_topic,
+    leans_on_context,
+)
 from server import create_app
 from tests.service_fixtures import user
 
@@ -28,7 +34,7 @@ def chat_items(at, posts: dict) -> dict:
 
 def topic_turns(*specs):
     """Turns from (question, topic, words the answer quoted)."""
-    from memkit.conversation import content_words
+    from memkit.question.conversation import content_words
 
     return [
         Turn(
@@ -300,7 +306,7 @@ def test_a_bare_follow_up_refers_to_all_the_answer_showed_of_its_post():
     """ "how much were they?" after "Who got the Glastonbury tickets?": the answer quoted the
     sentence "Got two tickets!!" and showed the chat line whole, "£355 each" with it; the
     turn keeps the words of everything shown, the quoted sentence's first."""
-    from memkit.tables import events_frame
+    from memkit.core.tables import events_frame
     from tests.helpers import served_pipeline
 
     posts = [
@@ -347,7 +353,7 @@ def test_a_follow_up_the_last_answers_post_still_answers_keeps_it(
     """A newcomer's walk: a follow-up asking something new of its topic takes
     the last answer's posts down (``repeat_weight``), which lost "How much did it cost?"
     to another post with a price when the bike's own post said "350 euros"."""
-    from memkit.tables import events_frame
+    from memkit.core.tables import events_frame
     from tests.helpers import served_pipeline
 
     posts = [
@@ -578,7 +584,7 @@ def test_a_change_asked_about_in_other_words_is_the_one_quoted():
 
 
 def test_the_names_a_question_is_asked_of():
-    from memkit.replies import addressees
+    from memkit.ranking.replies import addressees
 
     assert addressees("Ines, can Pepper come to the gig? Dogs are allowed.") == ["Ines"]
     assert addressees("Are you coming on Friday, Tom?") == ["Tom"]
@@ -608,7 +614,7 @@ def test_a_name_asked_alone_is_answered_by_their_reply_to_a_question_among_the_f
 
     import polars as pl
 
-    from memkit.replies import _OPENS_A_REPLY, reply_first
+    from memkit.ranking.replies import _OPENS_A_REPLY, reply_first
 
     assert _OPENS_A_REPLY.match("Wouldn't miss it. I'll bring Luis if that's ok.")
     at = datetime(2026, 10, 30, 19)
@@ -643,7 +649,7 @@ def test_a_reply_answers_a_question_that_asks_what_the_post_asked_of_them():
 
     import polars as pl
 
-    from memkit.replies import reply_first
+    from memkit.ranking.replies import reply_first
 
     at = datetime(2026, 11, 3, 18)
     posts = {
@@ -686,7 +692,7 @@ def test_of_two_people_asked_the_reply_of_the_one_a_question_names_comes_first()
 
     import polars as pl
 
-    from memkit.replies import reply_first
+    from memkit.ranking.replies import reply_first
 
     at = datetime(2026, 11, 1, 11, 15)
     posts = {
@@ -729,7 +735,7 @@ def test_a_question_asked_of_someone_is_answered_by_their_reply():
 
 
 def test_a_refusal_opens_a_reply():
-    from memkit.replies import _OPENS_A_REPLY
+    from memkit.ranking.replies import _OPENS_A_REPLY
 
     assert _OPENS_A_REPLY.match("Can't Hana, I'll be baking all night")
     assert _OPENS_A_REPLY.match("Can’t make it, sorry")  # a typographic apostrophe

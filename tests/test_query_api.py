@@ -11,7 +11,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 import sqlalchemy as sa
 
-from memkit.conversation import CONTEXTUALIZERS, NoContext, Reading
+from memkit.question.conversation import CONTEXTUALIZERS, NoContext, Reading
 from server import create_app
 from server.search import StoredConversations
 from server.services.floors import BLOCK_TYPES
@@ -768,14 +768,14 @@ def test_a_saved_index_is_loaded_and_caught_up_from_the_store(world, tmp_path, m
         .get_json()["items"][0]["event_id"]
         == world["ids"][0]
     )
-    from memkit.encoders import get_encoder
+    from memkit.models.encoders import get_encoder
 
     model = get_encoder(index.pipeline.encoder_name())  # as when 8-bit weights became 7-bit
     monkeypatch.setattr(model, "name", model.name + "/other-weights")
     reweighted = create_app({**base, "index_dir": str(folder), "warm_index": True})
     assert reweighted.extensions["memkit"]["memory"]._index.started_from == "store"
     monkeypatch.undo()
-    from memkit import text
+    from memkit.core import text
 
     again = create_app({**base, "index_dir": str(folder), "warm_index": True})  # saved anew
     assert again.extensions["memkit"]["memory"]._index.started_from == "store"
@@ -827,7 +827,7 @@ def test_the_served_config_is_checked_once_when_the_service_starts(
     the questions, for a delete's cache entries) are built from that typed Config, so no
     question or write checks the file again."""
     import memkit.config as config_module
-    import memkit.config_model as model
+    import memkit.config.model as model
     import memkit.pipeline as pipeline_module
 
     checks = []

@@ -7,10 +7,10 @@ import polars as pl
 import pytest
 
 from memkit.cli import main
+from memkit.core.tables import Dataset
 from memkit.datasets.locomo import read_locomo
 from memkit.evaluation.metrics import read_trec_run
 from memkit.pipeline import DEFAULT_CONFIG
-from memkit.tables import Dataset
 from server import create_app
 from server.search.adapt import adapt
 from tests.conftest import shared_dataset

@@ -8,13 +8,13 @@ from dataclasses import replace
 import polars as pl
 import pytest
 
-from memkit.changes import to_top
 from memkit.config import load_config
-from memkit.config_model import validate_config
-from memkit.errors import ValidationError
+from memkit.config.model import validate_config
+from memkit.core.errors import ValidationError
+from memkit.core.tables import events_frame
 from memkit.pipeline import Pipeline, Query
 from memkit.ranking import Ranked, Step, register_step
-from memkit.tables import events_frame
+from memkit.ranking.changes import to_top
 
 POSTS = [
     "The allotment shed lock was broken again last night",

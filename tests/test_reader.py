@@ -1,4 +1,4 @@
-"""The reader (memkit/reader.py): passages as it reads them, which texts it reads, and the
+"""The reader (memkit/ranking/reader.py): passages as it reads them, which texts it reads, and the
 packaged model: it loads offline, agrees with the float model it was exported from, and
 tells an answer from a near miss in a pipeline."""
 
@@ -8,16 +8,9 @@ from datetime import datetime
 import numpy as np
 import pytest
 
-from memkit.reader import (
-    MAX_CHUNKS,
-    READER_DIR,
-    Reader,
-    ReaderStage,
-    best_chunks,
-    chunks,
-    is_question,
-    passage,
-)
+from memkit.core.text import chunks
+from memkit.question.kinds import is_question
+from memkit.ranking.reader import MAX_CHUNKS, READER_DIR, Reader, ReaderStage, best_chunks, passage
 from tests.helpers import ranking
 
 
@@ -114,8 +107,8 @@ POSTS = [
 
 def _pipeline(**reader):
     from memkit.config import CONFIG_DIR, load_config, resolve_config
+    from memkit.core.tables import events_frame
     from memkit.pipeline import Pipeline
-    from memkit.tables import events_frame
 
     config = load_config(resolve_config("default-fresh"))  # the packaged MiniLM, no training
     config["reader"] = {**load_config(CONFIG_DIR / "reader.toml")["reader"], **reader}
@@ -162,7 +155,7 @@ def test_eval_reads_a_pair_once_and_finds_its_logit_in_the_cache(tmp_path, monke
     """With remember_logits (memkit eval), a (question, passage) logit is kept in the
     embedding cache under the model file's hash; the next read of the pair runs no model
     and gives the same number. Without it (the service) nothing is written."""
-    import memkit.reader as reader_module
+    import memkit.ranking.reader as reader_module
 
     monkeypatch.setenv("MEMKIT_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(reader_module, "REMEMBER", False)  # an in-process eval may have set it

@@ -1,13 +1,13 @@
-"""Context fields for the indexed text (memkit/representation.py)."""
+"""Context fields for the indexed text (memkit/retrieval/representation.py)."""
 
 from datetime import datetime, timezone
 
 import polars as pl
 import pytest
 
-from memkit.errors import ValidationError
+from memkit.core.errors import ValidationError
 from memkit.pipeline import Pipeline
-from memkit.representation import add_context
+from memkit.retrieval.representation import add_context
 from server import create_app
 from tests.service_fixtures import postgres_url, user
 
@@ -290,7 +290,7 @@ def test_one_posts_line_is_the_line_add_context_writes():
     """Representation.line (a post without its frame: the answer writer's) follows the
     same rule as add_context's ``line`` column: chat types only, up to chat_max_chars,
     only with a speaker."""
-    from memkit.representation import Representation
+    from memkit.retrieval.representation import Representation
 
     rep = Representation(chat_types=["feed", "forum"], chat_max_chars=20)
     t = datetime(2024, 3, 1, tzinfo=timezone.utc)

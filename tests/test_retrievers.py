@@ -6,8 +6,10 @@ import polars as pl
 import pytest
 from sklearn.feature_extraction.text import TfidfVectorizer
 
-from memkit.errors import ValidationError
-from memkit.retrievers import (
+from memkit.core.errors import ValidationError
+from memkit.core.tables import check_run
+from memkit.core.text import Analyzer
+from memkit.retrieval import (
     BM25Retriever,
     DenseRetriever,
     HybridRetriever,
@@ -15,8 +17,6 @@ from memkit.retrievers import (
     build,
     load,
 )
-from memkit.tables import check_run
-from memkit.text import Analyzer
 from tests.helpers import make_events
 
 QUERIES = [
@@ -222,9 +222,9 @@ def test_a_document_of_several_lines_can_be_the_mean_of_its_lines(tmp_path):
     """lines = "mean": "{prev_lines}\\n{line}" is the word-weighted mean of the two lines'
     vectors (each line encoded once, shared with the next post's document), so indexing it
     sends the model no text a "{line}" part has not already sent."""
-    from memkit.encoders import CachedEncoder, MiniLMEncoder
-    from memkit.representation import add_context
-    from memkit.retrievers import DenseRetriever
+    from memkit.models.encoders import CachedEncoder, MiniLMEncoder
+    from memkit.retrieval import DenseRetriever
+    from memkit.retrieval.representation import add_context
 
     enc = CachedEncoder(MiniLMEncoder(), tmp_path / "c.sqlite")
     from datetime import datetime, timedelta, timezone
@@ -266,8 +266,8 @@ def test_params_are_the_constructor_arguments(kind):
 
 
 def test_walk_yields_the_tree_in_config_order():
-    from memkit.retrievers import walk
-    from memkit.retrievers.postgres import in_memory_parts
+    from memkit.retrieval import walk
+    from memkit.retrieval.postgres import in_memory_parts
 
     first = {"type": "hybrid", "retrievers": [{"type": "bm25"}, {"type": "dense"}]}
     learned = build({"type": "learned", "first": first, "extra": [{"type": "tfidf"}]})
@@ -279,7 +279,7 @@ def test_walk_yields_the_tree_in_config_order():
 
 def test_add_a_retriever_walkthrough(monkeypatch):
     """docs/LIBRARY.md's "Add a retriever" example runs as written (its asserts are the check)."""
-    from memkit.retrievers import registry
+    from memkit.retrieval import registry
 
     # The example registers a kind: on a copy of the registry, so other tests never see it.
     monkeypatch.setattr(registry, "REGISTRY", dict(registry.REGISTRY))
@@ -295,7 +295,7 @@ def test_map_specs_changes_every_part_before_anything_is_built():
     """A caller sets a part's settings on the config, not on built retrievers: every spec of
     a learned ranker's tree is visited (its first hybrid's parts, its extra parts), the
     original dict is left as it was, and a dense part built from it has the new setting."""
-    from memkit.retrievers import map_specs
+    from memkit.retrieval import map_specs
 
     spec = {
         "type": "learned",
@@ -331,7 +331,7 @@ def test_a_long_post_is_scored_by_its_best_part(exact_below, tmp_path):
     sentences, and scores as the best of its whole vector and its parts, so a question
     about its last sentence (past the encoder's 256 word pieces) finds it. Filters and
     removals hold for the parts as for the post; the parts survive a save and load."""
-    from memkit.reader import chunks
+    from memkit.core.text import chunks
 
     events = make_events(40, seed=3)
     long_id = events["event_id"][5]
@@ -378,7 +378,7 @@ def test_a_long_post_is_scored_by_its_best_part(exact_below, tmp_path):
 def test_indexes_shared_between_fits_stay_apart(kind, events, monkeypatch):
     """With ``share_indexes`` (the eval's), a second fit on the same texts starts as a copy
     of the first: it scores the same, and a change to either leaves the other as it was."""
-    from memkit.retrievers import sparse
+    from memkit.retrieval import sparse
 
     alone = all_kinds()[kind]().fit(events).search(QUERIES, k=20)
     monkeypatch.setattr(sparse, "_SHARED", {})

@@ -1,9 +1,10 @@
 """Reproduces the SciFact BM25 figure in eval/RESULTS.md from the shared dataset, and
 checks it lands where BEIR (0.665) and Pyserini (0.679) put BM25."""
 
-from memkit.config import build_retriever, load_config, resolve_config
+from memkit.config import load_config, resolve_config
 from memkit.datasets import read_beir
 from memkit.evaluation.metrics import score_run
+from memkit.retrieval import build
 from tests.conftest import shared_dataset
 
 
@@ -11,7 +12,7 @@ def test_bm25_ndcg_on_scifact_test_split():
     ds = read_beir(shared_dataset("scifact"), "test")
     assert (ds.events.height, ds.queries.height, ds.qrels.height) == (5183, 300, 339)
     run = (
-        build_retriever(load_config(resolve_config("bm25")))
+        build(load_config(resolve_config("bm25"))["retriever"])
         .fit(ds.events)
         .search(ds.queries, k=100)
     )

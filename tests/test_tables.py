@@ -4,8 +4,8 @@ from datetime import datetime, timezone
 import polars as pl
 import pytest
 
-from memkit.errors import DatasetError
-from memkit.tables import (
+from memkit.core.errors import DatasetError
+from memkit.core.tables import (
     EVENTS,
     QUERIES,
     check_run,
@@ -143,7 +143,7 @@ def test_run_schema_rejects_bad_match_type():
 
 def _frames_and_breakages():
     """Well-formed tables of each schema and, for each, frames broken one way each."""
-    from memkit.tables import QRELS, RUNS
+    from memkit.core.tables import QRELS, RUNS
 
     events = events_frame([EVENT, {**EVENT, "event_id": "f/2", "user_id": None}])
     queries = pl.DataFrame(
@@ -219,7 +219,7 @@ def test_the_fast_check_agrees_with_pandera_on_good_and_broken_tables():
     too; every broken table goes to pandera, which reports it."""
     import pandera.errors
 
-    from memkit.tables import _passes
+    from memkit.core.tables import _passes
 
     for schema, good_frame, broken in _frames_and_breakages():
         assert _passes(good_frame, schema), schema.name

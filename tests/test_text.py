@@ -1,4 +1,4 @@
-from memkit.text import Analyzer
+from memkit.core.text import Analyzer
 
 
 def test_unicode_tokens_and_case_folding():

@@ -7,8 +7,8 @@ from datetime import datetime, timezone
 import polars as pl
 import pytest
 
+from memkit.core.tables import events_frame
 from memkit.pipeline import Query
-from memkit.tables import events_frame
 from tests.helpers import served_pipeline
 
 pytestmark = pytest.mark.slow
@@ -133,7 +133,7 @@ def test_a_carried_window_yields_to_a_question_about_another_time(pipeline):
 def test_a_window_outside_the_requests_time_filter_is_no_error(pipeline):
     """ "what did Ben say about the boiler in May?" asked with a filter from June on: the
     question's days and the filter's do not meet; the answer is the filter's posts, not a 400."""
-    from memkit.retrievers import Filters
+    from memkit.retrieval import Filters
 
     june = Filters(time_from=datetime(2026, 6, 1, tzinfo=timezone.utc))
     res = ask(pipeline, "what did Ben say about the boiler in May?", filters=june)
@@ -143,7 +143,7 @@ def test_a_window_outside_the_requests_time_filter_is_no_error(pipeline):
 def test_a_month_named_without_a_year_is_of_a_window_only_as_a_plan():
     from datetime import date
 
-    from memkit.items import Item
+    from memkit.core.items import Item
     from memkit.pipeline import _in_days
 
     aug = (date(2026, 8, 1), date(2026, 8, 31))
@@ -167,7 +167,7 @@ def test_a_month_named_without_a_year_is_of_a_window_only_as_a_plan():
     ],
 )
 def test_a_question_that_looks_ahead_reads_a_bare_month_as_the_next(question, month):
-    from memkit.timeref import question_window
+    from memkit.language.timeref import question_window
 
     assert question_window(question, datetime(2026, 11, 27)).span.text == month
 

@@ -6,7 +6,7 @@ from datetime import date, datetime
 import pytest
 
 from memkit.evaluation.answers import declined, f1_multi, f1_score, gold_recall, score_answer
-from memkit.timeref import dates_in, months_ahead, question_window, read_span, resolve
+from memkit.language.timeref import dates_in, months_ahead, question_window, read_span, resolve
 
 THU = date(2023, 5, 25)  # a Thursday
 SUN = date(2023, 5, 28)

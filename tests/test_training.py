@@ -16,12 +16,12 @@ import polars as pl
 import pytest
 
 from memkit.cli import main
+from memkit.core.errors import ValidationError
+from memkit.core.tables import Dataset, events_frame, qrels_frame, queries_frame
 from memkit.datasets import load_any
-from memkit.encoders import MiniLMEncoder, get_encoder, models_dir, trained_model_path
-from memkit.errors import ValidationError
 from memkit.evaluation.harness import evaluate_config
+from memkit.models.encoders import MiniLMEncoder, get_encoder, models_dir, trained_model_path
 from memkit.pipeline import Pipeline
-from memkit.tables import Dataset, events_frame, qrels_frame, queries_frame
 from memkit.training import (
     EncoderStage,
     TrainSettings,

@@ -20,7 +20,7 @@ from memkit.config import (
     model_files,
     write_model_file,
 )
-from memkit.errors import ValidationError
+from memkit.core.errors import ValidationError
 from memkit.training import write_tables
 
 PROJECT = Path(__file__).resolve().parents[1]

@@ -63,11 +63,9 @@ def test_a_wheel_in_a_fresh_virtualenv_runs_eval_with_its_own_default_config(tmp
         source,
     )
     (wheel,) = (tmp_path / "dist").glob("memkit-*.whl")
-    configs = sorted(
-        n for n in zipfile.ZipFile(wheel).namelist() if n.startswith("memkit/configs/")
-    )
+    configs = sorted(n for n in zipfile.ZipFile(wheel).namelist() if n.startswith("memkit/config/"))
     assert configs == [
-        f"memkit/configs/{n}"
+        f"memkit/config/{n}"
         for n in ("default.toml", "postgres.toml", "reader.toml", "schema.json")
     ]
     assert not any(n.startswith("eval/") for n in zipfile.ZipFile(wheel).namelist())

@@ -1,4 +1,4 @@
-"""How long `memkit adapt` takes on a store of generated posts (memkit.synthetic).
+"""How long `memkit adapt` takes on a store of generated posts (memkit.datasets.synthetic).
 
     # SQLite store, in-memory index
     .venv/bin/python eval/bench/adapt.py --events 20000

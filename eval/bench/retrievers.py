@@ -1,4 +1,4 @@
-"""Retriever benchmark on generated events (memkit.synthetic), all in one process.
+"""Retriever benchmark on generated events (memkit.datasets.synthetic), all in one process.
 
     .venv/bin/python eval/bench/retrievers.py [--n 100000] [--queries 300]
 
@@ -19,10 +19,10 @@ import time
 import bm25s
 import numpy as np
 
-from memkit.encoders import get_encoder
-from memkit.retrievers import BM25Retriever, DenseRetriever, Filters, TfidfRetriever
-from memkit.synthetic import generate_events, generate_queries
-from memkit.text import Analyzer
+from memkit.core.text import Analyzer
+from memkit.datasets.synthetic import generate_events, generate_queries
+from memkit.models.encoders import get_encoder
+from memkit.retrieval import BM25Retriever, DenseRetriever, Filters, TfidfRetriever
 
 
 def timed(fn, *a, **kw):

@@ -9,7 +9,7 @@
 Steps, each printed as it finishes, then one markdown table (and with ``--json`` one JSON
 object as the last line):
 
-1. a store of ``--events`` generated posts (memkit.synthetic: floors of 500 posts with a
+1. a store of ``--events`` generated posts (memkit.datasets.synthetic: floors of 500 posts with a
    feed, blog, forum and quiz block, 20 authors, tags, three years of dates, chat- to
    blog-length texts), written straight into the tables with their change-log rows;
 2. the search index built from the store and saved (every event encoded; the embedding
@@ -64,7 +64,7 @@ from pathlib import Path
 
 import polars as pl
 
-from memkit.synthetic import BLOCK_TYPES, NAMES, TAGS, generate_events, generate_queries
+from memkit.datasets.synthetic import BLOCK_TYPES, NAMES, TAGS, generate_events, generate_queries
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCH_SECRET = "bench-secret"
@@ -334,7 +334,7 @@ def start_up(args, folder: Path, catch_up: int) -> dict:
 
 def model_calls() -> int:
     """Texts this process's cached encoders have sent to the model so far."""
-    from memkit.encoders import _ENCODERS
+    from memkit.models.encoders import _ENCODERS
 
     return sum(getattr(e, "encoded", 0) for e in _ENCODERS.values())
 
@@ -634,7 +634,7 @@ def ingest(port: int, floors: list[str], frame: pl.DataFrame, batch: int = 500) 
 def plain_encoder_rate(texts: list[str]) -> float:
     """Texts per second of plain sentence-transformers (batch 32, its default, no cache)
     encoding one text per post: the yardstick for ingest."""
-    from memkit.encoders import load_sentence_transformer
+    from memkit.models.encoders import load_sentence_transformer
 
     model = load_sentence_transformer()
     model.encode(["warm-up"] * 32, batch_size=32)
@@ -675,7 +675,7 @@ def disk_sizes(args, folder: Path) -> dict:
     """MiB on disk: the database (PostgreSQL's, or the SQLite file), the saved index (the
     in-memory backend's) and the embedding cache, which holds the answer writer's sentence
     vectors on either backend."""
-    from memkit.encoders import default_cache_dir
+    from memkit.models.encoders import default_cache_dir
 
     def mib(path: Path) -> float:
         files = [path] if path.is_file() else list(path.rglob("*")) if path.exists() else []
@@ -727,7 +727,7 @@ def open_store(args, bench: str):
     if not args.config:
         args.config = str(
             ROOT
-            / "memkit/configs"
+            / "memkit/config"
             / ("postgres.toml" if args.backend == "postgres" else "default.toml")
         )
     folder = Path(args.dir or ROOT / "eval/out" / bench / f"{args.backend}-{args.events}")

@@ -49,7 +49,7 @@ STAGES = [
     ("        candidates+features", "retrievers/learned.py", "_features_one"),
     ("        bm25 search", "retrievers/sparse.py", "_search_batch"),
     ("        dense search", "retrievers/dense.py", "_search_batch"),
-    ("        encode (cache)", "memkit/encoders.py", "encode"),
+    ("        encode (cache)", "memkit/models/encoders.py", "encode"),
     ("        model forward", "sentence_transformers/SentenceTransformer.py", "encode"),
     ("        score", "retrievers/learned.py", "_score"),
     ("      convex fusion", "retrievers/hybrid.py", "convex"),
@@ -73,7 +73,7 @@ STAGES = [
 
 def count_model_runs() -> dict:
     """Count the texts sent to the ONNX encoders from here on (every thread)."""
-    from memkit.encoders import OnnxMiniLMEncoder
+    from memkit.models.encoders import OnnxMiniLMEncoder
 
     runs = {"encode": 0, "spans": 0, "spans_parts": 0, "multiline": 0}
     encode, spans = OnnxMiniLMEncoder.encode, OnnxMiniLMEncoder.encode_spans

@@ -57,7 +57,7 @@ def settings(backend: str, folder: Path) -> dict[str, str]:
     }
     if backend == "pgvector":
         env.update(
-            SEARCH_BACKEND="postgres", PIPELINE_CONFIG=str(ROOT / "memkit/configs/postgres.toml")
+            SEARCH_BACKEND="postgres", PIPELINE_CONFIG=str(ROOT / "memkit/config/postgres.toml")
         )
     return {f"MEMKIT_{k}": v for k, v in env.items()}
 

@@ -5,7 +5,7 @@ Every answerer (:class:`Answerer`: what the pipeline calls) has one entry point,
 how it is asked (a summary or a one-line account of what was found, the authors where it
 is asked, the conversation's reading of it, whether it lists a time window's posts).
 ``evidence`` is an :class:`Evidence`: the top items, best first (:data:`AnswerItem`: the
-pipeline's memkit.items.Item, or a dict with ``text`` and, where known, ``event_id``,
+pipeline's memkit.core.items.Item, or a dict with ``text`` and, where known, ``event_id``,
 ``speaker`` (the author's name), ``block_title``, ``block_type_name`` and
 ``created_at``), and what the pipeline learned of them (a reader found one likely to
 answer, the first states a changed fact). It returns an :class:`Answer`: the text, the
@@ -42,7 +42,7 @@ conversation):
    clause past ``max_words``), attributed ("On 8 May 2023 Caroline wrote in “Session 1”:
    “...”"); several posts only when the question asks for several (``wants_list``: "What
    activities ...", "Where has ..."). A when-question leads with the date, relative times
-   ("yesterday") resolved against the post's own time (memkit.timeref). Whatever users
+   ("yesterday") resolved against the post's own time (memkit.language.timeref). Whatever users
    typed (the quoted text, names, block titles) is shown through memkit.answer.render, so
    that none of it can close the answer's “ ” marks, and two authors of one name (or of
    look-alike names) are named apart by their user ids ("Oli (u_1a2b3c)").
@@ -57,22 +57,14 @@ failure.
 
 from __future__ import annotations
 
-from memkit.answer.base import (
-    DECLINE,
-    Answer,
-    Answerer,
-    AnswerItem,
-    Asked,
-    Evidence,
-    ItemDict,
-    sentences,
-)
+from memkit.answer.base import DECLINE, Answer, Answerer, AnswerItem, Asked, Evidence, ItemDict
 from memkit.answer.extractive import ExtractiveAnswerer
 from memkit.answer.features import QUERY_FEATURES, SENTENCE_FEATURES, Candidates
 from memkit.answer.llm import LLMAnswerer
-from memkit.answer.questions import question_type, wants_list
 from memkit.answer.selection import QUESTION_TERMS
-from memkit.config_model import AnswerSpec, construct, typed
+from memkit.config.model import AnswerSpec, construct, typed
+from memkit.core.text import sentences
+from memkit.question.kinds import question_type, wants_list
 
 __all__ = [
     "ANSWERERS",
@@ -100,7 +92,7 @@ ANSWERERS: dict[str, type[Answerer]] = {"extractive": ExtractiveAnswerer, "llm":
 
 def build_answerer(spec: "AnswerSpec | dict | None") -> Answerer:
     """The writer a config's ``[answer]`` table describes, as a typed spec
-    (memkit.config_model) or its dict checked into one first (None: extractive, no
+    (memkit.config.model) or its dict checked into one first (None: extractive, no
     models). A type added to ANSWERERS at run time has its settings checked by its class."""
     spec = typed("answer", spec or {"type": "extractive"})
     return construct(ANSWERERS[spec.type], spec, "answer")

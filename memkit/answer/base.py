@@ -4,20 +4,17 @@ item (its author, its time, its sentences)."""
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Protocol, TypedDict, Union, runtime_checkable
 
-from memkit.items import Item
-from memkit.timeref import Span, day_text
+from memkit.core.items import Item
+from memkit.language.timeref import Span
 
 if TYPE_CHECKING:
-    from memkit.conversation import Reading
+    from memkit.question.conversation import Reading
 
 DECLINE = "I have no information available on that"
-_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 
 
 class ItemDict(TypedDict, total=False):
@@ -36,7 +33,7 @@ class ItemDict(TypedDict, total=False):
     shown_as: str | None  # the author as the answer names them (memkit.answer.render.labelled)
 
 
-# What a writer reads: the pipeline's memkit.items.Item (read with ``.get`` like a dict)
+# What a writer reads: the pipeline's memkit.core.items.Item (read with ``.get`` like a dict)
 # or a plain dict with the same keys.
 AnswerItem = Union[Item, ItemDict]
 
@@ -73,7 +70,7 @@ class Asked:
     ``authors``: the names of the people who post where the question is asked (the
     service passes those of the floors searched, so posts elsewhere change nothing);
     None: every author the writer's ``prepare`` has seen. ``reading``: how the pipeline
-    read the question (memkit.conversation.Reading: its time window, the words it carried,
+    read the question (memkit.question.conversation.Reading: its time window, the words it carried,
     or that it refers to nothing it can resolve). ``listing``: it asks what happened in
     its window, so the answer lists the posts found there."""
 
@@ -100,7 +97,7 @@ class Evidence:
     ("What happened to Kofi's kitchen in late October?"), so the best comes first rather
     than the earliest. ``decided``: the pipeline's reader read the items and found one
     likely enough to answer, so the writer quotes rather than declines. ``settled``: the
-    first item is the newest statement of a changed fact (memkit.changes) or the reply
+    first item is the newest statement of a changed fact (memkit.ranking.changes) or the reply
     that answers the question, so the answer quotes it."""
 
     items: list[AnswerItem] = field(default_factory=list)
@@ -130,59 +127,6 @@ class Answerer(Protocol):
 
     def write(self, question: Asked, evidence: Evidence) -> Answer:
         """The answer to ``question`` from the items of ``evidence``."""
-
-
-# A long post's sentences are encoded one by one at ingest, so a text cut into many tiny
-# pieces ("Ok. Yes. No." for 20,000 characters: 1,500 of them) would cost a run of the model
-# each, several times the CPU of prose as long (SECURITY.md). Where a long text's pieces
-# average under SENTENCE_MIN_CHARS, consecutive ones are joined until each is that long;
-# prose (sentences of 60 to 120 characters) and chat lines are split as before.
-SENTENCE_MIN_CHARS = 40
-LONG_TEXT_CHARS = 1000
-
-
-def sentences(text: str | None) -> list[str]:
-    """The sentences of a post's text (split after . ! ? and at line breaks); in a long
-    text of tiny pieces, runs of them joined to at least ``SENTENCE_MIN_CHARS``.
-    Remembered: the writer splits the same candidates for every question that reaches
-    them."""
-    return list(_sentences(text or ""))
-
-
-@lru_cache(maxsize=65536)
-def _sentences(text: str) -> tuple[str, ...]:
-    parts = [s.strip() for s in _SENTENCE.split(text) if s.strip()]
-    if len(text) <= LONG_TEXT_CHARS or len(parts) * SENTENCE_MIN_CHARS <= len(text):
-        return tuple(parts)
-    joined: list[str] = []
-    for part in parts:
-        if joined and len(joined[-1]) < SENTENCE_MIN_CHARS:
-            joined[-1] = f"{joined[-1]} {part}"
-        else:
-            joined.append(part)
-    return tuple(joined)
-
-
-def as_datetime(value) -> datetime | None:
-    """A datetime, or ISO text read as one; None when it is neither."""
-    if value is None or isinstance(value, datetime):
-        return value
-    try:
-        return datetime.fromisoformat(str(value))
-    except ValueError:
-        return None
-
-
-def timestamp(value) -> float:
-    """Seconds since 1970 (an unknown time first), for ordering posts by when they were posted."""
-    value = as_datetime(value)
-    return value.timestamp() if value is not None else float("-inf")
-
-
-def day_of(value) -> str | None:
-    """The day a post was written ("7 May 2023"), where known."""
-    value = as_datetime(value)
-    return day_text(value) if value else None
 
 
 def probability(item: AnswerItem) -> float:

@@ -9,29 +9,23 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from memkit.answer.base import (
-    DECLINE,
-    Answer,
-    AnswerItem,
-    as_datetime,
-    day_of,
-    sentences,
-    timestamp,
-)
-from memkit.answer.questions import HOLDS, asks_when, question_type, says_when
+from memkit.answer.base import DECLINE, Answer, AnswerItem
 from memkit.answer.render import render, render_name, shown_name
-from memkit.changes import CHANGED
-from memkit.text import Analyzer
-from memkit.timeref import (
+from memkit.core.items import as_datetime, timestamp
+from memkit.core.text import Analyzer, sentences
+from memkit.language.en.changes import CHANGED
+from memkit.language.timeref import (
     MONTHS,
     WEEKDAYS,
     WRITTEN,
     Span,
     clause_bounds,
+    day_of,
     day_text,
     read_span,
     resolve,
 )
+from memkit.question.kinds import HOLDS, asks_when, question_type, says_when
 
 Quote = tuple[str, AnswerItem, float]  # (sentence, its item, its similarity to the question)
 Lead = tuple[Span, str]  # the date a when-answer leads with, and how it was found
@@ -158,7 +152,7 @@ def decline_text(people: set[str], closest_by: str | None = None) -> str:
 
 def lacking_text(closest_by: str, lacking: str) -> str:
     """The decline of a question whose closest post lacks what it asks for ("how much",
-    "the name", "the number", "the address": memkit.answer.questions.lacks_what_is_asked)."""
+    "the name", "the number", "the address": memkit.question.kinds.lacks_what_is_asked)."""
     return f"{DECLINE}: the closest post is {render(closest_by)}'s, and it does not say {lacking}."
 
 

@@ -15,15 +15,7 @@ from itertools import groupby
 import numpy as np
 
 from memkit.answer import features, selection
-from memkit.answer.base import (
-    Answer,
-    AnswerItem,
-    Asked,
-    Evidence,
-    as_datetime,
-    sentences,
-    speaker,
-)
+from memkit.answer.base import Answer, AnswerItem, Asked, Evidence, speaker
 from memkit.answer.compose import (
     HABIT_ASKED,
     RECURRING,
@@ -42,7 +34,15 @@ from memkit.answer.features import (
     Candidates,
     readable_model,
 )
-from memkit.answer.questions import (
+from memkit.answer.render import labelled, shown_name
+from memkit.answer.rules import summarize_by_rules
+from memkit.config.model import ExtractiveSpec, FromSpec
+from memkit.core.items import as_datetime
+from memkit.core.linear import check_linear
+from memkit.core.text import Analyzer, sentences
+from memkit.language.timeref import CALENDAR
+from memkit.models.encoders import encode_documents
+from memkit.question.kinds import (
     ANSWER_TYPE_TERMS,
     PLACE_OR_THING_BEFORE,
     asks_when,
@@ -51,19 +51,12 @@ from memkit.answer.questions import (
     question_type,
     says_when,
 )
-from memkit.answer.render import labelled, shown_name
-from memkit.answer.rules import summarize_by_rules
-from memkit.config_model import ExtractiveSpec, FromSpec
-from memkit.encoders import encode_documents
-from memkit.linear import check_linear
-from memkit.text import Analyzer
-from memkit.timeref import CALENDAR
 
 
 class ExtractiveAnswerer(FromSpec, Composer):
     """Quotes the sentence that answers the question, attributed and dated; no network."""
 
-    # Its settings are ExtractiveSpec's fields (memkit/config_model.py), each with what it does.
+    # Its settings are ExtractiveSpec's fields (memkit/config/model.py), each with what it does.
     type_name, spec, section = "extractive", ExtractiveSpec, "answer"
 
     def _built(self) -> None:

@@ -22,7 +22,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from memkit.answer.base import AnswerItem, speaker
-from memkit.answer.questions import (
+from memkit.core.text import Analyzer
+from memkit.language.en.changes import ASKS_CHANGE, CHANGED
+from memkit.question.kinds import (
     FIRST_PERSON,
     GREETING,
     HOLDS,
@@ -33,8 +35,6 @@ from memkit.answer.questions import (
     question_type,
     says_when,
 )
-from memkit.changes import ASKS_CHANGE, CHANGED
-from memkit.text import Analyzer
 
 SENTENCE = {  # one row per candidate sentence
     "cosine": "cosine of the sentence with the question",
@@ -315,7 +315,7 @@ def missing(c: Candidates, analyzer: Analyzer) -> tuple[float, float]:
 
 @functools.cache
 def _change_terms(analyzer: Analyzer) -> frozenset[str]:
-    """The terms of the words a question about a change asks with (memkit.changes'
+    """The terms of the words a question about a change asks with (memkit.ranking.changes'
     ``ASKS_CHANGE``): a post that states a change (``CHANGED``) holds them in its own words."""
     return frozenset(
         analyzer(

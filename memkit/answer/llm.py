@@ -16,10 +16,11 @@ import re
 import urllib.error
 import urllib.request
 
-from memkit.answer.base import DECLINE, Answer, AnswerItem, Asked, Evidence, day_of
+from memkit.answer.base import DECLINE, Answer, AnswerItem, Asked, Evidence
 from memkit.answer.extractive import ExtractiveAnswerer
 from memkit.answer.render import labelled, render, shown_name
-from memkit.config_model import FromSpec, LLMSpec
+from memkit.config.model import FromSpec, LLMSpec
+from memkit.language.timeref import day_of
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +28,7 @@ log = logging.getLogger(__name__)
 class LLMAnswerer(FromSpec):
     """An OpenAI-compatible chat-completions endpoint writes the answer from the items;
     any failure falls back to the extractive writer (logged, never raised). Its settings
-    are ``LLMSpec``'s (memkit.config_model): ``url``, ``model``, ``api_key_env``,
+    are ``LLMSpec``'s (memkit.config.model): ``url``, ``model``, ``api_key_env``,
     ``timeout``, ``max_items``, ``temperature`` and ``fallback`` (the extractive writer's)."""
 
     type_name, spec, section = "llm", LLMSpec, "answer"

@@ -16,9 +16,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from memkit.answer.base import Answer, AnswerItem, sentences, speaker
-from memkit.answer.questions import asks_when, says_when
+from memkit.answer.base import Answer, AnswerItem, speaker
 from memkit.answer.render import shown_name
+from memkit.core.text import sentences
+from memkit.question.kinds import asks_when, says_when
 
 if TYPE_CHECKING:
     from memkit.answer.extractive import ExtractiveAnswerer

@@ -22,9 +22,9 @@ from memkit.answer.features import (
     query_features,
     within_features,
 )
-from memkit.answer.questions import ANSWER_TYPE_TERMS, VOCATIVE, base_forms, wants_list
-from memkit.linear import linear_score
-from memkit.text import Analyzer
+from memkit.core.linear import linear_score
+from memkit.core.text import Analyzer
+from memkit.question.kinds import ANSWER_TYPE_TERMS, VOCATIVE, base_forms, wants_list
 
 
 def spoken_to(name: str) -> re.Pattern:  # "Dev, ..." or "thanks Dev": spoken to, not of

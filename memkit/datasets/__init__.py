@@ -5,11 +5,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from memkit.core.errors import DatasetError
+from memkit.core.tables import Dataset
+from memkit.core.tables import read_dataset as read_folder
 from memkit.datasets.beir import read_beir
 from memkit.datasets.locomo import read_locomo
-from memkit.errors import DatasetError
-from memkit.tables import Dataset
-from memkit.tables import read_dataset as read_folder
 
 # The shared data sets sit beside the repository (../shared/datasets) in development.
 DEFAULT_DATA = Path(__file__).resolve().parents[3] / "shared" / "datasets"
@@ -49,7 +49,7 @@ def load_any(path: str | Path, split: str = "test") -> Dataset:
 
 def read_dataset(path: str | Path, split: str = "test") -> Dataset:
     """Any supported data set, as ``load_any`` reads it: a memkit dataset folder (its
-    three files checked together, ``memkit.tables.read_dataset``), a BEIR folder (``split``)
+    three files checked together, ``memkit.core.tables.read_dataset``), a BEIR folder (``split``)
     or a LoCoMo ``.json`` file."""
     return load_any(path, split)
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import polars as pl
 
-from memkit.errors import DatasetError
-from memkit.tables import Dataset, events_frame, qrels_frame, queries_frame
+from memkit.core.errors import DatasetError
+from memkit.core.tables import Dataset, events_frame, qrels_frame, queries_frame
 
 
 def _jsonl(path: Path):

@@ -16,8 +16,8 @@ import re
 from datetime import datetime
 from pathlib import Path
 
-from memkit.errors import DatasetError
-from memkit.tables import Dataset, events_frame, qrels_frame, queries_frame
+from memkit.core.errors import DatasetError
+from memkit.core.tables import Dataset, events_frame, qrels_frame, queries_frame
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 _EVIDENCE = re.compile(r"D\s*:?\s*(\d+)\s*:\s*(\d+)")

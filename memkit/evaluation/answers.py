@@ -10,7 +10,7 @@ of the run, the relevance gate, the pipeline's answer writer) and scores it:
 - ``gold_recall``: the share of the gold answer's (normalised, stemmed) tokens that the
   answer contains;
 - ``date_ok`` (temporal questions whose gold answer names a date): the first date the
-  answer writes (memkit.timeref.read_span) matches the gold date at least as precisely;
+  answer writes (memkit.language.timeref.read_span) matches the gold date at least as precisely;
 - ``declined``: the writer said memory holds nothing on it (its own flag; for answers read
   from elsewhere, LoCoMo's test: "no information available" or "not mentioned" in it, or
   memkit's fallback "couldn't find anything"). For adversarial questions that is the
@@ -35,8 +35,8 @@ from pathlib import Path
 import polars as pl
 
 from memkit.answer.base import Asked, Evidence
-from memkit.tables import relevant_posts
-from memkit.timeref import read_span
+from memkit.core.tables import relevant_posts
+from memkit.language.timeref import read_span
 
 # Categories whose right answer is a decline: LoCoMo's adversarial questions,
 # memkit.training.answers' unknown facts, and the conversation suites' unknown facts and bare

@@ -22,10 +22,10 @@ import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 from scipy import stats  # noqa: E402
 
-from memkit.errors import ValidationError  # noqa: E402
+from memkit.core.errors import ValidationError  # noqa: E402
+from memkit.core.tables import Dataset  # noqa: E402
 from memkit.evaluation.harness import EvalResult  # noqa: E402
 from memkit.evaluation.metrics import METRICS, per_query  # noqa: E402
-from memkit.tables import Dataset  # noqa: E402
 
 CURVE_KS = [1, 2, 3, 5, 10, 15, 20, 25, 30, 40, 50]
 TABLE_METRICS = ("recall@5", "recall@10", "ndcg@10", "mrr@10")

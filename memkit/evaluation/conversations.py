@@ -24,8 +24,9 @@ from pathlib import Path
 
 import polars as pl
 
-from memkit.errors import ValidationError
-from memkit.tables import RUN_SCHEMA, relevant_posts
+from memkit.core.errors import ValidationError
+from memkit.core.tables import RUN_SCHEMA, relevant_posts
+from memkit.datasets import load_any
 
 CHECKS = ("post_first", "answer_right")
 MEASURES = ("post_first", "post_top5", "answer_right", "false_decline", "false_answer")
@@ -196,7 +197,6 @@ def score_files(dataset: str | Path, answers: str | Path, run: str | Path) -> st
     """``memkit score``: the checks per behaviour of answers and a run written by any
     system on a conversation suite, as a Markdown table (as ``memkit eval`` reports them
     for memkit's own pipelines)."""
-    from memkit.datasets import load_any
 
     ds = load_any(dataset)
     table = turn_checks(read_answers(answers), ds.queries, ds.qrels, read_run(run))

@@ -10,12 +10,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+from memkit.evaluation.walks import replay, walk_names
+from memkit.pipeline import Pipeline
+
 
 def config_params(path: str | Path) -> dict:
     """A config's pipeline ``params()`` built as eval builds it (``encoder=None``), with a
     fixed encoder as the service builds it (``encoder=minilm-int8``), and after
     ``use_encoder`` (with the encoder's name). Nothing is fitted or encoded."""
-    from memkit.pipeline import Pipeline
 
     out = {
         f"encoder={encoder}": Pipeline.from_config(path, encoder=encoder).params()
@@ -30,7 +32,6 @@ def walk_lines(stems=None, config=None) -> Iterator[str]:
     """Every turn of the walks ``stems`` (default: all), replayed in order
     (memkit.evaluation.walks.replay), as three lines, yielded as each walk is replayed:
     ``[NAME N] question  (want: ...)``, ``[reading] searched text`` and ``-> answer``."""
-    from memkit.evaluation.walks import replay, walk_names
 
     for stem in stems or walk_names():
         for n, turn in enumerate(replay(stem, config), 1):

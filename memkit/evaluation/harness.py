@@ -15,12 +15,12 @@ from pathlib import Path
 
 import polars as pl
 
-from memkit.errors import ValidationError
+from memkit.core.errors import ValidationError
+from memkit.core.tables import Dataset, empty_run
 from memkit.evaluation.answers import score_answers, write_answers
 from memkit.evaluation.conversations import has_checks, summarize_checks, turn_checks
 from memkit.evaluation.metrics import METRICS, per_query, summarize, write_trec_run
 from memkit.pipeline import Pipeline
-from memkit.tables import Dataset, empty_run
 
 
 @dataclass

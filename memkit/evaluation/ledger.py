@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from memkit.encoders import INT8
 from memkit.evaluation.tracking import git_commit
+from memkit.models.encoders import INT8
 
 PRECISION = 4  # the digits the printed ledger shows: what "exact" means for a float row
 INT8_TOLERANCE = 0.015

@@ -20,8 +20,8 @@ from urllib.parse import urlparse
 import polars as pl
 
 from memkit.config import flatten
-from memkit.config_model import validate_config
-from memkit.errors import ValidationError
+from memkit.config.model import validate_config
+from memkit.core.errors import ValidationError
 
 PROJECT = Path(__file__).resolve().parents[2]
 # MLflow refuses a batch of more than 100 params or 1,000 metrics

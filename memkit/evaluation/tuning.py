@@ -16,9 +16,9 @@ from typing import Hashable, Sequence
 
 import polars as pl
 
+from memkit.core.tables import Dataset
 from memkit.evaluation.metrics import METRICS, per_query
-from memkit.retrievers import convex
-from memkit.tables import Dataset
+from memkit.retrieval import convex
 
 
 def question_table(

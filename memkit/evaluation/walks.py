@@ -21,9 +21,12 @@ from pathlib import Path
 
 import polars as pl
 
-from memkit.tables import events_frame
+from memkit.config import CONFIG_DIR, load_config
+from memkit.core.tables import events_frame
+from memkit.pipeline import Pipeline
+from memkit.training import EncoderStage
 
-# A real folder, as memkit/config.py's CONFIG_DIR: memkit is installed as files (never
+# A real folder, as memkit/config/__init__.py's CONFIG_DIR: memkit is installed as files (never
 # zipped), so the resource is a path that glob and open can use.
 WALKS = Path(str(resources.files("memkit") / "data" / "walks"))
 ASKED = datetime(2026, 11, 28, 9, tzinfo=timezone.utc)  # every walk is asked on this day
@@ -61,9 +64,6 @@ def served_pipeline(config=None):
     """The pipeline of a config as a fresh service serves it: the config's own model, fixed,
     so ``fit`` trains nothing (the default adapts its encoder to the events given to ``fit``
     in eval; the service only when `memkit adapt` runs)."""
-    from memkit.config import CONFIG_DIR, load_config
-    from memkit.pipeline import Pipeline
-    from memkit.training import EncoderStage
 
     config = (
         config if isinstance(config, dict) else load_config(config or CONFIG_DIR / "default.toml")

@@ -108,6 +108,7 @@ class Language:
     kinds: Table
     lists: Rule
     needs: tuple[Need, ...] = field(default=())
+    changes: tuple[Rule, ...] = field(default=())  # what says a plan changed, what asks so
 
     def kind(self, question: str) -> str:
         """The kind of answer a question asks for (the first row of ``kinds`` it matches)."""
@@ -132,6 +133,8 @@ def validate(language: Language) -> list[str]:
     out += [f"lists.{p}" for p in language.lists.problems()]
     for need in language.needs:
         out += need.problems(language)
+    for rule in language.changes:
+        out += [f"changes.{p}" for p in rule.problems()]
     return out
 
 

@@ -1,5 +1,5 @@
 """The ranking steps: what re-orders (or empties) a question's ranking between retrieval and
-the cut, in the order the config lists them (``[ranking] steps``, memkit/config_model.py).
+the cut, in the order the config lists them (``[ranking] steps``, memkit/config/model.py).
 
 A step is any object with a ``name`` and ``apply(ranked, question, posts) -> Ranked``:
 ``ranked`` is the ranking with what earlier steps decided (``Ranked``), ``question`` the
@@ -29,13 +29,13 @@ from typing import Any, Callable, Protocol, Sequence, runtime_checkable
 
 import polars as pl
 
-from memkit.errors import ValidationError
+from memkit.core.errors import ValidationError
 from memkit.ranking.registry import BUILT_IN, STEPS, default_steps, known_steps, register_step
 
 
 @dataclass(frozen=True)
 class Ranked:
-    """A question's ranking (``run``: memkit.tables.RUN_SCHEMA) and what the steps decided
+    """A question's ranking (``run``: memkit.core.tables.RUN_SCHEMA) and what the steps decided
     that the cut and the writer read.
 
     ``batch``: ranked for ``Pipeline.search`` (eval's batch of independent queries): the

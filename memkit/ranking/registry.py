@@ -1,6 +1,6 @@
 """The ranking steps' registry: a step's name (what ``[ranking] steps`` lists) -> the
 factory that builds it for one pipeline. This module imports nothing else of memkit, so the
-config's check (memkit.config_model) can read the names without importing the steps.
+config's check (memkit.config.model) can read the names without importing the steps.
 
 A step of your own joins with ``@register_step("name")`` on a factory taking the pipeline
 (a class whose constructor takes it will do), in a module imported before the config is

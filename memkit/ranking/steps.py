@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from memkit.changes import changed_fact, newest_first, settles, stated_change_first
+from memkit.ranking.changes import changed_fact, newest_first, settles, stated_change_first
 from memkit.ranking.registry import register_step
-from memkit.replies import reply_first
+from memkit.ranking.replies import reply_first
 
 
 @register_step("reader")
 class ReaderStep:
-    """The reader (memkit.reader.ReaderStage) decides: which of the first posts goes first,
+    """The reader (memkit.ranking.reader.ReaderStage) decides: which of the first posts goes first,
     and whether any answers. It reads questions it applies to (``questions_only``), what
     retrieval read (``Question.read_as``); not a window's listing, nor a follow-up that
     refers to nothing."""
@@ -59,7 +59,7 @@ class RelevanceStep:
 class ChangedFactsStep:
     """A question a changed fact settles (when, where, who): the newer statement first and
     the post it replaced second (the cut hides that one); a question about a change: the
-    post stating it first (memkit.changes)."""
+    post stating it first (memkit.ranking.changes)."""
 
     name = "changed_facts"
 
@@ -83,7 +83,7 @@ class ChangedFactsStep:
 @register_step("replies")
 class RepliesStep:
     """The reply that answers first ("Ines, can Pepper come to the gig?": Ines's reply),
-    unless a changed fact settled the question (memkit.replies)."""
+    unless a changed fact settled the question (memkit.ranking.replies)."""
 
     name = "replies"
 

@@ -20,6 +20,8 @@ Trained coefficients are written into the model files a config names (``model_fi
 memkit/models/; :func:`memkit.config.write_model_file`), never into the TOML itself.
 """
 
+from memkit.config import model_files, resolve_config, write_model_file
+from memkit.core.errors import ValidationError
 from memkit.training.encoder import (
     ADAPT,
     KINDS,
@@ -62,8 +64,6 @@ def write_tables(config, tables: dict):
     """Write trained tables (``{"retriever.model": {...}}``) into the files the config's
     own file names for them (``model_file``); returns the files written. A table the config
     names no file for is a ValidationError saying how to name one: nothing is written."""
-    from memkit.config import model_files, resolve_config, write_model_file
-    from memkit.errors import ValidationError
 
     path = resolve_config(config)
     files = model_files(path)

@@ -42,13 +42,14 @@ import numpy as np
 import polars as pl
 
 from memkit.answer import QUERY_FEATURES, SENTENCE_FEATURES, ExtractiveAnswerer
-from memkit.config import load_config
+from memkit.config import load_config, resolve_config
+from memkit.core.linear import fit_linear, linear_score
+from memkit.core.tables import relevant_posts
 from memkit.datasets.locomo import read_locomo
 from memkit.evaluation.answers import UNANSWERABLE, answer_items, score_answers, write_answers
 from memkit.evaluation.harness import evaluate_pipeline
-from memkit.linear import fit_linear, linear_score
 from memkit.pipeline import Pipeline
-from memkit.tables import relevant_posts
+from memkit.training import write_tables
 
 # the share of answerable training questions the decline threshold may decline (goal: <= 0.10)
 BUDGET = 0.09
@@ -206,8 +207,6 @@ def table(results: dict[str, dict]) -> str:
 
 def run(args) -> int:
     """``memkit train answers``: ``args`` as memkit/cli.py parses them (config, data, write)."""
-    from memkit.config import resolve_config
-    from memkit.training import write_tables
 
     path = resolve_config(args.config)
     config = load_config(path)

@@ -53,8 +53,10 @@ import numpy as np
 import polars as pl
 from tqdm.auto import tqdm
 
-from memkit.config_model import EncoderSpec, FromSpec, TrainSettings, typed
-from memkit.encoders import (
+from memkit.config.model import EncoderSpec, FromSpec, TrainSettings, typed
+from memkit.core.errors import ValidationError
+from memkit.datasets import data_root, load_any
+from memkit.models.encoders import (
     INT8,
     MINILM,
     TRAINED,
@@ -63,16 +65,16 @@ from memkit.encoders import (
     models_dir,
     trained_model_path,
 )
-from memkit.errors import ValidationError
-from memkit.representation import add_context
-from memkit.retrievers.base import document_text
+from memkit.retrieval import BM25Retriever
+from memkit.retrieval.base import document_text
+from memkit.retrieval.representation import add_context
 
 TRAIN_VERSION = 2  # bump when the loop changes, so models trained by an older one are not reused
 KINDS = ("neighbour", "reply", "title")
 PAIRS_SCHEMA = {"anchor": pl.Utf8, "positive": pl.Utf8, "negative": pl.Utf8, "kind": pl.Utf8}
 
 
-# -- settings (memkit.config_model.TrainSettings: each written once, with its bound) ------
+# -- settings (memkit.config.model.TrainSettings: each written once, with its bound) ------
 SUPERVISED = TrainSettings(
     epochs=2
 )  # labels: two passes (the settings of the issue's first measurements)
@@ -116,8 +118,6 @@ def supervised_pairs(
         )
     )
     if hard_negatives and rel.height:
-        from memkit.retrievers import BM25Retriever
-
         asked_q = q.filter(pl.col("query_id").is_in(rel["query_id"].unique().to_list())).rename(
             {"anchor": "text"}
         )
@@ -384,7 +384,6 @@ def dataset_pairs(
     """(dataset name, its supervised pairs) for ``path[:split]``: a dataset folder, BEIR
     folder or LoCoMo file, as given or under the data root; ``split`` is a BEIR split
     (default ``train``: SciFact's test claims stay for scoring)."""
-    from memkit.datasets import data_root, load_any
 
     path, _, split = spec.partition(":")
     p = Path(path)
@@ -432,7 +431,7 @@ class EncoderStage(FromSpec):
 
     @classmethod
     def from_config(cls, spec: "EncoderSpec | dict | None") -> "EncoderStage | None":
-        """From an ``[encoder]`` typed spec (memkit.config_model), or its dict checked into
+        """From an ``[encoder]`` typed spec (memkit.config.model), or its dict checked into
         one first; None: no encoder stage."""
         return None if spec is None else cls.checked(typed("encoder", spec))
 

@@ -19,7 +19,7 @@ second run trains nothing and encodes nothing (vectors are cached by model too).
   (leave one data set out: LoCoMo-dev, CAsT 2021, SciFact's train split, MADial-Bench).
 - ``combined``: every dev set, with its ``lodo`` model adapted on its own events.
 - ``settings``: how ``ADAPT`` was chosen: a few self-supervised settings on LoCoMo-dev.
-- ``end-to-end``: the default config (memkit/configs/default.toml) with the encoder swapped
+- ``end-to-end``: the default config (memkit/config/default.toml) with the encoder swapped
   in, its learned re-ranker not retrained: supervised (leave one conversation out) and
   adapted, on LoCoMo-dev.
 
@@ -33,13 +33,15 @@ import sys
 
 import polars as pl
 
+from memkit.config import CONFIG_DIR
+from memkit.core.errors import ValidationError
+from memkit.core.tables import Dataset
 from memkit.datasets import data_root, load_any
 from memkit.evaluation.harness import evaluate_pipeline
 from memkit.evaluation.tuning import question_table
 from memkit.pipeline import Pipeline
-from memkit.representation import Representation
-from memkit.retrievers import DenseRetriever
-from memkit.tables import Dataset
+from memkit.retrieval import DenseRetriever
+from memkit.retrieval.representation import Representation
 from memkit.training import (
     ADAPT,
     SUPERVISED,
@@ -151,7 +153,6 @@ def loco(ds: Dataset, hard: bool, threads) -> None:
 def end_to_end(ds: Dataset, hard: bool, threads) -> None:
     """The default config with the encoder swapped in (its learned ranker not retrained):
     each conversation scored with the model that never saw its labels."""
-    from memkit.config import CONFIG_DIR
 
     def default(name: str, test: Dataset) -> pl.DataFrame:
         pipe = Pipeline.from_config(CONFIG_DIR / "default.toml").use_encoder(name)
@@ -297,7 +298,6 @@ PARTS = ["settings", "loco", "adapt", "transfer", "lodo", "combined", "end-to-en
 def run(args) -> int:
     """``memkit train encoder --report PART``: ``args`` as memkit/cli.py parses them
     (report, hard_negatives, threads)."""
-    from memkit.errors import ValidationError
 
     if args.report not in PARTS:
         raise ValidationError(

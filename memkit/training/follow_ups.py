@@ -5,7 +5,7 @@ order, MRR@10) and the development conversation suite (a relevant post first, in
     memkit tune [--grid 0.4:0.7,0.4:0.7:0.5] [--config NAME|FILE]
 
 Each grid point is ``weight:bare_weight[:repeat_weight]`` of the default's
-``[contextualizer]`` (type ``topic``, memkit/conversation.py): ``weight`` for a follow-up
+``[contextualizer]`` (type ``topic``, memkit/question/conversation.py): ``weight`` for a follow-up
 with words of its own ("and how much did it cost?"), ``bare_weight`` for one with none
 ("when was that?"), ``repeat_weight`` the factor on the scores of the posts the last answer
 quoted when a follow-up asks something of its own (default 1: none). Chosen on
@@ -18,6 +18,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from memkit.config import load_config
+from memkit.core.errors import ValidationError
+from memkit.datasets import data_root, load_any
+from memkit.evaluation.harness import evaluate_config
+
 SUITE = Path(__file__).resolve().parents[2] / "datasets" / "conversations" / "dev"
 GRID = "0.4:0.7,0.5:0.8,0.6:0.8,0.7:0.9"
 
@@ -25,7 +30,6 @@ GRID = "0.4:0.7,0.5:0.8,0.6:0.8,0.7:0.9"
 def grid_points(text: str) -> list[tuple[float, float, float]]:
     """``"0.4:0.7,0.4:0.7:0.5"`` as (weight, bare_weight, repeat_weight) points (repeat 1
     when not given); a point that is not two or three numbers is a ValidationError."""
-    from memkit.errors import ValidationError
 
     points = []
     for point in text.split(","):
@@ -44,10 +48,6 @@ def grid_points(text: str) -> list[tuple[float, float, float]]:
 def run(args) -> int:
     """``memkit tune``: ``args`` as memkit/cli.py parses them (grid, config)."""
     import polars as pl
-
-    from memkit.config import load_config
-    from memkit.datasets import data_root, load_any
-    from memkit.evaluation.harness import evaluate_config
 
     points = grid_points(args.grid)
     sets = [load_any(SUITE)] + (

@@ -13,9 +13,9 @@ and, found next to it under the data root, CAsT 2021, SciFact's train split and
 MADial-Bench-en; with ``--longmemeval`` also ``extra/longmemeval-dev`` beside the data root
 (long user-assistant histories, one floor per question). Each is indexed with the
 config's representation, so every post is a chat line or stands alone
-(memkit/representation.py): chat lines train ``[retriever.model]``, posts that stand alone a
-passage model (two logistic regressions on the same features; memkit/retrievers/learned.py
-says why two). A ``[retriever.passage_model]`` the config sets itself (its numbers written
+(memkit/retrieval/representation.py): chat lines train ``[retriever.model]``, posts that
+stand alone a passage model (two logistic regressions on the same features;
+memkit/retrieval/learned.py says why two). A ``[retriever.passage_model]`` the config sets itself (its numbers written
 in the table, not in a ``model_file``) is kept: the learned one is then only reported. (The
 hybrid's fixed 0.5/0.5 fusion scored higher on CAsT and SciFact but its scores are not on
 the chat model's scale, so on a floor with both shapes every passage outranked every chat
@@ -36,7 +36,7 @@ Reported, per dev set, with the set's headline metric:
 - leave one data set out: models trained on the other sets only;
 - trained on all (in-sample for every set but SciFact: it flatters).
 
-``--calibration`` fits and reports the calibration instead (memkit/calibration.py): the
+``--calibration`` fits and reports the calibration instead (memkit/ranking/calibration.py): the
 top 10 of every training question scored by models that never saw its group, and of the
 development conversation suite's turns (which the ranker never sees); per set, the Brier
 score and expected calibration error of the ranker's own probabilities and of Platt scaling
@@ -62,14 +62,15 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from memkit.calibration import Calibration, brier, expected_calibration_error
-from memkit.config import load_config
+from memkit.config import load_config, model_files, resolve_config
+from memkit.core.linear import fit_linear, linear_score
+from memkit.core.tables import Dataset
 from memkit.datasets import load_any
 from memkit.evaluation.harness import run_queries
 from memkit.evaluation.metrics import per_query
-from memkit.linear import fit_linear, linear_score
 from memkit.pipeline import Pipeline
-from memkit.tables import Dataset
+from memkit.ranking.calibration import Calibration, brier, expected_calibration_error
+from memkit.training import write_tables
 
 SUITE = Path(__file__).resolve().parents[2] / "datasets" / "conversations" / "dev"
 OTHERS = [
@@ -356,8 +357,6 @@ def unmodelled(path: str) -> dict:
 def run(args) -> int:
     """``memkit train ranker``: ``args`` as memkit/cli.py parses them (config, data,
     longmemeval, c, calibration, write)."""
-    from memkit.config import model_files, resolve_config
-    from memkit.training import write_tables
 
     global C
     C = args.c

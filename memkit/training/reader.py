@@ -1,9 +1,9 @@
-"""Training the reader (memkit/reader.py): pairs, one small loop, the int8 export.
+"""Training the reader (memkit/ranking/reader.py): pairs, one small loop, the int8 export.
 
 Pairs are a Polars frame ``question, passage, label, source, group``:
 
 - :func:`squad_pairs` (``../shared/training/squad2``, CC BY-SA 4.0): each paragraph in
-  chunks (memkit.reader.chunks). An answerable question's chunk that holds its answer is a
+  chunks (memkit.ranking.reader.chunks). An answerable question's chunk that holds its answer is a
   positive; the chunk of its paragraph and the chunk of another paragraph of the same
   article that share most words with it are negatives. An unanswerable question was
   written against its paragraph to look answerable there (a near miss): the two chunks of
@@ -38,16 +38,23 @@ import numpy as np
 import polars as pl
 from tqdm.auto import tqdm
 
-from memkit.reader import (
-    CHUNK_WORDS,
+from memkit.config import model_files, resolve_config, write_model_file
+from memkit.core.errors import ValidationError
+from memkit.core.text import CHUNK_WORDS, chunks
+from memkit.datasets import DEFAULT_DATA, read_dataset
+from memkit.evaluation.conversations import expectations, says
+from memkit.language.timeref import day_of
+from memkit.models.encoders import export_onnx, models_dir, quantize_int8
+from memkit.pipeline import Pipeline
+from memkit.ranking.reader import (
     MAX_CHUNKS,
     MAX_LENGTH,
     MODEL_FILE,
     READER_DIR,
+    Reader,
     best_chunks,
-    chunks,
 )
-from memkit.reader import passage as passage_text
+from memkit.ranking.reader import passage as passage_text
 
 PAIRS_SCHEMA = {
     "question": pl.Utf8,
@@ -154,10 +161,6 @@ def squad_pairs(
 
 def suite_pairs(folder: str | Path, config=None, depth: int = 10) -> pl.DataFrame:
     """A conversation suite's turns, asked in order, as reader pairs (module docstring)."""
-    from memkit.answer.base import day_of
-    from memkit.datasets import read_dataset
-    from memkit.evaluation.conversations import expectations, says
-    from memkit.pipeline import Pipeline
 
     ds = read_dataset(folder)
     name = Path(folder).name
@@ -384,7 +387,6 @@ def export(folder: str | Path, target: str | Path) -> Path:
     """The trained model in ``folder`` as an int8 ONNX graph in ``target``/MODEL_FILE:
     weights of every matrix product and the word embeddings in int8 (per channel, dynamic),
     the attention products of two activations kept float, as the int8 encoder does."""
-    from memkit.encoders import export_onnx, quantize_int8
 
     target = Path(target)
     target.mkdir(parents=True, exist_ok=True)
@@ -417,7 +419,6 @@ SUITES = Path(__file__).resolve().parents[2] / "datasets" / "conversations"
 def training_root() -> Path:
     """Training data (SQuAD 2.0, CANARD): ``$MEMKIT_TRAINING``, else ../shared/training
     beside the repository."""
-    from memkit.datasets import DEFAULT_DATA
 
     return Path(os.environ.get("MEMKIT_TRAINING", Path(DEFAULT_DATA).parent / "training"))
 
@@ -444,7 +445,6 @@ def trained_reader(pairs: pl.DataFrame, epochs: int = 2, seed: int = 0, **kw) ->
     """The reader trained on ``pairs`` and exported to int8 ONNX, in
     ``<cache dir>/models/reader-<hash>/`` (the hash covers the pairs and the settings, so
     asking again costs nothing)."""
-    from memkit.encoders import models_dir
 
     settings = {"epochs": epochs, "seed": seed, **kw}
     key = hashlib.sha256(
@@ -478,7 +478,6 @@ def post_table(rows: pl.DataFrame, logits: np.ndarray) -> pl.DataFrame:
 
 
 def reader_logits(folder: Path, rows: pl.DataFrame) -> np.ndarray:
-    from memkit.reader import Reader
 
     reader = Reader(folder)
     out = np.zeros(rows.height, np.float32)
@@ -641,13 +640,10 @@ def run(args) -> int:
 
     The held-out suite (datasets/conversations/heldout) is never read here: ``memkit eval
     --dataset datasets/conversations/heldout`` scores the served pipeline on it."""
-    from memkit.config import model_files, resolve_config
 
     config = resolve_config(CONFIG)
     fusion_file = model_files(config).get("reader")
     if args.write and fusion_file is None:
-        from memkit.errors import ValidationError
-
         raise ValidationError("--write", f"[reader] of {config} names no model_file to write into")
     started = time.time()
     pairs = all_pairs()
@@ -705,7 +701,6 @@ def run(args) -> int:
         sample = suites["dev"].filter(pl.col("label") == 1).head(12)
         sample = pl.concat([sample, suites["dev"].filter(pl.col("label") == 0).head(12)])
         ship(readers["shipped"], report, sample)
-        from memkit.config import write_model_file
 
         write_model_file(fusion_file, report["fusion"])
         print(f"wrote {READER_DIR} and the fusion of [reader] in {fusion_file}")

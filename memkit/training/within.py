@@ -30,7 +30,6 @@ from pathlib import Path
 
 import numpy as np
 
-from memkit.answer.base import sentences
 from memkit.answer.features import (
     SENTENCE_FEATURES,
     WITHIN_FEATURES,
@@ -38,16 +37,18 @@ from memkit.answer.features import (
     sentence_features,
     within_features,
 )
-from memkit.config import load_config
-from memkit.encoders import get_encoder
-from memkit.linear import fit_linear, linear_score
-from memkit.text import Analyzer
+from memkit.config import load_config, resolve_config
+from memkit.core.errors import ValidationError
+from memkit.core.linear import fit_linear, linear_score
+from memkit.core.text import Analyzer, sentences
+from memkit.models.encoders import get_encoder
+from memkit.training import write_tables
+from memkit.training.reader import training_root
 
 
 def squad_file() -> Path:
     """Half of SQuAD 2.0's dev set under the training data (memkit.training.reader's
     ``training_root``: ``$MEMKIT_TRAINING``, else ../shared/training)."""
-    from memkit.training.reader import training_root
 
     return training_root() / "squad2" / "dev-v2.0-half.json"
 
@@ -99,9 +100,6 @@ def accuracy(rows, score) -> float:
 def run(args) -> int:
     """``memkit train within``: ``args`` as memkit/cli.py parses them (squad, config, c,
     write)."""
-    from memkit.config import resolve_config
-    from memkit.errors import ValidationError
-    from memkit.training import write_tables
 
     path = resolve_config(args.config)
     squad = Path(args.squad) if args.squad else squad_file()

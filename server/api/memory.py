@@ -6,7 +6,7 @@ from contextlib import ExitStack
 
 from flask import Blueprint, current_app, request
 
-from memkit.encoders import asking
+from memkit.models.encoders import asking
 from server import models as m
 from server.api.auth import app_caller
 from server.api.openapi import body, operation
@@ -57,7 +57,7 @@ def query():
             # the asker's questions in flight until it is answered (server/api/limits.py).
             held.enter_context(ext["questions"].admitted(_asker(caller, req)))
             prepared = ext["memory"].prepare(caller, req)
-        with asking():  # the model's runs for writes yield to it (memkit.encoders.Lanes)
+        with asking():  # the model's runs for writes yield to it (memkit.models.encoders.Lanes)
             return ext["memory"].answer(req, prepared)
 
 

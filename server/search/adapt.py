@@ -29,9 +29,9 @@ from dataclasses import dataclass
 import polars as pl
 import sqlalchemy as sa
 
-from memkit.errors import ValidationError
-from memkit.retrievers import PgVectorRetriever
-from memkit.retrievers.postgres import postgres_parts
+from memkit.core.errors import ValidationError
+from memkit.retrieval import PgVectorRetriever
+from memkit.retrieval.postgres import postgres_parts
 from memkit.training import EncoderStage, model_info
 from server.search import versions
 from server.search.index import SearchIndex, load_events, per_floor

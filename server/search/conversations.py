@@ -1,6 +1,6 @@
 """Each user's conversation state, kept in the store (``conversation_turns``) so that it
 survives restarts and is shared by every app process. Same interface as
-:class:`memkit.conversation.ConversationStore`, which keeps it in memory: the service
+:class:`memkit.question.conversation.ConversationStore`, which keeps it in memory: the service
 reads a user's turns before a question and stores the turn the pipeline hands back."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from datetime import datetime, timedelta, timezone
 
 import sqlalchemy as sa
 
-from memkit.conversation import ConversationStore, Turn, content_words
+from memkit.question.conversation import ConversationStore, Turn, content_words
 from server.store.db import reading, writing
 from server.store.schema import conversation_turns as turns
 from server.store.schema import events, floors

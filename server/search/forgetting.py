@@ -5,7 +5,7 @@ where the representation joins them), its line and its sentences. Which entries 
 made is not stored anywhere; it is named again from the post. Before a delete, an edit or
 an account's deletion, ``CachedVectors.pending`` names the entries the served pipeline
 made for the sessions the change touches, as the store holds them then
-(``memkit.encoders.naming_cache_keys``: the same code that encodes them, with no model run);
+(``memkit.models.encoders.naming_cache_keys``: the same code that encodes them, with no model run);
 after the commit, ``Pending.forget`` names them again from what the store holds now and
 deletes those no longer named, under the floor's namespace. A vector the same text made in
 another floor stays, recorded for that floor. A deleted floor's namespace goes whole. A
@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from memkit.encoders import forget_vectors, naming_cache_keys
+from memkit.models.encoders import forget_vectors, naming_cache_keys
 from memkit.pipeline import Pipeline
 from server.search.index import load_events, per_floor, session_of
 

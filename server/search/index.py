@@ -63,10 +63,10 @@ from typing import NamedTuple
 import polars as pl
 import sqlalchemy as sa
 
-from memkit.encoders import cache_scope
+from memkit.core.private import private_dir
+from memkit.core.tables import events_frame
+from memkit.models.encoders import cache_scope
 from memkit.pipeline import Pipeline
-from memkit.private import private_dir
-from memkit.tables import events_frame
 from server.store.db import reading
 from server.store.schema import blocks, event_log, events, stored_tags, users
 
@@ -414,11 +414,11 @@ class SearchIndex:
     def _digest(self) -> str:
         """What the saved index was made by: the pipeline's settings, the dense model's
         exact name, which changes with its weights under the same config name (int8
-        weights made 7-bit), and the analyzer's table of base forms (``memkit.text``'s
+        weights made 7-bit), and the analyzer's table of base forms (``memkit.core.text``'s
         ``IRREGULAR``, read by the BM25 parts): a saved index of older vectors or terms is
         rebuilt, not loaded."""
-        from memkit.encoders import get_encoder
-        from memkit.text import IRREGULAR
+        from memkit.core.text import IRREGULAR
+        from memkit.models.encoders import get_encoder
 
         name = self.pipeline.encoder_name()
         made_by = {
@@ -466,7 +466,7 @@ class SearchIndex:
         state = json.loads(state_file.read_text())
         if state.get("digest") != self._digest():
             return False
-        from memkit.retrievers import load as load_retriever
+        from memkit.retrieval import load as load_retriever
 
         with self.lock:
             self.pipeline.retriever = load_retriever(self.folder / "retriever")
@@ -869,7 +869,7 @@ class SearchIndex:
 def floor_scope(floor_id: str):
     """The embedding cache's scope for encoding a floor's posts: only vectors made for the
     same floor are reused, so how long a write or a catch-up takes tells nobody what other
-    floors hold (memkit.encoders.cache_scope; SECURITY.md)."""
+    floors hold (memkit.models.encoders.cache_scope; SECURITY.md)."""
     return cache_scope(reads={f"floor:{floor_id}"}, writes=f"floor:{floor_id}")
 
 

@@ -1,4 +1,4 @@
-"""The pipeline's items, read from the store (memkit.items.ItemSource).
+"""The pipeline's items, read from the store (memkit.core.items.ItemSource).
 
 The pipeline ranks event ids; what it shows the answer writer and the conversation (text,
 author's name, time, block) it reads here, one query per question for the posts it
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from memkit.items import Item
+from memkit.core.items import Item
 from server.store.db import reading
 from server.store.schema import blocks, events, floors, stored_media, stored_tags, users
 

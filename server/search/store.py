@@ -3,7 +3,7 @@ the store, so any number of app processes on any number of machines serve the sa
 with nothing to build, load or catch up.
 
 The pipeline's retrievers must all be PostgreSQL ones (``pgvector``, ``pgtext``; see
-memkit/retrievers/postgres.py), for example memkit/configs/postgres.toml; they are pointed
+memkit/retrieval/postgres.py), for example memkit/config/postgres.toml; they are pointed
 at the service's own database (``database_url``), whatever URL the config names.
 Fusion, the relevance gate, answers and conversation state stay in the memkit pipeline.
 
@@ -38,9 +38,9 @@ from contextlib import nullcontext
 
 import sqlalchemy as sa
 
-from memkit.errors import ValidationError
+from memkit.core.errors import ValidationError
 from memkit.pipeline import Pipeline
-from memkit.retrievers.postgres import (
+from memkit.retrieval.postgres import (
     DDL_LOCK,
     in_memory_parts,
     postgres_parts,

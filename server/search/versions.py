@@ -28,7 +28,7 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from memkit.encoders import MINILM, float_name, models_dir
+from memkit.models.encoders import MINILM, float_name, models_dir
 from memkit.training import is_trained
 from server.store.schema import encoder_versions
 

@@ -19,7 +19,7 @@ from email.message import EmailMessage
 from pathlib import Path
 from typing import Callable, Protocol
 
-from memkit.private import private_dir, write_private
+from memkit.core.private import private_dir, write_private
 
 log = logging.getLogger(__name__)
 

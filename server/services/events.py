@@ -15,8 +15,8 @@ from datetime import datetime, timezone
 
 import sqlalchemy as sa
 
-from memkit.encoders import naming_cache_keys
-from memkit.tables import parse_time
+from memkit.core.tables import parse_time
+from memkit.models.encoders import naming_cache_keys
 from server import models as m
 from server.errors import BadRequest, Forbidden, NotFound
 from server.models import BLOCK_TYPES

@@ -27,9 +27,9 @@ from datetime import datetime, timedelta, timezone
 import sqlalchemy as sa
 
 from memkit.config import CONFIG_DIR, load_checked
-from memkit.encoders import cache_scope, key_cache_with
+from memkit.models.encoders import cache_scope, key_cache_with
 from memkit.pipeline import Pipeline, Query
-from memkit.retrievers import Filters, PgVectorRetriever, map_specs, with_settings
+from memkit.retrieval import Filters, PgVectorRetriever, map_specs, with_settings
 from memkit.training import EncoderStage
 from server import models as m
 from server.errors import NotFound, Unprocessable

@@ -22,7 +22,7 @@ from typing import Iterator
 
 import sqlalchemy as sa
 
-from memkit.private import private_dir, private_sqlite
+from memkit.core.private import private_dir, private_sqlite
 from server.store.migrate import upgrade
 
 _LOCK = 0x6D656D6D  # advisory lock key ("memm") for schema upgrades

@@ -180,7 +180,7 @@ event_log = sa.Table(
 )
 
 # What each user asked and got back, newest last: the conversation state that follow-up
-# questions build on (memkit.conversation). Kept here so it survives restarts and every
+# questions build on (memkit.question.conversation). Kept here so it survives restarts and every
 # app process sees the same history.
 conversation_turns = sa.Table(
     "conversation_turns",
@@ -194,7 +194,7 @@ conversation_turns = sa.Table(
     sa.Column("event_ids", sa.JSON, nullable=False),
     sa.Column("answer", sa.Text),
     sa.Column("created_at", TS, nullable=False),
-    # What a follow-up may refer to (memkit.conversation.Turn; revision 0002).
+    # What a follow-up may refer to (memkit.question.conversation.Turn; revision 0002).
     sa.Column("quoted", sa.JSON),
     sa.Column("words", sa.JSON),
     sa.Column("answer_words", sa.JSON),

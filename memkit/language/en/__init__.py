@@ -1,8 +1,11 @@
 """The English pack: the tables memkit reads English questions with (memkit/language/en/)."""
 
+from memkit.language.en.changes import CHANGES
 from memkit.language.en.questions import KINDS, LISTS, NEEDS
 from memkit.language.tables import Language
 
-ENGLISH = Language(code="en", name="English", kinds=KINDS, lists=LISTS, needs=NEEDS)
+ENGLISH = Language(
+    code="en", name="English", kinds=KINDS, lists=LISTS, needs=NEEDS, changes=CHANGES
+)
 
 __all__ = ["ENGLISH"]

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import re
 
+from memkit.core.text import IRREGULAR, Analyzer
 from memkit.language.tables import Need, Rule, Table
-from memkit.text import IRREGULAR, Analyzer
-from memkit.timeref import CALENDAR
+from memkit.language.timeref import CALENDAR
 
 WHEN = re.compile(
     r"\bwhen\b|\bwhat (?:date|day|year|month|time)\b|\bhow long ago\b"
@@ -179,7 +179,7 @@ _WHAT_IS = re.compile(
 
 # A capitalised word after one of these names a place, a time or a thing ("my sister's hen
 # do in Brighton", "on Friday", "a storm warning for the Solent"), not what a question for a
-# name asks; nor do days and months (memkit.timeref.CALENDAR).
+# name asks; nor do days and months (memkit.language.timeref.CALENDAR).
 PLACE_OR_THING_BEFORE = re.compile(r"\b(?:the|in|at|to|from|near|on|into|around)\s+$", re.I)
 
 

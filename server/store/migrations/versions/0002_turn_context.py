@@ -1,6 +1,6 @@
 """Conversation turns keep what the next question may refer to: the posts the
 answer quoted, the question's and the quoted sentences' content words, the days the turn
-was about and its topic (memkit.conversation.Turn). Rows of earlier versions get nothing:
+was about and its topic (memkit.question.conversation.Turn). Rows of earlier versions get nothing:
 their questions still carry their words, read from ``query``.
 
 Revision ID: 0002
