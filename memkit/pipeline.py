@@ -92,6 +92,7 @@ from memkit.config.model import (
 )
 from memkit.core.items import Item, ItemSource, Posts
 from memkit.core.tables import RUN_SCHEMA
+from memkit.language import Language, get_language
 from memkit.language.en.changes import ASKS_CHANGE, CHANGED
 from memkit.language.timeref import dates_in, months_ahead, question_window
 from memkit.question import Question
@@ -99,13 +100,12 @@ from memkit.question.conversation import (
     ConversationStore,
     Reading,
     Turn,
-    asks_what_happened,
     build_contextualizer,
     confirms_topic,
     content_words,
     stems,
 )
-from memkit.question.kinds import base_forms, lacks_what_is_asked
+from memkit.question.kinds import base_forms
 from memkit.ranking import Ranked, Step, build_steps, default_steps, run_steps
 from memkit.ranking.calibration import Calibration
 from memkit.ranking.changes import to_top
@@ -237,8 +237,11 @@ class Pipeline:
         reader: ReaderStage | None = None,
         changed_facts: bool = False,
         steps: Sequence | None = None,
+        language: Language | str = "en",
     ):
         self.retriever = retriever
+        # the pack its questions are read with (memkit.language; the config's ``language``)
+        self.language = get_language(language) if isinstance(language, str) else language
         self.reader = reader  # reads a question's first posts, re-orders them, decides
         self.encoder_stage = encoder
         self.encoder_fixed = encoder_fixed  # fit keeps the dense parts' model (no [encoder] run)
@@ -330,6 +333,7 @@ class Pipeline:
             encoder_fixed=encoder is not None,
             reader=ReaderStage.from_config(checked.reader) if reader else None,
             steps=checked.ranking.steps if checked.ranking is not None else None,
+            language=checked.language,
             **bounds,
         )
 
@@ -548,9 +552,16 @@ class Pipeline:
         written, recorded. Nothing is stored: the result's ``turn`` is what the caller keeps
         for the next question."""
         authors = list(req.authors) if req.authors is not None else None
-        window = question_window(req.query, req.now) if self.time_windows else None
-        reading = self.contextualizer.read(req.query, req.history, window, names=authors or ())
-        question = Question.read(req.query, reading)
+        question = Question.read(
+            req.query,
+            req.history,
+            req.now,
+            authors,
+            self.language,
+            follow_ups=self.contextualizer,
+            windows=self.time_windows,
+        )
+        reading = question.reading
         k = req.k or self.k
         # The writer reads as many posts at any k ("k": 3 asks for three items, not for an
         # answer from three posts): they are searched for, and the items are the top k and
@@ -559,9 +570,9 @@ class Pipeline:
         # the posts this question looks at, read from the store once: the topic check, the
         # follow-up's last answer, the steps and the answer
         posts = read_once(self.posts.items)
-        ranked, reading = self._retrieved(req, reading, authors, reads, posts)
+        ranked, reading = self._retrieved(req, question, authors, reads, posts)
         if reading is not question.reading:  # a follow-up its posts read as a new topic
-            question = Question.read(req.query, reading)
+            question = question.reread(reading)
         ranked = run_steps(self.steps, ranked, question, posts)
         shown = self._cut(ranked, req.min_score, k, reads)
         scores = dict(
@@ -579,6 +590,7 @@ class Pipeline:
                 authors=authors,
                 reading=reading,
                 listing=ranked.listing,
+                question=question,
             ),
             Evidence(
                 read_items,
@@ -605,12 +617,13 @@ class Pipeline:
         )
 
     def _retrieved(
-        self, req: Query, reading: Reading, authors, reads: int, posts
+        self, req: Query, question: Question, authors, reads: int, posts
     ) -> tuple[Ranked, Reading]:
         """A question's ranking before the steps, and the reading it was searched with: the
         posts of the time window it names only, else its readings searched and fused (kept
         to the days it names when any post of them is found). A follow-up whose first posts
         do not tie it to its topic comes back read as a new topic (``_retrieve``)."""
+        reading = question.reading
         f = req.filters if req.filters is not None else Filters()
         if req.floor_ids is not None:
             f = f.with_floors(req.floor_ids)
@@ -634,10 +647,10 @@ class Pipeline:
             # nothing posted then (by whoever it names): a question that asks for something
             # else than what happened then is searched as any question ("Where is Carys going
             # in August?" is answered by her June post about the August festival)
-            window_only = run.height > 0 or asks_what_happened(req.query)
+            window_only = run.height > 0 or question.asks_what_happened
         if reading.kind != "unresolved" and not window_only:
             run, reading, best = self._retrieve(
-                reading, f, reads, req.query_id, req.history, posts, now=req.now
+                reading, question, f, reads, req.query_id, req.history, posts, now=req.now
             )
             if reading.days is not None:
                 windowed = self._in_window(run, reading)
@@ -663,10 +676,10 @@ class Pipeline:
                         req.query, req.history, None, names=authors or ()
                     )
                     run, _, best = self._retrieve(
-                        plain, f, reads, req.query_id, req.history, posts, now=req.now
+                        plain, question, f, reads, req.query_id, req.history, posts, now=req.now
                     )
         # "What was the band up to in April?": the posts of those days are the answer.
-        listing = window_only or (reading.window is not None and asks_what_happened(req.query))
+        listing = window_only or (reading.window is not None and question.asks_what_happened)
         return Ranked(run, best=best, listing=listing, window_only=window_only), reading
 
     def _cut(self, ranked: Ranked, min_score: float | None, k: int, reads: int) -> pl.DataFrame:
@@ -739,7 +752,9 @@ class Pipeline:
         parts = []
         for (qid,), part in run.group_by("query_id", maintain_order=True):
             text, posts = texts.get(qid, ""), read_once(self.posts.items)
-            ranked = run_steps(steps, Ranked(part, batch=True), Question.read(text), posts)
+            ranked = run_steps(
+                steps, Ranked(part, batch=True), Question.of(text, language=self.language), posts
+            )
             if ranked.change:
                 self.replaced[qid] = ranked.change
             parts.append(ranked.run)
@@ -798,6 +813,7 @@ class Pipeline:
     def _retrieve(
         self,
         reading: Reading,
+        question: Question,
         f: Filters,
         k: int,
         query_id: str,
@@ -844,7 +860,7 @@ class Pipeline:
                 it.event_id
                 for it in posts(list(reading.posts))
                 if not _still_answers(
-                    reading.query,
+                    question,
                     reading.own_words,
                     it.text,
                     self._holds_few_facts(it),
@@ -860,18 +876,18 @@ class Pipeline:
                 .sort(["score", "event_id"], descending=[True, False])
                 .with_columns(pl.int_range(1, pl.len() + 1, dtype=pl.Int64).alias("rank"))
             )
-        changed = self._change_just_quoted(reading, posts)
+        changed = self._change_just_quoted(reading, question, posts)
         if changed is not None and changed in fused["event_id"]:
             fused = to_top(fused, [changed])
         return fused, reading, best
 
-    def _change_just_quoted(self, reading: Reading, posts) -> str | None:
+    def _change_just_quoted(self, reading: Reading, question: Question, posts) -> str | None:
         """The last answer's post that states a change, when a follow-up asks about the
         change by no other words than the change's ("When are Pepper's jabs?", quoting
         "Pepper's jabs are postponed to 15 October, Dr Okafor is off sick", then "Why were
         they moved?": Raj's "The Lexington gig moved to 24 October because..." shares
         "moved" and ranked first)."""
-        if not reading.posts or not ASKS_CHANGE.search(reading.query):
+        if not reading.posts or not question.asks_change:
             return None
         if any(not ASKS_CHANGE.fullmatch(w) for w in reading.own_words):
             return None
@@ -990,7 +1006,7 @@ def _roots(words) -> set[str]:
     return {w.removesuffix("e") for w in stems(base_forms(w) for w in words)}
 
 
-def _still_answers(query: str, own_words: Sequence[str], text: str, chat: bool) -> bool:
+def _still_answers(question: Question, own_words: Sequence[str], text: str, chat: bool) -> bool:
     """Whether a post the last answer quoted may answer this follow-up too: a chat line
     (``chat``) with one of the question's own words ("How long is her commute?" and "...the
     commute on the 19 bus is 40 minutes"; a document's passage holds many words, and a
@@ -1001,9 +1017,9 @@ def _still_answers(query: str, own_words: Sequence[str], text: str, chat: bool) 
     words ("Pepper's jabs are postponed to 15 October, Dr Okafor is off sick")."""
     if chat and _roots(own_words) & _roots(content_words(text or "")):
         return True
-    if chat and ASKS_CHANGE.search(query) and CHANGED.search(text or ""):
+    if chat and question.asks_change and CHANGED.search(text or ""):
         return True
-    return lacks_what_is_asked(query, "") is not None and lacks_what_is_asked(query, text) is None
+    return question.lacks("") is not None and question.lacks(text) is None
 
 
 def _in_days(item: Item, start: date, end: date) -> bool:

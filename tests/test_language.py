@@ -5,6 +5,7 @@ import re
 
 import pytest
 
+from memkit.config import resolve_config
 from memkit.language import (
     ENGLISH,
     Language,
@@ -67,10 +68,10 @@ def test_unknown_language_names_the_packs_there_are():
         get_language("zz")
 
 
-def test_a_registered_pack_is_what_the_question_functions_read():
-    from memkit.question.kinds import lacks_what_is_asked, question_type, wants_list
-
-    toy = Language(
+def toy_pack() -> Language:
+    """A second pack, three rows of German: what a pack needs to pass the validation and
+    be served."""
+    return Language(
         "xx",
         "toy",
         Table("kinds", (Rule("when", re.compile(r"\bwann\b", re.I), ("Wann ist das Konzert?",)),)),
@@ -85,15 +86,69 @@ def test_a_registered_pack_is_what_the_question_functions_read():
             ),
         ),
     )
-    register("xx", toy)
-    try:
-        assert validate(get_language("xx")) == []
-        assert question_type("Wann ist das Konzert?", get_language("xx")) == "when"
-        assert question_type("When is the gig?", get_language("xx")) == "what"
-        assert wants_list("Welche Bücher lasen sie?", toy)
-        assert lacks_what_is_asked("Wie viele Karten?", "Wir haben Karten", toy) == "die Zahl"
-        assert lacks_what_is_asked("How much were they?", "no price here") == "how much"
-    finally:
-        from memkit import language
 
-        language._PACKS.pop("xx", None)
+
+@pytest.fixture
+def toy():
+    from memkit import language
+
+    register("xx", toy_pack())
+    yield get_language("xx")
+    language._PACKS.pop("xx", None)
+
+
+def test_a_registered_pack_is_what_the_question_functions_read(toy):
+    from memkit.question.kinds import lacks_what_is_asked, question_type, wants_list
+
+    assert validate(toy) == []
+    assert question_type("Wann ist das Konzert?", toy) == "when"
+    assert question_type("When is the gig?", toy) == "what"
+    assert wants_list("Welche Bücher lasen sie?", toy)
+    assert lacks_what_is_asked("Wie viele Karten?", "Wir haben Karten", toy) == "die Zahl"
+    assert lacks_what_is_asked("How much were they?", "no price here") == "how much"
+
+
+def test_the_config_names_the_language_once_and_a_pack_it_does_not_know_is_an_error(toy):
+    from memkit.config import load_config
+    from memkit.config.model import validate_config
+    from memkit.core.errors import ValidationError
+
+    config = load_config(resolve_config("default"))
+    assert validate_config(config).language == "en"
+    assert validate_config({**config, "language": "xx"}).language == "xx"
+    with pytest.raises(ValidationError) as err:
+        validate_config({**config, "language": "zz"})
+    assert err.value.field == "language" and "en, xx" in str(err.value)
+
+
+def test_a_floor_asked_through_the_toy_pack_is_answered_by_its_rows(toy):
+    """The default as a fresh service serves it (``default-fresh``: no adapted encoder to
+    train) with ``language = "xx"``: the pipeline reads the question's kind
+    with the toy pack, and the writer declines with the toy pack's own words for what the
+    post lacks ("die Zahl"), where the English pack finds nothing missing."""
+    from memkit.config import load_config
+    from memkit.core.tables import events_frame
+    from memkit.pipeline import Pipeline
+
+    said = {
+        "e1": ("Jonas", "Wir haben Karten für das Konzert im Stadtpark."),
+        "e2": ("Mia", "Das Wetter im Stadtpark war heute schön."),
+    }
+    posts = events_frame(
+        [
+            {"event_id": e, "floor_id": "f", "block_id": "b", "block_type": "feed",
+             "user_name": who, "text": text}
+            for e, (who, text) in said.items()
+        ]
+    )  # fmt: skip
+    asked = "Wie viele Karten haben wir für das Konzert?"
+    answers = {}
+    for code in ("en", "xx"):
+        config = {**load_config(resolve_config("default-fresh")), "language": code}
+        pipeline = Pipeline.from_config(config).fit(posts)
+        result = pipeline.query(asked, user_id=f"u-{code}")
+        assert result.items[0].event_id == "e1"
+        answers[code] = result
+    assert answers["xx"].question.language is toy
+    assert "die Zahl" in answers["xx"].answer and answers["xx"].written.declined
+    assert "die Zahl" not in answers["en"].answer

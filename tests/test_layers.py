@@ -86,7 +86,7 @@ def memkit_imports(path: Path) -> list[tuple[str, bool]]:
 MAY_IMPORT = {
     "core": set(),
     "language": {"core"},
-    "config": {"core"},
+    "config": {"core", "language"},
     "models": {"core", "config"},
     "datasets": {"core"},
     "question": {"core", "language", "config"},

@@ -43,13 +43,20 @@ class Trace:
         self.sites: Counter = Counter()
         self.per_question: list[int] = []
         self.all_sites: Counter = Counter()
+        # reads made outside Question.read (memkit/question/__init__.py), by the first
+        # caller outside the language pack, the text tables and the question package:
+        # what still reads the question's text after it was read
+        self.outside = 0
+        self.per_question_outside: list[int] = []
+        self.askers: Counter = Counter()
 
     def start(self, text: str) -> None:
-        self.question, self.count, self.sites = text, 0, Counter()
+        self.question, self.count, self.sites, self.outside = text, 0, Counter(), 0
         self.words = {w.lower() for w in WORD.findall(text)}
 
     def stop(self) -> None:
         self.per_question.append(self.count)
+        self.per_question_outside.append(self.outside)
         self.all_sites.update(self.sites)
         self.question = None
 
@@ -69,12 +76,39 @@ class Trace:
             while frame and frame.f_code.co_filename == __file__:
                 frame = frame.f_back
             if frame is not None:
-                where = Path(frame.f_code.co_filename)
-                try:
-                    where = where.relative_to(ROOT)
-                except ValueError:
-                    pass
-                self.sites[f"{where}:{frame.f_lineno}"] += 1
+                self.sites[_site(frame)] += 1
+            asker = None
+            while frame is not None:
+                name = frame.f_code.co_filename
+                if name.endswith(QUESTION_READ[0]) and frame.f_code.co_name in QUESTION_READ[1]:
+                    return  # read by Question.read: the one reading the goal allows
+                if asker is None and not any(part in name for part in READERS):
+                    asker = frame
+                frame = frame.f_back
+            self.outside += 1
+            if asker is not None:
+                self.askers[_site(asker)] += 1
+
+
+def _site(frame) -> str:
+    where = Path(frame.f_code.co_filename)
+    try:
+        where = where.relative_to(ROOT)
+    except ValueError:
+        pass
+    return f"{where}:{frame.f_lineno}"
+
+
+# Question.read and Question.of (which it calls) are where the question is read; the modules
+# whose functions do the reading for whoever calls them are skipped to name the caller.
+QUESTION_READ = ("memkit/question/__init__.py", ("read", "of"))
+READERS = (
+    "memkit/language/",
+    "memkit/core/text.py",
+    "memkit/question/",
+    "/re/",
+    "question_reads.py",
+)
 
 
 TRACE = Trace()
@@ -186,6 +220,8 @@ def main(argv=None) -> dict:
         "max": max(counts, default=0),
         "call_sites": len(TRACE.all_sites),
         "modules": len({s.rsplit(":", 1)[0] for s in TRACE.all_sites}),
+        "outside_median": statistics.median(TRACE.per_question_outside or [0]),
+        "outside_callers": len(TRACE.askers),
     }
     print(
         f"{args.config} on {args.dataset}: {out['questions']} questions, regular-expression "
@@ -193,6 +229,12 @@ def main(argv=None) -> dict:
         f"max {out['max']}), from {out['call_sites']} call sites in {out['modules']} files"
     )
     for site, n in TRACE.all_sites.most_common(args.top):
+        print(f"  {n / max(len(counts), 1):6.2f} a question  {site}")
+    print(
+        f"outside Question.read: median {out['outside_median']:g} a question, from "
+        f"{out['outside_callers']} callers; the callers that read it most:"
+    )
+    for site, n in TRACE.askers.most_common(args.top):
         print(f"  {n / max(len(counts), 1):6.2f} a question  {site}")
     if args.json:
         print(json.dumps(out))

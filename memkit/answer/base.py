@@ -9,9 +9,11 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, TypedDict, Union, runtime_checkable
 
 from memkit.core.items import Item
+from memkit.language import ENGLISH, Language
 from memkit.language.timeref import Span
 
 if TYPE_CHECKING:
+    from memkit.question import Question
     from memkit.question.conversation import Reading
 
 DECLINE = "I have no information available on that"
@@ -64,7 +66,8 @@ class Answer:
 @dataclass(frozen=True)
 class Asked:
     """The question as a writer reads it: its text and what the pipeline found out about
-    how it is asked (``Pipeline.ask`` builds it; eval and tests build one from the text).
+    how it is asked (``Pipeline.ask`` builds it with the ``Question`` it read; eval and tests
+    build one from the text).
 
     ``summary``: a conversational answer (False: a one-line account of what was found).
     ``authors``: the names of the people who post where the question is asked (the
@@ -79,6 +82,14 @@ class Asked:
     authors: tuple[str, ...] | None = None
     reading: Reading | None = None
     listing: bool = False
+    # the question as Question.read read it (the pipeline's; None: read from ``text``)
+    question: Question | None = None
+
+    @property
+    def language(self) -> Language:
+        """The pack the question is read in (the config's ``language``; English without a
+        ``question``)."""
+        return self.question.language if self.question is not None else ENGLISH
 
     def __post_init__(self) -> None:
         # any sequence of names is accepted; kept as a tuple so the question cannot change

@@ -13,6 +13,7 @@ from memkit.answer.base import DECLINE, Answer, AnswerItem
 from memkit.answer.render import render, render_name, shown_name
 from memkit.core.items import as_datetime, timestamp
 from memkit.core.text import Analyzer, sentences
+from memkit.language import ENGLISH, Language
 from memkit.language.en.changes import CHANGED
 from memkit.language.timeref import (
     MONTHS,
@@ -180,11 +181,20 @@ class Composer:
     max_quote_chars: int
     _analyzer: Analyzer
 
-    def compose(self, query: str, quotes: list[Quote], strength=None, rival=None) -> Answer:
+    def compose(
+        self,
+        query: str,
+        quotes: list[Quote],
+        strength=None,
+        rival=None,
+        language: Language = ENGLISH,
+    ) -> Answer:
         """The answer text from (sentence, item, similarity) quotes, best first; a
         when-question leads with the date the first quote gives."""
         lead = self.date_of(quotes[0][0], quotes[0][1], query) if asks_when(query) else None
-        shown = [render(self.quote(query, sentence, item)) for sentence, item, _ in quotes]
+        shown = [
+            render(self.quote(query, sentence, item, language)) for sentence, item, _ in quotes
+        ]
         lines = [
             self.attributed(text, item, lead=lead if n == 0 else None)
             for n, (text, (_, item, _)) in enumerate(zip(shown, quotes))
@@ -262,7 +272,9 @@ class Composer:
             ],
         )
 
-    def quote(self, query: str, sentence: str, item: AnswerItem) -> str:
+    def quote(
+        self, query: str, sentence: str, item: AnswerItem, language: Language = ENGLISH
+    ) -> str:
         """What is quoted of a post: the chosen sentence and the sentences around it, while
         they fit in ``max_words`` and are not questions (a chat line is usually quoted
         whole: "Yeah she's fine. They've taken the car to Hendry's" answers where the car
@@ -274,7 +286,7 @@ class Composer:
             or sentence not in parts
             or len(sentence.split()) > self.max_words
         ):
-            return self.span(query, sentence)
+            return self.span(query, sentence, language)
         lo = hi = parts.index(sentence)
         size = len(sentence.split())
         while True:
@@ -290,7 +302,7 @@ class Composer:
                 break
         return " ".join(parts[lo : hi + 1])
 
-    def span(self, query: str, sentence: str) -> str:
+    def span(self, query: str, sentence: str, language: Language = ENGLISH) -> str:
         """The sentence, or past ``max_words`` the clause holding most of the question's
         terms (what it asks for breaks ties) with its neighbours up to ``max_words``,
         marked with "…" where cut."""
@@ -306,7 +318,7 @@ class Composer:
             if c.strip()
         ]
         terms = set(self._analyzer(query))
-        holds = HOLDS.get(question_type(query))
+        holds = HOLDS.get(question_type(query, language))
 
         def weight(c: str) -> tuple:
             answers = bool(holds and holds.search(c)) or says_when(c)

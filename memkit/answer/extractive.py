@@ -42,13 +42,12 @@ from memkit.core.linear import check_linear
 from memkit.core.text import Analyzer, sentences
 from memkit.language.timeref import CALENDAR
 from memkit.models.encoders import encode_documents
+from memkit.question import Question
 from memkit.question.kinds import (
     ANSWER_TYPE_TERMS,
     PLACE_OR_THING_BEFORE,
     asks_when,
     base_forms,
-    lacks_what_is_asked,
-    question_type,
     says_when,
 )
 
@@ -171,7 +170,12 @@ class ExtractiveAnswerer(FromSpec, Composer):
             )
             if question.listing
             else self.summarize(
-                query, items, authors, decided=evidence.decided, settled=evidence.settled
+                query,
+                items,
+                authors,
+                decided=evidence.decided,
+                settled=evidence.settled,
+                question=question.question,
             )
         )
         if not question.summary:
@@ -235,13 +239,16 @@ class ExtractiveAnswerer(FromSpec, Composer):
         authors=None,
         decided: bool = False,
         settled: bool = False,
+        question: Question | None = None,
     ) -> Answer:
         """The answer from the sentences of the top items (with the models, else by the
         first writer's rules: memkit.answer.rules). ``settled``: only the first item's
-        sentences are quoted."""
+        sentences are quoted. ``question``: the pipeline's reading of ``query`` (None: read
+        here)."""
         if self.select is None:
             return summarize_by_rules(self, query, items, authors)
-        cands = self.candidates(query, items, authors)
+        question = question or Question.of(query)
+        cands = self.candidates(query, items, authors, question)
         quotable = np.flatnonzero(cands.quotable) if cands is not None else []
         if settled and len(quotable) and any(cands.rank[i] == 0 for i in quotable):
             quotable = np.array([i for i in quotable if cands.rank[i] == 0])
@@ -286,24 +293,23 @@ class ExtractiveAnswerer(FromSpec, Composer):
             query,
             [(cands.sentence[i], cands.item[i], float(cands.sims[i])) for i in chosen],
             strength=strength,
+            language=question.language,
         )
-        lacking = (
-            None
-            if decided
-            else lacks_what_is_asked(query, " ".join(q["shown"] for q in written.quotes))
-        )
+        lacking = None if decided else question.lacks(" ".join(q["shown"] for q in written.quotes))
         if lacking:  # "What is the name of Nina's cat?" and "Thinking about getting a cat"
             other = _holding_what_is_asked(cands, quotable, scores, chosen[0], self._analyzer)
             if other is None and alone:  # "how heavy was his pumpkin?": "It weighed 62 kilos"
                 other = _instead(
                     cands, quotable, scores, chosen[0], self._analyzer,
-                    lambda s: lacks_what_is_asked(query, s) is None, context=False,
+                    lambda s: question.lacks(s) is None,
+                    context=False,
                 )  # fmt: skip
             if other is not None:
                 return self.compose(
                     query,
                     [(cands.sentence[other], cands.item[other], float(cands.sims[other]))],
                     strength=strength,
+                    language=question.language,
                 )
             near = cands.item[chosen[0]]
             return Answer(
@@ -329,7 +335,7 @@ class ExtractiveAnswerer(FromSpec, Composer):
             return None if _dated(sentence) else (says_when, True)
         if _LENGTH_ASKED.search(query) and not _MEASURE.search(sentence):
             return _MEASURE.search, True  # "How long is the thesis?": "212 pages"
-        if question_type(query) == "who" and not _SUBJECT_I.search(sentence):
+        if cands.question.kind == "who" and not _SUBJECT_I.search(sentence):
             known = {w.casefold() for n in cands.known for w in n.split()}
             if not _names_a_person(sentence, known):
                 return (lambda s: _names_a_person(s, known)), False
@@ -349,8 +355,11 @@ class ExtractiveAnswerer(FromSpec, Composer):
         )
 
     # -- what the models read (memkit.answer.features) -------------------------------------
-    def candidates(self, query: str, items: list[AnswerItem], authors=None) -> Candidates | None:
-        """Every sentence of the top ``max_items`` items with its SENTENCE_FEATURES."""
+    def candidates(
+        self, query: str, items: list[AnswerItem], authors=None, question: Question | None = None
+    ) -> Candidates | None:
+        """Every sentence of the top ``max_items`` items with its SENTENCE_FEATURES
+        (``question``: the reading of ``query``; None: read here)."""
         top = items[: self.max_items]
         rows = [
             (rank, item, s) for rank, item in enumerate(top) for s in sentences(item.get("text"))
@@ -362,13 +371,17 @@ class ExtractiveAnswerer(FromSpec, Composer):
         sims = np.asarray(
             self.score(query, [r[2] for r in rows], [r[1] for r in rows]), dtype=float
         )
-        cands = features.sentence_features(query, rows, sims, people, known, self._analyzer)
+        cands = features.sentence_features(
+            query, rows, sims, people, known, self._analyzer, question
+        )
         # the floors' authors where the service names them, else those of the items read
         several = len(set(authors) if authors is not None else set(map(speaker, top))) >= 3
         if people and several and selection.told_by_someone_else(cands):
             # about them, told by someone else: read as a question about no one (the models'
             # preference for the person's own lines was learned from two people's chats)
-            cands = features.sentence_features(query, rows, sims, set(), known, self._analyzer)
+            cands = features.sentence_features(
+                query, rows, sims, set(), known, self._analyzer, question
+            )
         return cands
 
     def query_features(self, c: Candidates, scores: np.ndarray) -> np.ndarray:
@@ -412,7 +425,7 @@ def _holding_what_is_asked(
         if i != best
         and all(re.search(rf"\b{w}\b", cands.sentence[i]) for w in names)
         and asked <= set(analyzer(base_forms(cands.sentence[i])))
-        and lacks_what_is_asked(cands.query, cands.sentence[i]) is None
+        and cands.question.lacks(cands.sentence[i]) is None
     ]
     return max(held, key=lambda i: scores[i]) if held else None
 

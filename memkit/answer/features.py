@@ -23,7 +23,8 @@ import numpy as np
 
 from memkit.answer.base import AnswerItem, speaker
 from memkit.core.text import Analyzer
-from memkit.language.en.changes import ASKS_CHANGE, CHANGED
+from memkit.language.en.changes import CHANGED
+from memkit.question import Question
 from memkit.question.kinds import (
     FIRST_PERSON,
     GREETING,
@@ -32,7 +33,6 @@ from memkit.question.kinds import (
     VOCATIVE,
     asks_name,
     base_forms,
-    question_type,
     says_when,
 )
 
@@ -137,6 +137,7 @@ class Candidates:
     people: set[str]
     query: str
     known: set[str]  # the authors' names the writer knows of (see named_people)
+    question: Question | None = None  # the question's reading (kind, needs, language)
 
 
 def sentence_features(
@@ -146,9 +147,12 @@ def sentence_features(
     people: set[str],
     known: set[str],
     analyzer: Analyzer,
+    question: Question | None = None,
 ) -> Candidates:
     """The candidates of ``rows`` ((rank, item, sentence), ``sims``: each one's cosine with
-    the question) with their SENTENCE_FEATURES."""
+    the question) with their SENTENCE_FEATURES. ``question``: the reading of ``query``
+    (None: read here)."""
+    question = question or Question.of(query)
     rank, item, sent = (list(c) for c in zip(*rows))
     top = {r: it for r, it, _ in rows}
     name_terms = {t for n in known for t in analyzer(n)}
@@ -156,14 +160,14 @@ def sentence_features(
     q_terms = set(analyzer(base_forms(query))) - name_terms
     s_terms = [set(analyzer(base_forms(s))) for s in sent]
     p_terms = {r: set(analyzer(base_forms(top[r].get("text") or ""))) for r in set(rank)}
-    if ASKS_CHANGE.search(query):  # "Why was it moved?": "postponed to 15 October" says it
+    if question.asks_change:  # "Why was it moved?": "postponed to 15 October" says it
         said = q_terms & _change_terms(analyzer)
         s_terms = [t | said if CHANGED.search(s) else t for s, t in zip(sent, s_terms)]
         p_terms = {
             r: t | said if CHANGED.search(top[r].get("text") or "") else t
             for r, t in p_terms.items()
         }
-    qtype = question_type(query)
+    qtype = question.kind
     n = len(rows)
 
     def share(terms: set) -> float:
@@ -206,7 +210,9 @@ def sentence_features(
     x[:, cols["name_for_who"]] = [
         qtype == "who" and names_someone(s, name_terms, analyzer) for s in sent
     ]
-    return Candidates(rank, item, sent, sims, quotable, own, about, x, people, query, known)
+    return Candidates(
+        rank, item, sent, sims, quotable, own, about, x, people, query, known, question
+    )
 
 
 def within_features(c: Candidates) -> np.ndarray:

@@ -24,7 +24,7 @@ from memkit.answer.features import (
 )
 from memkit.core.linear import linear_score
 from memkit.core.text import Analyzer
-from memkit.question.kinds import ANSWER_TYPE_TERMS, VOCATIVE, base_forms, wants_list
+from memkit.question.kinds import ANSWER_TYPE_TERMS, VOCATIVE, base_forms
 
 
 def spoken_to(name: str) -> re.Pattern:  # "Dev, ..." or "thanks Dev": spoken to, not of
@@ -51,7 +51,7 @@ def chosen(cands: Candidates, quotable, scores: np.ndarray, query: str, max_list
     for several; never two of one post."""
     out, posts = [], set()
     for i in sorted(quotable, key=lambda i: (-scores[i], cands.rank[i])):
-        if len(out) >= (max_list if wants_list(query) else 1):
+        if len(out) >= (max_list if cands.question.wants_list else 1):
             break
         if cands.rank[i] not in posts:  # one sentence per post
             out.append(i)

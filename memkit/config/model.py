@@ -46,6 +46,7 @@ from pydantic import ValidationError as PydanticError
 from pydantic.json_schema import SkipJsonSchema
 
 from memkit.core.errors import ValidationError
+from memkit.language import languages
 
 
 def _as_written(value: Any, check: Any) -> Any:
@@ -494,6 +495,9 @@ class Config(Table):
 
     name: Str | None = None
     description: Str | None = None
+    # The language its questions and posts are read in: the code of a registered pack
+    # (memkit.language: "en" ships; ``memkit.language.register`` adds another).
+    language: Str = "en"
     # The data sets its trained models (ranker, answer models, reader) learned from, as
     # data set names ("locomo-dev"; "scifact:train" for one split of it): a run on one of
     # them is in-sample, and eval marks it so (memkit.evaluation.harness.in_sample).
@@ -646,7 +650,17 @@ def validate_config(config: Any) -> Config:
         field, message = _explain(exc.errors()[0], config)
         raise ValidationError(field, message) from None
     _check_steps(checked)
+    _check_language(checked)
     return checked
+
+
+def _check_language(config: Config) -> None:
+    known = languages()
+    if config.language not in known:
+        raise ValidationError(
+            "language",
+            f"expected the code of a language pack ({', '.join(known)}), got {config.language!r}",
+        )
 
 
 def _check_steps(config: Config) -> None:

@@ -117,14 +117,33 @@ class Language:
     def wants_list(self, question: str) -> bool:
         return bool(self.lists.search(question))
 
-    def lacks(self, question: str, sentence: str) -> str | None:
-        """What the question needs and ``sentence`` does not hold (the first need the
-        question asks for decides), or None."""
+    def need(self, question: str) -> tuple[Need, tuple] | None:
+        """The first need the question asks for, with its match's groups (what ``missing``
+        is formatted with), or None."""
         for need in self.needs:
             m = need.asked.search(question)
             if m:
-                return None if need.holds(question, sentence) else need.missing.format(*m.groups())
+                return need, m.groups()
         return None
+
+    def lacks(self, question: str, sentence: str) -> str | None:
+        """What the question needs and ``sentence`` does not hold (the first need the
+        question asks for decides), or None."""
+        return lacking(self.need(question), question, sentence)
+
+    def asks_change(self, question: str) -> bool:
+        """Whether the question asks about a change itself ("Why was it moved?"): the
+        ``asks_change`` row of ``changes``."""
+        return any(r.name == "asks_change" and r.search(question) for r in self.changes)
+
+
+def lacking(need: tuple[Need, tuple] | None, question: str, sentence: str) -> str | None:
+    """What ``need`` (``Language.need``'s answer for ``question``) finds missing from
+    ``sentence``, or None."""
+    if need is None:
+        return None
+    rule, groups = need
+    return None if rule.holds(question, sentence) else rule.missing.format(*groups)
 
 
 def validate(language: Language) -> list[str]:

@@ -15,11 +15,11 @@ MADial-Bench-en; with ``--longmemeval`` also ``extra/longmemeval-dev`` beside th
 config's representation, so every post is a chat line or stands alone
 (memkit/retrieval/representation.py): chat lines train ``[retriever.model]``, posts that
 stand alone a passage model (two logistic regressions on the same features;
-memkit/retrieval/learned.py says why two). A ``[retriever.passage_model]`` the config sets itself (its numbers written
-in the table, not in a ``model_file``) is kept: the learned one is then only reported. (The
-hybrid's fixed 0.5/0.5 fusion scored higher on CAsT and SciFact but its scores are not on
-the chat model's scale, so on a floor with both shapes every passage outranked every chat
-line; eval/RESULTS.md.)
+memkit/retrieval/learned.py says why two). A ``[retriever.passage_model]`` the config sets
+itself (its numbers written in the table, not in a ``model_file``) is kept: the learned one
+is then only reported. (The hybrid's fixed 0.5/0.5 fusion scored higher on CAsT and
+SciFact but its scores are not on the chat model's scale, so on a floor with both shapes
+every passage outranked every chat line; eval/RESULTS.md.)
 ``--c`` is the logistic regressions' inverse regularisation strength (scikit-learn's C,
 default 1): smaller keeps the models nearer the first stage's fusion. Training
 questions are asked as self-contained ones: CAsT's by its human rewrite (training data only;
