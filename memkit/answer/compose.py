@@ -26,7 +26,8 @@ from memkit.language.timeref import (
     read_span,
     resolve,
 )
-from memkit.question.kinds import HOLDS, asks_when, question_type, says_when
+from memkit.question import Question
+from memkit.question.kinds import HOLDS, question_type, says_when
 
 Quote = tuple[str, AnswerItem, float]  # (sentence, its item, its similarity to the question)
 Lead = tuple[Span, str]  # the date a when-answer leads with, and how it was found
@@ -108,19 +109,6 @@ RECURRING = re.compile(
     rf"\b(?:every|each) {_DAY}\b|\b{_DAY}s\b|\b{_DAY} (?:mornings|afternoons|evenings|nights)\b",
     re.IGNORECASE,
 )
-# a habit asked ("When do they rehearse?", "when does she train?", "When are his lessons?")
-# is answered by the days it keeps ("we rehearse on Wednesday evenings"), not by one day
-# ("First rehearsal tonight")
-HABIT_ASKED = re.compile(
-    r"^\W*when (?:do|does)\b"
-    # "When are his lessons?": things that come back
-    r"|^\W*when (?:are|were) (?:his|her|their|the|my|your|our|[A-Z]\w*'s) \w+s\W*$",
-    re.IGNORECASE,
-)
-# "When is the marathon?", "when does he start?": a question about a plan, whose date is
-# more likely one after the post than the post's own day ("ran 28 km today. The race is
-# on 6 December")
-ASKS_AHEAD = re.compile(r"\bwhen (?:is|are|will|does|do)\b|\bwhat (?:date|day) is\b", re.I)
 
 
 # -- the fixed texts ------------------------------------------------------------------------
@@ -187,13 +175,19 @@ class Composer:
         quotes: list[Quote],
         strength=None,
         rival=None,
-        language: Language = ENGLISH,
+        question: Question | None = None,
     ) -> Answer:
         """The answer text from (sentence, item, similarity) quotes, best first; a
         when-question leads with the date the first quote gives."""
-        lead = self.date_of(quotes[0][0], quotes[0][1], query) if asks_when(query) else None
+        question = question or Question.of(query)
+        lead = (
+            self.date_of(quotes[0][0], quotes[0][1], query, question)
+            if "when" in question.asks_for
+            else None
+        )
         shown = [
-            render(self.quote(query, sentence, item, language)) for sentence, item, _ in quotes
+            render(self.quote(query, sentence, item, question.language))
+            for sentence, item, _ in quotes
         ]
         lines = [
             self.attributed(text, item, lead=lead if n == 0 else None)
@@ -341,7 +335,9 @@ class Composer:
             text = " ".join(text.split()[: self.max_words])
         return ("…" if lo > 0 else "") + text + ("…" if cut or hi < len(clauses) - 1 else "")
 
-    def date_of(self, sentence: str, item: AnswerItem, query: str = "") -> Lead | None:
+    def date_of(
+        self, sentence: str, item: AnswerItem, query: str = "", question: Question | None = None
+    ) -> Lead | None:
         """When a quoted sentence says something happened: a relative time in it (or in the
         rest of its post) resolved against the post's time, a date written in it, or else
         the post's own day. Returns (span, how it was found). Of several times, the one
@@ -366,11 +362,12 @@ class Composer:
         instead = _date_instead(item.get("text") or "", posted)
         if instead is not None:
             return instead
-        if HABIT_ASKED.search(query) and RECURRING.search(sentence):
+        question = question or Question.of(query)
+        if "habit" in question.asks_for and RECURRING.search(sentence):
             return None  # "When are her lessons?": "every Tuesday and Thursday", no one day
         if posted is not None:
             terms = set(self._analyzer(query))
-            ahead = ASKS_AHEAD.search(query) is not None
+            ahead = "ahead" in question.asks_for
 
             def shared(text: str) -> int:
                 return len(terms & set(self._analyzer(text)))

@@ -17,7 +17,6 @@ import numpy as np
 from memkit.answer import features, selection
 from memkit.answer.base import Answer, AnswerItem, Asked, Evidence, speaker
 from memkit.answer.compose import (
-    HABIT_ASKED,
     RECURRING,
     Composer,
     account_text,
@@ -46,7 +45,6 @@ from memkit.question import Question
 from memkit.question.kinds import (
     ANSWER_TYPE_TERMS,
     PLACE_OR_THING_BEFORE,
-    asks_when,
     base_forms,
     says_when,
 )
@@ -293,7 +291,7 @@ class ExtractiveAnswerer(FromSpec, Composer):
             query,
             [(cands.sentence[i], cands.item[i], float(cands.sims[i])) for i in chosen],
             strength=strength,
-            language=question.language,
+            question=question,
         )
         lacking = None if decided else question.lacks(" ".join(q["shown"] for q in written.quotes))
         if lacking:  # "What is the name of Nina's cat?" and "Thinking about getting a cat"
@@ -309,7 +307,7 @@ class ExtractiveAnswerer(FromSpec, Composer):
                     query,
                     [(cands.sentence[other], cands.item[other], float(cands.sims[other]))],
                     strength=strength,
-                    language=question.language,
+                    question=question,
                 )
             near = cands.item[chosen[0]]
             return Answer(
@@ -329,11 +327,12 @@ class ExtractiveAnswerer(FromSpec, Composer):
         sentence names no one and does not say "I" or "we" (in the sentence itself); else
         None."""
         sentence = cands.sentence[best]
-        if HABIT_ASKED.search(query) and not _RECURRING.search(sentence):
+        asks_for = cands.question.asks_for
+        if "habit" in asks_for and not _RECURRING.search(sentence):
             return _RECURRING.search, True  # "When do they rehearse?": "on Wednesday evenings"
-        if asks_when(query):
+        if "when" in asks_for:
             return None if _dated(sentence) else (says_when, True)
-        if _LENGTH_ASKED.search(query) and not _MEASURE.search(sentence):
+        if "length" in asks_for and not _MEASURE.search(sentence):
             return _MEASURE.search, True  # "How long is the thesis?": "212 pages"
         if cands.question.kind == "who" and not _SUBJECT_I.search(sentence):
             known = {w.casefold() for n in cands.known for w in n.split()}
@@ -457,12 +456,6 @@ _RECURRING = re.compile(
     RECURRING.pattern
     + r"|\b(?:every|each) (?:day|week|month|morning|evening|night|weekend|other)\b"
     r"|\b(?:daily|weekly|fortnightly|monthly)\b|\b(?:once|twice) a (?:day|week|month)\b",
-    re.IGNORECASE,
-)
-# the length of a thing asked ("How long is the thesis?", "how long was the route?") is a
-# measure ("212 pages", "480 km over four days")
-_LENGTH_ASKED = re.compile(
-    r"^\W*how long (?:is|was|are|were) (?:the|his|her|their|its|my|your|our|[A-Z]\w*'s)\b",
     re.IGNORECASE,
 )
 _MEASURE = re.compile(

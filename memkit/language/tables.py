@@ -109,6 +109,9 @@ class Language:
     lists: Rule
     needs: tuple[Need, ...] = field(default=())
     changes: tuple[Rule, ...] = field(default=())  # what says a plan changed, what asks so
+    # what else a question is read for, each row on its own ("when", "habit", "ahead",
+    # "length"): the names of the rows that read it are the Question's ``asks_for``
+    asks_for: tuple[Rule, ...] = field(default=())
 
     def kind(self, question: str) -> str:
         """The kind of answer a question asks for (the first row of ``kinds`` it matches)."""
@@ -130,6 +133,10 @@ class Language:
         """What the question needs and ``sentence`` does not hold (the first need the
         question asks for decides), or None."""
         return lacking(self.need(question), question, sentence)
+
+    def asked_for(self, question: str) -> frozenset[str]:
+        """The names of the ``asks_for`` rows that read the question."""
+        return frozenset(r.name for r in self.asks_for if r.search(question))
 
     def asks_change(self, question: str) -> bool:
         """Whether the question asks about a change itself ("Why was it moved?"): the
@@ -154,6 +161,8 @@ def validate(language: Language) -> list[str]:
         out += need.problems(language)
     for rule in language.changes:
         out += [f"changes.{p}" for p in rule.problems()]
+    for rule in language.asks_for:
+        out += [f"asks_for.{p}" for p in rule.problems()]
     return out
 
 

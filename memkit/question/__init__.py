@@ -54,6 +54,9 @@ class Question:
     need: tuple | None = field(default=None, repr=False, compare=False)
     asks_change: bool = False  # it asks about a change itself ("Why was it moved?")
     asks_what_happened: bool = False  # "What happened ...?", "What was the band up to?"
+    # the pack's ``asks_for`` rows that read it: "when" (the answer leads with a date),
+    # "habit" (the days it keeps), "ahead" (a plan), "length" (a measure)
+    asks_for: frozenset[str] = frozenset()
 
     @classmethod
     def read(
@@ -103,6 +106,7 @@ class Question:
             need=language.need(text),
             asks_change=language.asks_change(text),
             asks_what_happened=asks_what_happened(text),
+            asks_for=language.asked_for(text),
         )
 
     def lacks(self, sentence: str) -> str | None:

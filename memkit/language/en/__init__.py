@@ -1,11 +1,17 @@
 """The English pack: the tables memkit reads English questions with (memkit/language/en/)."""
 
 from memkit.language.en.changes import CHANGES
-from memkit.language.en.questions import KINDS, LISTS, NEEDS
+from memkit.language.en.questions import ASKS_FOR, KINDS, LISTS, NEEDS
 from memkit.language.tables import Language
 
 ENGLISH = Language(
-    code="en", name="English", kinds=KINDS, lists=LISTS, needs=NEEDS, changes=CHANGES
+    code="en",
+    name="English",
+    kinds=KINDS,
+    lists=LISTS,
+    needs=NEEDS,
+    changes=CHANGES,
+    asks_for=ASKS_FOR,
 )
 
 __all__ = ["ENGLISH"]

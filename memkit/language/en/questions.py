@@ -190,6 +190,28 @@ def _rule(name, pattern, examples, counterexamples=(), note=""):
     return Rule(name, pattern, tuple(examples), tuple(counterexamples), note)
 
 
+# a habit asked ("When do they rehearse?", "when does she train?", "When are his lessons?")
+# is answered by the days it keeps ("we rehearse on Wednesday evenings"), not by one day
+# ("First rehearsal tonight")
+HABIT_ASKED = re.compile(
+    r"^\W*when (?:do|does)\b"
+    # "When are his lessons?": things that come back
+    r"|^\W*when (?:are|were) (?:his|her|their|the|my|your|our|[A-Z]\w*'s) \w+s\W*$",
+    re.IGNORECASE,
+)
+# "When is the marathon?", "when does he start?": a question about a plan, whose date is
+# more likely one after the post than the post's own day ("ran 28 km today. The race is
+# on 6 December")
+ASKS_AHEAD = re.compile(r"\bwhen (?:is|are|will|does|do)\b|\bwhat (?:date|day) is\b", re.I)
+
+# the length of a thing asked ("How long is the thesis?", "how long was the route?") is a
+# measure ("212 pages", "480 km over four days")
+LENGTH_ASKED = re.compile(
+    r"^\W*how long (?:is|was|are|were) (?:the|his|her|their|its|my|your|our|[A-Z]\w*'s)\b",
+    re.IGNORECASE,
+)
+
+
 _TYPE = dict(TYPES)
 KINDS = Table(
     "kinds",
@@ -271,6 +293,39 @@ LISTS = _rule(
     ],
     ["What did Melanie realize after the charity race?", "What book is she reading?"],
     "a question asking for several things",
+)
+
+# What else a question is read for, each row on its own (not first-match): the writer
+# reads them from the Question (memkit.question.Question.asks_for).
+ASKS_FOR = (
+    _rule(
+        "when",
+        WHEN,
+        ["When is the gig?", "What day is the party?", "How long ago did she move?"],
+        ["Where is the gig?", "How long is the drive?"],
+        "a when-question: its answer leads with the date",
+    ),
+    _rule(
+        "habit",
+        HABIT_ASKED,
+        ["When do they rehearse?", "when does she train?", "When are his lessons?"],
+        ["When is the marathon?", "When was the launch?"],
+        "a habit: answered by the days it keeps, not by one day",
+    ),
+    _rule(
+        "ahead",
+        ASKS_AHEAD,
+        ["When is the marathon?", "when does he start?", "What date is the party?"],
+        ["When was the launch?", "When did they move?"],
+        "a plan: its date is more likely one after the post than the post's own day",
+    ),
+    _rule(
+        "length",
+        LENGTH_ASKED,
+        ["How long is the thesis?", "How long was Kofi's drive?"],
+        ["How long ago did she move?", "How long did the race take?"],
+        "the length of a thing: answered by a measure (212 pages)",
+    ),
 )
 
 
