@@ -112,6 +112,8 @@ class Language:
     # what else a question is read for, each row on its own ("when", "habit", "ahead",
     # "length"): the names of the rows that read it are the Question's ``asks_for``
     asks_for: tuple[Rule, ...] = field(default=())
+    # what says a question leans on the earlier turns or changes the subject
+    follow_ups: tuple[Rule, ...] = field(default=())
 
     def kind(self, question: str) -> str:
         """The kind of answer a question asks for (the first row of ``kinds`` it matches)."""
@@ -161,8 +163,8 @@ def validate(language: Language) -> list[str]:
         out += need.problems(language)
     for rule in language.changes:
         out += [f"changes.{p}" for p in rule.problems()]
-    for rule in language.asks_for:
-        out += [f"asks_for.{p}" for p in rule.problems()]
+    for group, rules in (("asks_for", language.asks_for), ("follow_ups", language.follow_ups)):
+        out += [f"{group}.{p}" for rule in rules for p in rule.problems()]
     return out
 
 

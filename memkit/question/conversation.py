@@ -69,6 +69,26 @@ from memkit.config.model import (
     typed,
 )
 from memkit.core.text import NLTK_STOPWORDS
+from memkit.language.en.follow_ups import (
+    BACK_TO as _BACK_TO,
+)
+from memkit.language.en.follow_ups import (
+    CUE_PHRASES,
+    CUES,
+    FILLER,
+)
+from memkit.language.en.follow_ups import (
+    GOING_WHERE_SAID as _GOING_WHERE_SAID,
+)
+from memkit.language.en.follow_ups import (
+    PERSONAL as _PERSONAL,
+)
+from memkit.language.en.follow_ups import (
+    PRONOUN as _PRONOUN,
+)
+from memkit.language.en.follow_ups import (
+    WHAT_HAPPENED as _WHAT_HAPPENED,
+)
 from memkit.language.timeref import Window, shifted
 
 
@@ -157,23 +177,6 @@ class ConversationStore:
 
 
 _WORD = re.compile(r"[^\W_][\w'-]*")
-# Words that make a question lean on what came before ("how deadly is it?", "what about
-# the cost?", "and in winter?").
-CUES = frozenset(
-    "it its it's they them their theirs this that these those he him his she her hers "
-    "there then such "
-    "same other another one ones former latter also too else".split()
-)
-CUE_PHRASES = ("what about", "how about", "and ", "what else", "tell me more", "more about")
-# Question words and fillers that say nothing of a topic.
-FILLER = frozenset(
-    "what when where who whom whose which why how did does do was were is are anything something "
-    "happened happen happening going tell know say said post posted mention mentioned talk talked "
-    "much many write wrote get got thing things stuff people anyone someone go goes went gone "
-    "come came "
-    "make made take took give gave put different question another okay anyway also now "
-    "let's lets".split()
-)
 
 
 def content_words(text: str) -> list[str]:
@@ -429,24 +432,10 @@ class TopicContext(FromSpec):
         return self.read(query, history).effective_query
 
 
-_WHAT_HAPPENED = re.compile(
-    r"^\W*(?:and\s+)?(?:anything|any news|news)\b|"
-    r"\bwhat(?:'s| was| were| is| are)?\b.*\b(?:happen\w*|going on|up to|doing|"
-    r"new|news|post\w*|writ\w+|wrote|talk\w* about|say|said|share\w*)\b",
-    re.IGNORECASE,
-)
-
-
 def asks_what_happened(query: str) -> bool:
     """Whether a question asks for whatever happened ("what was the band up to in April?",
     "anything in October?", "what did Omar post two weeks ago?"), not for one fact."""
     return bool(_WHAT_HAPPENED.search(query))
-
-
-_PRONOUN = re.compile(
-    r"\b(?:it|its|it's|they|them|their|this|that|these|those|he|him|his|she|her|there|then)\b",
-    re.IGNORECASE,
-)
 
 
 def confirms_topic(
@@ -491,24 +480,6 @@ def _topic_people(history: list[Turn], topic: int, names) -> set[str]:
 def _named_in(history: list[Turn], topic: int, names) -> set[str]:
     """The people a topic's questions named."""
     return _people([w for t in history if t.topic == topic for w in t.words], names)
-
-
-_PERSONAL = re.compile(r"\b(?:he|she|his|him|her|hers)\b", re.IGNORECASE)
-# "Is Noor coming?" after "Where is his birthday dinner?": coming to what the topic is about
-# (someone else asked about with no word pointing back is otherwise a new subject)
-_GOING_WHERE_SAID = re.compile(
-    r"^\W*(?:is|are|was|were|will|would|can|could|did|does|do)\s+(?-i:[A-Z])[\w'’-]*"
-    r"(?:\s+(?-i:[A-Z])[\w'’-]*)?\s+(?:be\s+)?(?:coming|going|joining|come|go|join|make it"
-    r"|attending|there)(?:\s+(?:us|them|too|as well))?\s*\?*\s*$",
-    re.IGNORECASE,
-)
-# words that change the subject to what follows them ("back to the hen weekend, ...", "Let's
-# talk about the quiz night. When is it?")
-_BACK_TO = re.compile(
-    r"^\W*(?:and\s+)?(?:back to|now to|as for|over to|on to|moving on to|switching to"
-    r"|(?:let's|let us|can we|now) talk about|talking (?:of|about)|speaking of)\b",
-    re.IGNORECASE,
-)
 
 
 def _topic_pronoun(text: str, asked: set[str]) -> bool:

@@ -1,6 +1,7 @@
 """The English pack: the tables memkit reads English questions with (memkit/language/en/)."""
 
 from memkit.language.en.changes import CHANGES
+from memkit.language.en.follow_ups import FOLLOW_UPS
 from memkit.language.en.questions import ASKS_FOR, KINDS, LISTS, NEEDS
 from memkit.language.tables import Language
 
@@ -12,6 +13,7 @@ ENGLISH = Language(
     needs=NEEDS,
     changes=CHANGES,
     asks_for=ASKS_FOR,
+    follow_ups=FOLLOW_UPS,
 )
 
 __all__ = ["ENGLISH"]
