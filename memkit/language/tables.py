@@ -114,6 +114,8 @@ class Language:
     asks_for: tuple[Rule, ...] = field(default=())
     # what says a question leans on the earlier turns or changes the subject
     follow_ups: tuple[Rule, ...] = field(default=())
+    # what asks someone in a feed by name, and what opens a reply to it
+    replies: tuple[Rule, ...] = field(default=())
 
     def kind(self, question: str) -> str:
         """The kind of answer a question asks for (the first row of ``kinds`` it matches)."""
@@ -163,7 +165,11 @@ def validate(language: Language) -> list[str]:
         out += need.problems(language)
     for rule in language.changes:
         out += [f"changes.{p}" for p in rule.problems()]
-    for group, rules in (("asks_for", language.asks_for), ("follow_ups", language.follow_ups)):
+    for group, rules in (
+        ("asks_for", language.asks_for),
+        ("follow_ups", language.follow_ups),
+        ("replies", language.replies),
+    ):
         out += [f"{group}.{p}" for rule in rules for p in rule.problems()]
     return out
 

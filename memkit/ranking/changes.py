@@ -31,28 +31,10 @@ import numpy as np
 import polars as pl
 
 from memkit.core.text import sentences
-from memkit.language.en.changes import ASKS_CHANGE, CHANGED
+from memkit.language.en.changes import ASKS_CHANGE, CHANGED, INSTEAD, NEW_PLACE, TO_SOMEONES
 from memkit.language.timeref import CALENDAR, dates_in
 from memkit.question.conversation import content_words
 
-# a where-question is settled only by a change that names a new place "instead" ("Going to
-# Bamburgh instead, same dates"): "Let's do Friday instead" moves the day, and the post it
-# replaces still holds the place
-INSTEAD = re.compile(r"\binstead\b", re.IGNORECASE)
-# or moves it to someone's ("My boiler broke, so book club moves to Omar's place, same date"):
-# a where-question only, as the day stays the first post's ("we move to Leeds" is not a change)
-TO_SOMEONES = re.compile(
-    r"\bmov(?:e|es|ed|ing) (?:it |things |everything )?(?:over )?to (?-i:[A-Z])[\w-]*['’]s\b"
-    r"(?: (?:place|flat|house|home))?",
-    re.IGNORECASE,
-)
-# or names the new place outright ("New venue for the concert is the Union Chapel"): then,
-# for a where-question, the thing it moves is enough to tie it to the plan (one shared
-# word, "concert")
-NEW_PLACE = re.compile(
-    r"\b(?:new|different) (?:venue|location|address)\b|\b(?:is|are|'s) now (?:at|in)\b",
-    re.IGNORECASE,
-)
 NAME = re.compile(r"(?<=[a-z,;:] )[A-Z][a-z'’-]+")  # a capitalised word inside a sentence
 DEPTH = 8  # the posts looked at: those the reader reads
 MIN_SHARED = 2

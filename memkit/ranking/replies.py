@@ -16,6 +16,8 @@ from typing import Callable, Sequence
 
 import polars as pl
 
+from memkit.language.en.replies import ASKED_BY_NAME as _ASKED_BY_NAME
+from memkit.language.en.replies import OPENS_A_REPLY as _OPENS_A_REPLY
 from memkit.question.conversation import content_words, stems
 from memkit.ranking.changes import DEPTH, first_and_later, first_ids, newest_first, to_top
 
@@ -23,21 +25,6 @@ REPLY_WITHIN = timedelta(days=1)
 # questions (memkit.question's kinds) for a number, a length of time or a place: a reply that
 # opens with a yes, a no or a name rarely holds one (the question it answers holds the place)
 UNREPLIED = frozenset({"count", "duration", "where"})
-# the question's addressees: names opening the post ("Ines, can ...", "Sadie, Olek, you
-# in?") or a question in it ("... at 7.30. Noor, can you still come?"), closing a question
-# ("... to the gig, Ines?") or asked on their own after it ("... on Friday? Marek?")
-_NAME = r"[A-Z][\w'’-]+"
-_NAMES = rf"{_NAME}(?:(?:,\s*|\s+and\s+|\s*&\s*){_NAME})*"
-_ASKED_BY_NAME = re.compile(
-    rf"^\s*({_NAMES}),\s|(?<=[.!?])\s+({_NAMES}),\s(?=[^.!?]*\?)"
-    rf"|,\s*({_NAME})\s*\?|[?!.]\s+({_NAME})\s*\?\s*$"
-)
-_OPENS_A_REPLY = re.compile(
-    r"^\s*(?:yes|yeah|yep|no|nope|nah|sure|of course|definitely|absolutely|sorry|sadly"
-    r"|unfortunately|afraid not|not|can[’']t|cannot|can not|won[’']t|count me in|i[’']m in"
-    r"|wouldn[’']t miss it|would not miss it|i[’']ll be there|see you there|love to)(?!\w)",
-    re.IGNORECASE,
-)
 
 
 def addressees(text: str) -> list[str]:

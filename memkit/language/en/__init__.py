@@ -3,6 +3,7 @@
 from memkit.language.en.changes import CHANGES
 from memkit.language.en.follow_ups import FOLLOW_UPS
 from memkit.language.en.questions import ASKS_FOR, KINDS, LISTS, NEEDS
+from memkit.language.en.replies import REPLIES
 from memkit.language.tables import Language
 
 ENGLISH = Language(
@@ -14,6 +15,7 @@ ENGLISH = Language(
     changes=CHANGES,
     asks_for=ASKS_FOR,
     follow_ups=FOLLOW_UPS,
+    replies=REPLIES,
 )
 
 __all__ = ["ENGLISH"]

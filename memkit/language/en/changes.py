@@ -78,6 +78,46 @@ ASKS_CHANGE_RULE = Rule(
     note="a question about a change itself",
 )
 
+# a where-question is settled only by a change that names a new place "instead" ("Going to
+# Bamburgh instead, same dates"): "Let's do Friday instead" moves the day, and the post it
+# replaces still holds the place
+INSTEAD_RULE = Rule(
+    "instead",
+    re.compile(r"\binstead\b", re.IGNORECASE),
+    examples=("Going to Bamburgh instead, same dates", "Let's do Friday instead"),
+    counterexamples=("The launch went well", "Booked the cottage in Whitby"),
+    note="a change that says what happens instead",
+)
+# or moves it to someone's ("My boiler broke, so book club moves to Omar's place, same date"):
+# a where-question only, as the day stays the first post's ("we move to Leeds" is not a change)
+TO_SOMEONES_RULE = Rule(
+    "to_someones",
+    re.compile(
+        r"\bmov(?:e|es|ed|ing) (?:it |things |everything )?(?:over )?to (?-i:[A-Z])[\w-]*['’]s\b"
+        r"(?: (?:place|flat|house|home))?",
+        re.IGNORECASE,
+    ),
+    examples=("My boiler broke, so book club moves to Omar's place, same date",),
+    counterexamples=("we move to Leeds in spring", "moved to Friday"),
+    note="a plan moved to someone's place",
+)
+# or names the new place outright ("New venue for the concert is the Union Chapel"): then,
+# for a where-question, the thing it moves is enough to tie it to the plan (one shared
+# word, "concert")
+NEW_PLACE_RULE = Rule(
+    "new_place",
+    re.compile(
+        r"\b(?:new|different) (?:venue|location|address)\b|\b(?:is|are|'s) now (?:at|in)\b",
+        re.IGNORECASE,
+    ),
+    examples=("New venue for the concert is the Union Chapel", "The party is now at the Crown"),
+    counterexamples=("The concert is now sold out", "A new album from the band"),
+    note="a change that names the new place",
+)
+
 CHANGED = CHANGED_RULE.pattern
+INSTEAD = INSTEAD_RULE.pattern
+TO_SOMEONES = TO_SOMEONES_RULE.pattern
+NEW_PLACE = NEW_PLACE_RULE.pattern
 ASKS_CHANGE = ASKS_CHANGE_RULE.pattern
-CHANGES = (CHANGED_RULE, ASKS_CHANGE_RULE)
+CHANGES = (CHANGED_RULE, ASKS_CHANGE_RULE, INSTEAD_RULE, TO_SOMEONES_RULE, NEW_PLACE_RULE)
