@@ -14,10 +14,10 @@ from memkit.answer.render import render, render_name, shown_name
 from memkit.core.items import as_datetime, timestamp
 from memkit.core.text import Analyzer, sentences
 from memkit.language import ENGLISH, Language
+from memkit.language.en.answers import RECURRING
 from memkit.language.en.changes import CHANGED
 from memkit.language.timeref import (
     MONTHS,
-    WEEKDAYS,
     WRITTEN,
     Span,
     clause_bounds,
@@ -100,15 +100,6 @@ def written_dates(text: str, posted, taken=()) -> list[tuple[int, Span, str]]:
 def around(text: str, at: int, before: int = 5, after: int = 4) -> str:
     """The words just before position ``at`` and from it on (a time phrase and its verb)."""
     return " ".join(text[:at].split()[-before:] + text[at:].split()[:after])
-
-
-# a day that comes back ("on Wednesday evenings", "Tuesdays", "every Sunday"): a when-question
-# it answers gets no date of its own (the post's day would read as the answer)
-_DAY = f"(?:{'|'.join(WEEKDAYS)})"
-RECURRING = re.compile(
-    rf"\b(?:every|each) {_DAY}\b|\b{_DAY}s\b|\b{_DAY} (?:mornings|afternoons|evenings|nights)\b",
-    re.IGNORECASE,
-)
 
 
 # -- the fixed texts ------------------------------------------------------------------------

@@ -17,7 +17,6 @@ import numpy as np
 from memkit.answer import features, selection
 from memkit.answer.base import Answer, AnswerItem, Asked, Evidence, speaker
 from memkit.answer.compose import (
-    RECURRING,
     Composer,
     account_text,
     decline_text,
@@ -39,6 +38,10 @@ from memkit.config.model import ExtractiveSpec, FromSpec
 from memkit.core.items import as_datetime
 from memkit.core.linear import check_linear
 from memkit.core.text import Analyzer, sentences
+from memkit.language.en.answers import DAY_OR_CLOCK as _DAY_OR_CLOCK
+from memkit.language.en.answers import KEEPS_DAYS as _RECURRING
+from memkit.language.en.answers import MEASURE as _MEASURE
+from memkit.language.en.answers import SUBJECT_I as _SUBJECT_I
 from memkit.language.timeref import CALENDAR
 from memkit.models.encoders import encode_documents
 from memkit.question import Question
@@ -435,11 +438,6 @@ def _dated(sentence: str) -> bool:
     return says_when(sentence) or bool(_DAY_OR_CLOCK.search(sentence))
 
 
-_DAY_OR_CLOCK = re.compile(
-    r"\b(?:" + "|".join(sorted(CALENDAR)) + r")s?\b|\b\d{1,2}(?::\d\d)?\s?(?:am|pm)\b", re.I
-)
-
-
 def _names_a_person(sentence: str, known: set[str]) -> bool:
     """A capitalised word past the first that is not an author's name (``known``, lower
     case), a day or a month, nor a place or thing after "the" or a preposition ("for the
@@ -450,24 +448,6 @@ def _names_a_person(sentence: str, known: set[str]) -> bool:
         and not PLACE_OR_THING_BEFORE.search(sentence, 0, m.start())
         for m in re.finditer(r"(?<!^)(?<![.!?:]\s)\b(?!I\b)[A-Z][a-z]+", sentence)
     )
-
-
-_RECURRING = re.compile(
-    RECURRING.pattern
-    + r"|\b(?:every|each) (?:day|week|month|morning|evening|night|weekend|other)\b"
-    r"|\b(?:daily|weekly|fortnightly|monthly)\b|\b(?:once|twice) a (?:day|week|month)\b",
-    re.IGNORECASE,
-)
-_MEASURE = re.compile(
-    r"\b\d[\d,.]*\s?(?:pages?|words?|chapters?|km|kilometres?|kilometers?|miles?|metres?"
-    r"|meters?|m|minutes?|mins?|hours?|hrs?|days?|nights?|weeks?|months?|years?|laps?|bars?)\b"
-    r"|\b(?:an?|one|two|three|four|five|six|seven|eight|nine|ten|twelve|twenty|thirty|forty"
-    r"|fifty|hundred) (?:pages?|words?|chapters?|miles?|minutes?|hours?|days?|nights?|weeks?"
-    r"|months?|years?|laps?|bars?)\b",
-    re.IGNORECASE,
-)
-# the author as the one who did it ("I baked the cake"): "the school moved my course" is not
-_SUBJECT_I = re.compile(r"\b(?:I|I'm|I've|I'll|I'd|we|we're|we've)\b", re.IGNORECASE)
 
 
 def _with_the_one_before(cands: Candidates, i: int) -> str:

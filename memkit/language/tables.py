@@ -116,6 +116,8 @@ class Language:
     follow_ups: tuple[Rule, ...] = field(default=())
     # what asks someone in a feed by name, and what opens a reply to it
     replies: tuple[Rule, ...] = field(default=())
+    # what the writer reads in a sentence (a day that comes back, a measure, ...)
+    sentences: tuple[Rule, ...] = field(default=())
 
     def kind(self, question: str) -> str:
         """The kind of answer a question asks for (the first row of ``kinds`` it matches)."""
@@ -169,6 +171,7 @@ def validate(language: Language) -> list[str]:
         ("asks_for", language.asks_for),
         ("follow_ups", language.follow_ups),
         ("replies", language.replies),
+        ("sentences", language.sentences),
     ):
         out += [f"{group}.{p}" for rule in rules for p in rule.problems()]
     return out

@@ -1,5 +1,6 @@
 """The English pack: the tables memkit reads English questions with (memkit/language/en/)."""
 
+from memkit.language.en.answers import SENTENCES
 from memkit.language.en.changes import CHANGES
 from memkit.language.en.follow_ups import FOLLOW_UPS
 from memkit.language.en.questions import ASKS_FOR, KINDS, LISTS, NEEDS
@@ -16,6 +17,7 @@ ENGLISH = Language(
     asks_for=ASKS_FOR,
     follow_ups=FOLLOW_UPS,
     replies=REPLIES,
+    sentences=SENTENCES,
 )
 
 __all__ = ["ENGLISH"]
