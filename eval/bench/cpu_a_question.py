@@ -33,7 +33,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "store"
         shutil.copytree(args.store, folder)  # questions write turns: the store stays as it was
-        client, floors = service.guard_client(folder, ROOT / "memkit" / "configs" / "default.toml")
+        client, floors = service.guard_client(folder, ROOT / "memkit" / "config" / "default.toml")
         bodies = service.query_bodies(700, floors, 20, seed=11)
 
         def run(part, summary: str) -> float:

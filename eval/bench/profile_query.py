@@ -21,7 +21,7 @@ sys.path.insert(0, str(ROOT))
 import service  # noqa: E402
 
 c, floors = service.guard_client(
-    ROOT / "eval" / "out" / "bench-guard", ROOT / "memkit" / "configs" / "default.toml"
+    ROOT / "eval" / "out" / "bench-guard", ROOT / "memkit" / "config" / "default.toml"
 )
 bodies = service.query_bodies(400, floors, 20, seed=11)
 summary = sys.argv[1] if len(sys.argv) > 1 else "0"
