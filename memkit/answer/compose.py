@@ -14,7 +14,7 @@ from memkit.answer.render import render, render_name, shown_name
 from memkit.core.items import as_datetime, timestamp
 from memkit.core.text import Analyzer, sentences
 from memkit.language import ENGLISH, Language
-from memkit.language.en.answers import RECURRING
+from memkit.language.en.answers import CLAUSE_BREAK, INSTEAD_OF_A_PLAN, RECURRING, TO_A_DATE
 from memkit.language.en.changes import CHANGED
 from memkit.language.timeref import (
     MONTHS,
@@ -51,7 +51,7 @@ def _date_instead(text: str, posted) -> Lead | None:
     instead"): the one in the clause that ends with it, where the clause names one."""
     if posted is None:
         return None
-    for m in re.finditer(r"\binstead\b(?! of)", text, re.IGNORECASE):
+    for m in INSTEAD_OF_A_PLAN.finditer(text):
         clause = re.split(r"[,;.!?]", text[: m.start()])[-1]
         span = _first_date(clause, posted)
         if span is not None:
@@ -294,14 +294,7 @@ class Composer:
         words = sentence.split()
         if self.max_words is None or len(words) <= self.max_words:
             return sentence
-        clauses = [
-            c
-            for c in re.split(
-                r"(?<=[,;:])\s+|\s+(?=[–—-]\s)|\s+(?=(?:and|but|because|so|which|while) )",
-                sentence,
-            )
-            if c.strip()
-        ]
+        clauses = [c for c in CLAUSE_BREAK.split(sentence) if c.strip()]
         terms = set(self._analyzer(query))
         holds = HOLDS.get(question_type(query, language))
 
@@ -344,7 +337,7 @@ class Composer:
             said = said[:cut] if cut >= 0 else said
             start = moved.start() + len(said)
             clause = re.split(r"[,;.!?]", sentence[start:], maxsplit=1)[0]
-            if not re.match(r"\s+(?:back\s+)?(?:to|until|till|for|on)\b", clause):
+            if not TO_A_DATE.match(clause):
                 continue  # "we moved here four years ago", "Change of plan:": no new date here
             span = _first_date(clause, posted)
             if span is not None:

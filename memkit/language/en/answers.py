@@ -77,9 +77,48 @@ DAY_OR_CLOCK_RULE = Rule(
     note="a day, a month or a time of day",
 )
 
+# a new plan stated "instead" ("We'll do it on 12 November instead"), not "instead of"
+INSTEAD_OF_A_PLAN_RULE = Rule(
+    "instead_of_a_plan",
+    re.compile(r"\binstead\b(?! of)", re.IGNORECASE),
+    examples=("We'll do it on 12 November instead",),
+    counterexamples=("Tea instead of coffee", "Booked it for Friday"),
+    note="the clause before it names the new plan",
+)
+# where a long sentence may be cut to the clause that answers: after a comma, a semicolon
+# or a colon, before a dash, before a conjunction
+CLAUSE_BREAK_RULE = Rule(
+    "clause_break",
+    re.compile(r"(?<=[,;:])\s+|\s+(?=[–—-]\s)|\s+(?=(?:and|but|because|so|which|while) )"),
+    examples=("The flat is lovely, the rent is 950", "We went to Leeds and then home"),
+    counterexamples=("The flat is lovely",),
+    note="a break between clauses",
+)
+# the words after a change that lead to its new date ("moved to Friday", "pushed back to
+# 16 March", "postponed until May"): "we moved here four years ago" leads to none
+TO_A_DATE_RULE = Rule(
+    "to_a_date",
+    re.compile(r"\s+(?:back\s+)?(?:to|until|till|for|on)\b"),
+    examples=(" to Friday 20 November", " back to 16 March", " until May"),
+    counterexamples=(" here four years ago", ":"),
+    note="what follows a change's words when a new date comes next (matched at the start)",
+)
+
 RECURRING = RECURRING_RULE.pattern
+INSTEAD_OF_A_PLAN = INSTEAD_OF_A_PLAN_RULE.pattern
+CLAUSE_BREAK = CLAUSE_BREAK_RULE.pattern
+TO_A_DATE = TO_A_DATE_RULE.pattern
 KEEPS_DAYS = KEEPS_DAYS_RULE.pattern
 MEASURE = MEASURE_RULE.pattern
 SUBJECT_I = SUBJECT_I_RULE.pattern
 DAY_OR_CLOCK = DAY_OR_CLOCK_RULE.pattern
-SENTENCES = (RECURRING_RULE, KEEPS_DAYS_RULE, MEASURE_RULE, SUBJECT_I_RULE, DAY_OR_CLOCK_RULE)
+SENTENCES = (
+    RECURRING_RULE,
+    KEEPS_DAYS_RULE,
+    MEASURE_RULE,
+    SUBJECT_I_RULE,
+    DAY_OR_CLOCK_RULE,
+    INSTEAD_OF_A_PLAN_RULE,
+    CLAUSE_BREAK_RULE,
+    TO_A_DATE_RULE,
+)
