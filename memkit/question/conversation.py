@@ -81,6 +81,9 @@ from memkit.language.en.follow_ups import (
     GOING_WHERE_SAID as _GOING_WHERE_SAID,
 )
 from memkit.language.en.follow_ups import (
+    OBJECT_PRONOUN as _OBJECT_PRONOUN,
+)
+from memkit.language.en.follow_ups import (
     PERSONAL as _PERSONAL,
 )
 from memkit.language.en.follow_ups import (
@@ -502,7 +505,7 @@ def _topic_pronoun(text: str, asked: set[str]) -> bool:
     # ("buy her for Christmas") it is "him"
     objects = [
         m
-        for m in re.finditer(r"\b(him|her)\b(?:\W+(\w+))?", text, re.IGNORECASE)
+        for m in _OBJECT_PRONOUN.finditer(text)
         if m.group(1).lower() == "him" or not m.group(2) or m.group(2).lower() in NLTK_STOPWORDS
     ]
     return bool(objects) and not owner and not _BACK_TO.search(text)

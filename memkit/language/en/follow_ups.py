@@ -100,9 +100,27 @@ BACK_TO_RULE = Rule(
     note="words that change the subject to what follows them",
 )
 
+# "him" or "her" with the word after it: "her" before a noun is "his" ("with her sister"),
+# before nothing or a small word ("buy her for Christmas") it is "him"
+OBJECT_PRONOUN_RULE = Rule(
+    "object_pronoun",
+    re.compile(r"\b(him|her)\b(?:\W+(\w+))?", re.IGNORECASE),
+    examples=("What does Diego's coach tell him?", "What did they buy her for Christmas?"),
+    counterexamples=("What did he say?", "Where does she work?"),
+    note="an object pronoun, read with the word after it",
+)
+
 WHAT_HAPPENED = WHAT_HAPPENED_RULE.pattern
+OBJECT_PRONOUN = OBJECT_PRONOUN_RULE.pattern
 PRONOUN = PRONOUN_RULE.pattern
 PERSONAL = PERSONAL_RULE.pattern
 GOING_WHERE_SAID = GOING_WHERE_SAID_RULE.pattern
 BACK_TO = BACK_TO_RULE.pattern
-FOLLOW_UPS = (WHAT_HAPPENED_RULE, PRONOUN_RULE, PERSONAL_RULE, GOING_WHERE_SAID_RULE, BACK_TO_RULE)
+FOLLOW_UPS = (
+    WHAT_HAPPENED_RULE,
+    PRONOUN_RULE,
+    PERSONAL_RULE,
+    GOING_WHERE_SAID_RULE,
+    BACK_TO_RULE,
+    OBJECT_PRONOUN_RULE,
+)
