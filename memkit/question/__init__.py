@@ -22,7 +22,13 @@ from typing import Sequence
 from memkit.language import ENGLISH, Language
 from memkit.language.tables import lacking
 from memkit.language.timeref import question_window
-from memkit.question.conversation import NoContext, Reading, Turn, asks_what_happened
+from memkit.question.conversation import (
+    NoContext,
+    Reading,
+    Turn,
+    asks_what_happened,
+    content_words,
+)
 from memkit.question.kinds import is_question
 
 EXPECTS = {
@@ -57,6 +63,8 @@ class Question:
     # the pack's ``asks_for`` rows that read it: "when" (the answer leads with a date),
     # "habit" (the days it keeps), "ahead" (a plan), "length" (a measure)
     asks_for: frozenset[str] = frozenset()
+    # its content words, in order (memkit.question.conversation.content_words of the text)
+    content: tuple[str, ...] = ()
 
     @classmethod
     def read(
@@ -107,6 +115,7 @@ class Question:
             asks_change=language.asks_change(text),
             asks_what_happened=asks_what_happened(text),
             asks_for=language.asked_for(text),
+            content=tuple(content_words(text)),
         )
 
     def lacks(self, sentence: str) -> str | None:

@@ -33,6 +33,7 @@ import polars as pl
 from memkit.core.text import sentences
 from memkit.language.en.changes import ASKS_CHANGE, CHANGED, INSTEAD, NEW_PLACE, TO_SOMEONES
 from memkit.language.timeref import CALENDAR, dates_in
+from memkit.question import Question
 from memkit.question.conversation import content_words
 
 NAME = re.compile(r"(?<=[a-z,;:] )[A-Z][a-z'’-]+")  # a capitalised word inside a sentence
@@ -41,14 +42,12 @@ MIN_SHARED = 2
 OVERLAP = 0.15  # of the two posts' content words together (long posts share words by chance)
 
 
-def _words(text: str) -> set[str]:
+def _words(text: str | Question) -> set[str]:
     # without numbers: a change's new date differs from the old one by nature; a
-    # possessive is its noun ("Sam's work" and "Sam and I", "Mum's flight" and "my mum")
-    return {
-        re.sub(r"['’]s$", "", w.lower())
-        for w in content_words(text)
-        if not any(c.isdigit() for c in w)
-    }
+    # possessive is its noun ("Sam's work" and "Sam and I", "Mum's flight" and "my mum");
+    # a question's content words were read with it
+    words = text.content if isinstance(text, Question) else content_words(text)
+    return {re.sub(r"['’]s$", "", w.lower()) for w in words if not any(c.isdigit() for c in w)}
 
 
 def changed_fact(
@@ -58,13 +57,14 @@ def changed_fact(
     min_shared: int = MIN_SHARED,
     overlap: float = OVERLAP,
     kind: str = "when",
-    query: str = "",
+    query: str | Question = "",
 ) -> tuple[str, str] | None:
     """(the newer post, the first post it replaces) when one of the first ``depth`` posts of
     ``run`` (one question's ranking) states a change to the first one (see the module's
     text), else None. ``items_of(ids)``: the posts (memkit.core.items.Item or dicts); ``kind``:
     the question's (``settles``), "where" takes only a change to a new place; ``query``: the
-    question, whose sentences of the first post are what a change must be about."""
+    question (its text, or the Question read from it), whose sentences of the first post
+    are what a change must be about."""
     found = first_and_later(run, items_of, depth, dated=kind == "when")
     if found is None:
         return None
@@ -235,7 +235,7 @@ def _new_place(text: str, first: str) -> bool:
 
 
 def stated_change_first(
-    run: pl.DataFrame, items_of: Callable[[Sequence[str]], Sequence], query: str,
+    run: pl.DataFrame, items_of: Callable[[Sequence[str]], Sequence], query: str | Question,
     depth: int = DEPTH,
 ) -> pl.DataFrame:  # fmt: skip
     """``run`` with the post that states a change first, for a question about a change
@@ -244,7 +244,9 @@ def stated_change_first(
     the first ``depth`` posts posted after the first post that says something changed
     (``CHANGED``) and has one of the question's own words besides the change's, when the
     first post says no change."""
-    asked = _words(ASKS_CHANGE.sub(" ", query)) if ASKS_CHANGE.search(query) else set()
+    text = query.text if isinstance(query, Question) else query
+    about_change = query.asks_change if isinstance(query, Question) else ASKS_CHANGE.search(text)
+    asked = _words(ASKS_CHANGE.sub(" ", text)) if about_change else set()
     found = first_and_later(run, items_of, depth) if asked else None
     if found is None or CHANGED.search(found[1].get("text") or ""):
         return run

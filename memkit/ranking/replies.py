@@ -18,6 +18,7 @@ import polars as pl
 
 from memkit.language.en.replies import ASKED_BY_NAME as _ASKED_BY_NAME
 from memkit.language.en.replies import OPENS_A_REPLY as _OPENS_A_REPLY
+from memkit.question import Question
 from memkit.question.conversation import content_words, stems
 from memkit.ranking.changes import DEPTH, first_and_later, first_ids, newest_first, to_top
 
@@ -50,7 +51,7 @@ def reply_first(
     items_of: Callable[[Sequence[str]], Sequence],
     depth: int = DEPTH,
     kind: str | None = None,
-    query: str = "",
+    query: str | Question = "",
 ) -> pl.DataFrame:
     """``run`` with the reply to its first post first (and that post second), when the
     first post asks someone by name and their reply is among the first ``depth`` posts;
@@ -71,7 +72,8 @@ def reply_first(
     first_id, first, later = found
     asker = first_name(first.get("speaker"))
     repliers = {first_name(a) for a in asked} - {asker}
-    named = {n for n in repliers if re.search(rf"\b{re.escape(n)}\b", query, re.IGNORECASE)}
+    text = query.text if isinstance(query, Question) else query
+    named = {n for n in repliers if re.search(rf"\b{re.escape(n)}\b", text, re.IGNORECASE)}
     repliers = named or repliers
     for e, it in later:
         if _replies(it, first, repliers):
@@ -80,7 +82,10 @@ def reply_first(
 
 
 def _reply_of_the_one_named(
-    run: pl.DataFrame, items_of: Callable[[Sequence[str]], Sequence], depth: int, query: str
+    run: pl.DataFrame,
+    items_of: Callable[[Sequence[str]], Sequence],
+    depth: int,
+    query: str | Question,
 ) -> pl.DataFrame:
     """For a question that names someone: their reply to a post among the first ``depth``
     that asks them by name and holds the question's other words, first, and the post
@@ -88,7 +93,7 @@ def _reply_of_the_one_named(
     Felix's "Noor, can you still come? Mateo?" was quoted; "What did Wen recommend?",
     asked of "Wen, can you recommend a restaurant in Reykjavik?", which Wen answered "Yes!
     Dill, it has a Michelin star" (her first shift ranked first)."""
-    words = content_words(query)
+    words = query.content if isinstance(query, Question) else content_words(query)
     wanted = {first_name(w) for w in words if w[:1].isupper()}
     rest = stems(w for w in words if not w[:1].isupper())
     if not wanted:

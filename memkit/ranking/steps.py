@@ -71,13 +71,13 @@ class ChangedFactsStep:
             return ranked
         run = ranked.run
         change = (
-            changed_fact(run, posts, kind=question.kind, query=question.text)
+            changed_fact(run, posts, kind=question.kind, query=question)
             if settles(question.kind)
             else None
         )
         if change:
             return replace(ranked, run=newest_first(run, change), change=change)
-        return replace(ranked, run=stated_change_first(run, posts, question.text))
+        return replace(ranked, run=stated_change_first(run, posts, question))
 
 
 @register_step("replies")
@@ -94,7 +94,7 @@ class RepliesStep:
         run = ranked.run
         if not ranked.open or ranked.change or not run.height:
             return ranked
-        replied = reply_first(run, posts, kind=question.kind, query=question.text)
+        replied = reply_first(run, posts, kind=question.kind, query=question)
         if replied["event_id"][0] != run["event_id"][0]:
             return replace(ranked, run=replied, reply=replied["event_id"][0])
         # The same first post: ``ask`` keeps its ranking as it was, ``search`` takes
