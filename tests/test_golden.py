@@ -46,12 +46,12 @@ def test_the_golden_params_hold_the_shipped_coefficients():
 def test_every_walk_replays_as_the_golden_output():
     """The answers come through the int8 encoder, whose vectors can differ between CPU
     classes in a rare 8-bit step (docs/experiments/int8-cpus.md): the comparison runs on the
-    class the golden file was written on (tests/golden/walks-cpu.txt), as the ledger's int8
-    rows are exact only there."""
+    classes the golden file was checked on (tests/golden/walks-cpu.txt, one a line: written
+    on an AMD EPYC with AVX2, replayed line for line on one with AVX-512 and VNNI)."""
     from memkit.evaluation.ledger import cpu
 
-    written_on = (GOLDEN / "walks-cpu.txt").read_text().strip()
-    if cpu()["cpu_class"] != written_on:
-        pytest.skip(f"the golden walks were written on {written_on}, this CPU is {cpu()}")
+    checked_on = (GOLDEN / "walks-cpu.txt").read_text().split()
+    if cpu()["cpu_class"] not in checked_on:
+        pytest.skip(f"the golden walks were checked on {checked_on}, this CPU is {cpu()}")
     expected = (GOLDEN / "walks.txt").read_text().splitlines()
     assert list(walk_lines()) == expected
