@@ -13,7 +13,6 @@ from memkit.answer.base import DECLINE, Answer, AnswerItem
 from memkit.answer.render import render, render_name, shown_name
 from memkit.core.items import as_datetime, timestamp
 from memkit.core.text import Analyzer, sentences
-from memkit.language import ENGLISH, Language
 from memkit.language.en.answers import CLAUSE_BREAK, INSTEAD_OF_A_PLAN, RECURRING, TO_A_DATE
 from memkit.language.en.changes import CHANGED
 from memkit.language.timeref import (
@@ -177,8 +176,7 @@ class Composer:
             else None
         )
         shown = [
-            render(self.quote(query, sentence, item, question.language))
-            for sentence, item, _ in quotes
+            render(self.quote(query, sentence, item, question.kind)) for sentence, item, _ in quotes
         ]
         lines = [
             self.attributed(text, item, lead=lead if n == 0 else None)
@@ -257,21 +255,19 @@ class Composer:
             ],
         )
 
-    def quote(
-        self, query: str, sentence: str, item: AnswerItem, language: Language = ENGLISH
-    ) -> str:
+    def quote(self, query: str, sentence: str, item: AnswerItem, kind: str | None = None) -> str:
         """What is quoted of a post: the chosen sentence and the sentences around it, while
         they fit in ``max_words`` and are not questions (a chat line is usually quoted
         whole: "Yeah she's fine. They've taken the car to Hendry's" answers where the car
         went only with its second sentence), else the sentence cut to the clause that
-        answers (``span``)."""
+        answers (``span``; ``kind``: the question's, read with it, else read here)."""
         parts = sentences(item.get("text"))
         if (
             self.max_words is None
             or sentence not in parts
             or len(sentence.split()) > self.max_words
         ):
-            return self.span(query, sentence, language)
+            return self.span(query, sentence, kind)
         lo = hi = parts.index(sentence)
         size = len(sentence.split())
         while True:
@@ -287,7 +283,7 @@ class Composer:
                 break
         return " ".join(parts[lo : hi + 1])
 
-    def span(self, query: str, sentence: str, language: Language = ENGLISH) -> str:
+    def span(self, query: str, sentence: str, kind: str | None = None) -> str:
         """The sentence, or past ``max_words`` the clause holding most of the question's
         terms (what it asks for breaks ties) with its neighbours up to ``max_words``,
         marked with "…" where cut."""
@@ -296,7 +292,7 @@ class Composer:
             return sentence
         clauses = [c for c in CLAUSE_BREAK.split(sentence) if c.strip()]
         terms = set(self._analyzer(query))
-        holds = HOLDS.get(question_type(query, language))
+        holds = HOLDS.get(kind if kind is not None else question_type(query))
 
         def weight(c: str) -> tuple:
             answers = bool(holds and holds.search(c)) or says_when(c)
